@@ -1,0 +1,48 @@
+"""sot: a symbolic opcode translator JIT for PaddlePaddle.
+
+Wrap a function or a layer with `symbolic_translate`; its bytecode is simulated, tensor operations are
+captured into compiled static programs, and everything else stays plain Python. See API.md.
+"""
+from __future__ import annotations
+
+import sys
+
+SUPPORTED_PYTHONS = ((3, 11),)
+if sys.version_info[:2] not in SUPPORTED_PYTHONS:
+    _supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
+    raise ImportError(f"sot supports CPython {_supported}; this is Python "
+                      f"{sys.version_info.major}.{sys.version_info.minor} ({sys.implementation.name})")
+
+from . import psdb  # noqa: E402
+from .config import config  # noqa: E402
+from .errors import BreakGraphCheckError, SotError, UnsupportedError  # noqa: E402
+from .explain import explain  # noqa: E402
+from .stats import Stats, stats  # noqa: E402
+from .translate import symbolic_translate  # noqa: E402
+
+
+def reset() -> None:
+    """Forget every cached translation and compiled program; statistics restart from zero."""
+    from .eval_frame_ext import reset_cache
+    from .stats import reset_counters
+    from .symbolic.compile import clear_compiled
+
+    reset_cache()
+    clear_compiled()
+    reset_counters()
+
+
+def skip_function(fn):  # type: ignore[no-untyped-def]
+    """Never translate ``fn`` (decorator, or call it on a function or method); returns ``fn``."""
+    from .opcode_translator.skip_files import skip_code
+
+    target = getattr(fn, "__func__", fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        raise TypeError(f"sot.skip_function expects a Python function or method, got {type(fn).__name__}")
+    skip_code(code)
+    return fn
+
+
+__all__ = ["BreakGraphCheckError", "SotError", "Stats", "UnsupportedError", "config", "explain", "psdb",
+           "reset", "skip_function", "stats", "symbolic_translate"]

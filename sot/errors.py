@@ -1,0 +1,53 @@
+"""Exceptions of `sot`.
+
+Internal control flow (a frame falls back, a graph must break) is expressed with exceptions raised inside
+the executor and caught by the frame callback; users only ever see `SotError` subclasses in strict mode or
+from the `psdb` checks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SotError(Exception):
+    """Base class of the errors `sot` raises to users."""
+
+
+class UnsupportedError(SotError):
+    """Raised to the user in strict mode (or by ``psdb.check_no_fallback``) instead of falling back."""
+
+
+class BreakGraphCheckError(SotError):
+    """Raised by ``psdb.check_no_breakgraph`` when a graph break happens inside the checked function."""
+
+
+@dataclass
+class SourceLocation:
+    """A line of user code, as shown in reports: ``file:line``."""
+
+    filename: str
+    lineno: int | None
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}" if self.lineno is not None else self.filename
+
+
+class FallbackError(Exception):
+    """The current frame cannot be simulated; it runs eagerly instead (never a wrong result)."""
+
+    def __init__(self, reason: str, location: SourceLocation | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.location = location
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        return f"{self.reason}{where}"
+
+
+class BreakGraphError(FallbackError):
+    """Simulation reached something that cannot go into a graph (tensor-valued branch, print, ...).
+
+    Until resume functions exist the frame falls back; the kind is kept so it is counted and reported as a
+    graph break.
+    """

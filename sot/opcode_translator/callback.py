@@ -1,0 +1,99 @@
+"""The frame callback the C hook calls on a cache miss: skip policy, cache policy, then translation."""
+from __future__ import annotations
+
+import threading
+import types
+import warnings
+from typing import Any, Callable
+
+from ..config import config
+from ..errors import BreakGraphCheckError, UnsupportedError
+from ..eval_frame_ext import SKIP, cache_entries
+from ..log import enabled, log
+from ..stats import counters
+from .executor.function_graph import FrameInfo
+from .executor.guard import log_guard_misses
+from .skip_files import should_skip
+from .transform import Translation, describe_code, translate_frame
+
+# Code objects whose translation must not fall back / break (``psdb.check_no_fallback`` and friends).
+no_fallback_codes: set[types.CodeType] = set()
+no_breakgraph_codes: set[types.CodeType] = set()
+
+# Observers of translations (``sot.explain`` and reports subscribe here).
+_listeners: list[Callable[[Translation, FrameInfo], None]] = []
+_options = threading.local()
+_warned_limit: set[types.CodeType] = set()
+
+
+def current_training() -> bool:
+    return getattr(_options, "training", True)
+
+
+def set_training(training: bool) -> bool:
+    previous = current_training()
+    _options.training = training
+    return previous
+
+
+def add_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
+    _listeners.append(listener)
+
+
+def remove_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
+    _listeners.remove(listener)
+
+
+def _cache_limit_reached(code: types.CodeType, frame: FrameInfo, guards: list[Any]) -> bool:
+    if len(guards) < config.cache_limit:
+        return False
+    if code not in _warned_limit:
+        _warned_limit.add(code)
+        reason = ""
+        if guards:
+            failure = guards[0].first_failure(frame.globals, frame.closure, frame.args)
+            reason = f"; the guard that keeps failing: {failure}" if failure else ""
+        warnings.warn(f"sot: {describe_code(code)} reached the cache limit of {config.cache_limit} "
+                      f"translations and now runs eagerly{reason}", RuntimeWarning, stacklevel=2)
+    return True
+
+
+def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None,
+                   args: tuple) -> Any:
+    """Called by the hook for a frame whose cached entries all failed their guards (or none exist)."""
+    if should_skip(code, globals_):
+        return SKIP
+    frame = FrameInfo(code, globals_, builtins_, closure, args)
+    guards = [entry[0].guard for entry in cache_entries(code) if hasattr(entry[0], "guard")]
+    if guards and enabled(1):
+        log_guard_misses(code, guards, globals_, closure, args)
+    if _cache_limit_reached(code, frame, guards):
+        return SKIP
+    counters.translate_count += 1
+    translation = translate_frame(frame, current_training())
+    for listener in list(_listeners):
+        listener(translation, frame)
+    if translation.kind == "fallback":
+        _on_fallback(code, translation)
+    elif translation.kind == "compiled":
+        log(1, f"translated {describe_code(code)}: one graph of {len(translation.sir)} ops")
+    guard = translation.guard.check
+    guard.guard = translation.guard  # type: ignore[attr-defined]  # lets a later miss explain itself
+    guard.translation = translation  # type: ignore[attr-defined]  # for sot.explain
+    return guard, translation.code
+
+
+def _on_fallback(code: types.CodeType, translation: Translation) -> None:
+    failure = translation.failure
+    assert failure is not None
+    kind = "graph break" if translation.is_break else "fallback"
+    if translation.is_break:
+        counters.graph_breaks += 1
+    counters.fallbacks += 1
+    log(1, f"{kind} in {describe_code(code)}: {failure} (the frame runs eagerly)")
+    if translation.is_break and code in no_breakgraph_codes:
+        raise BreakGraphCheckError(f"graph break in {describe_code(code)}: {failure}")
+    if code in no_fallback_codes:
+        raise UnsupportedError(f"{describe_code(code)} fell back to eager: {failure}")
+    if config.strict_mode:
+        raise UnsupportedError(f"strict mode: {describe_code(code)} cannot be translated: {failure}")

@@ -1,0 +1,114 @@
+"""Generate the translated code object with the `bytecode` package.
+
+The generated code keeps the original's signature, free variables and cell prologue (the hook copies the
+arguments into it by name and its ``COPY_FREE_VARS`` reads the original function's closure). Its body
+loads the graph inputs, calls the compiled program and rebuilds the return value. Line numbers point at
+the user's return line so tracebacks read naturally.
+
+Instruction spellings that differ between Python versions are confined to the ``_emit_*`` helpers here.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import bytecode
+from bytecode import Bytecode, CellVar, FreeVar, Instr
+
+from ..errors import FallbackError
+from ..symbolic.sir import Symbol
+
+_PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
+OUTPUTS_LOCAL = "__sot_outputs"
+
+
+class CodeGen:
+    """Accumulates instructions for a new code object modelled on ``original``."""
+
+    def __init__(self, original: types.CodeType, lineno: int | None = None) -> None:
+        self.original = original
+        self.lineno = lineno or original.co_firstlineno
+        self.instructions: list[Any] = []
+        self.output_index: dict[Symbol, int] = {}
+        source = Bytecode.from_code(original)
+        self._template = source
+        for instr in source:
+            if not isinstance(instr, Instr) or instr.name not in _PROLOGUE_OPS:
+                break
+            self.instructions.append(Instr(instr.name, instr.arg, lineno=original.co_firstlineno))
+
+    # -- primitive emitters ------------------------------------------------------------------------------
+    def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
+        self.instructions.append(Instr(name, arg, lineno=self.lineno))
+
+    def load_fast(self, name: str) -> None:
+        if name in self.original.co_cellvars:
+            self.emit("LOAD_DEREF", CellVar(name))
+        else:
+            self.emit("LOAD_FAST", name)
+
+    def store_fast(self, name: str) -> None:
+        self.emit("STORE_FAST", name)
+
+    def load_const(self, value: Any) -> None:
+        self.emit("LOAD_CONST", value)
+
+    def load_global(self, name: str) -> None:
+        self.emit("LOAD_GLOBAL", (False, name) if sys.version_info >= (3, 11) else name)
+
+    def load_deref(self, name: str) -> None:
+        self.emit("LOAD_DEREF", FreeVar(name) if name in self.original.co_freevars else CellVar(name))
+
+    def load_attr(self, name: str) -> None:
+        self.emit("LOAD_ATTR", (False, name) if sys.version_info >= (3, 12) else name)
+
+    def binary_subscr(self) -> None:
+        self.emit("BINARY_SUBSCR")
+
+    def build(self, op: str, count: int) -> None:
+        self.emit(op, count)
+
+    def push_null(self) -> None:
+        self.emit("PUSH_NULL")
+
+    def call(self, argc: int) -> None:
+        """Call with ``argc`` positional arguments; the stack holds NULL, callable, args."""
+        if sys.version_info < (3, 12):
+            self.emit("PRECALL", argc)
+        self.emit("CALL", argc)
+
+    def return_value(self) -> None:
+        self.emit("RETURN_VALUE")
+
+    # -- graph outputs -----------------------------------------------------------------------------------
+    def load_graph_output(self, symbol: Symbol) -> None:
+        index = self.output_index.get(symbol)
+        if index is None:
+            raise FallbackError(f"tensor {symbol.name} is needed in the generated code but is not a graph output")
+        self.emit("LOAD_FAST", OUTPUTS_LOCAL)
+        self.load_const(index)
+        self.binary_subscr()
+
+    def call_program(self, program: Any, inputs: list[Any], outputs: list[Symbol]) -> None:
+        """``__sot_outputs = program([inputs...])``; ``inputs`` are variables to reconstruct."""
+        self.push_null()
+        self.load_const(program)
+        for var in inputs:
+            var.reconstruct(self)
+        self.build("BUILD_LIST", len(inputs))
+        self.call(1)
+        self.store_fast(OUTPUTS_LOCAL)
+        self.output_index = {symbol: i for i, symbol in enumerate(outputs)}
+
+    # -- result ------------------------------------------------------------------------------------------
+    def to_code(self) -> types.CodeType:
+        template = self._template
+        new = Bytecode(self.instructions)
+        for attr in ("argcount", "posonlyargcount", "kwonlyargcount", "argnames", "name", "filename",
+                     "first_lineno", "flags", "cellvars", "freevars", "docstring"):
+            setattr(new, attr, getattr(template, attr))
+        if hasattr(template, "qualname"):
+            new.qualname = template.qualname
+        new.flags = template.flags  # the same kind of function: optimized, with the same */** arguments
+        return new.to_code()

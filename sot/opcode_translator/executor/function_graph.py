@@ -1,0 +1,154 @@
+"""`FunctionGraph`: what one simulated frame records (SIR statements, tensor inputs, guards)."""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Callable
+
+from ...errors import FallbackError, SourceLocation
+from ...symbolic.infer_meta import MetaInferenceError, infer_meta
+from ...symbolic.pytree import leaves, map_structure
+from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
+from .guard import Guard, GuardBuilder
+from .tracker import ConstTracker, DummyTracker
+from .variables.base import VariableBase
+from .variables.basic import TensorVariable
+from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
+
+
+@dataclasses.dataclass
+class FrameInfo:
+    """What the hook hands over for a frame that is about to start (see eval_frame_ext)."""
+
+    code: types.CodeType
+    globals: dict[str, Any]
+    builtins: dict[str, Any]
+    closure: tuple | None
+    args: tuple
+
+
+_meta_cache: dict[tuple, Any] = {}
+
+
+def _meta_key(kind: str, target: Any, args: Any, kwargs: Any) -> tuple | None:
+    key = (kind, target if kind == "method" else id(target), repr_free(args), repr_free(kwargs))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def repr_free(tree: Any) -> Any:
+    """A hashable form of an argument structure (lists become tuples, dicts sorted items)."""
+    if type(tree) in (list, tuple):
+        return (type(tree).__name__,) + tuple(repr_free(item) for item in tree)
+    if type(tree) is dict:
+        return ("dict",) + tuple(sorted((k, repr_free(v)) for k, v in tree.items()))
+    return (type(tree), tree)
+
+
+class FunctionGraph:
+    """Collects the SIR and the guards of one translation."""
+
+    def __init__(self, frame: FrameInfo, name: str) -> None:
+        self.frame = frame
+        self.name = name
+        self.statements: list[Statement] = []
+        self.metas: dict[Symbol, MetaInfo] = {}
+        self.inputs: dict[Symbol, TensorVariable] = {}
+        self.guard_builder = GuardBuilder(frame.code)
+        self._guarded: set[int] = set()
+        self._counter = 0
+        self.location: SourceLocation | None = None
+        self.executor: Any = None  # the OpcodeExecutor driving this graph (for psdb.breakpoint)
+
+    # -- symbols and guards ------------------------------------------------------------------------------
+    def new_symbol(self, meta: MetaInfo) -> Symbol:
+        symbol = Symbol(f"var_{self._counter}")
+        self._counter += 1
+        self.metas[symbol] = meta
+        return symbol
+
+    def add_guard(self, var: VariableBase) -> None:
+        """Guard ``var`` (and what it was derived from): the simulation depended on its value."""
+        if id(var) in self._guarded:
+            return
+        self._guarded.add(id(var))
+        for source in var.tracker.inputs:
+            self.add_guard(source)
+        if isinstance(var.tracker, (DummyTracker, ConstTracker)):
+            return
+        builder = self.guard_builder
+        for expr in var.make_guards(builder, builder.expr_of(var)):
+            builder.add(expr)
+
+    def build_guard(self) -> Guard:
+        return self.guard_builder.build()
+
+    # -- recording ---------------------------------------------------------------------------------------
+    def _to_sir_arg(self, var: VariableBase) -> Any:
+        if isinstance(var, TensorVariable):
+            if var.tracker.is_traceable() and var.symbol not in self.inputs:
+                self.add_guard(var)
+                self.inputs[var.symbol] = var
+            return var.symbol
+        if isinstance(var, SequenceVariable):
+            return var.py_type(self._to_sir_arg(item) for item in var.items)
+        if isinstance(var, DictVariable):
+            return {key: self._to_sir_arg(item) for key, item in var.items.items()}
+        self.add_guard(var)
+        return var.get_py_value()
+
+    def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
+                       kwargs: dict[str, VariableBase]) -> VariableBase:
+        """Record one statement; returns variables for its outputs, with meta inferred statically."""
+        sir_args = tuple(self._to_sir_arg(a) for a in args)
+        sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
+        if not any(isinstance(leaf, Symbol) for leaf in leaves((sir_args, sir_kwargs))):
+            raise FallbackError(f"{name}() called without tensor arguments is not supported yet")
+
+        def meta_of(leaf: Any) -> Any:
+            return self.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+        meta_args = map_structure(meta_of, sir_args)
+        meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
+        out_meta = self._infer(kind, name, target, meta_args, meta_kwargs)
+        outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
+        self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
+                                         map_structure(lambda var: var.symbol, outputs), self.location))
+        return self._wrap_outputs(outputs)
+
+    def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> Any:
+        key = _meta_key(kind, target, args, kwargs)
+        if key is not None and key in _meta_cache:
+            return _meta_cache[key]
+        call: Callable[..., Any] = target
+        if kind == "method":
+            def call(obj: Any, *rest: Any, **kw: Any) -> Any:
+                return getattr(obj, target)(*rest, **kw)
+        try:
+            result = infer_meta(call, args, kwargs)
+        except MetaInferenceError as exc:
+            raise FallbackError(f"{name}: {exc}", self.location) from None
+        if key is not None:
+            _meta_cache[key] = result
+        return result
+
+    def _wrap_outputs(self, outputs: Any) -> VariableBase:
+        if type(outputs) is tuple:
+            return TupleVariable([self._wrap_outputs(o) for o in outputs], self, DummyTracker())
+        if type(outputs) is list:
+            return ListVariable([self._wrap_outputs(o) for o in outputs], self, DummyTracker())
+        return outputs
+
+    def run_user_python(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Run a pure Python computation of user code on known values (constant folding)."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            # Eager execution of the frame raises the same exception, with the user's traceback.
+            raise FallbackError(f"user code raised {type(exc).__name__}: {exc}", self.location) from None
+
+    def build_sir(self, outputs: list[Symbol]) -> StatementIR:
+        return StatementIR(self.name, list(self.inputs), list(self.statements), outputs, dict(self.metas))

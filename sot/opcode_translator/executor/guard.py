@@ -1,0 +1,133 @@
+"""Guards: one compiled, short-circuiting check per cache entry.
+
+Each guarded variable contributes Python expressions over the guard function's parameters, which mirror
+what the C hook passes: ``guard(globals, closure, *argument_slots)``. The expressions are joined with
+``and`` into a single generated function, so the hot path is one Python call with no loops. Objects the
+guard compares by identity are held by weak reference where possible, so a cache entry never keeps a user
+object alive.
+"""
+from __future__ import annotations
+
+import re
+import types
+import weakref
+from typing import Any, Callable
+
+from ...log import log
+
+
+def argument_names(code: types.CodeType) -> tuple[str, ...]:
+    """The names of the argument slots, in the order the hook passes them."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+    return code.co_varnames[:count]
+
+
+class GuardBuilder:
+    """Collects guard expressions for one translation and compiles them into a `Guard`."""
+
+    GLOBALS = "__globals"
+    CLOSURE = "__closure"
+
+    def __init__(self, code: types.CodeType) -> None:
+        self.code = code
+        self.arg_names = argument_names(code)
+        self._params = {name: f"__a{i}" for i, name in enumerate(self.arg_names)}
+        self.namespace: dict[str, Any] = {}
+        self._const_names: dict[int, str] = {}
+        self.exprs: list[str] = []
+        self._seen: set[str] = set()
+
+    # -- naming -----------------------------------------------------------------------------------------
+    def argument(self, name: str) -> str:
+        return self._params[name]
+
+    def constant(self, value: Any) -> str:
+        """Bind ``value`` in the guard's namespace (strongly); returns its name."""
+        name = self._const_names.get(id(value))
+        if name is None:
+            name = f"__c{len(self.namespace)}"
+            self.namespace[name] = value
+            self._const_names[id(value)] = name
+        return name
+
+    def identity(self, expr: str, value: Any) -> str:
+        """``expr is value``, holding ``value`` by weak reference when it allows one."""
+        try:
+            ref = weakref.ref(value)
+        except TypeError:
+            return f"{expr} is {self.constant(value)}"
+        return f"{expr} is {self.constant(ref)}()"
+
+    def expr_of(self, var: Any) -> str:
+        return var.tracker.guard_expr(self)
+
+    # -- collecting -------------------------------------------------------------------------------------
+    def add(self, expr: str) -> None:
+        if expr not in self._seen:
+            self._seen.add(expr)
+            self.exprs.append(expr)
+
+    add_raw = add
+
+    def readable(self, expr: str) -> str:
+        """``expr`` with parameter and constant names replaced by what a user would write."""
+        expr = re.sub(r"__a(\d+)", lambda m: self.arg_names[int(m.group(1))], expr)
+        expr = re.sub(r"__globals\[('[^']*')\]", lambda m: m.group(1)[1:-1], expr)
+        names = self.code.co_freevars
+        expr = re.sub(r"__closure\[(\d+)\]\.cell_contents", lambda m: names[int(m.group(1))], expr)
+
+        def const(match: re.Match) -> str:
+            value = self.namespace[match.group(0).rstrip("(").rstrip()]
+            if isinstance(value, weakref.ref):
+                value = value()
+            if isinstance(value, type):
+                return value.__qualname__
+            text = repr(value)
+            return text if len(text) < 40 else text[:37] + "..."
+
+        return re.sub(r"__c\d+(\(\))?", lambda m: const(re.match(r"__c\d+", m.group(0))), expr)
+
+    def build(self) -> "Guard":
+        return Guard(self)
+
+
+class Guard:
+    """The compiled check of one cache entry, plus what is needed to explain a miss."""
+
+    def __init__(self, builder: GuardBuilder) -> None:
+        params = ", ".join([builder.GLOBALS, builder.CLOSURE, *builder._params.values()])
+        body = " and ".join(f"({e})" for e in builder.exprs) or "True"
+        source = f"def __sot_guard({params}):\n    return {body}\n"
+        namespace = dict(builder.namespace)
+        exec(compile(source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
+        self.check: Callable[..., bool] = namespace["__sot_guard"]
+        self.source = source
+        self.exprs = list(builder.exprs)
+        self.readable = [builder.readable(e) for e in builder.exprs]
+        self._params = params
+        self._namespace = builder.namespace
+
+    def first_failure(self, globals_: dict, closure: Any, args: tuple) -> str | None:
+        """The first guard (readable) that fails for these inputs, or None when all pass."""
+        for expr, text in zip(self.exprs, self.readable):
+            fn = eval(f"lambda {self._params}: ({expr})", dict(self._namespace))
+            try:
+                if not fn(globals_, closure, *args):
+                    return text
+            except Exception as exc:  # a missing global or attribute is a failure too
+                return f"{text}  (raised {type(exc).__name__}: {exc})"
+        return None
+
+    def __str__(self) -> str:
+        return "\n".join(self.readable) if self.readable else "True"
+
+
+def log_guard_misses(code: types.CodeType, guards: list["Guard"], globals_: dict, closure: Any,
+                     args: tuple) -> None:
+    """At ``SOT_LOG_LEVEL>=1``, say which guard of each existing entry rejected this call."""
+    for index, guard in enumerate(guards):
+        failure = guard.first_failure(globals_, closure, args)
+        if failure is not None:
+            log(1, f"cache miss in {code.co_name} ({code.co_filename}:{code.co_firstlineno}), "
+                   f"entry {index}: guard failed: {failure}")

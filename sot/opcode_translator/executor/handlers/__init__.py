@@ -1,0 +1,1 @@
+"""Opcode handlers, one module per family; importing a module registers its handlers."""

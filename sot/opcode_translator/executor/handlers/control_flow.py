@@ -1,0 +1,73 @@
+"""Jumps and returns. A jump on a Python value follows the branch taken (the value is guarded); a jump on
+a tensor needs a graph break."""
+from __future__ import annotations
+
+import dis
+
+from ..opcode_executor import OpcodeExecutor, Return, handles
+from ..variables.base import VariableBase
+
+
+@handles("RETURN_VALUE")
+def return_value(executor: OpcodeExecutor, instr: dis.Instruction) -> Return:
+    return Return(executor.pop())
+
+
+@handles("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP")
+def jump(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.jump_to(instr.argval)
+
+
+def _truth(executor: OpcodeExecutor, value: VariableBase) -> bool:
+    truth = value.bool()
+    executor.graph.add_guard(value)
+    return truth
+
+
+@handles("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_IF_TRUE")
+def pop_jump_if_true(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if _truth(executor, executor.pop()):
+        executor.jump_to(instr.argval)
+
+
+@handles("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_IF_FALSE")
+def pop_jump_if_false(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if not _truth(executor, executor.pop()):
+        executor.jump_to(instr.argval)
+
+
+def _is_none(executor: OpcodeExecutor, value: VariableBase) -> bool:
+    from ..variables.basic import TensorVariable
+
+    if isinstance(value, TensorVariable):
+        return False
+    executor.graph.add_guard(value)
+    return value.get_py_value() is None
+
+
+@handles("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_IF_NONE")
+def pop_jump_if_none(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if _is_none(executor, executor.pop()):
+        executor.jump_to(instr.argval)
+
+
+@handles("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_IF_NOT_NONE")
+def pop_jump_if_not_none(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if not _is_none(executor, executor.pop()):
+        executor.jump_to(instr.argval)
+
+
+@handles("JUMP_IF_TRUE_OR_POP")
+def jump_if_true_or_pop(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if _truth(executor, executor.peek()):
+        executor.jump_to(instr.argval)
+    else:
+        executor.pop()
+
+
+@handles("JUMP_IF_FALSE_OR_POP")
+def jump_if_false_or_pop(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if not _truth(executor, executor.peek()):
+        executor.jump_to(instr.argval)
+    else:
+        executor.pop()

@@ -1,0 +1,110 @@
+"""Operators: binary, unary, comparisons, subscripts.
+
+On tensors each operator is recorded as an ``api`` statement calling the `operator` function, which
+dispatches exactly like the interpreter would (``__add__`` then ``__radd__``). On plain Python values the
+result is computed directly (constant folding), guarded by the operands' values.
+"""
+from __future__ import annotations
+
+import dis
+import operator
+from typing import Any, Callable
+
+from ....errors import BreakGraphError
+from ..opcode_executor import OpcodeExecutor, handles
+from ..variables.base import VariableBase
+from ..variables.basic import ConstantVariable, TensorVariable
+from ..variables.callable import constant_fold
+from ..tracker import DummyTracker
+
+# BINARY_OP's argument indexes this table (the order of CPython's NB_* constants).
+BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
+    "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_, "**": operator.pow,
+    ">>": operator.rshift, "-": operator.sub, "/": operator.truediv, "^": operator.xor,
+    "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv, "<<=": operator.ilshift,
+    "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod, "|=": operator.ior,
+    "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub, "/=": operator.itruediv,
+    "^=": operator.ixor,
+}
+COMPARE_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+    ">=": operator.ge,
+}
+UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
+    "UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert,
+}
+
+
+def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
+    folded = constant_fold(fn, executor.graph, operands, {})
+    if folded is not None:
+        return folded
+    return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+
+
+@handles("BINARY_OP")
+def binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    rhs = executor.pop()
+    lhs = executor.pop()
+    executor.push(apply_operator(executor, BINARY_OPERATORS[instr.argrepr], [lhs, rhs]))
+
+
+@handles("COMPARE_OP")
+def compare_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    rhs = executor.pop()
+    lhs = executor.pop()
+    executor.push(apply_operator(executor, COMPARE_OPERATORS[instr.argval], [lhs, rhs]))
+
+
+@handles("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
+def unary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.push(apply_operator(executor, UNARY_OPERATORS[instr.opname], [executor.pop()]))
+
+
+@handles("UNARY_NOT")
+def unary_not(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    value = executor.pop()
+    truth = value.bool()
+    executor.graph.add_guard(value)
+    executor.push(ConstantVariable(not truth, executor.graph, DummyTracker((value,))))
+
+
+@handles("IS_OP")
+def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    rhs = executor.pop()
+    lhs = executor.pop()
+    if isinstance(lhs, TensorVariable) or isinstance(rhs, TensorVariable):
+        if lhs is rhs:
+            result = True
+        elif isinstance(lhs, TensorVariable) and isinstance(rhs, TensorVariable):
+            raise BreakGraphError("identity comparison of two tensors is not simulated yet")
+        else:
+            result = False  # a tensor is never the same object as a non-tensor
+            other = rhs if isinstance(lhs, TensorVariable) else lhs
+            executor.graph.add_guard(other)
+    else:
+        executor.graph.add_guard(lhs)
+        executor.graph.add_guard(rhs)
+        result = lhs.get_py_value() is rhs.get_py_value()
+    executor.push(ConstantVariable(result != bool(instr.arg), executor.graph, DummyTracker((lhs, rhs))))
+
+
+@handles("CONTAINS_OP")
+def contains_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    container = executor.pop()
+    item = executor.pop()
+    result = apply_operator(executor, operator.contains, [container, item])
+    if instr.arg:
+        result = ConstantVariable(not result.get_py_value(), executor.graph, DummyTracker((result,)))
+    executor.push(result)
+
+
+@handles("BINARY_SUBSCR")
+def binary_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    key = executor.pop()
+    container = executor.pop()
+    var = container.getitem(key)
+    if var.tracker.is_traceable():
+        executor.graph.add_guard(var)
+    executor.push(var)

@@ -1,0 +1,174 @@
+"""Trackers: where a simulated value came from.
+
+Every variable carries a tracker. Trackers that lead back to the frame (an argument, a global, a closure
+cell, an attribute or item of one of those) let us (1) write a guard expression that re-reads the value at
+the next call and (2) emit bytecode that reloads it in the generated code. A `DummyTracker` marks a value
+produced by the simulation itself.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..codegen import CodeGen
+    from .guard import GuardBuilder
+    from .variables.base import VariableBase
+
+
+class Tracker:
+    """Base class; ``inputs`` are the variables this one was derived from."""
+
+    inputs: tuple["VariableBase", ...] = ()
+
+    def is_traceable(self) -> bool:
+        """True when the value can be re-read from the frame (so it can be guarded and reloaded)."""
+        return all(var.tracker.is_traceable() for var in self.inputs)
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        raise NotImplementedError(type(self).__name__)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        raise NotImplementedError(type(self).__name__)
+
+    def describe(self) -> str:
+        """A short Python-like expression for logs and reports."""
+        raise NotImplementedError(type(self).__name__)
+
+
+class DummyTracker(Tracker):
+    """A value computed during simulation; it has no source in the frame."""
+
+    def __init__(self, inputs: tuple["VariableBase", ...] = ()) -> None:
+        self.inputs = tuple(inputs)
+
+    def is_traceable(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return "<computed>"
+
+
+class LocalTracker(Tracker):
+    """An argument of the translated frame (the only locals bound when the frame starts)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return builder.argument(self.name)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_fast(self.name)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class GlobalTracker(Tracker):
+    """A name looked up in the frame's globals."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.GLOBALS}[{self.name!r}]"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_global(self.name)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class BuiltinTracker(Tracker):
+    """A name found in builtins (after missing in globals, which the guard re-checks)."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        self.name = name
+        self.value = value
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        # Shadowing the builtin by a global later must invalidate the entry.
+        builder.add_raw(f"{self.name!r} not in {builder.GLOBALS}")
+        return builder.constant(self.value)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_global(self.name)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class ClosureTracker(Tracker):
+    """The content of a closure cell (a free variable of the frame)."""
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.CLOSURE}[{self.index}].cell_contents"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_deref(self.name)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class ConstTracker(Tracker):
+    """A constant of the code object; never needs a guard."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def is_traceable(self) -> bool:
+        return True
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return builder.constant(self.value)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_const(self.value)
+
+    def describe(self) -> str:
+        return repr(self.value)
+
+
+class GetAttrTracker(Tracker):
+    """``base.attr``."""
+
+    def __init__(self, base: "VariableBase", attr: str) -> None:
+        self.inputs = (base,)
+        self.base = base
+        self.attr = attr
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.expr_of(self.base)}.{self.attr}"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        self.base.reconstruct(codegen)
+        codegen.load_attr(self.attr)
+
+    def describe(self) -> str:
+        return f"{self.base.tracker.describe()}.{self.attr}"
+
+
+class GetItemTracker(Tracker):
+    """``base[key]`` with a constant key."""
+
+    def __init__(self, base: "VariableBase", key: Any) -> None:
+        self.inputs = (base,)
+        self.base = base
+        self.key = key
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.expr_of(self.base)}[{builder.constant(self.key)}]"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        self.base.reconstruct(codegen)
+        codegen.load_const(self.key)
+        codegen.binary_subscr()
+
+    def describe(self) -> str:
+        return f"{self.base.tracker.describe()}[{self.key!r}]"

@@ -1,0 +1,12 @@
+"""The variable family: one class per kind of Python value the simulated bytecode touches."""
+from .base import NullVariable, VariableBase, VariableFactory
+from .basic import ConstantVariable, ObjectVariable, TensorVariable
+from .callable import (BuiltinVariable, CallableVariable, PaddleApiVariable, PsdbVariable,
+                       TensorMethodVariable)
+from .container import DictVariable, ListVariable, TupleVariable
+
+__all__ = [
+    "BuiltinVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",
+    "ObjectVariable", "PaddleApiVariable", "PsdbVariable", "TensorMethodVariable", "TensorVariable",
+    "TupleVariable", "VariableBase", "VariableFactory",
+]

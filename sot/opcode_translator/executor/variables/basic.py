@@ -1,0 +1,227 @@
+"""Leaf kinds: Python constants, tensors, and any other object the simulation only looks at."""
+from __future__ import annotations
+
+import inspect
+import operator
+import types
+from typing import TYPE_CHECKING, Any
+
+import paddle
+
+from ....errors import BreakGraphError, FallbackError
+from ....symbolic.sir import MetaInfo, Symbol
+from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from .base import VariableBase, VariableFactory
+
+if TYPE_CHECKING:
+    from ...codegen import CodeGen
+    from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
+
+CONSTANT_TYPES: tuple[type, ...] = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
+                                    slice)
+
+
+class ConstantVariable(VariableBase):
+    """An immutable Python scalar (int, float, bool, str, None, ...), simulated by its real value."""
+
+    def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.value = value
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        if self.value is None or type(self.value) is bool or self.value is Ellipsis:
+            return [f"{expr} is {self.value!r}"]
+        if type(self.value) is float and self.value != self.value:  # NaN never equals itself
+            return [f"type({expr}) is float", f"{expr} != {expr}"]
+        return [f"type({expr}) is {builder.constant(type(self.value))}",
+                f"{expr} == {builder.constant(self.value)}"]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_const(self.value)
+
+    def bool(self) -> bool:
+        return bool(self.value)
+
+    def getattr(self, name: str) -> VariableBase:
+        attr = getattr(self.value, name)
+        return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class ObjectVariable(VariableBase):
+    """Any other Python object: modules, functions, classes, layers, dtypes... guarded by identity."""
+
+    def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.value = value
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        # A computed object (e.g. a tensor's dtype) is the very object the guarded simulation saw.
+        codegen.load_const(self.value)
+
+    def bool(self) -> bool:
+        cls = type(self.value)
+        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+            return True  # the default truth of objects, e.g. modules and functions
+        raise FallbackError(f"truth value of {cls.__name__} objects is not simulated yet")
+
+    def getattr(self, name: str) -> VariableBase:
+        value = _static_getattr(self.value, name)
+        return VariableFactory.from_value(value, self.graph, GetAttrTracker(self, name))
+
+    def __repr__(self) -> str:
+        return f"ObjectVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+_MISSING = object()
+
+
+def _static_getattr(obj: Any, name: str) -> Any:
+    """Read an attribute without running user code (properties, ``__getattr__``) behind our back."""
+    if isinstance(obj, types.ModuleType):
+        try:
+            return getattr(obj, name)
+        except AttributeError:
+            raise FallbackError(f"module {obj.__name__!r} has no attribute {name!r}") from None
+    if isinstance(obj, paddle.nn.Layer):
+        for store in ("_parameters", "_sub_layers", "_buffers"):
+            members = obj.__dict__.get(store)
+            if members is not None and name in members:
+                return members[name]
+    found = inspect.getattr_static(obj, name, _MISSING)
+    if found is _MISSING:
+        raise FallbackError(f"{type(obj).__name__} object has no attribute {name!r} (or it is computed)")
+    instance_dict = getattr(obj, "__dict__", None)
+    if isinstance(instance_dict, dict) and name in instance_dict:
+        return instance_dict[name]
+    if isinstance(found, (staticmethod, classmethod, types.FunctionType, property)) or hasattr(
+            type(found), "__get__"):
+        if isinstance(obj, type) and isinstance(found, types.FunctionType):
+            return found  # a plain function looked up on a class
+        raise FallbackError(f"attribute {type(obj).__name__}.{name} is a method or descriptor; calling or "
+                            "reading it is not simulated yet")
+    return found
+
+
+class TensorVariable(VariableBase):
+    """A tensor: a `Symbol` in the SIR with its meta; the data is never touched during simulation."""
+
+    def __init__(self, meta: MetaInfo, graph: "FunctionGraph", tracker: Tracker,
+                 value: paddle.Tensor | None = None, symbol: Symbol | None = None) -> None:
+        super().__init__(graph, tracker)
+        self.meta = meta
+        self.value = value  # the real tensor, for inputs read from the frame
+        self.symbol = symbol if symbol is not None else graph.new_symbol(meta)
+
+    def get_py_value(self) -> Any:
+        if self.value is None:
+            raise FallbackError("the data of a computed tensor is not known during simulation")
+        return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value) if self.value is not None else paddle.Tensor
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        meta = self.meta
+        return [
+            f"type({expr}) is {builder.constant(self.get_py_type())}",
+            f"{expr}.shape == {list(meta.shape)!r}",
+            f"{expr}.dtype is {builder.constant(meta.dtype)}",
+            f"{expr}.stop_gradient is {meta.stop_gradient!r}",
+        ]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_graph_output(self.symbol)
+
+    def bool(self) -> bool:
+        raise BreakGraphError("a tensor is used as a Python bool (tensor-valued control flow)")
+
+    def getattr(self, name: str) -> VariableBase:
+        handler = _TENSOR_ATTRIBUTES.get(name)
+        if handler is not None:
+            return handler(self)
+        static = inspect.getattr_static(paddle.Tensor, name, _MISSING)
+        if isinstance(static, property):
+            return self.graph.call_tensor_op("api", f"getattr({name!r})", _attr_getter(name), [self], {})
+        if callable(static) or static is _MISSING and callable(getattr(paddle.Tensor, name, None)):
+            from .callable import TensorMethodVariable
+
+            return TensorMethodVariable(self, name, self.graph)
+        raise FallbackError(f"tensor attribute {name!r} is not supported yet")
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem, [self, key], {})
+
+    def unpack(self) -> list[VariableBase]:
+        if not self.meta.shape or self.meta.shape[0] < 0:
+            raise FallbackError("unpacking a tensor of unknown length")
+        self._used_meta()
+        return [self.getitem(ConstantVariable(i, self.graph, DummyTracker())) for i in range(self.meta.shape[0])]
+
+    def _used_meta(self) -> None:
+        self.graph.add_guard(self)
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.symbol.name}: {self.meta})"
+
+
+_attr_getters: dict[str, operator.attrgetter] = {}
+
+
+def _attr_getter(name: str) -> operator.attrgetter:
+    """One shared getter per attribute name, so equal SIR compares equal."""
+    return _attr_getters.setdefault(name, operator.attrgetter(name))
+
+
+def _meta_value(read: Any) -> Any:
+    def handler(var: TensorVariable) -> VariableBase:
+        var._used_meta()
+        return VariableFactory.from_value(read(var.meta), var.graph, DummyTracker((var,)))
+
+    return handler
+
+
+def _shape(var: TensorVariable) -> VariableBase:
+    from .container import SizeVariable
+
+    var._used_meta()
+    graph = var.graph
+    items: list[VariableBase] = [ConstantVariable(dim, graph, DummyTracker((var,))) for dim in var.meta.shape]
+    return SizeVariable(items, graph, DummyTracker((var,)))
+
+
+_TENSOR_ATTRIBUTES = {
+    "shape": lambda var: _shape(var),
+    "dtype": _meta_value(lambda m: m.dtype),
+    "ndim": _meta_value(lambda m: len(m.shape)),
+    "stop_gradient": _meta_value(lambda m: m.stop_gradient),
+}
+
+
+@VariableFactory.register(100)
+def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, paddle.Tensor):
+        meta = MetaInfo(tuple(value.shape), value.dtype, bool(value.stop_gradient))
+        return TensorVariable(meta, graph, tracker, value=value)
+    return None
+
+
+@VariableFactory.register(90)
+def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) in CONSTANT_TYPES:
+        return ConstantVariable(value, graph, tracker)
+    return None
+
+
+@VariableFactory.register(0)
+def _object_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return ObjectVariable(value, graph, tracker)

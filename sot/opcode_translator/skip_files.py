@@ -1,0 +1,91 @@
+"""The skip-files policy: which code objects are never translated.
+
+The standard library, `sot` itself, the libraries of the toolchain (numpy, bytecode, pytest...) and
+Paddle's framework internals run untouched. User code, wherever it lives, is translated; model code that
+ships inside Paddle (``paddle/vision/models`` and the like) counts as user code.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+from functools import lru_cache
+
+import paddle
+
+import sot
+
+_STDLIB_DIRS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+_PADDLE_DIR = os.path.dirname(os.path.realpath(paddle.__file__)) + os.sep
+_SOT_DIR = os.path.dirname(os.path.realpath(sot.__file__)) + os.sep
+# Model code inside Paddle: translated like user code.
+_PADDLE_MODEL_DIRS = tuple(_PADDLE_DIR + sub + os.sep for sub in ("vision/models", "text/models"))
+
+_SKIPPED_LIBRARIES = ("numpy", "bytecode", "_pytest", "pytest", "pluggy", "google", "decorator", "hypothesis",
+                      "coverage", "setuptools", "pkg_resources", "typing_extensions", "opt_einsum",
+                      "networkx", "PIL", "astor", "scipy", "IPython", "ipykernel", "tqdm")
+_SKIPPED_LIBRARY_DIRS: tuple[str, ...] = ()
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = []
+    for path in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        for name in _SKIPPED_LIBRARIES:
+            dirs.append(os.path.join(os.path.realpath(path), name) + os.sep)
+    return tuple(dirs)
+
+
+_SKIPPED_LIBRARY_DIRS = _library_dirs()
+
+_skipped_codes: set[types.CodeType] = set()
+
+
+def skip_code(code: types.CodeType) -> None:
+    """Never translate ``code`` (``sot.skip_function``)."""
+    _skipped_codes.add(code)
+
+
+def _imports_paddle(path: str) -> bool:
+    """A library file that imports Paddle is model code (e.g. a model zoo installed with pip)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as source:
+            text = source.read()
+    except OSError:
+        return False
+    return "import paddle" in text or "from paddle" in text
+
+
+@lru_cache(maxsize=4096)
+def skip_filename(filename: str) -> bool:
+    """Whether code from ``filename`` belongs to a library we never translate."""
+    if filename.startswith("<"):
+        return filename.startswith(("<frozen", "<sot"))
+    path = os.path.realpath(filename)
+    if path.startswith(_SOT_DIR):
+        return True
+    if path.startswith(_PADDLE_DIR):
+        return not path.startswith(_PADDLE_MODEL_DIRS)
+    if path.startswith(_SKIPPED_LIBRARY_DIRS):
+        return True
+    if f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path:
+        return not _imports_paddle(path)
+    return path.startswith(_STDLIB_DIRS)
+
+
+def should_skip(code: types.CodeType, globals_: dict) -> bool:
+    """The policy for one frame. Code compiled from a string (``<string>``: dataclass and namedtuple
+    methods, exec'd snippets) is judged by the file of the module whose globals it runs in."""
+    if code in _skipped_codes:
+        return True
+    filename = code.co_filename
+    if filename.startswith("<") and not filename.startswith(("<frozen", "<sot")):
+        module_file = globals_.get("__file__")
+        if isinstance(module_file, str):
+            return skip_filename(module_file)
+        module = globals_.get("__name__")
+        return isinstance(module, str) and module.split(".")[0] in sys.builtin_module_names
+    return skip_filename(filename)

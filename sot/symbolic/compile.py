@@ -1,0 +1,63 @@
+"""Turn a `StatementIR` into a program compiled by ``paddle.jit.to_static(full_graph=True)``.
+
+The SIR interpreter is marked ``not_to_static`` so the AST pass leaves it alone and it simply runs once on
+static inputs to build the program (DESIGN.md §6). Structurally equal SIR shares one compiled program.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import paddle
+from paddle.static import InputSpec
+
+from ..stats import counters
+from .sir import StatementIR, run_sir
+
+
+class CompiledProgram:
+    """A SIR compiled to a static program; call it with the list of input tensors."""
+
+    def __init__(self, sir: StatementIR, training: bool = True) -> None:
+        self.sir = sir
+        self.training = training
+        specs = [InputSpec(list(sir.metas[s].shape), sir.metas[s].dtype, s.name,
+                           stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
+
+        @paddle.jit.not_to_static
+        def sir_runner(inputs: list) -> list:
+            return run_sir(sir, inputs)
+
+        sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
+        self.static_function = paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
+        self._program: Any = None
+
+    def __call__(self, inputs: list) -> list:
+        if self._program is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _, self._program = self.static_function.get_concrete_program(inputs)
+            self._program.training = self.training
+        return self._program(inputs)
+
+    def __repr__(self) -> str:
+        return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+_compiled: dict[tuple, CompiledProgram] = {}
+
+
+def compile_sir(sir: StatementIR, training: bool = True) -> CompiledProgram:
+    """The compiled program for ``sir``, reused when an equal SIR was compiled before."""
+    key = (sir.structural_key(), training)
+    program = _compiled.get(key)
+    if program is None:
+        program = CompiledProgram(sir, training)
+        _compiled[key] = program
+        counters.compiled_graphs += 1
+    return program
+
+
+def clear_compiled() -> None:
+    """Forget every compiled program (``sot.reset()``)."""
+    _compiled.clear()

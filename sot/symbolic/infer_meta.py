@@ -1,0 +1,70 @@
+"""Output meta (shape, dtype, stop_gradient) of a call, found without running kernels on real data.
+
+The call is replayed on `paddle.static.data` placeholders inside a throwaway program with dygraph mode
+switched off (DESIGN.md §6); the results are static values whose meta we read. Results are cached per
+(call, input metas, constant arguments) since the same op is met again and again while simulating.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any, Callable, Iterator
+
+import paddle
+
+from .pytree import map_structure
+from .sir import MetaInfo
+
+
+class MetaInferenceError(Exception):
+    """The call could not be built on static placeholders (or returned something that is not a tensor)."""
+
+
+@contextlib.contextmanager
+def static_mode() -> Iterator[None]:
+    """A fresh static program, with dygraph mode off only inside the block."""
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with paddle.static.program_guard(main, startup):
+            with paddle.base.framework._dygraph_guard(None):
+                yield
+
+
+def _is_static_value(value: Any) -> bool:
+    return isinstance(value, paddle.pir.Value)
+
+
+def meta_of_static(value: Any) -> MetaInfo:
+    return MetaInfo(tuple(value.shape), value.dtype, bool(value.stop_gradient))
+
+
+def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run ``call`` with every `MetaInfo` leaf of the arguments replaced by a placeholder.
+
+    Returns the output structure with a `MetaInfo` per tensor leaf. Raises `MetaInferenceError` when the
+    output holds anything but tensors (a Python value computed from static data cannot be trusted).
+    """
+    counter = iter(range(1 << 30))
+
+    def placeholder(value: Any) -> Any:
+        if isinstance(value, MetaInfo):
+            data = paddle.static.data(f"_sot_in_{next(counter)}", list(value.shape), value.dtype)
+            data.stop_gradient = value.stop_gradient
+            return data
+        return value
+
+    with static_mode():
+        static_args = map_structure(placeholder, args)
+        static_kwargs = {k: map_structure(placeholder, v) for k, v in kwargs.items()}
+        try:
+            out = call(*static_args, **static_kwargs)
+        except Exception as exc:  # the op rejected these inputs: not ours to judge, eager will tell
+            raise MetaInferenceError(f"{type(exc).__name__}: {exc}") from exc
+
+        def to_meta(value: Any) -> MetaInfo:
+            if _is_static_value(value):
+                return meta_of_static(value)
+            raise MetaInferenceError(f"returned a non-tensor value of type {type(value).__name__}")
+
+        return map_structure(to_meta, out)

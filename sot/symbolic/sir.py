@@ -1,0 +1,164 @@
+"""The statement IR: what a simulated frame did to tensors, as a flat list of calls.
+
+A `StatementIR` is a straight-line program over `Symbol`s (one per tensor). Each `Statement` is one call of
+a Paddle API, a tensor method, a built-in layer, a PyLayer or a nested SIR, with constant Python arguments
+kept inline. It can be run eagerly (`run_sir`) or on static placeholders to build a program.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from ..errors import SourceLocation
+from .pytree import leaves, map_structure
+
+StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Symbol:
+    """A tensor inside a SIR program, named ``var_N``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaInfo:
+    """What is known about a tensor without its data: enough to guard it and to build placeholders."""
+
+    shape: tuple[int, ...]
+    dtype: Any  # a paddle.dtype
+    stop_gradient: bool
+
+    def __str__(self) -> str:
+        dtype = str(self.dtype).replace("paddle.", "")
+        grad = "" if self.stop_gradient else ", grad"
+        return f"{list(self.shape)} {dtype}{grad}"
+
+
+@dataclasses.dataclass
+class Statement:
+    """One recorded call; ``target`` is the callable, or the method name for kind ``method``."""
+
+    kind: StatementKind
+    name: str
+    target: Any
+    args: tuple
+    kwargs: dict[str, Any]
+    outputs: Any  # a Symbol or a tuple/list of Symbols
+    location: SourceLocation | None = None
+
+    def inputs(self) -> list[Symbol]:
+        return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
+
+    def output_symbols(self) -> list[Symbol]:
+        return [leaf for leaf in leaves(self.outputs) if isinstance(leaf, Symbol)]
+
+
+def _format_arg(value: Any) -> str:
+    if isinstance(value, Symbol):
+        return value.name
+    if type(value) in (tuple, list):
+        inner = ", ".join(_format_arg(item) for item in value)
+        return f"({inner},)" if type(value) is tuple and len(value) == 1 else (
+            f"({inner})" if type(value) is tuple else f"[{inner}]")
+    if type(value) is dict:
+        return "{" + ", ".join(f"{k!r}: {_format_arg(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+@dataclasses.dataclass
+class StatementIR:
+    """A whole recorded program: inputs, statements, outputs and the meta of every symbol."""
+
+    name: str
+    inputs: list[Symbol]
+    statements: list[Statement]
+    outputs: list[Symbol]
+    metas: dict[Symbol, MetaInfo]
+
+    def __len__(self) -> int:
+        return len(self.statements)
+
+    def dump(self) -> str:
+        """A readable listing, one line per statement, like a tiny Python program."""
+        ins = ", ".join(f"{s.name}: {self.metas[s]}" for s in self.inputs)
+        lines = [f"SIR {self.name}({ins}):"]
+        for stmt in self.statements:
+            outs = _format_arg(stmt.outputs)
+            args = [_format_arg(a) for a in stmt.args] + [f"{k}={_format_arg(v)}" for k, v in stmt.kwargs.items()]
+            if stmt.kind == "method":
+                call = f"{args[0]}.{stmt.name}({', '.join(args[1:])})"
+            else:
+                call = f"{stmt.name}({', '.join(args)})"
+            metas = ", ".join(str(self.metas[s]) for s in stmt.output_symbols() if s in self.metas)
+            where = f"  @ {stmt.location}" if stmt.location else ""
+            lines.append(f"  {outs} = {stmt.kind} {call}    # {metas}{where}")
+        lines.append(f"  return {', '.join(s.name for s in self.outputs)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.dump()
+
+    def structural_key(self) -> tuple:
+        """Equal keys mean the two programs compute the same thing on inputs of the same meta."""
+
+        def freeze(value: Any) -> Any:
+            if isinstance(value, Symbol):
+                return ("sym", value.name)
+            if type(value) in (tuple, list):
+                return (type(value).__name__,) + tuple(freeze(item) for item in value)
+            if type(value) is dict:
+                return ("dict",) + tuple(sorted((k, freeze(v)) for k, v in value.items()))
+            try:
+                hash(value)
+            except TypeError:
+                # The SIR holding the value is kept alive by the cache that holds the key.
+                return ("id", id(value))
+            return ("const", type(value), value)
+
+        stmts = tuple(
+            (
+                s.kind,
+                s.target if s.kind == "method" else id(s.target),
+                freeze(s.args),
+                freeze(s.kwargs),
+                tuple(o.name for o in s.output_symbols()),
+            )
+            for s in self.statements
+        )
+        ins = tuple((s.name, self.metas[s]) for s in self.inputs)
+        return ins, stmts, tuple(s.name for s in self.outputs)
+
+
+def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Perform one statement on concrete values (eager tensors or static placeholders)."""
+    if stmt.kind == "method":
+        return getattr(args[0], stmt.target)(*args[1:], **kwargs)
+    return stmt.target(*args, **kwargs)
+
+
+def bind_outputs(env: dict[Symbol, Any], pattern: Any, value: Any) -> None:
+    """Match a statement's output pattern of Symbols against the value it produced."""
+    if isinstance(pattern, Symbol):
+        env[pattern] = value
+    elif type(pattern) in (tuple, list):
+        for sub_pattern, sub_value in zip(pattern, value):
+            bind_outputs(env, sub_pattern, sub_value)
+
+
+def run_sir(sir: StatementIR, inputs: list[Any]) -> list[Any]:
+    """Interpret ``sir`` on concrete inputs; used to build the static program and for eager replay."""
+    env: dict[Symbol, Any] = dict(zip(sir.inputs, inputs))
+
+    def resolve(value: Any) -> Any:
+        return env[value] if isinstance(value, Symbol) else value
+
+    for stmt in sir.statements:
+        args = map_structure(resolve, stmt.args)
+        kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
+        bind_outputs(env, stmt.outputs, call_statement(stmt, args, kwargs))
+    return [env[symbol] for symbol in sir.outputs]

@@ -1,0 +1,88 @@
+"""`symbolic_translate`: the user's entry point.
+
+The returned callable installs the eval-frame hook for the current thread for the duration of the call;
+every frame the skip policy lets through (the function itself and the user functions it calls) is then
+translated, cached behind guards, and run from the cache on later calls.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, TypeVar
+
+import paddle
+
+from .eval_frame_ext import set_callback
+from .opcode_translator.callback import frame_callback, set_training
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_translatable(fn: Any) -> None:
+    if not callable(fn):
+        raise TypeError(f"sot.symbolic_translate expects a function, a bound method or a paddle.nn.Layer, "
+                        f"got {type(fn).__name__} object {fn!r:.80}, which is not callable")
+    target = fn.forward if isinstance(fn, paddle.nn.Layer) else fn
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise TypeError(f"sot.symbolic_translate cannot translate the generator function "
+                        f"{getattr(target, '__qualname__', target)!r}: generators are run eagerly; translate "
+                        "the function that consumes it instead")
+    if inspect.iscoroutinefunction(target):
+        raise TypeError(f"sot.symbolic_translate cannot translate the coroutine function "
+                        f"{getattr(target, '__qualname__', target)!r}")
+
+
+def _make_runner(fn: Callable[..., Any], training: bool) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        previous_training = set_training(training)
+        previous = set_callback(frame_callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_callback(previous)
+            set_training(previous_training)
+
+    return run
+
+
+class TranslatedLayer:
+    """What `symbolic_translate` returns for a Layer: calls go through ``Layer.__call__`` (hooks run) and
+    the layer's ``forward`` frame is translated; everything else is delegated to the layer."""
+
+    def __init__(self, layer: paddle.nn.Layer, training: bool) -> None:
+        object.__setattr__(self, "_layer", layer)
+        object.__setattr__(self, "_run", _make_runner(layer, training))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._layer, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._layer, name, value)
+
+    def __repr__(self) -> str:
+        return f"sot.symbolic_translate({self._layer!r})"
+
+
+def symbolic_translate(fn: Any = None, training: bool = True, **unused: Any) -> Any:
+    """Translate ``fn`` (a function, a bound method or a `paddle.nn.Layer`); usable as a decorator.
+
+    The result has the same signature and results as ``fn`` run eagerly; Paddle ops are captured into
+    compiled static programs, everything Python keeps running as Python.
+    """
+    if unused:
+        raise TypeError(f"symbolic_translate() got unexpected keyword arguments: {', '.join(unused)}")
+    if fn is None:
+        return functools.partial(symbolic_translate, training=training)
+    _check_translatable(fn)
+    if isinstance(fn, paddle.nn.Layer):
+        return TranslatedLayer(fn, training)
+    runner = _make_runner(fn, training)
+    try:
+        functools.update_wrapper(runner, fn)
+    except AttributeError:  # e.g. a callable object without __name__
+        pass
+    runner.__sot_translated__ = fn  # type: ignore[attr-defined]
+    return runner
