@@ -73,7 +73,9 @@ class ExplainReport:
                 kind = f" ({translation.kind})" if translation is not None else ""
                 lines.append(f"   {name} entry {number}{kind}, guarded by:")
                 lines.extend(f"      {text}" for text in (guard.readable or ["(no guard: always valid)"]))
-                if translation is not None and translation.sir is not None and translation.sir.statements:
+                shown = any(r.translation is translation for r in self.translations)
+                if translation is not None and translation.sir is not None and translation.sir.statements \
+                        and not shown:
                     lines.extend("      " + line for line in translation.sir.dump().splitlines())
         s = self.stats_delta
         lines.append("")
@@ -121,5 +123,6 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
                 guard.translation = getattr(guard_fn, "translation", None)
                 guards.append(guard)
         cache[describe_code(code)] = guards
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    layer = getattr(fn, "_layer", fn)
+    name = getattr(fn, "__qualname__", None) or f"{type(layer).__name__} (a {type(layer).__bases__[0].__name__})"
     return ExplainReport(name, records, cache, delta, result)

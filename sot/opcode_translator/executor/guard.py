@@ -23,6 +23,18 @@ def argument_names(code: types.CodeType) -> tuple[str, ...]:
     return code.co_varnames[:count]
 
 
+def describe_value(value: Any) -> str:
+    """A short, recognisable spelling of a guarded constant."""
+    if isinstance(value, type):
+        return value.__qualname__
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
+    text = str(value) if type(value).__module__.startswith("paddle") else repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
 class GuardBuilder:
     """Collects guard expressions for one translation and compiles them into a `Guard`."""
 
@@ -81,10 +93,7 @@ class GuardBuilder:
             value = self.namespace[match.group(0).rstrip("(").rstrip()]
             if isinstance(value, weakref.ref):
                 value = value()
-            if isinstance(value, type):
-                return value.__qualname__
-            text = repr(value)
-            return text if len(text) < 40 else text[:37] + "..."
+            return describe_value(value)
 
         return re.sub(r"__c\d+(\(\))?", lambda m: const(re.match(r"__c\d+", m.group(0))), expr)
 

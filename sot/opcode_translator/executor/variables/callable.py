@@ -41,12 +41,21 @@ def is_paddle_op(value: Any) -> bool:
     return module.startswith(_PADDLE_OP_MODULES) and name not in _NOT_OPS
 
 
+_PUBLIC_NAMES: dict[int, str] = {}
+
+
 def _qualified_name(fn: Any) -> str:
-    name = getattr(fn, "__name__", repr(fn))
-    for public in (paddle, paddle.nn.functional, paddle.linalg):
-        if getattr(public, name, None) is fn:
-            return f"{public.__name__}.{name}"
-    return f"{getattr(fn, '__module__', '?')}.{name}"
+    """The public spelling of a Paddle function (``paddle.matmul``, not its patched private name)."""
+    if not _PUBLIC_NAMES:
+        for module in (paddle.linalg, paddle.fft, paddle.nn.functional, paddle):
+            for name in dir(module):
+                value = getattr(module, name, None)
+                if callable(value) and not isinstance(value, type):
+                    _PUBLIC_NAMES[id(value)] = f"{module.__name__}.{name}"
+    name = _PUBLIC_NAMES.get(id(fn))
+    if name is not None:
+        return name
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', repr(fn))}"
 
 
 def _reject_inplace(name: str) -> None:

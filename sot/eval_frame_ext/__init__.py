@@ -1,0 +1,108 @@
+"""PEP 523 frame evaluation hook of sot (thin wrapper over the C extension).
+
+While a thread has a *callback* (``set_callback`` / ``callback_installed``),
+every new function frame of that thread is intercepted before it executes:
+
+* generator/coroutine frames, module and class bodies, and frames started
+  while the callback or a guard of this thread is running are never
+  intercepted;
+* a code marked ``SKIP`` runs normally;
+* otherwise the cache entries of the frame's code are tried, most recently
+  hit first: ``guard(globals, closure, *args)`` is called and the first
+  entry whose guard returns true has its code run instead of the original
+  one (a guard that raises counts as false);
+* on a miss, ``callback(code, globals, builtins, closure, args)`` is called
+  (with the hook disabled for this thread). It returns ``None`` (run the
+  frame normally, cache nothing), ``SKIP`` (run it normally, and never ask
+  again until ``reset_cache()``) or ``(guard, new_code)`` (cache the entry at
+  the front and run ``new_code`` now, without calling the guard).
+
+``args`` are the frame's argument values in signature order: positional
+(including positional-only) parameters, keyword-only parameters, then the
+``*args`` tuple and the ``**kwargs`` dict if the function has them.
+``closure`` is the function's ``__closure__`` (or None).
+
+``new_code`` runs in a "shadow" frame with the original function's globals,
+builtins and closure: it must have exactly the original's ``co_freevars``
+(same names, same order). Argument values are copied into the locals of the
+same name in ``new_code`` (its own signature does not matter); its other
+locals start unbound.
+
+A cache entry keeps its guard and new code alive until the original code
+object dies, or until it is first looked up after ``reset_cache()``.
+"""
+
+from __future__ import annotations
+
+from types import CodeType
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
+
+try:
+    from . import _eval_frame as _ext
+except ImportError as _exc:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "sot's C extension sot.eval_frame_ext._eval_frame is not built or cannot be loaded "
+        "(%s). Build it by running `pip install -e .` in the root of the sot repository "
+        "(needs gcc and the Python development headers)." % (_exc,)
+    ) from _exc
+
+__all__ = [
+    "Callback",
+    "CallbackResult",
+    "Guard",
+    "SKIP",
+    "cache_entries",
+    "cache_size",
+    "callback_installed",
+    "get_callback",
+    "hit_count",
+    "is_skipped",
+    "reset_cache",
+    "set_callback",
+]
+
+#: ``guard(globals, closure, *args) -> bool``
+Guard = Callable[..., Any]
+#: What a callback returns: None, SKIP or (guard, new_code).
+CallbackResult = Union[None, object, Tuple[Guard, CodeType]]
+#: ``callback(code, globals, builtins, closure, args) -> CallbackResult``
+Callback = Callable[
+    [CodeType, Dict[str, Any], Dict[str, Any], Optional[Tuple[Any, ...]], Tuple[Any, ...]],
+    CallbackResult,
+]
+
+# The functions below are the C functions themselves (no Python wrapper, so
+# that calling them never creates a frame the hook would see); the
+# annotations are for type checkers and the docstrings come from C.
+
+#: Unique sentinel: returned by a callback, the code is never intercepted
+#: again until ``reset_cache()``.
+SKIP: object = _ext.SKIP
+
+#: ``set_callback(callback_or_None) -> previous_or_None`` for the current thread.
+set_callback: Callable[[Optional[Callback]], Optional[Callback]] = _ext.set_callback
+
+#: ``get_callback() -> callback_or_None`` of the current thread.
+get_callback: Callable[[], Optional[Callback]] = _ext.get_callback
+
+#: ``reset_cache()``: forget every cache entry and SKIP mark (all code objects).
+reset_cache: Callable[[], None] = _ext.reset_cache
+
+#: ``cache_size(code) -> int``: number of cache entries of a code object.
+cache_size: Callable[[CodeType], int] = _ext.cache_size
+
+#: ``cache_entries(code) -> [(guard, new_code), ...]``, most recently hit first.
+cache_entries: Callable[[CodeType], List[Tuple[Guard, CodeType]]] = _ext.cache_entries
+
+#: ``is_skipped(code) -> bool``: the callback returned SKIP for it (since the last reset).
+is_skipped: Callable[[CodeType], bool] = _ext.is_skipped
+
+#: ``hit_count() -> int``: frames served from the cache since import.
+hit_count: Callable[[], int] = _ext.hit_count
+
+#: ``with callback_installed(callback): ...`` sets the callback of the current
+#: thread and restores the previous one on exit. ``__enter__`` returns the
+#: callback. It is implemented in C: the callback never sees its frames.
+callback_installed: Callable[[Optional[Callback]], ContextManager[Optional[Callback]]] = (
+    _ext.callback_installed
+)

@@ -1,0 +1,942 @@
+/*
+ * eval_frame.c -- the version-neutral part of sot's PEP 523 hook.
+ *
+ * While at least one thread has a callback, the interpreter's frame
+ * evaluation function is sot_eval_hook. For each new frame of a thread that
+ * has a callback it
+ *
+ *   1. lets the frame run normally if it is not eligible (generator or
+ *      coroutine code, module/class body, throw, not owned by the thread,
+ *      or the thread is inside the callback or a guard right now);
+ *   2. looks the frame's code up in its cache record (kept in the code
+ *      object's extra slot): a SKIP mark means "run normally"; otherwise
+ *      each entry's guard is called as guard(globals, closure, *args),
+ *      most recently hit first, and the first one that returns true has its
+ *      code run in a shadow frame (see frame_compat.h);
+ *   3. on a miss, calls callback(code, globals, builtins, closure, args),
+ *      which returns None (run normally), SKIP (never again until
+ *      reset_cache) or (guard, new_code) (cache it and run new_code now).
+ *
+ * Everything that depends on the interpreter's frame layout is in
+ * frame_compat.h and frame_3XX.c.
+ */
+#include "frame_compat.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* State                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Per thread. The callback reference is owned by the thread's CallbackSlot
+ * (kept in the thread-state dict, so that it is released when the thread
+ * ends); these are borrowed copies for a cheap check. */
+static SOT_THREAD_LOCAL PyObject *tls_callback = NULL;
+static SOT_THREAD_LOCAL PyObject *tls_slot = NULL;
+/* Non-zero while this thread runs the callback or a guard. */
+static SOT_THREAD_LOCAL int tls_busy = 0;
+
+/* Global; only touched with the GIL held. */
+static Py_ssize_t extra_index = -1;
+static uint64_t cache_generation = 1;
+static unsigned long long hit_counter = 0;
+static Py_ssize_t threads_with_callback = 0;
+static PyObject *skip_sentinel = NULL;
+static PyObject *slot_key = NULL;
+
+/* Small argument arrays live on the C stack. */
+#define SOT_STACK_ARGS 16
+
+/* ------------------------------------------------------------------ */
+/* Cache records (one per code object, in its extra slot)              */
+/* ------------------------------------------------------------------ */
+
+typedef struct sot_entry {
+    struct sot_entry *next;
+    Py_ssize_t refs;        /* one for the list, one per user in progress */
+    int linked;             /* still in its record's list */
+    int owns_code;          /* 0 when code is the record's own code object */
+    PyObject *guard;        /* strong */
+    PyCodeObject *code;     /* strong, except for an identity translation:
+                               the record lives exactly as long as its code,
+                               and a strong self-reference would make the
+                               code immortal */
+    int nargs;
+    int map[1];             /* nargs entries: argument i -> slot in code */
+} sot_entry;
+
+typedef struct {
+    uint64_t generation;    /* entries/skip are valid for this generation */
+    uint64_t version;       /* bumped on every change of the list */
+    int skipped;
+    Py_ssize_t size;
+    sot_entry *head;        /* most recently hit first */
+} sot_record;
+
+static void
+entry_decref(sot_entry *e)
+{
+    if (--e->refs > 0) {
+        return;
+    }
+    PyObject *guard = e->guard;
+    PyCodeObject *code = e->owns_code ? e->code : NULL;
+    PyMem_Free(e);
+    Py_DECREF(guard);
+    Py_XDECREF(code);
+}
+
+/* Empty a record. The list is detached first, so that code run by the
+ * decrefs finds a consistent (empty) record. */
+static void
+record_clear(sot_record *r)
+{
+    sot_entry *e = r->head;
+    r->head = NULL;
+    r->size = 0;
+    r->skipped = 0;
+    r->version++;
+    r->generation = cache_generation;
+    while (e != NULL) {
+        sot_entry *next = e->next;
+        e->linked = 0;
+        e->next = NULL;
+        entry_decref(e);
+        e = next;
+    }
+}
+
+/* Extra-slot free function: the code object is being destroyed. */
+static void
+record_free(void *p)
+{
+    sot_record *r = (sot_record *)p;
+    if (r == NULL) {
+        return;
+    }
+    record_clear(r);
+    PyMem_Free(r);
+}
+
+/* The current-generation record of `code`. With create == 0, returns NULL
+ * (no exception) for a code never seen. Returns NULL with an exception set
+ * on failure. */
+static sot_record *
+record_get(PyCodeObject *code, int create)
+{
+    void *p = NULL;
+    if (SOT_CODE_GET_EXTRA((PyObject *)code, extra_index, &p) < 0) {
+        return NULL;
+    }
+    sot_record *r = (sot_record *)p;
+    if (r == NULL) {
+        if (!create) {
+            return NULL;
+        }
+        r = (sot_record *)PyMem_Calloc(1, sizeof(sot_record));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        r->generation = cache_generation;
+        if (SOT_CODE_SET_EXTRA((PyObject *)code, extra_index, r) < 0) {
+            PyMem_Free(r);
+            return NULL;
+        }
+        return r;
+    }
+    if (r->generation != cache_generation) {
+        record_clear(r);
+    }
+    return r;
+}
+
+static void
+record_push_front(sot_record *r, sot_entry *e)
+{
+    e->next = r->head;
+    e->linked = 1;
+    r->head = e;
+    r->size++;
+    r->version++;
+}
+
+static void
+record_move_to_front(sot_record *r, sot_entry *e)
+{
+    if (r->head == e || !e->linked) {
+        return;
+    }
+    sot_entry **pp = &r->head;
+    while (*pp != NULL && *pp != e) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL) {
+        return;
+    }
+    *pp = e->next;
+    e->next = r->head;
+    r->head = e;
+    r->version++;
+}
+
+/* Validate a (guard, new_code) result and make an entry for it (refs=1). */
+static sot_entry *
+entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int nargs)
+{
+    if (!PyCallable_Check(guard)) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback: the guard of the returned (guard, code) "
+                     "pair must be callable, not %.100s", Py_TYPE(guard)->tp_name);
+        return NULL;
+    }
+    if (!PyCode_Check(new_code)) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback: the code of the returned (guard, code) "
+                     "pair must be a code object, not %.100s", Py_TYPE(new_code)->tp_name);
+        return NULL;
+    }
+    PyCodeObject *target = (PyCodeObject *)new_code;
+    if (target->co_flags & SOT_NEVER_HOOK_FLAGS) {
+        PyErr_Format(PyExc_ValueError,
+                     "sot eval-frame callback: the new code for %U must not be a "
+                     "generator or coroutine code", orig->co_name);
+        return NULL;
+    }
+    if (!(target->co_flags & CO_OPTIMIZED)) {
+        PyErr_Format(PyExc_ValueError,
+                     "sot eval-frame callback: the new code for %U must be a function "
+                     "code (CO_OPTIMIZED), not a module or class body", orig->co_name);
+        return NULL;
+    }
+    PyObject *ofree = PyObject_GetAttrString((PyObject *)orig, "co_freevars");
+    if (ofree == NULL) {
+        return NULL;
+    }
+    PyObject *tfree = PyObject_GetAttrString(new_code, "co_freevars");
+    if (tfree == NULL) {
+        Py_DECREF(ofree);
+        return NULL;
+    }
+    int same = PyObject_RichCompareBool(ofree, tfree, Py_EQ);
+    if (same == 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "sot eval-frame callback: the new code for %U must have the same "
+                     "free variables as the original, in the same order (the closure "
+                     "of the original function is reused): original co_freevars=%R, "
+                     "new co_freevars=%R", orig->co_name, ofree, tfree);
+    }
+    Py_DECREF(ofree);
+    Py_DECREF(tfree);
+    if (same <= 0) {
+        return NULL;
+    }
+
+    size_t bytes = offsetof(sot_entry, map) + (size_t)(nargs > 0 ? nargs : 1) * sizeof(int);
+    sot_entry *e = (sot_entry *)PyMem_Malloc(bytes);
+    if (e == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (sot_arg_map_build(orig, target, nargs, e->map) < 0) {
+        PyMem_Free(e);
+        return NULL;
+    }
+    e->next = NULL;
+    e->refs = 1;
+    e->linked = 0;
+    e->nargs = nargs;
+    Py_INCREF(guard);
+    e->guard = guard;
+    e->owns_code = (target != orig);
+    if (e->owns_code) {
+        Py_INCREF(new_code);
+    }
+    e->code = target;
+    return e;
+}
+
+/* ------------------------------------------------------------------ */
+/* The hook                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Call one guard with the hook disabled for this thread. 1: pass,
+ * 0: fail (an exception counts as a failure and is cleared). */
+static int
+guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
+{
+    int saved = tls_busy;
+    tls_busy = 1;
+    PyObject *res = PyObject_Vectorcall(guard, argv,
+                                        (size_t)argc | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int ok;
+    if (res == NULL) {
+        ok = 0;
+    }
+    else if (res == Py_True) {
+        ok = 1;
+    }
+    else if (res == Py_False || res == Py_None) {
+        ok = 0;
+    }
+    else {
+        ok = PyObject_IsTrue(res);
+    }
+    Py_XDECREF(res);
+    tls_busy = saved;
+    if (ok < 0 || res == NULL) {
+        PyErr_Clear();
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Find the first entry whose guard passes; returns it with an extra
+ * reference, or NULL (no exception) on a miss. */
+static sot_entry *
+guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc)
+{
+    sot_entry *e = r->head;
+    while (e != NULL) {
+        uint64_t version = r->version;
+        e->refs++;
+        int ok = guard_call(e->guard, argv, argc);
+        if (ok) {
+            record_move_to_front(r, e);
+            return e;
+        }
+        if (r->version != version) {
+            /* The list changed while the guard ran (another thread, or
+             * reset_cache() called from the guard): give up, a miss. */
+            entry_decref(e);
+            return NULL;
+        }
+        sot_entry *next = e->next;
+        entry_decref(e);
+        e = next;
+    }
+    return NULL;
+}
+
+/* Outcome of sot_eval_hooked. */
+#define SOT_RUN_DEFAULT 0   /* caller evaluates the original frame */
+#define SOT_DONE 1          /* *result holds the frame's result (or NULL) */
+
+static PyObject *
+call_callback(PyCodeObject *co, sot_frame_t *frame, PyObject *closure,
+              PyObject **args, int nargs)
+{
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tuple, i, args[i]);
+    }
+    PyObject *callback = tls_callback;
+    Py_INCREF(callback);
+    PyObject *cargs[6] = {
+        NULL, (PyObject *)co, sot_frame_globals(frame), sot_frame_builtins(frame),
+        closure, tuple,
+    };
+    int saved = tls_busy;
+    tls_busy = 1;
+    PyObject *res = PyObject_Vectorcall(callback, cargs + 1,
+                                        5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    tls_busy = saved;
+    Py_DECREF(callback);
+    Py_DECREF(tuple);
+    return res;
+}
+
+static SOT_NOINLINE int
+sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
+                PyObject **result)
+{
+    sot_record *r = record_get(co, 1);
+    if (r == NULL) {
+        *result = NULL;
+        return SOT_DONE;
+    }
+    if (r->skipped) {
+        return SOT_RUN_DEFAULT;
+    }
+
+    int nargs = sot_code_nargs(co);
+    PyObject *stack_buf[SOT_STACK_ARGS + 3];
+    PyObject **buf = stack_buf;
+    if (nargs + 3 > SOT_STACK_ARGS + 3) {
+        buf = (PyObject **)PyMem_Malloc((size_t)(nargs + 3) * sizeof(PyObject *));
+        if (buf == NULL) {
+            *result = PyErr_NoMemory();
+            return SOT_DONE;
+        }
+    }
+    /* buf[0] is scratch space for PY_VECTORCALL_ARGUMENTS_OFFSET. */
+    PyObject **argv = buf + 1;
+    PyObject *closure = sot_frame_closure(frame);
+    if (closure == NULL) {
+        closure = Py_None;
+    }
+    argv[0] = sot_frame_globals(frame);
+    argv[1] = closure;
+    if (sot_frame_collect_args(frame, nargs, argv + 2) < 0) {
+        if (buf != stack_buf) {
+            PyMem_Free(buf);
+        }
+        return SOT_RUN_DEFAULT;
+    }
+
+    /* Cache lookup. */
+    if (r->head != NULL) {
+        sot_entry *hit = guard_scan(r, argv, nargs + 2);
+        if (hit != NULL) {
+            if (buf != stack_buf) {
+                PyMem_Free(buf);
+            }
+            hit_counter++;
+            *result = sot_shadow_run(tstate, frame, hit->code, hit->map, hit->nargs);
+            entry_decref(hit);
+            return SOT_DONE;
+        }
+    }
+
+    /* Miss: ask the callback. */
+    PyObject *res = call_callback(co, frame, closure, argv + 2, nargs);
+    if (buf != stack_buf) {
+        PyMem_Free(buf);
+    }
+    if (res == NULL) {
+        *result = NULL;
+        return SOT_DONE;
+    }
+    if (res == Py_None) {
+        Py_DECREF(res);
+        return SOT_RUN_DEFAULT;
+    }
+    if (res == skip_sentinel) {
+        Py_DECREF(res);
+        r = record_get(co, 1);
+        if (r == NULL) {
+            *result = NULL;
+            return SOT_DONE;
+        }
+        r->skipped = 1;
+        return SOT_RUN_DEFAULT;
+    }
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback must return None, SKIP or a "
+                     "(guard, code) tuple, not %.100s", Py_TYPE(res)->tp_name);
+        Py_DECREF(res);
+        *result = NULL;
+        return SOT_DONE;
+    }
+    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), nargs);
+    Py_DECREF(res);
+    if (e == NULL) {
+        *result = NULL;
+        return SOT_DONE;
+    }
+    /* The callback may have run reset_cache(): fetch the record again. */
+    r = record_get(co, 1);
+    if (r == NULL) {
+        entry_decref(e);
+        *result = NULL;
+        return SOT_DONE;
+    }
+    record_push_front(r, e);
+    e->refs++;
+    *result = sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
+    entry_decref(e);
+    return SOT_DONE;
+}
+
+static PyObject *
+sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
+{
+    if (tls_callback == NULL || tls_busy || throwflag) {
+        return sot_eval_default(tstate, frame, throwflag);
+    }
+    PyCodeObject *co = sot_frame_code(frame);
+    if ((co->co_flags & SOT_NEVER_HOOK_FLAGS) || !(co->co_flags & CO_OPTIMIZED)
+        || !sot_frame_is_fresh(frame)) {
+        return sot_eval_default(tstate, frame, throwflag);
+    }
+    PyObject *result;
+    if (sot_eval_hooked(tstate, frame, co, &result) == SOT_DONE) {
+        return result;
+    }
+    return sot_eval_default(tstate, frame, throwflag);
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-thread callback slot                                            */
+/* ------------------------------------------------------------------ */
+
+/* Owns a thread's callback; lives in the thread-state dict, so a thread
+ * that ends with a callback set still gives up its share of the hook. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;
+    unsigned long thread_id;
+    PyInterpreterState *interp;
+} CallbackSlot;
+
+static void
+hook_acquire(PyInterpreterState *interp)
+{
+    if (threads_with_callback++ == 0) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, sot_eval_hook);
+    }
+}
+
+static void
+hook_release(PyInterpreterState *interp)
+{
+    if (--threads_with_callback == 0) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+    }
+}
+
+static void
+slot_dealloc(PyObject *self)
+{
+    CallbackSlot *s = (CallbackSlot *)self;
+    if (s->thread_id == PyThread_get_thread_ident() && tls_slot == self) {
+        tls_callback = NULL;
+        tls_slot = NULL;
+    }
+    PyObject *callback = s->callback;
+    s->callback = NULL;
+    if (s->interp != NULL) {
+        hook_release(s->interp);
+    }
+    Py_TYPE(self)->tp_free(self);
+    Py_XDECREF(callback);
+}
+
+static PyTypeObject CallbackSlot_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sot.eval_frame_ext._eval_frame._CallbackSlot",
+    .tp_basicsize = sizeof(CallbackSlot),
+    .tp_dealloc = slot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "Owns the eval-frame callback of one thread (internal).",
+};
+
+/* Set this thread's callback (NULL or None to remove). 0 or -1. */
+static int
+callback_set(PyObject *callback)
+{
+    if (callback == Py_None) {
+        callback = NULL;
+    }
+    if (callback != NULL && !PyCallable_Check(callback)) {
+        PyErr_Format(PyExc_TypeError, "callback must be callable or None, not %.100s",
+                     Py_TYPE(callback)->tp_name);
+        return -1;
+    }
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
+        }
+        return -1;
+    }
+    if (callback == NULL) {
+        if (tls_slot == NULL) {
+            return 0;
+        }
+        /* Dropping the slot clears the thread-locals and releases the hook. */
+        PyObject *slot = tls_slot;
+        Py_INCREF(slot);
+        tls_callback = NULL;
+        tls_slot = NULL;
+        int rc = PyDict_DelItem(dict, slot_key);
+        if (rc < 0) {
+            PyErr_Clear();
+        }
+        Py_DECREF(slot);
+        return 0;
+    }
+    if (tls_slot != NULL) {
+        CallbackSlot *s = (CallbackSlot *)tls_slot;
+        PyObject *old = s->callback;
+        Py_INCREF(callback);
+        s->callback = callback;
+        tls_callback = callback;
+        Py_XDECREF(old);
+        return 0;
+    }
+    CallbackSlot *s = PyObject_New(CallbackSlot, &CallbackSlot_Type);
+    if (s == NULL) {
+        return -1;
+    }
+    Py_INCREF(callback);
+    s->callback = callback;
+    s->thread_id = PyThread_get_thread_ident();
+    s->interp = NULL;
+    if (PyDict_SetItem(dict, slot_key, (PyObject *)s) < 0) {
+        Py_DECREF(s);
+        return -1;
+    }
+    /* The dict owns the slot now. */
+    s->interp = PyInterpreterState_Get();
+    hook_acquire(s->interp);
+    tls_slot = (PyObject *)s;
+    tls_callback = callback;
+    Py_DECREF(s);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Module functions                                                    */
+/* ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(set_callback_doc,
+"set_callback($module, callback, /)\n--\n\n"
+"Set the eval-frame callback of the current thread (None removes it) and\n"
+"return the previous one (or None).\n\n"
+"The callback is called as callback(code, globals, builtins, closure, args)\n"
+"for each new function frame of this thread whose code has no cache entry\n"
+"with a passing guard, and returns None, SKIP or a (guard, new_code) pair.\n"
+"The frame evaluation hook is installed while any thread has a callback.");
+
+static PyObject *
+m_set_callback(PyObject *module, PyObject *callback)
+{
+    PyObject *prev = tls_callback != NULL ? tls_callback : Py_None;
+    Py_INCREF(prev);
+    if (callback_set(callback) < 0) {
+        Py_DECREF(prev);
+        return NULL;
+    }
+    return prev;
+}
+
+PyDoc_STRVAR(get_callback_doc,
+"get_callback($module, /)\n--\n\n"
+"Return the eval-frame callback of the current thread, or None.");
+
+static PyObject *
+m_get_callback(PyObject *module, PyObject *unused)
+{
+    PyObject *cb = tls_callback != NULL ? tls_callback : Py_None;
+    Py_INCREF(cb);
+    return cb;
+}
+
+PyDoc_STRVAR(reset_cache_doc,
+"reset_cache($module, /)\n--\n\n"
+"Forget every cache entry and SKIP mark of every code object.");
+
+static PyObject *
+m_reset_cache(PyObject *module, PyObject *unused)
+{
+    cache_generation++;
+    Py_RETURN_NONE;
+}
+
+static int
+check_code(PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.100s",
+                     Py_TYPE(code)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(cache_size_doc,
+"cache_size($module, code, /)\n--\n\n"
+"Number of cache entries of a code object.");
+
+static PyObject *
+m_cache_size(PyObject *module, PyObject *code)
+{
+    if (check_code(code) < 0) {
+        return NULL;
+    }
+    sot_record *r = record_get((PyCodeObject *)code, 0);
+    if (r == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(r != NULL ? r->size : 0);
+}
+
+PyDoc_STRVAR(cache_entries_doc,
+"cache_entries($module, code, /)\n--\n\n"
+"The cache entries of a code object as a list of (guard, new_code),\n"
+"most recently hit first.");
+
+static PyObject *
+m_cache_entries(PyObject *module, PyObject *code)
+{
+    if (check_code(code) < 0) {
+        return NULL;
+    }
+    sot_record *r = record_get((PyCodeObject *)code, 0);
+    if (r == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *list = PyList_New(0);
+    if (list == NULL || r == NULL) {
+        return list;
+    }
+    for (sot_entry *e = r->head; e != NULL; e = e->next) {
+        PyObject *item = PyTuple_Pack(2, e->guard, (PyObject *)e->code);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(is_skipped_doc,
+"is_skipped($module, code, /)\n--\n\n"
+"True if the callback returned SKIP for this code since the last reset_cache().");
+
+static PyObject *
+m_is_skipped(PyObject *module, PyObject *code)
+{
+    if (check_code(code) < 0) {
+        return NULL;
+    }
+    sot_record *r = record_get((PyCodeObject *)code, 0);
+    if (r == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyBool_FromLong(r != NULL && r->skipped);
+}
+
+PyDoc_STRVAR(hit_count_doc,
+"hit_count($module, /)\n--\n\n"
+"Number of frames served from the cache (a guard passed) since import.");
+
+static PyObject *
+m_hit_count(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(hit_counter);
+}
+
+PyDoc_STRVAR(hook_installed_doc,
+"_hook_installed($module, /)\n--\n\n"
+"True if sot's frame evaluation function is installed on the interpreter\n"
+"(for tests).");
+
+static PyObject *
+m_hook_installed(PyObject *module, PyObject *unused)
+{
+    _PyFrameEvalFunction f = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+    return PyBool_FromLong(f == sot_eval_hook);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
+    {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
+    {"reset_cache", (PyCFunction)m_reset_cache, METH_NOARGS, reset_cache_doc},
+    {"cache_size", (PyCFunction)m_cache_size, METH_O, cache_size_doc},
+    {"cache_entries", (PyCFunction)m_cache_entries, METH_O, cache_entries_doc},
+    {"is_skipped", (PyCFunction)m_is_skipped, METH_O, is_skipped_doc},
+    {"hit_count", (PyCFunction)m_hit_count, METH_NOARGS, hit_count_doc},
+    {"_hook_installed", (PyCFunction)m_hook_installed, METH_NOARGS, hook_installed_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------ */
+/* callback_installed: a context manager with no Python frames, so the  */
+/* callback never sees the code that installs or removes it.           */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;
+    PyObject *previous;     /* set while entered */
+    int entered;
+} Scope;
+
+static PyObject *
+scope_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"callback", NULL};
+    PyObject *callback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:callback_installed", kwlist, &callback)) {
+        return NULL;
+    }
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_Format(PyExc_TypeError, "callback must be callable or None, not %.100s",
+                     Py_TYPE(callback)->tp_name);
+        return NULL;
+    }
+    Scope *self = (Scope *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(callback);
+    self->callback = callback;
+    self->previous = NULL;
+    self->entered = 0;
+    return (PyObject *)self;
+}
+
+static void
+scope_dealloc(PyObject *op)
+{
+    Scope *self = (Scope *)op;
+    Py_XDECREF(self->callback);
+    Py_XDECREF(self->previous);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *
+scope_enter(PyObject *op, PyObject *unused)
+{
+    Scope *self = (Scope *)op;
+    if (self->entered) {
+        PyErr_SetString(PyExc_RuntimeError, "callback_installed is not re-entrant");
+        return NULL;
+    }
+    PyObject *prev = m_set_callback(NULL, self->callback);
+    if (prev == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(self->previous, prev);
+    self->entered = 1;
+    Py_INCREF(self->callback);
+    return self->callback;
+}
+
+static PyObject *
+scope_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    Scope *self = (Scope *)op;
+    if (self->entered) {
+        PyObject *prev = self->previous;
+        self->previous = NULL;
+        self->entered = 0;
+        int rc = callback_set(prev != NULL ? prev : Py_None);
+        Py_XDECREF(prev);
+        if (rc < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__enter__", (PyCFunction)scope_enter, METH_NOARGS,
+     "Install the callback for this thread; returns the callback."},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL,
+     "Restore the callback that was installed before __enter__."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(scope_doc,
+"callback_installed(callback)\n--\n\n"
+"Context manager: set the eval-frame callback of the current thread on\n"
+"entry and restore the previous one on exit. Implemented in C, so the\n"
+"callback never sees the frames of the context manager itself.");
+
+static PyTypeObject Scope_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sot.eval_frame_ext._eval_frame.callback_installed",
+    .tp_basicsize = sizeof(Scope),
+    .tp_dealloc = scope_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = scope_doc,
+    .tp_methods = scope_methods,
+    .tp_new = scope_new,
+};
+
+/* ------------------------------------------------------------------ */
+/* SKIP sentinel                                                       */
+/* ------------------------------------------------------------------ */
+
+static PyObject *
+skip_repr(PyObject *self)
+{
+    return PyUnicode_FromString("SKIP");
+}
+
+static PyObject *
+skip_reduce(PyObject *self, PyObject *unused)
+{
+    return PyUnicode_FromString("SKIP");
+}
+
+static PyMethodDef skip_methods[] = {
+    {"__reduce__", skip_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SkipType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sot.eval_frame_ext._eval_frame.SkipType",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_repr = skip_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "Type of the SKIP sentinel: returned by a callback, the code is "
+              "never hooked again (until reset_cache()).",
+    .tp_methods = skip_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* Module                                                              */
+/* ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(module_doc,
+"PEP 523 frame evaluation hook of sot (per-thread callback, per-code cache\n"
+"of (guard, code) entries, shadow-frame execution).");
+
+static struct PyModuleDef eval_frame_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "sot.eval_frame_ext._eval_frame",
+    .m_doc = module_doc,
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__eval_frame(void)
+{
+    if (PyType_Ready(&CallbackSlot_Type) < 0 || PyType_Ready(&Scope_Type) < 0
+        || PyType_Ready(&SkipType) < 0) {
+        return NULL;
+    }
+    if (extra_index < 0) {
+        extra_index = SOT_REQUEST_CODE_EXTRA_INDEX(record_free);
+        if (extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "sot: no code-object extra slot left (_PyEval_RequestCodeExtraIndex)");
+            return NULL;
+        }
+    }
+    if (skip_sentinel == NULL) {
+        skip_sentinel = PyType_GenericAlloc(&SkipType, 0);
+        if (skip_sentinel == NULL) {
+            return NULL;
+        }
+    }
+    if (slot_key == NULL) {
+        slot_key = PyUnicode_InternFromString("sot.eval_frame_ext.callback_slot");
+        if (slot_key == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *m = PyModule_Create(&eval_frame_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
+        || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
