@@ -38,7 +38,7 @@ class CompiledProgram:
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
             self._program.training = self.training
-        return self._program(inputs)
+        return self._program.sot_call(inputs)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
