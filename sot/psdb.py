@@ -99,7 +99,7 @@ def _sim_assert_true(graph: "FunctionGraph", args: list["VariableBase"], kwargs:
 
 
 def _sim_breakpoint(graph: "FunctionGraph", args: list["VariableBase"], kwargs: dict) -> "VariableBase":
-    executor = graph.executor
+    executor = graph.current_executor
     simulated_locals = dict(executor.locals)
     simulated_stack = list(executor.stack)
     print(f"sot.psdb.breakpoint at {graph.location}: inspect `simulated_locals`, `simulated_stack`, "

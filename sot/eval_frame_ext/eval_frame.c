@@ -271,7 +271,7 @@ guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
                                         (size_t)argc | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     int ok;
     if (res == NULL) {
-        ok = 0;
+        ok = -1;
     }
     else if (res == Py_True) {
         ok = 1;
@@ -284,7 +284,7 @@ guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
     }
     Py_XDECREF(res);
     tls_busy = saved;
-    if (ok < 0 || res == NULL) {
+    if (ok < 0) {
         PyErr_Clear();
         ok = 0;
     }

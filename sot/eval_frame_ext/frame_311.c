@@ -191,7 +191,9 @@ sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
     sh->f_func = orig->f_func;
     sh->f_globals = orig->f_globals;
     sh->f_builtins = orig->f_builtins;
-    sh->f_locals = NULL;
+    /* NULL for function frames, except for exec() of a function's code. */
+    Py_XINCREF(orig->f_locals);
+    sh->f_locals = orig->f_locals;
     Py_INCREF(target);
     sh->f_code = target;
     sh->frame_obj = NULL;

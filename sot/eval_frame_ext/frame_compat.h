@@ -4,7 +4,8 @@
  * eval_frame.c is written against the small vocabulary declared here:
  *
  *   sot_frame_t                  the type the PEP 523 hook receives
- *   sot_frame_code / _globals / _builtins / _closure
+ *   sot_frame_code / _globals / _builtins / _function / _closure
+ *   sot_frame_localsplus(f)      the locals array (arguments first)
  *   sot_frame_is_fresh(f)        owned by the thread and not started yet
  *   sot_frame_collect_args(...)  the argument values, in signature order
  *   sot_code_nargs(co)           number of argument slots of a code object
@@ -108,6 +109,13 @@ static inline PyObject *
 sot_frame_builtins(sot_frame_t *f)
 {
     return f->f_builtins;
+}
+
+/* The function being called (borrowed). */
+static inline PyObject *
+sot_frame_function(sot_frame_t *f)
+{
+    return (PyObject *)f->f_func;
 }
 
 /* The function's __closure__ tuple, or NULL (borrowed). */

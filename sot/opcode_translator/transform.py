@@ -52,7 +52,7 @@ def translate_frame(frame: FrameInfo, training: bool = True) -> Translation:
     """Simulate ``frame``; never raises for unsupported code (the result is then a fallback entry)."""
     code = frame.code
     graph = FunctionGraph(frame, code.co_name)
-    executor = OpcodeExecutor(frame, graph)
+    executor = OpcodeExecutor.for_frame(frame, graph)
     try:
         result = executor.run()
         outputs = {}

@@ -61,7 +61,9 @@ class FunctionGraph:
         self._guarded: set[int] = set()
         self._counter = 0
         self.location: SourceLocation | None = None
-        self.executor: Any = None  # the OpcodeExecutor driving this graph (for psdb.breakpoint)
+        self.executor: Any = None  # the OpcodeExecutor of the translated frame
+        self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
+        self.top_resolver: Any = None  # how the translated frame resolves globals
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:

@@ -6,13 +6,15 @@ without a handler makes the frame fall back, naming the opcode and the user line
 from __future__ import annotations
 
 import dis
+import types
 from typing import Any, Callable
 
 from ...errors import FallbackError, SourceLocation
 from .function_graph import FrameInfo, FunctionGraph
 from .guard import argument_names
-from .tracker import LocalTracker
+from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
 from .variables.base import VariableBase, VariableFactory
+from .variables.function import CellVariable
 
 Handler = Callable[["OpcodeExecutor", dis.Instruction], "Any"]
 OPCODE_HANDLERS: dict[str, Handler] = {}
@@ -38,24 +40,78 @@ class Return:
         self.value = value
 
 
-class OpcodeExecutor:
-    """The simulated state of one frame: stack, locals, cells, program counter."""
+MAX_INLINE_DEPTH = 32
 
-    def __init__(self, frame: FrameInfo, graph: FunctionGraph) -> None:
-        self.frame = frame
-        self.code = frame.code
+
+class NameResolver:
+    """How a simulated frame reads its globals and builtins, and where those values come from.
+
+    The translated frame reads its own globals (`GlobalTracker`); an inlined function from another module
+    reads ``fn.__globals__`` through the variable of the function itself.
+    """
+
+    def __init__(self, globals_: dict[str, Any], builtins_: dict[str, Any],
+                 globals_var: VariableBase | None = None) -> None:
+        self.globals = globals_
+        self.builtins = builtins_
+        self.globals_var = globals_var  # None: the translated frame's own globals
+
+    def load(self, name: str, graph: FunctionGraph) -> VariableBase:
+        if name in self.globals:
+            value = self.globals[name]
+            tracker = GlobalTracker(name) if self.globals_var is None else GetItemTracker(self.globals_var, name)
+        elif name in self.builtins:
+            value = self.builtins[name]
+            tracker = BuiltinTracker(name, value, self.globals_var)
+        else:
+            raise FallbackError(f"user code raised NameError: name {name!r} is not defined")
+        return VariableFactory.from_value(value, graph, tracker)
+
+
+class OpcodeExecutor:
+    """The simulated state of one frame: stack, locals, cells, program counter.
+
+    The translated frame gets one executor (`for_frame`); each inlined call gets a child executor sharing
+    the same `FunctionGraph`, so its tensor ops land in the same SIR and its guards in the same entry.
+    """
+
+    def __init__(self, code: types.CodeType, graph: FunctionGraph, resolver: NameResolver,
+                 locals_: dict[str, VariableBase], freevar_cells: dict[str, CellVariable],
+                 parent: "OpcodeExecutor | None" = None) -> None:
+        self.code = code
         self.graph = graph
-        graph.executor = self
-        self.instructions = list(dis.get_instructions(frame.code))
+        self.resolver = resolver
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        if self.depth > MAX_INLINE_DEPTH:
+            raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        self.instructions = list(dis.get_instructions(code))
         self._index_of_offset = {instr.offset: i for i, instr in enumerate(self.instructions)}
         self.stack: list[VariableBase] = []
-        self.locals: dict[str, VariableBase] = {}
-        self.cells: dict[str, VariableBase | None] = {}
+        self.locals: dict[str, VariableBase] = dict(locals_)
+        self.cells: dict[str, CellVariable] = dict(freevar_cells)
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
-        self.lineno: int | None = frame.code.co_firstlineno
-        for name, value in zip(argument_names(frame.code), frame.args):
-            self.locals[name] = VariableFactory.from_value(value, graph, LocalTracker(name))
+        self.lineno: int | None = code.co_firstlineno
+
+    @classmethod
+    def for_frame(cls, frame: FrameInfo, graph: FunctionGraph) -> "OpcodeExecutor":
+        """The executor of the frame being translated: arguments come from the frame's locals."""
+        locals_ = {name: VariableFactory.from_value(value, graph, LocalTracker(name))
+                   for name, value in zip(argument_names(frame.code), frame.args)}
+        cells = {}
+        for index, name in enumerate(frame.code.co_freevars):
+            cell = (frame.closure or ())[index]
+            try:
+                content = VariableFactory.from_value(cell.cell_contents, graph, ClosureTracker(index, name))
+            except ValueError:
+                content = None  # an empty cell: reading it fails like in eager code
+            cells[name] = CellVariable(content, graph, DummyTracker(), external=True)
+        resolver = NameResolver(frame.globals, frame.builtins)
+        graph.top_resolver = resolver
+        executor = cls(frame.code, graph, resolver, locals_, cells)
+        graph.executor = graph.current_executor = executor
+        return executor
 
     # -- stack helpers -----------------------------------------------------------------------------------
     def push(self, var: VariableBase) -> None:
@@ -80,6 +136,15 @@ class OpcodeExecutor:
     def location(self) -> SourceLocation:
         return SourceLocation(self.code.co_filename, self.lineno)
 
+    def user_stack(self) -> list[SourceLocation]:
+        """The simulated call stack, outermost first (for reports of breaks inside inlined calls)."""
+        chain = []
+        executor: OpcodeExecutor | None = self
+        while executor is not None:
+            chain.append(executor.location())
+            executor = executor.parent
+        return chain[::-1]
+
     # -- main loop ---------------------------------------------------------------------------------------
     def run(self) -> VariableBase:
         """Simulate until ``RETURN_VALUE``; returns the returned variable."""
@@ -89,6 +154,7 @@ class OpcodeExecutor:
             if instr.positions is not None and instr.positions.lineno is not None:
                 self.lineno = instr.positions.lineno
             self.graph.location = self.location()
+            self.graph.current_executor = self
             handler = OPCODE_HANDLERS.get(instr.opname)
             if handler is None:
                 raise FallbackError(f"opcode {instr.opname} is not supported yet", self.location())
@@ -103,7 +169,8 @@ class OpcodeExecutor:
 
 
 def _register_all_handlers() -> None:
-    from .handlers import calls, containers, control_flow, load_store, operators, stack  # noqa: F401
+    from .handlers import (calls, containers, control_flow, functions, iteration, load_store,  # noqa: F401
+                           operators, stack)
 
 
 _register_all_handlers()

@@ -81,19 +81,29 @@ class GlobalTracker(Tracker):
 
 
 class BuiltinTracker(Tracker):
-    """A name found in builtins (after missing in globals, which the guard re-checks)."""
+    """A name found in builtins after missing in globals (which the guard re-checks).
 
-    def __init__(self, name: str, value: Any) -> None:
+    ``globals_var`` is the variable of the globals dict searched first, or None for the translated
+    frame's own globals.
+    """
+
+    def __init__(self, name: str, value: Any, globals_var: "VariableBase | None" = None) -> None:
         self.name = name
         self.value = value
+        self.globals_var = globals_var
+        self.inputs = (globals_var,) if globals_var is not None else ()
 
     def guard_expr(self, builder: "GuardBuilder") -> str:
         # Shadowing the builtin by a global later must invalidate the entry.
-        builder.add_raw(f"{self.name!r} not in {builder.GLOBALS}")
+        where = builder.GLOBALS if self.globals_var is None else builder.expr_of(self.globals_var)
+        builder.add_raw(f"{self.name!r} not in {where}")
         return builder.constant(self.value)
 
     def gen_load(self, codegen: "CodeGen") -> None:
-        codegen.load_global(self.name)
+        if self.globals_var is None:
+            codegen.load_global(self.name)
+        else:
+            codegen.load_const(self.value)
 
     def describe(self) -> str:
         return self.name

@@ -5,8 +5,9 @@ import dis
 
 from ....errors import FallbackError
 from ..opcode_executor import OpcodeExecutor, handles
-from ..tracker import BuiltinTracker, ClosureTracker, ConstTracker, GlobalTracker
+from ..tracker import ConstTracker, DummyTracker
 from ..variables.base import NullVariable, VariableFactory
+from ..variables.function import CellVariable
 
 
 @handles("LOAD_FAST", "LOAD_FAST_CHECK")
@@ -35,17 +36,9 @@ def load_const(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("LOAD_GLOBAL")
 def load_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    name = instr.argval
     if instr.arg & 1:  # 3.11: the low bit asks for a NULL below the global, for a following CALL
         executor.push(NullVariable(executor.graph))
-    frame = executor.frame
-    if name in frame.globals:
-        var = VariableFactory.from_value(frame.globals[name], executor.graph, GlobalTracker(name))
-    elif name in frame.builtins:
-        value = frame.builtins[name]
-        var = VariableFactory.from_value(value, executor.graph, BuiltinTracker(name, value))
-    else:
-        raise FallbackError(f"name {name!r} is not defined")
+    var = executor.resolver.load(instr.argval, executor.graph)
     executor.graph.add_guard(var)
     executor.push(var)
 
@@ -73,26 +66,17 @@ def load_method(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("MAKE_CELL")
 def make_cell(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     name = instr.argval
-    executor.cells[name] = executor.locals.pop(name, None)
+    executor.cells[name] = CellVariable(executor.locals.pop(name, None), executor.graph, DummyTracker())
 
 
 @handles("COPY_FREE_VARS")
 def copy_free_vars(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    closure = executor.frame.closure or ()
-    for index, name in enumerate(executor.code.co_freevars):
-        try:
-            value = closure[index].cell_contents
-        except ValueError:
-            executor.cells[name] = None  # an empty cell: reading it fails like in eager code
-            continue
-        executor.cells[name] = VariableFactory.from_value(value, executor.graph, ClosureTracker(index, name))
+    """The executor was created with its free-variable cells already in place."""
 
 
-@handles("LOAD_DEREF")
+@handles("LOAD_DEREF", "LOAD_CLASSDEREF")
 def load_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    var = executor.cells.get(instr.argval)
-    if var is None:
-        raise FallbackError(f"closure variable {instr.argval!r} is read before assignment")
+    var = executor.cells[instr.argval].load(instr.argval)
     if var.tracker.is_traceable():
         executor.graph.add_guard(var)
     executor.push(var)
@@ -100,8 +84,16 @@ def load_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("STORE_DEREF")
 def store_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    name = instr.argval
-    if name in executor.code.co_freevars:
-        raise FallbackError(f"assigning closure variable {name!r} of an enclosing function is a side effect "
-                            "not supported yet")
-    executor.cells[name] = executor.pop()
+    executor.cells[instr.argval].store(instr.argval, executor.pop())
+
+
+@handles("DELETE_DEREF")
+def delete_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    cell = executor.cells[instr.argval]
+    cell.load(instr.argval)  # deleting an empty cell is the user's NameError
+    cell.store(instr.argval, None)
+
+
+@handles("LOAD_CLOSURE")
+def load_closure(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.push(executor.cells[instr.argval])

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..guard import GuardBuilder
 
 CONSTANT_TYPES: tuple[type, ...] = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
-                                    slice)
+                                    slice, range)
 
 
 class ConstantVariable(VariableBase):
@@ -47,8 +47,32 @@ class ConstantVariable(VariableBase):
         return bool(self.value)
 
     def getattr(self, name: str) -> VariableBase:
-        attr = getattr(self.value, name)
+        self.graph.add_guard(self)
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as exc:
+            raise FallbackError(f"user code raised AttributeError: {exc}") from None
+        if callable(attr):
+            from .callable import PureFunctionVariable
+
+            return PureFunctionVariable(attr, self.graph, DummyTracker((self,)))
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
+
+    def iter_items(self) -> list[VariableBase]:
+        if not isinstance(self.value, (str, bytes, range)):
+            raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
+        self.graph.add_guard(self)
+        return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]
+
+    unpack = iter_items
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        from .callable import constant_fold
+
+        result = constant_fold(operator.getitem, self.graph, [self, key], {})
+        if result is None:
+            raise FallbackError(f"indexing {type(self.value).__name__} with a tensor is not supported")
+        return result
 
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"

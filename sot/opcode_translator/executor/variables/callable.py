@@ -139,9 +139,13 @@ def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
 
 for _fn in (abs, operator.neg, operator.pos, operator.invert, pow):
     BUILTIN_DISPATCH[_fn] = _fold_or_tensor(_fn, f"{getattr(_fn, '__module__', 'builtins')}.{_fn.__name__}")
-for _fn in (int, float, str, bool, round, divmod, isinstance, issubclass, type, callable, hash, id, repr,
-            chr, ord, min, max):
+for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, repr, chr, ord, range, slice,
+            format, bin, oct, hex, ascii, complex, bytes):
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
+
+
+def _const(graph: "FunctionGraph", value: Any, *sources: VariableBase) -> VariableBase:
+    return VariableFactory.from_value(value, graph, DummyTracker(tuple(sources)))
 
 
 @builtin_rule(len)
@@ -149,7 +153,7 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     (arg,) = args
     if isinstance(arg, TensorVariable):
         if not arg.meta.shape:
-            raise FallbackError("len() of a 0-D tensor")
+            raise FallbackError("user code raised TypeError: len() of a 0-D tensor")
         arg._used_meta()
         return ConstantVariable(arg.meta.shape[0], graph, DummyTracker((arg,)))
     length = getattr(arg, "length", None)
@@ -166,8 +170,275 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
         graph.add_guard(obj)  # its guard pins the exact tensor type
         result = issubclass(obj.get_py_type(), classes.get_py_value())
     else:
-        result = constant_fold(isinstance, graph, args, kwargs).get_py_value()
+        graph.add_guard(obj)
+        result = isinstance(obj.get_py_value(), classes.get_py_value())
     return ConstantVariable(result, graph, DummyTracker((obj, classes)))
+
+
+@builtin_rule(type)
+def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    if len(args) != 1 or kwargs:
+        raise FallbackError("type() with three arguments creates a class: not supported")
+    (obj,) = args
+    graph.add_guard(obj)
+    return VariableFactory.from_value(obj.get_py_type(), graph, DummyTracker((obj,)))
+
+
+@builtin_rule(id)
+def _id(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    (obj,) = args
+    if not obj.tracker.is_traceable():
+        raise FallbackError("id() of a value created during simulation is not known")
+    graph.add_guard(obj)
+    return _const(graph, id(obj.get_py_value()), obj)
+
+
+@builtin_rule(getattr)
+def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    obj, name = args[0], args[1]
+    graph.add_guard(name)
+    try:
+        return obj.getattr(name.get_py_value())
+    except FallbackError:
+        if len(args) == 3 and not hasattr(obj.get_py_value(), name.get_py_value()):
+            graph.add_guard(obj)
+            return args[2]
+        raise
+
+
+@builtin_rule(hasattr)
+def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    obj, name = args
+    graph.add_guard(name)
+    if isinstance(obj, TensorVariable):
+        result = hasattr(paddle.Tensor, name.get_py_value()) or name.get_py_value() in ("shape", "dtype")
+    else:
+        graph.add_guard(obj)
+        result = hasattr(obj.get_py_value(), name.get_py_value())
+    return ConstantVariable(result, graph, DummyTracker((obj, name)))
+
+
+def _iter_rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .iterator import iterate
+
+    return iterate(args[0])
+
+
+BUILTIN_DISPATCH[iter] = _iter_rule
+
+
+@builtin_rule(next)
+def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .iterator import IteratorVariable
+
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVariable):
+        raise FallbackError(f"next() of {iterator!r} is not supported")
+    item = iterator.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise FallbackError("user code raised StopIteration")
+    return item
+
+
+def _items_of(var: VariableBase) -> list[VariableBase]:
+    from .iterator import iterate
+
+    return iterate(var).unpack()
+
+
+@builtin_rule(enumerate)
+def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import TupleVariable
+    from .iterator import IteratorVariable, iterate
+
+    start_var = args[1] if len(args) > 1 else kwargs.get("start")
+    start = 0
+    if start_var is not None:
+        graph.add_guard(start_var)
+        start = start_var.get_py_value()
+    source = iterate(args[0])
+
+    def produce() -> Any:
+        index = start
+        while (item := source.next()) is not None:
+            yield TupleVariable([ConstantVariable(index, graph, DummyTracker()), item], graph, DummyTracker((item,)))
+            index += 1
+
+    return IteratorVariable(produce(), graph, "enumerate")
+
+
+@builtin_rule(zip)
+def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import TupleVariable
+    from .iterator import IteratorVariable, iterate
+
+    if kwargs:
+        raise FallbackError("zip(strict=...) is not supported yet")
+    sources = [iterate(a) for a in args]
+
+    def produce() -> Any:
+        while True:
+            items = []
+            for source in sources:
+                item = source.next()
+                if item is None:
+                    return
+                items.append(item)
+            yield TupleVariable(items, graph, DummyTracker(tuple(items)))
+
+    return IteratorVariable(produce(), graph, "zip")
+
+
+@builtin_rule(map)
+def _map(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .iterator import IteratorVariable, iterate
+
+    fn, sources = args[0], [iterate(a) for a in args[1:]]
+
+    def produce() -> Any:
+        while True:
+            items = []
+            for source in sources:
+                item = source.next()
+                if item is None:
+                    return
+                items.append(item)
+            yield fn.call(items, {})
+
+    return IteratorVariable(produce(), graph, "map")
+
+
+@builtin_rule(filter)
+def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .iterator import IteratorVariable, iterate
+
+    fn, source = args[0], iterate(args[1])
+
+    def produce() -> Any:
+        while (item := source.next()) is not None:
+            keep = item if fn.get_py_value() is None else fn.call([item], {})
+            truth = keep.bool()
+            graph.add_guard(keep)
+            if truth:
+                yield item
+
+    return IteratorVariable(produce(), graph, "filter")
+
+
+@builtin_rule(reversed)
+def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .iterator import IteratorVariable
+
+    return IteratorVariable(iter(_items_of(args[0])[::-1]), graph, "reversed")
+
+
+@builtin_rule(list)
+def _list(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import ListVariable
+
+    items = _items_of(args[0]) if args else []
+    return ListVariable(items, graph, DummyTracker(tuple(args)))
+
+
+@builtin_rule(tuple)
+def _tuple(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import TupleVariable
+
+    items = _items_of(args[0]) if args else []
+    return TupleVariable(items, graph, DummyTracker(tuple(args)))
+
+
+@builtin_rule(dict)
+def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import DictVariable
+
+    items: dict[Any, VariableBase] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            items.update(source.items)
+        else:
+            for pair in _items_of(source):
+                key, value = pair.unpack()
+                graph.add_guard(key)
+                items[key.get_py_value()] = value
+    items.update(kwargs)
+    return DictVariable(items, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+def _reduce_with(fn: Callable[[Any, Any], Any], start: VariableBase | None, items: list[VariableBase],
+                 graph: "FunctionGraph") -> VariableBase:
+    acc = start
+    for item in items:
+        if acc is None:
+            acc = item
+            continue
+        folded = constant_fold(fn, graph, [acc, item], {})
+        acc = folded if folded is not None else graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
+                                                                     [acc, item], {})
+    assert acc is not None
+    return acc
+
+
+@builtin_rule(sum)
+def _sum(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    start = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0, graph, DummyTracker()))
+    return _reduce_with(operator.add, start, _items_of(args[0]), graph)
+
+
+def _truth_reduce(want: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        for item in _items_of(args[0]):
+            truth = item.bool()
+            graph.add_guard(item)
+            if truth == want:
+                return ConstantVariable(want, graph, DummyTracker())
+        return ConstantVariable(not want, graph, DummyTracker())
+
+    return rule
+
+
+BUILTIN_DISPATCH[any] = _truth_reduce(True)
+BUILTIN_DISPATCH[all] = _truth_reduce(False)
+
+
+def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        items = _items_of(args[0]) if len(args) == 1 else list(args)
+        folded = constant_fold(fn, graph, items, kwargs)
+        if folded is None:
+            raise FallbackError(f"{fn.__name__}() over tensors compares tensors as Python bools")
+        return folded
+
+    return rule
+
+
+BUILTIN_DISPATCH[min] = _min_max(min)
+BUILTIN_DISPATCH[max] = _min_max(max)
+
+
+@builtin_rule(sorted)
+def _sorted(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .container import ListVariable
+
+    items = _items_of(args[0])
+    folded = constant_fold(sorted, graph, [ListVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
+    if folded is None:
+        raise FallbackError("sorted() over tensors compares tensors as Python bools")
+    return folded
+
+
+class PureFunctionVariable(CallableVariable):
+    """A callable without side effects on Python values (e.g. a bound method of a str): folded when every
+    argument is known."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        folded = constant_fold(self.value, self.graph, args, kwargs)
+        if folded is None:
+            raise FallbackError(f"calling {self.value!r} with tensors is not supported")
+        return folded
 
 
 class BuiltinVariable(CallableVariable):

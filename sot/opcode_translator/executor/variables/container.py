@@ -56,6 +56,8 @@ class SequenceVariable(VariableBase):
         self.graph.add_guard(self)
         return list(self.items)
 
+    iter_items = unpack
+
     def getitem(self, key: VariableBase) -> VariableBase:
         if not isinstance(key, ConstantVariable):
             raise FallbackError(f"indexing a {self.py_type.__name__} with {key!r} is not supported yet")
@@ -122,6 +124,12 @@ class DictVariable(VariableBase):
 
     def bool(self) -> bool:
         return self.length() > 0
+
+    def iter_items(self) -> list[VariableBase]:
+        self.graph.add_guard(self)
+        return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in self.items]
+
+    unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
         if not isinstance(key, ConstantVariable):

@@ -1,0 +1,271 @@
+"""Functions and their calls: user functions are inlined into the current graph.
+
+`UserFunctionVariable` is a real Python function reached from the frame; `NestedFunctionVariable` one made
+by ``MAKE_FUNCTION`` during simulation (lambdas, nested defs, comprehensions); `BoundMethodVariable` pairs a
+function with its ``self``. `CellVariable` models a closure cell shared between a function and the
+functions it creates.
+"""
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from ....errors import FallbackError
+from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
+from .base import VariableBase, VariableFactory
+from .basic import ConstantVariable, ObjectVariable
+
+if TYPE_CHECKING:
+    from ...codegen import CodeGen
+    from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
+
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200
+
+
+class CellVariable(VariableBase):
+    """A closure cell. ``external`` cells belong to real functions: writing them is a side effect."""
+
+    def __init__(self, content: VariableBase | None, graph: "FunctionGraph", tracker: Tracker,
+                 external: bool = False) -> None:
+        super().__init__(graph, tracker)
+        self.content = content
+        self.external = external
+
+    def load(self, name: str) -> VariableBase:
+        if self.content is None:
+            raise FallbackError(f"user code raised NameError: free variable {name!r} referenced before assignment")
+        return self.content
+
+    def store(self, name: str, value: VariableBase | None) -> None:
+        if self.external:
+            raise FallbackError(f"assigning closure variable {name!r} of an enclosing function is a side effect "
+                                "not supported yet")
+        self.content = value
+
+
+class SourceOnlyVariable(ObjectVariable):
+    """An intermediate object used only as the source of other values (``fn.__globals__``, a closure
+    tuple): it needs no guard of its own, the guard on its owner covers it."""
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []
+
+
+def _bind_arguments(code: types.CodeType, name: str, args: list[VariableBase], kwargs: dict[str, VariableBase],
+                    defaults: tuple[VariableBase, ...], kwdefaults: dict[str, VariableBase],
+                    graph: "FunctionGraph") -> dict[str, VariableBase]:
+    """Python's argument binding rules, on variables. A mismatch is the user's TypeError (eager raises it)."""
+    from .container import DictVariable, TupleVariable
+
+    def fail(message: str) -> FallbackError:
+        return FallbackError(f"user code raised TypeError: {name}() {message}")
+
+    n_pos = code.co_argcount
+    n_posonly = code.co_posonlyargcount
+    names = code.co_varnames
+    kwonly = names[n_pos:n_pos + code.co_kwonlyargcount]
+    bound: dict[str, VariableBase] = {}
+    for arg_name, value in zip(names[:n_pos], args):
+        bound[arg_name] = value
+    extra = args[n_pos:]
+    if extra and not code.co_flags & CO_VARARGS:
+        raise fail(f"takes {n_pos} positional arguments but {len(args)} were given")
+    extra_kwargs: dict[str, VariableBase] = {}
+    for key, value in kwargs.items():
+        if key in names[n_posonly:n_pos] or key in kwonly:
+            if key in bound:
+                raise fail(f"got multiple values for argument {key!r}")
+            bound[key] = value
+        elif code.co_flags & CO_VARKEYWORDS:
+            extra_kwargs[key] = value
+        else:
+            raise fail(f"got an unexpected keyword argument {key!r}")
+    first_default = n_pos - len(defaults)
+    for index, arg_name in enumerate(names[:n_pos]):
+        if arg_name not in bound:
+            if index >= first_default:
+                bound[arg_name] = defaults[index - first_default]
+            else:
+                raise fail(f"missing required positional argument: {arg_name!r}")
+    for arg_name in kwonly:
+        if arg_name not in bound:
+            if arg_name not in kwdefaults:
+                raise fail(f"missing required keyword-only argument: {arg_name!r}")
+            bound[arg_name] = kwdefaults[arg_name]
+    index = n_pos + len(kwonly)
+    if code.co_flags & CO_VARARGS:
+        bound[names[index]] = TupleVariable(list(extra), graph, DummyTracker(tuple(extra)))
+        index += 1
+    if code.co_flags & CO_VARKEYWORDS:
+        bound[names[index]] = DictVariable(extra_kwargs, graph, DummyTracker(tuple(extra_kwargs.values())))
+    return bound
+
+
+class FunctionVariableBase(VariableBase):
+    """What inlining needs from a function: code, name resolution, defaults and closure cells."""
+
+    code: types.CodeType
+
+    def function_name(self) -> str:
+        return self.code.co_name
+
+    def resolver(self) -> Any:
+        raise NotImplementedError
+
+    def defaults(self) -> tuple[tuple[VariableBase, ...], dict[str, VariableBase]]:
+        raise NotImplementedError
+
+    def freevar_cells(self) -> dict[str, CellVariable]:
+        raise NotImplementedError
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from ..opcode_executor import OpcodeExecutor
+
+        from ...skip_files import should_skip
+
+        globals_ = self.resolver().globals
+        if should_skip(self.code, globals_):
+            raise FallbackError(f"call of library function {self.function_name()}() (it runs natively, not inlined); "
+                                "graph breaks at such calls are not supported yet")
+        if self.code.co_flags & CO_GENERATOR_LIKE:
+            raise FallbackError(f"calling generator or coroutine function {self.function_name()}() is not "
+                                "supported yet")
+        graph = self.graph
+        defaults, kwdefaults = self.defaults()
+        bound = _bind_arguments(self.code, self.function_name(), args, kwargs, defaults, kwdefaults, graph)
+        parent = graph.current_executor
+        child = OpcodeExecutor(self.code, graph, self.resolver(), bound, self.freevar_cells(), parent=parent)
+        try:
+            return child.run()
+        finally:
+            graph.current_executor = parent
+
+
+class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
+    """A real Python function reached from the frame (a global, an attribute, a closure value...)."""
+
+    def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        ObjectVariable.__init__(self, value, graph, tracker)
+        self.code = value.__code__
+
+    def function_name(self) -> str:
+        return self.value.__qualname__
+
+    def _source(self, attr: str, value: Any) -> VariableBase:
+        tracker = GetAttrTracker(self, attr) if self.tracker.is_traceable() else DummyTracker((self,))
+        return SourceOnlyVariable(value, self.graph, tracker)
+
+    def resolver(self) -> Any:
+        from ..opcode_executor import NameResolver
+
+        fn = self.value
+        top = self.graph.top_resolver
+        builtins_ = fn.__builtins__ if isinstance(fn.__builtins__, dict) else vars(fn.__builtins__)
+        if fn.__globals__ is top.globals:
+            return top
+        return NameResolver(fn.__globals__, builtins_, self._source("__globals__", fn.__globals__))
+
+    def defaults(self) -> tuple[tuple[VariableBase, ...], dict[str, VariableBase]]:
+        fn = self.value
+        graph = self.graph
+        defaults_var = self._source("__defaults__", fn.__defaults__)
+        defaults = tuple(
+            VariableFactory.from_value(value, graph, GetItemTracker(defaults_var, i)
+                                       if self.tracker.is_traceable() else DummyTracker((self,)))
+            for i, value in enumerate(fn.__defaults__ or ()))
+        kwdefaults_var = self._source("__kwdefaults__", fn.__kwdefaults__)
+        kwdefaults = {
+            key: VariableFactory.from_value(value, graph, GetItemTracker(kwdefaults_var, key)
+                                            if self.tracker.is_traceable() else DummyTracker((self,)))
+            for key, value in (fn.__kwdefaults__ or {}).items()}
+        return defaults, kwdefaults
+
+    def freevar_cells(self) -> dict[str, CellVariable]:
+        fn = self.value
+        closure_var = self._source("__closure__", fn.__closure__)
+        cells = {}
+        for index, name in enumerate(self.code.co_freevars):
+            cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
+                                          if self.tracker.is_traceable() else DummyTracker((self,)))
+            try:
+                value = fn.__closure__[index].cell_contents
+            except ValueError:
+                content = None
+            else:
+                content = VariableFactory.from_value(value, self.graph, GetAttrTracker(cell_var, "cell_contents")
+                                                     if self.tracker.is_traceable() else DummyTracker((self,)))
+            cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True)
+        return cells
+
+    def __repr__(self) -> str:
+        return f"UserFunctionVariable({self.value.__qualname__})"
+
+
+class NestedFunctionVariable(FunctionVariableBase):
+    """A function created during simulation by ``MAKE_FUNCTION``; it shares its creator's globals."""
+
+    def __init__(self, code: types.CodeType, qualname: str, resolver: Any, defaults: tuple[VariableBase, ...],
+                 kwdefaults: dict[str, VariableBase], closure: dict[str, CellVariable],
+                 graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker(tuple(defaults) + tuple(kwdefaults.values())))
+        self.code = code
+        self.qualname = qualname
+        self._resolver = resolver
+        self._defaults = defaults
+        self._kwdefaults = kwdefaults
+        self._closure = closure
+
+    def function_name(self) -> str:
+        return self.qualname
+
+    def resolver(self) -> Any:
+        return self._resolver
+
+    def defaults(self) -> tuple[tuple[VariableBase, ...], dict[str, VariableBase]]:
+        return self._defaults, self._kwdefaults
+
+    def freevar_cells(self) -> dict[str, CellVariable]:
+        return dict(self._closure)
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        raise FallbackError(f"returning the function {self.qualname} created inside the translated frame is not "
+                            "supported yet")
+
+    def __repr__(self) -> str:
+        return f"NestedFunctionVariable({self.qualname})"
+
+
+class BoundMethodVariable(VariableBase):
+    """``obj.method`` of a user class: calling it inlines the function with ``obj`` first."""
+
+    def __init__(self, function: VariableBase, self_var: VariableBase, graph: "FunctionGraph",
+                 tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.function = function
+        self.self_var = self_var
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        return self.function.call([self.self_var, *args], kwargs)
+
+    def get_py_value(self) -> Any:
+        return types.MethodType(self.function.get_py_value(), self.self_var.get_py_value())
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []  # the function and the instance carry the guards
+
+    def __repr__(self) -> str:
+        return f"BoundMethodVariable({self.function!r} of {self.self_var!r})"
+
+
+@VariableFactory.register(60)
+def _function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, types.FunctionType):
+        return UserFunctionVariable(value, graph, tracker)
+    return None
+
+
+__all__ = ["BoundMethodVariable", "CellVariable", "ConstantVariable", "NestedFunctionVariable",
+           "UserFunctionVariable"]
