@@ -1,0 +1,123 @@
+"""Build script of sot.
+
+Project metadata and the pure-Python packages are declared in pyproject.toml;
+this file only adds the C extension ``sot.eval_frame_ext._eval_frame`` (the
+PEP 523 frame evaluation hook).
+
+The extension is made of a version-neutral part (eval_frame.c) and one small
+file per family of CPython frame layouts, picked here from the running
+interpreter's version. To support a new Python version, add its file to
+FRAME_SOURCES (and its section to frame_compat.h).
+
+Environment:
+    SOT_EXT_DEBUG=1   build the extension without optimisation, with C asserts.
+"""
+
+import os
+import shutil
+import sys
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:  # setuptools >= 61 re-exports the distutils error classes here
+    from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
+
+    _BUILD_ERRORS = (CCompilerError, CompileError, ExecError, LinkError, PlatformError)
+except ImportError:  # pragma: no cover - very old setuptools
+    from distutils.errors import (
+        CCompilerError,
+        CompileError,
+        DistutilsExecError,
+        DistutilsPlatformError,
+        LinkError,
+    )
+
+    _BUILD_ERRORS = (CCompilerError, CompileError, DistutilsExecError, LinkError, DistutilsPlatformError)
+
+
+EXT_DIR = os.path.join("sot", "eval_frame_ext")
+
+# (major, minor) -> the per-version frame file compiled with eval_frame.c.
+FRAME_SOURCES = {
+    (3, 11): "frame_311.c",
+}
+
+INSTALL_HINT = (
+    "Install a C compiler and the Python development headers for this interpreter, e.g.\n"
+    "  Debian/Ubuntu:  apt-get install gcc python3-dev   (or python{v}-dev for Python {v})\n"
+    "  Fedora/RHEL:    dnf install gcc python3-devel\n"
+    "  Alpine:         apk add gcc musl-dev python3-dev\n"
+    "(a pyenv/conda Python ships its headers; only gcc is then needed)"
+).format(v="%d.%d" % sys.version_info[:2])
+
+
+def _versions(keys):
+    return ", ".join("%d.%d" % k for k in sorted(keys))
+
+
+def frame_source():
+    """The per-version source file, or stop with a clear message."""
+    version = sys.version_info[:2]
+    if version not in FRAME_SOURCES:
+        sys.exit(
+            "error: sot's eval-frame extension (sot.eval_frame_ext._eval_frame) does not support "
+            "Python %d.%d (%s) yet. Supported Python versions: %s."
+            % (version[0], version[1], sys.executable, _versions(FRAME_SOURCES))
+        )
+    return FRAME_SOURCES[version]
+
+
+class BuildExt(build_ext):
+    """build_ext that explains what to install when compiling is impossible."""
+
+    def _fail(self, reason):
+        sys.exit(
+            "error: cannot build sot's C extension sot.eval_frame_ext._eval_frame for Python %d.%d: %s\n%s"
+            % (sys.version_info[0], sys.version_info[1], reason, INSTALL_HINT)
+        )
+
+    def _check_prerequisites(self):
+        include = sysconfig.get_paths()["include"]
+        for header in ("Python.h", os.path.join("internal", "pycore_frame.h")):
+            if not os.path.isfile(os.path.join(include, header)):
+                self._fail("the Python header %s is missing (looked in %s)." % (header, include))
+        compiler_cmd = getattr(self.compiler, "compiler_so", None)
+        if compiler_cmd:
+            exe = compiler_cmd[0]
+            if shutil.which(exe) is None:
+                self._fail("the C compiler %r was not found." % exe)
+
+    def build_extensions(self):
+        self._check_prerequisites()
+        try:
+            super().build_extensions()
+        except _BUILD_ERRORS as exc:
+            self._fail("compiling failed (%s). If the compiler or the headers are missing:" % exc)
+
+
+def extensions():
+    sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, frame_source())]
+    extra_compile_args = []
+    undef_macros = []
+    if sys.platform != "win32":
+        extra_compile_args.append("-std=gnu11")
+        if os.environ.get("SOT_EXT_DEBUG"):
+            extra_compile_args += ["-O0", "-g3"]
+            undef_macros.append("NDEBUG")
+    return [
+        Extension(
+            "sot.eval_frame_ext._eval_frame",
+            sources=sources,
+            depends=[os.path.join(EXT_DIR, "frame_compat.h")],
+            extra_compile_args=extra_compile_args,
+            undef_macros=undef_macros,
+        )
+    ]
+
+
+setup(
+    ext_modules=extensions(),
+    cmdclass={"build_ext": BuildExt},
+)
