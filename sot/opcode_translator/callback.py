@@ -1,6 +1,7 @@
 """The frame callback the C hook calls on a cache miss: skip policy, cache policy, then translation."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import types
 import warnings
@@ -79,7 +80,9 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
         log(1, f"translated {describe_code(code)}: one graph of {len(translation.sir)} ops")
     guard = translation.guard.check
     guard.guard = translation.guard  # type: ignore[attr-defined]  # lets a later miss explain itself
-    guard.translation = translation  # type: ignore[attr-defined]  # for sot.explain
+    # For sot.explain; without the code objects, which would make a cycle through the code's extra slot
+    # that the garbage collector cannot see.
+    guard.translation = dataclasses.replace(translation, code=None)  # type: ignore[attr-defined]
     return guard, translation.code
 
 
