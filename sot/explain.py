@@ -85,9 +85,9 @@ class ExplainReport:
 
 
 def _code_of(fn: Any) -> types.CodeType | None:
+    fn = getattr(fn, "__sot_translated__", fn)
     if isinstance(fn, paddle.nn.Layer):
         fn = fn.forward
-    fn = getattr(fn, "__sot_translated__", fn)
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__code__", None)
 

@@ -51,6 +51,7 @@ class TranslatedLayer:
 
     def __init__(self, layer: paddle.nn.Layer, training: bool) -> None:
         object.__setattr__(self, "_layer", layer)
+        object.__setattr__(self, "__sot_translated__", layer)
         object.__setattr__(self, "_run", _make_runner(layer, training))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

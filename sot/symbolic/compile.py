@@ -31,6 +31,8 @@ class CompiledProgram:
         sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
         self.static_function = paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
         self._program: Any = None
+        # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
+        self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
 
     def __call__(self, inputs: list) -> list:
         if self._program is None:
@@ -38,7 +40,10 @@ class CompiledProgram:
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
             self._program.training = self.training
-        return self._program.sot_call(inputs)
+        outputs = self._program.sot_call(inputs)
+        for index in self._stop_gradient_outputs:
+            outputs[index].stop_gradient = True
+        return outputs
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"

@@ -11,6 +11,8 @@ import warnings
 from typing import Any, Callable, Iterator
 
 import paddle
+from paddle.base import core
+from paddle.base.dygraph.base import to_static_mode_guard
 
 from .pytree import map_structure
 from .sir import MetaInfo
@@ -39,11 +41,32 @@ def meta_of_static(value: Any) -> MetaInfo:
     return MetaInfo(tuple(value.shape), value.dtype, bool(value.stop_gradient))
 
 
-def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
+    """``stop_gradient`` of every value as eager mode would set it.
+
+    Static values default to requiring gradients; eager outputs do only when some input does and the op
+    has a backward (``argmax``, ``zeros_like``, ``numel`` have none).
+    """
+    stop: dict[str, bool] = {}  # keyed by Value.id: the Python wrappers of one value are not one object
+    for op in program.global_block().ops:
+        if op.name() == "pd_op.data":
+            for result in op.results():
+                stop[result.id] = bool(result.stop_gradient)
+            continue
+        inputs = [operand.source() for operand in op.operands()]
+        flag = not core.has_vjp(op) or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
+        for result in op.results():
+            stop[result.id] = flag
+    return stop
+
+
+def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to_static: bool = False) -> Any:
     """Run ``call`` with every `MetaInfo` leaf of the arguments replaced by a placeholder.
 
     Returns the output structure with a `MetaInfo` per tensor leaf. Raises `MetaInferenceError` when the
     output holds anything but tensors (a Python value computed from static data cannot be trusted).
+    ``to_static`` marks the call as running under ``to_static`` (layers then read their parameters as
+    static values, exactly as when the program is built).
     """
     counter = iter(range(1 << 30))
 
@@ -58,13 +81,20 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) ->
         static_args = map_structure(placeholder, args)
         static_kwargs = {k: map_structure(placeholder, v) for k, v in kwargs.items()}
         try:
-            out = call(*static_args, **static_kwargs)
+            with to_static_mode_guard(is_to_static=to_static):
+                out = call(*static_args, **static_kwargs)
         except Exception as exc:  # the op rejected these inputs: not ours to judge, eager will tell
             raise MetaInferenceError(f"{type(exc).__name__}: {exc}") from exc
 
+        eager_stop_gradient = _eager_stop_gradients(paddle.static.default_main_program())
+
         def to_meta(value: Any) -> MetaInfo:
             if _is_static_value(value):
-                return meta_of_static(value)
+                meta = meta_of_static(value)
+                stop = eager_stop_gradient.get(value.id)
+                if stop is not None and stop != meta.stop_gradient:
+                    meta = MetaInfo(meta.shape, meta.dtype, stop)
+                return meta
             raise MetaInferenceError(f"returned a non-tensor value of type {type(value).__name__}")
 
         return map_structure(to_meta, out)

@@ -130,7 +130,7 @@ class FunctionGraph:
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
                 return getattr(obj, target)(*rest, **kw)
         try:
-            result = infer_meta(call, args, kwargs)
+            result = infer_meta(call, args, kwargs, to_static=(kind == "layer"))
         except MetaInferenceError as exc:
             raise FallbackError(f"{name}: {exc}", self.location) from None
         if key is not None:

@@ -13,6 +13,8 @@ import types
 import weakref
 from typing import Any, Callable
 
+import paddle
+
 from ...log import log
 
 
@@ -31,7 +33,10 @@ def describe_value(value: Any) -> str:
         return value.__name__
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
+    if isinstance(value, paddle.nn.Layer):
+        return f"<{type(value).__name__} layer at {id(value):#x}>"
     text = str(value) if type(value).__module__.startswith("paddle") else repr(value)
+    text = text.splitlines()[0] if text else text
     return text if len(text) < 60 else text[:57] + "..."
 
 

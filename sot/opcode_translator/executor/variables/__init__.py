@@ -4,9 +4,12 @@ from .basic import ConstantVariable, ObjectVariable, TensorVariable
 from .callable import (BuiltinVariable, CallableVariable, PaddleApiVariable, PsdbVariable,
                        TensorMethodVariable)
 from .container import DictVariable, ListVariable, TupleVariable
+from .function import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
+from .iterator import IteratorVariable
+from .layer import LayerVariable
 
 __all__ = [
-    "BuiltinVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",
+    "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",
     "ObjectVariable", "PaddleApiVariable", "PsdbVariable", "TensorMethodVariable", "TensorVariable",
     "TupleVariable", "VariableBase", "VariableFactory",
 ]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -99,41 +100,20 @@ class ObjectVariable(VariableBase):
         raise FallbackError(f"truth value of {cls.__name__} objects is not simulated yet")
 
     def getattr(self, name: str) -> VariableBase:
-        value = _static_getattr(self.value, name)
-        return VariableFactory.from_value(value, self.graph, GetAttrTracker(self, name))
+        from .attribute import load_attribute
+
+        return load_attribute(self, name)
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .callable import call_object
+
+        return call_object(self, args, kwargs)
 
     def __repr__(self) -> str:
         return f"ObjectVariable({type(self.value).__name__} {self.tracker.describe()})"
 
 
 _MISSING = object()
-
-
-def _static_getattr(obj: Any, name: str) -> Any:
-    """Read an attribute without running user code (properties, ``__getattr__``) behind our back."""
-    if isinstance(obj, types.ModuleType):
-        try:
-            return getattr(obj, name)
-        except AttributeError:
-            raise FallbackError(f"module {obj.__name__!r} has no attribute {name!r}") from None
-    if isinstance(obj, paddle.nn.Layer):
-        for store in ("_parameters", "_sub_layers", "_buffers"):
-            members = obj.__dict__.get(store)
-            if members is not None and name in members:
-                return members[name]
-    found = inspect.getattr_static(obj, name, _MISSING)
-    if found is _MISSING:
-        raise FallbackError(f"{type(obj).__name__} object has no attribute {name!r} (or it is computed)")
-    instance_dict = getattr(obj, "__dict__", None)
-    if isinstance(instance_dict, dict) and name in instance_dict:
-        return instance_dict[name]
-    if isinstance(found, (staticmethod, classmethod, types.FunctionType, property)) or hasattr(
-            type(found), "__get__"):
-        if isinstance(obj, type) and isinstance(found, types.FunctionType):
-            return found  # a plain function looked up on a class
-        raise FallbackError(f"attribute {type(obj).__name__}.{name} is a method or descriptor; calling or "
-                            "reading it is not simulated yet")
-    return found
 
 
 class TensorVariable(VariableBase):
@@ -214,6 +194,19 @@ def _meta_value(read: Any) -> Any:
     return handler
 
 
+def _is_leaf(var: TensorVariable) -> VariableBase:
+    if var.value is None:  # an op's output: a leaf only when no gradient flows into it
+        return ConstantVariable(var.meta.stop_gradient, var.graph, DummyTracker((var,)))
+    var.graph.add_guard(var)
+    return VariableFactory.from_value(var.value.is_leaf, var.graph, DummyTracker((var,)))
+
+
+def _place(var: TensorVariable) -> VariableBase:
+    var.graph.add_guard(var)
+    place = var.value.place if var.value is not None else paddle.framework._current_expected_place()
+    return VariableFactory.from_value(place, var.graph, DummyTracker((var,)))
+
+
 def _shape(var: TensorVariable) -> VariableBase:
     from .container import SizeVariable
 
@@ -227,6 +220,9 @@ _TENSOR_ATTRIBUTES = {
     "shape": lambda var: _shape(var),
     "dtype": _meta_value(lambda m: m.dtype),
     "ndim": _meta_value(lambda m: len(m.shape)),
+    "size": _meta_value(lambda m: math.prod(m.shape)),
+    "is_leaf": lambda var: _is_leaf(var),
+    "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
 }
 

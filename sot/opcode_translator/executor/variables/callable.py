@@ -485,3 +485,27 @@ def _psdb_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variable
         return None
     return None
 
+
+
+class OpaqueCallableVariable(CallableVariable):
+    """A C-level callable (e.g. a bound builtin method of a real object): its effects are unknown."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        raise FallbackError(f"calling {getattr(self.value, '__qualname__', self.value)!r} (C code with unknown "
+                            "effects) is not supported yet")
+
+
+def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """Calling an arbitrary object: instances with a Python ``__call__`` are inlined."""
+    import types
+
+    from .function import UserFunctionVariable
+
+    obj = var.value
+    if isinstance(obj, type):
+        raise FallbackError(f"creating an instance of {obj.__qualname__} is not supported yet")
+    call = getattr(type(obj), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__
+        return UserFunctionVariable(call, var.graph, DummyTracker((var,))).call([var, *args], kwargs)
+    raise FallbackError(f"calling {type(obj).__name__} object {obj!r:.60} is not supported yet")

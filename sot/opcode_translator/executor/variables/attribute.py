@@ -1,0 +1,119 @@
+"""Attribute reads on Python objects, following the descriptor protocol without running it blindly.
+
+Plain data (instance ``__dict__``, class attributes, modules) is read directly; methods, static and class
+methods become variables that inline the function when called; properties inline their getter. Anything
+whose reading would run unknown code (custom descriptors, ``__getattr__``) makes the frame fall back.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import paddle
+
+from ....errors import FallbackError
+from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from .base import VariableBase, VariableFactory
+
+if TYPE_CHECKING:
+    from .basic import ObjectVariable
+
+_MISSING = object()
+# C-level descriptors whose __get__ runs no Python code: reading them for real is safe.
+_SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType,
+                          types.WrapperDescriptorType, types.MethodDescriptorType,
+                          types.BuiltinFunctionType, types.ClassMethodDescriptorType)
+
+
+def _value_tracker(owner: VariableBase, name: str) -> Tracker:
+    return GetAttrTracker(owner, name) if owner.tracker.is_traceable() else DummyTracker((owner,))
+
+
+def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
+    """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
+    from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
+
+    bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
+    fn_var = UserFunctionVariable(function, owner.graph, _value_tracker(bound, "__func__"))
+    return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)))
+
+
+def _class_of(var: "ObjectVariable") -> VariableBase:
+    from .basic import ObjectVariable
+
+    return ObjectVariable(type(var.value), var.graph, _value_tracker(var, "__class__"))
+
+
+def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
+    """The variable for ``var.value.<name>``."""
+    obj = var.value
+    graph = var.graph
+    if isinstance(obj, types.ModuleType):
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            raise FallbackError(f"user code raised AttributeError: module {obj.__name__!r} has no attribute "
+                                f"{name!r}") from None
+        return VariableFactory.from_value(value, graph, _value_tracker(var, name))
+    if isinstance(obj, paddle.nn.Layer):
+        for store in ("_parameters", "_sub_layers", "_buffers"):
+            members = obj.__dict__.get(store)
+            if members is not None and name in members:
+                return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
+    is_class = isinstance(obj, type)
+    meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    # Data descriptors on the type win over the instance dict.
+    if meta_attr is not _MISSING and hasattr(type(meta_attr), "__set__") and not is_class:
+        return _descriptor(var, name, meta_attr)
+    if not is_class:
+        instance_dict = getattr(obj, "__dict__", None)
+        if isinstance(instance_dict, dict) and name in instance_dict:
+            return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
+    found = inspect.getattr_static(obj, name, _MISSING)
+    if found is _MISSING:
+        if hasattr(type(obj), "__getattr__"):
+            raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
+        raise FallbackError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
+                            f"{name!r}")
+    if is_class:
+        if isinstance(found, staticmethod):
+            return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
+        if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):
+            return _method(var, name, found.__func__, var)
+        if isinstance(found, types.FunctionType) or not hasattr(type(found), "__get__"):
+            return VariableFactory.from_value(found, graph, _value_tracker(var, name))
+        return _descriptor(var, name, found)
+    if isinstance(found, types.FunctionType):
+        return _method(var, name, found, var)
+    if isinstance(found, staticmethod):
+        return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
+    if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):
+        return _method(var, name, found.__func__, _class_of(var))
+    if not hasattr(type(found), "__get__"):
+        return VariableFactory.from_value(found, graph, _value_tracker(var, name))
+    return _descriptor(var, name, found)
+
+
+def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBase:
+    from .function import UserFunctionVariable
+
+    graph = var.graph
+    if isinstance(descriptor, property):
+        if not isinstance(descriptor.fget, types.FunctionType):
+            raise FallbackError(f"property {name!r} without a Python getter")
+        # The getter is fixed by the guarded identity and type of the object.
+        getter = UserFunctionVariable(descriptor.fget, graph, DummyTracker((var,)))
+        return getter.call([var], {})
+    if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES):
+        try:
+            value = getattr(var.value, name)
+        except AttributeError as exc:
+            raise FallbackError(f"user code raised AttributeError: {exc}") from None
+        if callable(value) and not isinstance(value, type):
+            from .callable import OpaqueCallableVariable
+
+            return OpaqueCallableVariable(value, graph, _value_tracker(var, name))
+        return VariableFactory.from_value(value, graph, _value_tracker(var, name))
+    raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
+                        "descriptor: not simulated yet")

@@ -1,0 +1,101 @@
+"""`paddle.nn.Layer` instances.
+
+A user layer's ``forward`` is inlined like any method. A built-in Paddle layer (``Linear``, ``Conv2D``,
+``LSTM``...) becomes one ``layer`` SIR statement; its parameters are captured by the static program when
+the statement is built under ``to_static``, so optimizer updates never force a retranslation. Container
+layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain their children.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import paddle
+
+from ....errors import FallbackError
+from ..tracker import DummyTracker, GetItemTracker, Tracker
+from .base import VariableBase, VariableFactory
+from .basic import ConstantVariable, ObjectVariable
+
+if TYPE_CHECKING:
+    from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
+
+_CONTAINERS = (paddle.nn.Sequential, paddle.nn.LayerList, paddle.nn.LayerDict)
+
+
+def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
+    """A layer whose ``forward`` is Paddle's own code (not overridden by the user)."""
+    forward = getattr(type(layer), "forward", None)
+    module = getattr(forward, "__module__", "") or ""
+    return module.startswith("paddle.nn.") and not isinstance(layer, _CONTAINERS)
+
+
+class LayerVariable(ObjectVariable):
+    """A `paddle.nn.Layer`; guarded by identity and by its ``training`` flag."""
+
+    value: paddle.nn.Layer
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [builder.identity(expr, self.value), f"{expr}.training is {bool(self.value.training)!r}"]
+
+    def _child(self, key: Any, layer: Any) -> VariableBase:
+        tracker = GetItemTracker(self, key) if self.tracker.is_traceable() else DummyTracker((self,))
+        return VariableFactory.from_value(layer, self.graph, tracker)
+
+    def iter_items(self) -> list[VariableBase]:
+        layer = self.value
+        self.graph.add_guard(self)
+        if isinstance(layer, paddle.nn.LayerDict):
+            return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in layer.keys()]
+        if isinstance(layer, (paddle.nn.Sequential, paddle.nn.LayerList)):
+            return [self._child(i, child) for i, child in enumerate(layer)]
+        raise FallbackError(f"iterating over {type(layer).__name__} is not supported")
+
+    unpack = iter_items
+
+    def length(self) -> int:
+        self.graph.add_guard(self)
+        if isinstance(self.value, _CONTAINERS):
+            return len(self.value)
+        raise FallbackError(f"len() of {type(self.value).__name__}")
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        if not isinstance(key, ConstantVariable) or not isinstance(self.value, _CONTAINERS):
+            raise FallbackError(f"indexing {type(self.value).__name__} with {key!r} is not supported")
+        self.graph.add_guard(self)
+        self.graph.add_guard(key)
+        try:
+            child = self.value[key.value]
+        except (IndexError, KeyError, TypeError) as exc:
+            raise FallbackError(f"user code raised {type(exc).__name__}: {exc}") from None
+        if isinstance(key.value, slice):
+            return VariableFactory.from_value(child, self.graph, DummyTracker((self, key)))
+        return self._child(key.value, child)
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        layer = self.value
+        graph = self.graph
+        graph.add_guard(self)
+        if layer._forward_pre_hooks or layer._forward_post_hooks:
+            raise FallbackError(f"{type(layer).__name__} has forward hooks: not simulated yet")
+        if isinstance(layer, paddle.nn.Sequential) and type(layer).forward is paddle.nn.Sequential.forward:
+            if len(args) != 1 or kwargs:
+                raise FallbackError("Sequential called with other than one positional argument")
+            value = args[0]
+            for child in self.iter_items():
+                value = child.call([value], {})
+            return value
+        if is_builtin_layer(layer):
+            return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", layer,
+                                        list(args), dict(kwargs))
+        return self.getattr("forward").call(args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+@VariableFactory.register(65)
+def _layer_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, paddle.nn.Layer):
+        return LayerVariable(value, graph, tracker)
+    return None
