@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 import paddle
 
 from .eval_frame_ext import set_callback
-from .opcode_translator.callback import frame_callback, set_training
+from .opcode_translator.callback import frame_callback, inference_frame_callback
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,14 +33,14 @@ def _check_translatable(fn: Any) -> None:
 
 
 def _make_runner(fn: Callable[..., Any], training: bool) -> Callable[..., Any]:
+    callback = frame_callback if training else inference_frame_callback
+
     def run(*args: Any, **kwargs: Any) -> Any:
-        previous_training = set_training(training)
-        previous = set_callback(frame_callback)
+        previous = set_callback(callback)
         try:
             return fn(*args, **kwargs)
         finally:
             set_callback(previous)
-            set_training(previous_training)
 
     return run
 

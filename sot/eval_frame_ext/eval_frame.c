@@ -350,6 +350,59 @@ call_callback(PyCodeObject *co, sot_frame_t *frame, PyObject *closure,
     return res;
 }
 
+/* Handle a miss: ask the callback, then act on its answer. `args` are the
+ * nargs argument values (borrowed). */
+static int
+sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
+              PyObject *closure, PyObject **args, int nargs, PyObject **result)
+{
+    PyObject *res = call_callback(co, frame, closure, args, nargs);
+    if (res == NULL) {
+        *result = NULL;
+        return SOT_DONE;
+    }
+    if (res == Py_None) {
+        Py_DECREF(res);
+        return SOT_RUN_DEFAULT;
+    }
+    if (res == skip_sentinel) {
+        Py_DECREF(res);
+        sot_record *r = record_get(co, 1);
+        if (r == NULL) {
+            *result = NULL;
+            return SOT_DONE;
+        }
+        r->skipped = 1;
+        return SOT_RUN_DEFAULT;
+    }
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback must return None, SKIP or a "
+                     "(guard, code) tuple, not %.100s", Py_TYPE(res)->tp_name);
+        Py_DECREF(res);
+        *result = NULL;
+        return SOT_DONE;
+    }
+    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), nargs);
+    Py_DECREF(res);
+    if (e == NULL) {
+        *result = NULL;
+        return SOT_DONE;
+    }
+    /* The callback may have run reset_cache(): fetch the record again. */
+    sot_record *r = record_get(co, 1);
+    if (r == NULL) {
+        entry_decref(e);
+        *result = NULL;
+        return SOT_DONE;
+    }
+    record_push_front(r, e);
+    e->refs++;
+    *result = sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
+    entry_decref(e);
+    return SOT_DONE;
+}
+
 static SOT_NOINLINE int
 sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
                 PyObject **result)
@@ -373,84 +426,47 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
             return SOT_DONE;
         }
     }
+    int outcome = SOT_RUN_DEFAULT;
     /* buf[0] is scratch space for PY_VECTORCALL_ARGUMENTS_OFFSET. */
     PyObject **argv = buf + 1;
-    PyObject *closure = sot_frame_closure(frame);
+    PyObject *closure = sot_frame_closure_ref(frame);
     if (closure == NULL) {
-        closure = Py_None;
+        *result = NULL;
+        outcome = SOT_DONE;
+        goto done;
     }
     argv[0] = sot_frame_globals(frame);
     argv[1] = closure;
     if (sot_frame_collect_args(frame, nargs, argv + 2) < 0) {
-        if (buf != stack_buf) {
-            PyMem_Free(buf);
-        }
-        return SOT_RUN_DEFAULT;
+        goto done;
     }
 
     /* Cache lookup. */
     if (r->head != NULL) {
         sot_entry *hit = guard_scan(r, argv, nargs + 2);
         if (hit != NULL) {
+            hit_counter++;
+            Py_CLEAR(closure);
             if (buf != stack_buf) {
                 PyMem_Free(buf);
+                buf = stack_buf;
             }
-            hit_counter++;
             *result = sot_shadow_run(tstate, frame, hit->code, hit->map, hit->nargs);
             entry_decref(hit);
-            return SOT_DONE;
+            outcome = SOT_DONE;
+            goto done;
         }
     }
 
     /* Miss: ask the callback. */
-    PyObject *res = call_callback(co, frame, closure, argv + 2, nargs);
+    outcome = sot_eval_miss(tstate, frame, co, closure, argv + 2, nargs, result);
+
+done:
+    Py_XDECREF(closure);
     if (buf != stack_buf) {
         PyMem_Free(buf);
     }
-    if (res == NULL) {
-        *result = NULL;
-        return SOT_DONE;
-    }
-    if (res == Py_None) {
-        Py_DECREF(res);
-        return SOT_RUN_DEFAULT;
-    }
-    if (res == skip_sentinel) {
-        Py_DECREF(res);
-        r = record_get(co, 1);
-        if (r == NULL) {
-            *result = NULL;
-            return SOT_DONE;
-        }
-        r->skipped = 1;
-        return SOT_RUN_DEFAULT;
-    }
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "sot eval-frame callback must return None, SKIP or a "
-                     "(guard, code) tuple, not %.100s", Py_TYPE(res)->tp_name);
-        Py_DECREF(res);
-        *result = NULL;
-        return SOT_DONE;
-    }
-    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), nargs);
-    Py_DECREF(res);
-    if (e == NULL) {
-        *result = NULL;
-        return SOT_DONE;
-    }
-    /* The callback may have run reset_cache(): fetch the record again. */
-    r = record_get(co, 1);
-    if (r == NULL) {
-        entry_decref(e);
-        *result = NULL;
-        return SOT_DONE;
-    }
-    record_push_front(r, e);
-    e->refs++;
-    *result = sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
-    entry_decref(e);
-    return SOT_DONE;
+    return outcome;
 }
 
 static PyObject *
@@ -466,6 +482,9 @@ sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
     }
     PyObject *result;
     if (sot_eval_hooked(tstate, frame, co, &result) == SOT_DONE) {
+        /* The original frame was not evaluated (its shadow ran instead, or
+         * the callback failed): release it. */
+        sot_frame_discard(tstate, frame);
         return result;
     }
     return sot_eval_default(tstate, frame, throwflag);

@@ -34,37 +34,7 @@ sot_is_incomplete(_PyInterpreterFrame *f)
 int
 sot_arg_map_build(PyCodeObject *orig, PyCodeObject *target, int nargs, int *map)
 {
-    PyObject *onames = orig->co_localsplusnames;
-    PyObject *tnames = target->co_localsplusnames;
-    const char *tkinds = PyBytes_AS_STRING(target->co_localspluskinds);
-    int ntarget = target->co_nlocalsplus;
-
-    if (nargs > orig->co_nlocalsplus) {
-        PyErr_SetString(PyExc_SystemError, "sot: argument count exceeds locals");
-        return -1;
-    }
-    for (int i = 0; i < nargs; i++) {
-        PyObject *name = PyTuple_GET_ITEM(onames, i);
-        map[i] = -1;
-        for (int j = 0; j < ntarget; j++) {
-            if (tkinds[j] & CO_FAST_FREE) {
-                continue;
-            }
-            PyObject *other = PyTuple_GET_ITEM(tnames, j);
-            int eq = (other == name);
-            if (!eq) {
-                eq = PyObject_RichCompareBool(other, name, Py_EQ);
-                if (eq < 0) {
-                    return -1;
-                }
-            }
-            if (eq) {
-                map[i] = j;
-                break;
-            }
-        }
-    }
-    return 0;
+    return sot_localsplus_arg_map(orig, target, nargs, map);
 }
 
 /* Our equivalent of lazily creating the frame object of an interpreter

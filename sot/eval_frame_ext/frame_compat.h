@@ -4,8 +4,8 @@
  * eval_frame.c is written against the small vocabulary declared here:
  *
  *   sot_frame_t                  the type the PEP 523 hook receives
- *   sot_frame_code / _globals / _builtins / _function / _closure
- *   sot_frame_localsplus(f)      the locals array (arguments first)
+ *   sot_frame_code / _globals / _builtins
+ *   sot_frame_closure_ref(f)     the function's closure tuple (new reference)
  *   sot_frame_is_fresh(f)        owned by the thread and not started yet
  *   sot_frame_collect_args(...)  the argument values, in signature order
  *   sot_code_nargs(co)           number of argument slots of a code object
@@ -17,8 +17,14 @@
  *
  *   sot_arg_map_build()          where each argument goes in a new code
  *   sot_shadow_run()             run a new code in place of a frame
+ *   sot_frame_discard()          dispose of a frame the hook did not evaluate
  *
- * Currently implemented: CPython 3.11 (frame_311.c).
+ * Families:
+ *   3.10       PyFrameObject; frame_310.c
+ *   3.11       _PyInterpreterFrame (f_func, f_code, prev_instr); frame_311.c
+ *   3.12-3.13  _PyInterpreterFrame popped by the eval loop itself
+ *              (3.12: f_funcobj, f_code, prev_instr;
+ *               3.13: f_funcobj, f_executable, instr_ptr); frame_312.c
  */
 #ifndef SOT_FRAME_COMPAT_H
 #define SOT_FRAME_COMPAT_H
@@ -26,27 +32,41 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 
 /* ------------------------------------------------------------------ */
 /* Version selection                                                   */
 /* ------------------------------------------------------------------ */
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030B0000
+#  define SOT_PY310 1
+#elif PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 #  define SOT_PY311 1
+#  define SOT_INTERP_FRAME 1
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000
+#  define SOT_PY312_FAMILY 1
+#  define SOT_INTERP_FRAME 1
+#  if PY_VERSION_HEX >= 0x030D0000
+#    define SOT_PY313 1
+#  endif
 #else
-#  error "sot.eval_frame_ext: unsupported Python version (supported: 3.11)"
+#  error "sot.eval_frame_ext: unsupported Python version (supported: 3.10, 3.11, 3.12, 3.13)"
 #endif
 
+#ifdef SOT_PY310
+#  include <frameobject.h>     /* PyFrameObject, PyFrame_New */
+#else
 /* Internal headers: Py_BUILD_CORE is defined only around them. */
-#ifndef Py_BUILD_CORE
-#  define Py_BUILD_CORE 1
-#  define SOT_DEFINED_PY_BUILD_CORE 1
-#endif
-#include <internal/pycore_frame.h>
-#include <internal/pycore_code.h>
-#ifdef SOT_DEFINED_PY_BUILD_CORE
-#  undef Py_BUILD_CORE
-#  undef SOT_DEFINED_PY_BUILD_CORE
+#  ifndef Py_BUILD_CORE
+#    define Py_BUILD_CORE 1
+#    define SOT_DEFINED_PY_BUILD_CORE 1
+#  endif
+#  include <internal/pycore_frame.h>
+#  include <internal/pycore_code.h>
+#  ifdef SOT_DEFINED_PY_BUILD_CORE
+#    undef Py_BUILD_CORE
+#    undef SOT_DEFINED_PY_BUILD_CORE
+#  endif
 #endif
 
 /* ------------------------------------------------------------------ */
@@ -86,12 +106,41 @@ sot_code_nargs(PyCodeObject *co)
            + ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
 }
 
-/* ------------------------------------------------------------------ */
-/* 3.11                                                                */
-/* ------------------------------------------------------------------ */
-#ifdef SOT_PY311
+/* 1 if two name strings are equal, 0 if not, -1 with an exception set. */
+static inline int
+sot_same_name(PyObject *a, PyObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
 
-typedef struct _PyInterpreterFrame sot_frame_t;
+/* ------------------------------------------------------------------ */
+/* Code extra slot                                                     */
+/* ------------------------------------------------------------------ */
+
+#if PY_VERSION_HEX >= 0x030C0000
+#  define SOT_REQUEST_CODE_EXTRA_INDEX(free_fn) PyUnstable_Eval_RequestCodeExtraIndex(free_fn)
+#  define SOT_CODE_GET_EXTRA(code, index, out) PyUnstable_Code_GetExtra((code), (index), (out))
+#  define SOT_CODE_SET_EXTRA(code, index, value) PyUnstable_Code_SetExtra((code), (index), (value))
+#else
+#  define SOT_REQUEST_CODE_EXTRA_INDEX(free_fn) _PyEval_RequestCodeExtraIndex(free_fn)
+#  define SOT_CODE_GET_EXTRA(code, index, out) _PyCode_GetExtra((code), (index), (out))
+#  define SOT_CODE_SET_EXTRA(code, index, value) _PyCode_SetExtra((code), (index), (value))
+#endif
+
+/* ------------------------------------------------------------------ */
+/* 3.10: the hook receives a PyFrameObject                             */
+/* ------------------------------------------------------------------ */
+#ifdef SOT_PY310
+
+/* f_localsplus layout: co_nlocals locals (arguments first), then one slot
+ * per cell variable (the cells are already created when the hook runs; an
+ * argument that is also a cell lives in its cell, see co_cell2arg, and its
+ * local slot is empty), then one slot per free variable (the closure's
+ * cells, already copied). */
+typedef PyFrameObject sot_frame_t;
 
 static inline PyCodeObject *
 sot_frame_code(sot_frame_t *f)
@@ -111,25 +160,157 @@ sot_frame_builtins(sot_frame_t *f)
     return f->f_builtins;
 }
 
-/* The function being called (borrowed). */
-static inline PyObject *
-sot_frame_function(sot_frame_t *f)
+static inline Py_ssize_t
+sot310_ncells(PyCodeObject *co)
 {
-    return (PyObject *)f->f_func;
+    return PyTuple_GET_SIZE(co->co_cellvars);
 }
 
-/* The function's __closure__ tuple, or NULL (borrowed). */
-static inline PyObject *
-sot_frame_closure(sot_frame_t *f)
+static inline Py_ssize_t
+sot310_nfree(PyCodeObject *co)
 {
-    return f->f_func != NULL ? f->f_func->func_closure : NULL;
+    return PyTuple_GET_SIZE(co->co_freevars);
 }
 
-/* The frame's locals array (arguments first). */
-static inline PyObject **
-sot_frame_localsplus(sot_frame_t *f)
+/* The function's closure: the frame does not know its function, so the
+ * tuple is rebuilt from the frame's free-variable slots (the same cell
+ * objects as the function's __closure__). Py_None when there are none (no
+ * allocation). New reference, or NULL with an exception set. */
+static inline PyObject *
+sot_frame_closure_ref(sot_frame_t *f)
 {
-    return f->localsplus;
+    PyCodeObject *co = f->f_code;
+    Py_ssize_t nfree = sot310_nfree(co);
+    if (SOT_LIKELY(nfree == 0)) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    PyObject **free = f->f_localsplus + co->co_nlocals + sot310_ncells(co);
+    PyObject *t = PyTuple_New(nfree);
+    if (t == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nfree; i++) {
+        Py_INCREF(free[i]);
+        PyTuple_SET_ITEM(t, i, free[i]);
+    }
+    return t;
+}
+
+static inline int
+sot_frame_is_fresh(sot_frame_t *f)
+{
+    return f->f_state == FRAME_CREATED && f->f_lasti < 0;
+}
+
+/* Store the n argument values (borrowed) into dst. An argument that is
+ * also a cell is read from its cell. Returns -1 (no exception set) if a
+ * value is missing. */
+static inline int
+sot_frame_collect_args(sot_frame_t *f, int n, PyObject **dst)
+{
+    PyCodeObject *co = f->f_code;
+    PyObject **src = f->f_localsplus;
+    for (int i = 0; i < n; i++) {
+        dst[i] = src[i];
+    }
+    if (co->co_cell2arg != NULL) {
+        PyObject **cells = src + co->co_nlocals;
+        Py_ssize_t ncells = sot310_ncells(co);
+        for (Py_ssize_t k = 0; k < ncells; k++) {
+            Py_ssize_t a = co->co_cell2arg[k];
+            if (a != CO_CELL_NOT_AN_ARG && a < n) {
+                dst[a] = PyCell_GET(cells[k]);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (SOT_UNLIKELY(dst[i] == NULL)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static inline PyObject *
+sot_eval_default(PyThreadState *tstate, sot_frame_t *f, int throwflag)
+{
+    return _PyEval_EvalFrameDefault(tstate, f, throwflag);
+}
+
+/* The caller of the hook (_PyEval_Vector) releases the frame. */
+static inline void
+sot_frame_discard(PyThreadState *tstate, sot_frame_t *f)
+{
+    (void)tstate;
+    (void)f;
+}
+
+#endif /* SOT_PY310 */
+
+/* ------------------------------------------------------------------ */
+/* 3.11-3.13: the hook receives a _PyInterpreterFrame                  */
+/* ------------------------------------------------------------------ */
+#ifdef SOT_INTERP_FRAME
+
+typedef struct _PyInterpreterFrame sot_frame_t;
+
+#ifdef SOT_PY313
+#  define SOT_FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
+#  define SOT_FRAME_SET_CODE(f, co) ((f)->f_executable = (PyObject *)(co))
+#else
+#  define SOT_FRAME_CODE(f) ((f)->f_code)
+#  define SOT_FRAME_SET_CODE(f, co) ((f)->f_code = (co))
+#endif
+
+#ifdef SOT_PY311
+#  define SOT_FRAME_FUNC(f) ((f)->f_func)
+#else
+#  define SOT_FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
+#endif
+
+/* Mark a frame as not started: 3.11/3.12 keep a pointer to the code unit
+ * before the next instruction, 3.13 to the next instruction itself. */
+#ifdef SOT_PY313
+#  define SOT_FRAME_SET_UNSTARTED(f, co) ((f)->instr_ptr = _PyCode_CODE(co))
+#  define SOT_FRAME_IS_UNSTARTED(f, co) ((f)->instr_ptr == _PyCode_CODE(co))
+#else
+#  define SOT_FRAME_SET_UNSTARTED(f, co) ((f)->prev_instr = _PyCode_CODE(co) - 1)
+#  define SOT_FRAME_IS_UNSTARTED(f, co) ((f)->prev_instr == _PyCode_CODE(co) - 1)
+#endif
+
+static inline PyCodeObject *
+sot_frame_code(sot_frame_t *f)
+{
+    return SOT_FRAME_CODE(f);
+}
+
+static inline PyObject *
+sot_frame_globals(sot_frame_t *f)
+{
+    return f->f_globals;
+}
+
+static inline PyObject *
+sot_frame_builtins(sot_frame_t *f)
+{
+    return f->f_builtins;
+}
+
+/* The function's __closure__ tuple itself (or Py_None). New reference. */
+static inline PyObject *
+sot_frame_closure_ref(sot_frame_t *f)
+{
+    PyFunctionObject *func = SOT_FRAME_FUNC(f);
+    PyObject *closure = NULL;
+    if (func != NULL && PyFunction_Check((PyObject *)func)) {
+        closure = func->func_closure;
+    }
+    if (closure == NULL) {
+        closure = Py_None;
+    }
+    Py_INCREF(closure);
+    return closure;
 }
 
 /* True for a frame that the thread owns and that has not executed any
@@ -138,7 +319,7 @@ static inline int
 sot_frame_is_fresh(sot_frame_t *f)
 {
     return f->owner == FRAME_OWNED_BY_THREAD
-           && f->prev_instr == _PyCode_CODE(f->f_code) - 1;
+           && SOT_FRAME_IS_UNSTARTED(f, SOT_FRAME_CODE(f));
 }
 
 /* Store the n argument values (borrowed) into dst. At frame start an
@@ -163,11 +344,52 @@ sot_eval_default(PyThreadState *tstate, sot_frame_t *f, int throwflag)
     return _PyEval_EvalFrameDefault(tstate, f, throwflag);
 }
 
-#define SOT_REQUEST_CODE_EXTRA_INDEX(free_fn) _PyEval_RequestCodeExtraIndex(free_fn)
-#define SOT_CODE_GET_EXTRA(code, index, out) _PyCode_GetExtra((code), (index), (out))
-#define SOT_CODE_SET_EXTRA(code, index, value) _PyCode_SetExtra((code), (index), (value))
+/* Argument map shared by 3.11-3.13 (see sot_arg_map_build): at frame start
+ * cells and free variables are not created yet, so locals are matched by
+ * name over co_localsplusnames, skipping free-variable slots. */
+static inline int
+sot_localsplus_arg_map(PyCodeObject *orig, PyCodeObject *target, int nargs, int *map)
+{
+    PyObject *onames = orig->co_localsplusnames;
+    PyObject *tnames = target->co_localsplusnames;
+    const char *tkinds = PyBytes_AS_STRING(target->co_localspluskinds);
+    int ntarget = target->co_nlocalsplus;
 
-#endif /* SOT_PY311 */
+    if (nargs > orig->co_nlocalsplus) {
+        PyErr_SetString(PyExc_SystemError, "sot: argument count exceeds locals");
+        return -1;
+    }
+    for (int i = 0; i < nargs; i++) {
+        PyObject *name = PyTuple_GET_ITEM(onames, i);
+        map[i] = -1;
+        for (int j = 0; j < ntarget; j++) {
+            if (tkinds[j] & CO_FAST_FREE) {
+                continue;
+            }
+            int eq = sot_same_name(PyTuple_GET_ITEM(tnames, j), name);
+            if (eq < 0) {
+                return -1;
+            }
+            if (eq) {
+                map[i] = j;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+#ifdef SOT_PY311
+/* The caller of the hook (_PyEval_Vector) clears and pops the frame. */
+static inline void
+sot_frame_discard(PyThreadState *tstate, sot_frame_t *f)
+{
+    (void)tstate;
+    (void)f;
+}
+#endif
+
+#endif /* SOT_INTERP_FRAME */
 
 /* ------------------------------------------------------------------ */
 /* Per-version functions (frame_3XX.c)                                 */
@@ -175,19 +397,28 @@ sot_eval_default(PyThreadState *tstate, sot_frame_t *f, int throwflag)
 
 /* For each of the nargs argument slots of `orig`, find the slot of the
  * same name in `target` (a plain local or cell, never a free variable) and
- * store its index in map[i], or -1 if `target` has no such local.
+ * store its index in map[i], or -1 if `target` has no such local. (The
+ * index is in the version's own numbering of the frame's locals.)
  * Returns 0, or -1 with an exception set. */
 int sot_arg_map_build(PyCodeObject *orig, PyCodeObject *target, int nargs,
                       int *map);
 
 /* Run `target` instead of the (not yet started) frame `orig`: a shadow
- * frame gets orig's function, globals and builtins, and the argument
- * values of orig copied into the slots given by `map` (from
- * sot_arg_map_build). The shadow frame is evaluated and cleared (a frame
- * object that escaped takes over its data). `orig` itself is left
- * untouched: its owner clears it as usual. Returns the result, or NULL
+ * frame gets orig's function (closure), globals and builtins, and the
+ * argument values of orig copied into the slots given by `map` (from
+ * sot_arg_map_build). The shadow frame is evaluated and released (a frame
+ * object that escaped takes over its data). `orig` itself is left as it
+ * is: release it with sot_frame_discard(). Returns the result, or NULL
  * with an exception set. */
 PyObject *sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
                          PyCodeObject *target, const int *map, int nargs);
+
+#ifdef SOT_PY312_FAMILY
+/* The hook decided not to evaluate `orig` (its shadow ran, or the callback
+ * raised): the eval loop pops the frame it is given on 3.12+, so the hook
+ * must clear the frame and pop it off the thread's data stack itself.
+ * (A no-op on 3.10 and 3.11, where the hook's caller does it.) */
+void sot_frame_discard(PyThreadState *tstate, sot_frame_t *orig);
+#endif
 
 #endif /* SOT_FRAME_COMPAT_H */

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 import types
 import warnings
 from typing import Any, Callable
@@ -12,6 +11,7 @@ from ..errors import BreakGraphCheckError, UnsupportedError
 from ..eval_frame_ext import SKIP, cache_entries
 from ..log import enabled, log
 from ..stats import counters
+from ..symbolic.compile import INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
 from .executor.guard import log_guard_misses
 from .skip_files import should_skip
@@ -23,18 +23,7 @@ no_breakgraph_codes: set[types.CodeType] = set()
 
 # Observers of translations (``sot.explain`` and reports subscribe here).
 _listeners: list[Callable[[Translation, FrameInfo], None]] = []
-_options = threading.local()
 _warned_limit: set[types.CodeType] = set()
-
-
-def current_training() -> bool:
-    return getattr(_options, "training", True)
-
-
-def set_training(training: bool) -> bool:
-    previous = current_training()
-    _options.training = training
-    return previous
 
 
 def add_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
@@ -71,7 +60,7 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
     if _cache_limit_reached(code, frame, guards):
         return SKIP
     counters.translate_count += 1
-    translation = translate_frame(frame, current_training())
+    translation = translate_frame(frame)
     for listener in list(_listeners):
         listener(translation, frame)
     if translation.kind == "fallback":
@@ -100,3 +89,13 @@ def _on_fallback(code: types.CodeType, translation: Translation) -> None:
         raise UnsupportedError(f"{describe_code(code)} fell back to eager: {failure}")
     if config.strict_mode:
         raise UnsupportedError(f"strict mode: {describe_code(code)} cannot be translated: {failure}")
+
+
+def inference_frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None,
+                             args: tuple) -> Any:
+    """The callback of ``symbolic_translate(..., training=False)``: the same translation; compiled programs
+    look at which callback is installed (a C thread-local read) to run without building backward."""
+    return frame_callback(code, globals_, builtins_, closure, args)
+
+
+INFERENCE_CALLBACK[0] = inference_frame_callback

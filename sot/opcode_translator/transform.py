@@ -48,7 +48,7 @@ def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) ->
             _computed_tensors(item, found)
 
 
-def translate_frame(frame: FrameInfo, training: bool = True) -> Translation:
+def translate_frame(frame: FrameInfo) -> Translation:
     """Simulate ``frame``; never raises for unsupported code (the result is then a fallback entry)."""
     code = frame.code
     graph = FunctionGraph(frame, code.co_name)
@@ -63,7 +63,7 @@ def translate_frame(frame: FrameInfo, training: bool = True) -> Translation:
             log(2, f"{code.co_name}: {len(sir.statements)} ops (< min_graph_size={config.min_graph_size}), "
                    "runs eagerly")
             return Translation(code, graph.build_guard(), "eager", sir=sir)
-        program = compile_sir(sir, training)
+        program = compile_sir(sir)
         codegen = CodeGen(code, executor.lineno)
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
         result.reconstruct(codegen)

@@ -11,6 +11,7 @@ from typing import Any
 import paddle
 from paddle.static import InputSpec
 
+from ..eval_frame_ext import get_callback
 from ..stats import counters
 from .sir import StatementIR, run_sir
 
@@ -18,9 +19,8 @@ from .sir import StatementIR, run_sir
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
-    def __init__(self, sir: StatementIR, training: bool = True) -> None:
+    def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
-        self.training = training
         specs = [InputSpec(list(sir.metas[s].shape), sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -39,7 +39,10 @@ class CompiledProgram:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
-            self._program.training = self.training
+        # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
+        training = get_callback() is not INFERENCE_CALLBACK[0]
+        if self._program.training is not training:
+            self._program.training = training
         outputs = self._program.sot_call(inputs)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
@@ -50,14 +53,16 @@ class CompiledProgram:
 
 
 _compiled: dict[tuple, CompiledProgram] = {}
+# Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
+INFERENCE_CALLBACK: list[Any] = [None]
 
 
-def compile_sir(sir: StatementIR, training: bool = True) -> CompiledProgram:
+def compile_sir(sir: StatementIR) -> CompiledProgram:
     """The compiled program for ``sir``, reused when an equal SIR was compiled before."""
-    key = (sir.structural_key(), training)
+    key = sir.structural_key()
     program = _compiled.get(key)
     if program is None:
-        program = CompiledProgram(sir, training)
+        program = CompiledProgram(sir)
         _compiled[key] = program
         counters.compiled_graphs += 1
     return program

@@ -1,0 +1,246 @@
+"""Shared helpers for the benchmark scripts in this folder.
+
+The benchmarks are plain scripts (``python benchmarks/<name>.py``); this module sits next to them and is
+imported as ``_common`` (the script's folder is ``sys.path[0]``).
+
+Method used by every script (see README.md):
+
+* every variant is warmed up (first calls compile) and its output checked before anything is timed;
+* variants are timed *interleaved*: several rounds, each round runs every variant for ``calls`` calls,
+  round-robin, with the starting variant rotated each round, so that slow drifts of the machine (other
+  processes, frequency, thermal) hit all variants alike;
+* the per-call time of a variant is the median over rounds; comparisons with a baseline are made within
+  a round (ratio and difference per round, then the median over rounds), which cancels most of the
+  round-to-round noise;
+* absolute times depend on the machine: quote ratios, and always with the machine description.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import ctypes
+import dataclasses
+import datetime
+import gc
+import io
+import itertools
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- variants and timing ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Variant:
+    """One thing to time: ``fn(*args)`` is one call. ``baseline`` names the variant it is compared to."""
+
+    key: str
+    label: str
+    fn: Callable[..., Any]
+    args: tuple = ()
+    baseline: str | None = None
+
+
+def time_calls(fn: Callable[..., Any], args: tuple, calls: int, disable_gc: bool = True) -> float:
+    """Seconds per call of ``fn(*args)``, averaged over ``calls`` back-to-back calls (loop included)."""
+    loop = itertools.repeat(None, calls)
+    gc_was_enabled = gc.isenabled()
+    if disable_gc:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in loop:
+            fn(*args)
+        elapsed = time.perf_counter() - start
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return elapsed / calls
+
+
+def interleave(variants: Sequence[Variant], rounds: int, calls: int,
+               after_batch: Callable[[Variant, int], None] | None = None,
+               progress: bool = False) -> dict[str, list[float]]:
+    """Per-call seconds of each variant, one sample per round; rounds are round-robin over the variants
+    with the starting variant rotated each round. ``after_batch(variant, calls)`` runs after each timed
+    batch, outside the timing (for consistency checks)."""
+    samples: dict[str, list[float]] = {v.key: [] for v in variants}
+    n = len(variants)
+    for r in range(rounds):
+        order = [variants[(r + i) % n] for i in range(n)]
+        for variant in order:
+            samples[variant.key].append(time_calls(variant.fn, variant.args, calls))
+            if after_batch is not None:
+                after_batch(variant, calls)
+        gc.collect()
+        if progress:
+            print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return samples
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile, ``q`` in [0, 1]."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("quantile of no values")
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclasses.dataclass
+class Summary:
+    key: str
+    label: str
+    median_us: float
+    p25_us: float
+    p75_us: float
+    baseline: str | None
+    ratio: float | None     # median over rounds of variant / baseline (same round)
+    added_us: float | None  # median over rounds of variant - baseline (same round)
+
+
+def summarize(variants: Sequence[Variant], samples: dict[str, list[float]]) -> list[Summary]:
+    """Median per-call time of each variant and its paired comparison with its baseline."""
+    out = []
+    for v in variants:
+        s = samples[v.key]
+        ratio = added = None
+        if v.baseline is not None:
+            b = samples[v.baseline]
+            ratio = statistics.median(x / y for x, y in zip(s, b))
+            added = statistics.median(x - y for x, y in zip(s, b)) * 1e6
+        out.append(Summary(v.key, v.label, statistics.median(s) * 1e6, quantile(s, 0.25) * 1e6,
+                           quantile(s, 0.75) * 1e6, v.baseline, ratio, added))
+    return out
+
+
+# -- output -----------------------------------------------------------------------------------------------
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
+    """A Markdown table (readable as plain text too)."""
+    rows = [[str(c) for c in row] for row in rows]
+    right = list(right) if right is not None else [False] * len(headers)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if r else ("-" * (w + 2)) for w, r in zip(widths, right)) + "|"
+    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for text in f:
+                if text.startswith("model name"):
+                    return text.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return f"{rev}{' + uncommitted changes' if dirty else ''}" if rev else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine_description() -> str:
+    """Date, machine and software versions, for the header of every result."""
+    virt = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            if " hypervisor" in f.read():
+                virt = ", virtual machine"
+    except OSError:
+        pass
+    lines = [
+        f"date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
+        f"machine: {_cpu_model()}, {os.cpu_count()} logical CPUs{virt}, {platform.system()} {platform.release()}",
+        f"python: {platform.python_implementation()} {platform.python_version()}",
+    ]
+    try:
+        import paddle
+
+        device = "GPU" if paddle.device.is_compiled_with_cuda() else "CPU"
+        lines.append(f"paddle: {paddle.__version__} ({device} build, device {paddle.device.get_device()})")
+    except Exception:  # noqa: BLE001 - description only
+        pass
+    lines.append(f"sot: git {_git_revision()}")
+    return "\n".join(lines)
+
+
+# -- checks -----------------------------------------------------------------------------------------------
+def assert_same_tensor(out: Any, ref: Any, what: str) -> None:
+    """Raise unless ``out`` equals ``ref`` exactly (same shape, dtype and values)."""
+    import numpy as np
+
+    o, r = out.numpy(), ref.numpy()
+    if o.shape != r.shape or o.dtype != r.dtype or not np.array_equal(o, r):
+        raise AssertionError(f"{what}: output differs from eager: {o!r} != {r!r}")
+
+
+_pythonapi_ready = False
+
+
+def interpreter_eval_frame_is_default() -> bool:
+    """True when no PEP 523 frame-evaluation hook is installed in this interpreter (CPython >= 3.9)."""
+    global _pythonapi_ready
+    api = ctypes.pythonapi
+    if not _pythonapi_ready:
+        api.PyInterpreterState_Get.restype = ctypes.c_void_p
+        api._PyInterpreterState_GetEvalFrameFunc.restype = ctypes.c_void_p
+        api._PyInterpreterState_GetEvalFrameFunc.argtypes = [ctypes.c_void_p]
+        _pythonapi_ready = True
+    current = api._PyInterpreterState_GetEvalFrameFunc(api.PyInterpreterState_Get())
+    return current == ctypes.cast(api._PyEval_EvalFrameDefault, ctypes.c_void_p).value
+
+
+# -- profiling --------------------------------------------------------------------------------------------
+def cprofile_top(fn: Callable[..., Any], args: tuple, calls: int, top: int = 15, sort: str = "tottime") -> str:
+    """cProfile ``calls`` calls of ``fn(*args)``; the ``top`` entries by ``sort``. Only Python functions
+    and C functions called from Python appear; time spent in C extension internals (a PEP 523 hook, say)
+    is attributed to whatever Python-visible call is around it."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn(*args)
+    profiler.disable()
+    buf = io.StringIO()
+    pstats.Stats(profiler, stream=buf).sort_stats(sort).print_stats(top)
+    return buf.getvalue()
+
+
+# -- command line -----------------------------------------------------------------------------------------
+def add_timing_args(parser: argparse.ArgumentParser, rounds: int, calls: int, quick_rounds: int,
+                    quick_calls: int) -> None:
+    """``--rounds``, ``--calls`` and ``--quick`` (smaller defaults, for a smoke run)."""
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"timed rounds over all variants (default {rounds}; {quick_rounds} with --quick)")
+    parser.add_argument("--calls", type=int, default=None,
+                        help=f"calls per variant per round (default {calls}; {quick_calls} with --quick)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: few rounds and calls")
+    parser.set_defaults(_timing_defaults=(rounds, calls, quick_rounds, quick_calls))
+
+
+def resolve_timing_args(args: argparse.Namespace) -> tuple[int, int]:
+    rounds, calls, quick_rounds, quick_calls = args._timing_defaults
+    r = args.rounds if args.rounds is not None else (quick_rounds if args.quick else rounds)
+    c = args.calls if args.calls is not None else (quick_calls if args.quick else calls)
+    if r < 1 or c < 1:
+        raise SystemExit("--rounds and --calls must be positive")
+    return r, c
