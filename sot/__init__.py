@@ -27,8 +27,11 @@ def reset() -> None:
     from .stats import reset_counters
     from .symbolic.compile import clear_compiled
 
+    from .opcode_translator.callback import forget_warnings
+
     reset_cache()
     clear_compiled()
+    forget_warnings()
     reset_counters()
 
 

@@ -45,6 +45,11 @@ class FallbackError(Exception):
         return f"{self.reason}{where}"
 
 
+class UserCodeError(FallbackError):
+    """User code raised during simulation (e.g. ``1 // 0``): the frame runs eagerly and raises it there,
+    with the user's own traceback. Never turned into an `UnsupportedError` by strict mode."""
+
+
 class BreakGraphError(FallbackError):
     """Simulation reached something that cannot go into a graph (tensor-valued branch, print, ...).
 

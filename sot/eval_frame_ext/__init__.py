@@ -20,7 +20,12 @@ every new function frame of that thread is intercepted before it executes:
 ``args`` are the frame's argument values in signature order: positional
 (including positional-only) parameters, keyword-only parameters, then the
 ``*args`` tuple and the ``**kwargs`` dict if the function has them.
-``closure`` is the function's ``__closure__`` (or None).
+``closure`` is the function's ``__closure__`` (or None). (On Python 3.10,
+where a frame does not know its function, it is a tuple of the same cell
+objects rebuilt from the frame, equal to but not the same tuple as
+``__closure__``; no tuple is built for a function without free variables.)
+
+Supported: CPython 3.10, 3.11, 3.12 and 3.13, with the same behaviour.
 
 ``new_code`` runs in a "shadow" frame with the original function's globals,
 builtins and closure: it must have exactly the original's ``co_freevars``

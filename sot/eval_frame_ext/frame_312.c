@@ -46,18 +46,6 @@ sot_arg_map_build(PyCodeObject *orig, PyCodeObject *target, int nargs, int *map)
 /* Data stack                                                          */
 /* ------------------------------------------------------------------ */
 
-static PyObjectArenaAllocator *
-sot_arena(void)
-{
-    static PyObjectArenaAllocator arena;
-    static int ready = 0;
-    if (!ready) {
-        PyObject_GetArenaAllocator(&arena);
-        ready = 1;
-    }
-    return &arena;
-}
-
 /* Reserve `slots` pointer-sized slots on the thread's data stack for a
  * frame. Returns NULL with an exception set on failure. */
 static _PyInterpreterFrame *
@@ -75,8 +63,11 @@ sot_push_frame(PyThreadState *tstate, int slots)
     while (bytes < need) {
         bytes *= 2;
     }
-    PyObjectArenaAllocator *arena = sot_arena();
-    _PyStackChunk *chunk = (_PyStackChunk *)arena->alloc(arena->ctx, bytes);
+    /* The allocator the interpreter frees chunks with (fetched each time:
+     * it can be replaced with PyObject_SetArenaAllocator). */
+    PyObjectArenaAllocator arena;
+    PyObject_GetArenaAllocator(&arena);
+    _PyStackChunk *chunk = (_PyStackChunk *)arena.alloc(arena.ctx, bytes);
     if (chunk == NULL) {
         PyErr_NoMemory();
         return NULL;
@@ -164,8 +155,9 @@ sot_pop_frame(PyThreadState *tstate, _PyInterpreterFrame *f)
         tstate->datastack_chunk = previous;
         tstate->datastack_top = &previous->data[previous->top];
         tstate->datastack_limit = (PyObject **)((char *)previous + previous->size);
-        PyObjectArenaAllocator *arena = sot_arena();
-        arena->free(arena->ctx, chunk, chunk->size);
+        PyObjectArenaAllocator arena;
+        PyObject_GetArenaAllocator(&arena);
+        arena.free(arena.ctx, chunk, chunk->size);
     }
     else {
         tstate->datastack_top = base;

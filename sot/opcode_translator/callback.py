@@ -7,7 +7,7 @@ import warnings
 from typing import Any, Callable
 
 from ..config import config
-from ..errors import BreakGraphCheckError, UnsupportedError
+from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
 from ..eval_frame_ext import SKIP, cache_entries
 from ..log import enabled, log
 from ..stats import counters
@@ -24,6 +24,11 @@ no_breakgraph_codes: set[types.CodeType] = set()
 # Observers of translations (``sot.explain`` and reports subscribe here).
 _listeners: list[Callable[[Translation, FrameInfo], None]] = []
 _warned_limit: set[types.CodeType] = set()
+
+
+def forget_warnings() -> None:
+    """``sot.reset()``: a frame that hits the cache limit again is reported again."""
+    _warned_limit.clear()
 
 
 def add_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
@@ -87,7 +92,7 @@ def _on_fallback(code: types.CodeType, translation: Translation) -> None:
         raise BreakGraphCheckError(f"graph break in {describe_code(code)}: {failure}")
     if code in no_fallback_codes:
         raise UnsupportedError(f"{describe_code(code)} fell back to eager: {failure}")
-    if config.strict_mode:
+    if config.strict_mode and not isinstance(failure, UserCodeError):
         raise UnsupportedError(f"strict mode: {describe_code(code)} cannot be translated: {failure}")
 
 

@@ -43,7 +43,12 @@ class CompiledProgram:
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
             self._program.training = training
-        outputs = self._program.sot_call(inputs)
+        try:
+            outputs = self._program.sot_call(inputs)
+        except Exception:
+            # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
+            # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
+            return run_sir(self.sir, inputs, located=True)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
         return outputs

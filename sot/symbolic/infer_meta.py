@@ -54,6 +54,7 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
                 stop[result.id] = bool(result.stop_gradient)
             continue
         inputs = [operand.source() for operand in op.operands()]
+        inputs = [v for v in inputs if v.initialized()]  # optional inputs left empty
         flag = not core.has_vjp(op) or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
         for result in op.results():
             stop[result.id] = flag

@@ -7,7 +7,8 @@ kept inline. It can be run eagerly (`run_sir`) or on static placeholders to buil
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+import functools
+from typing import Any, Callable, Literal
 
 from ..errors import SourceLocation
 from .pytree import leaves, map_structure
@@ -50,6 +51,7 @@ class Statement:
     kwargs: dict[str, Any]
     outputs: Any  # a Symbol or a tuple/list of Symbols
     location: SourceLocation | None = None
+    function: str | None = None  # the user function (possibly inlined) the statement came from
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
@@ -79,6 +81,7 @@ class StatementIR:
     statements: list[Statement]
     outputs: list[Symbol]
     metas: dict[Symbol, MetaInfo]
+    grad_enabled: bool = True
 
     def __len__(self) -> int:
         return len(self.statements)
@@ -131,7 +134,8 @@ class StatementIR:
             for s in self.statements
         )
         ins = tuple((s.name, self.metas[s]) for s in self.inputs)
-        return ins, stmts, tuple(s.name for s in self.outputs)
+        outs = tuple((s.name, self.metas[s]) for s in self.outputs)
+        return ins, stmts, outs, self.grad_enabled
 
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -150,8 +154,24 @@ def bind_outputs(env: dict[Symbol, Any], pattern: Any, value: Any) -> None:
             bind_outputs(env, sub_pattern, sub_value)
 
 
-def run_sir(sir: StatementIR, inputs: list[Any]) -> list[Any]:
-    """Interpret ``sir`` on concrete inputs; used to build the static program and for eager replay."""
+@functools.lru_cache(maxsize=256)
+def _located_caller(filename: str, lineno: int, name: str) -> Callable[..., Any]:
+    """A one-line function whose frame reads as the user's ``name`` at ``filename:lineno``.
+
+    An exception raised by a statement replayed through it shows the user's line in its traceback (the
+    whole compiled program otherwise counts as a single instruction of the translated frame)."""
+    source = "\n" * (max(lineno, 1) - 1) + "def _located(call, args, kwargs): return call(*args, **kwargs)\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), namespace)
+    function = namespace["_located"]
+    function.__code__ = function.__code__.replace(co_name=name)
+    return function
+
+
+def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[Any]:
+    """Interpret ``sir`` on concrete inputs; used to build the static program and for eager replay.
+
+    ``located`` runs every statement through a frame that carries its user source line (error path)."""
     env: dict[Symbol, Any] = dict(zip(sir.inputs, inputs))
 
     def resolve(value: Any) -> Any:
@@ -160,5 +180,10 @@ def run_sir(sir: StatementIR, inputs: list[Any]) -> list[Any]:
     for stmt in sir.statements:
         args = map_structure(resolve, stmt.args)
         kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
-        bind_outputs(env, stmt.outputs, call_statement(stmt, args, kwargs))
+        if located and stmt.location is not None and stmt.location.lineno:
+            caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
+            result = caller(call_statement, (stmt, args, kwargs), {})
+        else:
+            result = call_statement(stmt, args, kwargs)
+        bind_outputs(env, stmt.outputs, result)
     return [env[symbol] for symbol in sir.outputs]

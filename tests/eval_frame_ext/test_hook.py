@@ -3,9 +3,17 @@
 Callbacks here are small Python functions: they either return the original
 code (identity translation, run in a shadow frame) or a replacement code
 compiled from another function or built with the ``bytecode`` package.
+
+The same tests run on every Python version the hook supports (3.10-3.13).
+Where the ``sot`` package itself refuses to import (it needs 3.11 for now),
+the hook's wrapper package is loaded from its files without ``sot`` or its
+executor; run them there with (see scripts/make_venvs.sh):
+
+    .venv-3.X/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest
 """
 
 import gc
+import importlib.util
 import os
 import sys
 import threading
@@ -13,10 +21,74 @@ import traceback
 
 import pytest
 
-import sot.eval_frame_ext as efx
-from sot.eval_frame_ext import SKIP, callback_installed
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="hook built for 3.11 only so far")
+def _load_hook_package():
+    """sot.eval_frame_ext, loaded from its files without importing sot.
+
+    The extension built for this interpreter (_eval_frame.cpython-3XX-*.so)
+    is loaded from its file as ``sot.eval_frame_ext._eval_frame``, then the
+    wrapper package as ``sot.eval_frame_ext`` (its ``from . import
+    _eval_frame`` finds the module already loaded); ``sot`` itself stays
+    unimported.
+    """
+    import importlib.machinery
+
+    pkg_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "sot", "eval_frame_ext")
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        so_path = os.path.join(pkg_dir, "_eval_frame" + suffix)
+        if os.path.isfile(so_path):
+            break
+    else:
+        raise ImportError(
+            "sot's C extension is not built for Python %d.%d in %s: run scripts/make_venvs.sh "
+            "(or `pip install -e . --no-deps` with this interpreter)" % (sys.version_info[:2] + (pkg_dir,))
+        )
+    names = []
+    try:
+        ext_spec = importlib.util.spec_from_file_location("sot.eval_frame_ext._eval_frame", so_path)
+        ext = importlib.util.module_from_spec(ext_spec)
+        sys.modules[ext_spec.name] = ext
+        names.append(ext_spec.name)
+        ext_spec.loader.exec_module(ext)
+        spec = importlib.util.spec_from_file_location(
+            "sot.eval_frame_ext", os.path.join(pkg_dir, "__init__.py"), submodule_search_locations=[pkg_dir]
+        )
+        module = importlib.util.module_from_spec(spec)
+        # Already an attribute: `from . import _eval_frame` then needs no import
+        # (which would import the top-level package sot).
+        module._eval_frame = ext
+        sys.modules[spec.name] = module
+        names.append(spec.name)
+        spec.loader.exec_module(module)
+    except BaseException:
+        for name in names:
+            sys.modules.pop(name, None)
+        raise
+    return module
+
+
+try:
+    import sot.eval_frame_ext as efx
+except ImportError as exc:
+    # sot/__init__ refuses this Python version ("... this is Python 3.X ...").
+    if "Python %d.%d" % sys.version_info[:2] not in str(exc):
+        raise
+    efx = _load_hook_package()
+
+SKIP = efx.SKIP
+callback_installed = efx.callback_installed
+
+#: 3.10 frames do not know their function: the closure passed to callbacks and
+#: guards is a tuple of the same cells, not the function's __closure__ itself.
+CLOSURE_IS_FUNCTION_CLOSURE = sys.version_info >= (3, 11)
+
+
+def same_closure(seen, fn):
+    expected = fn.__closure__
+    if CLOSURE_IS_FUNCTION_CLOSURE or seen is None or expected is None:
+        return seen is expected
+    return type(seen) is tuple and len(seen) == len(expected) and all(a is b for a, b in zip(seen, expected))
 
 
 def always(*_):
@@ -123,7 +195,7 @@ def test_guard_receives_globals_closure_and_args():
     assert len(seen) == 1
     g, closure, args = seen[0]
     assert g is globals()
-    assert closure is inner.__closure__
+    assert same_closure(closure, inner)
     assert args == (3, 4)
 
 
@@ -147,20 +219,29 @@ def repl_swapped(b, a):
 
 
 def bytecode_repl():
-    from bytecode import BinaryOp, Bytecode, CompilerFlags, Instr
+    from bytecode import Bytecode, CompilerFlags, Instr
 
+    if sys.version_info >= (3, 11):
+        from bytecode import BinaryOp
+
+        prologue = [Instr("RESUME", 0)]
+        mul, add_ = Instr("BINARY_OP", BinaryOp.MULTIPLY), Instr("BINARY_OP", BinaryOp.ADD)
+        add2 = Instr("BINARY_OP", BinaryOp.ADD)
+    else:
+        prologue = []
+        mul, add_, add2 = Instr("BINARY_MULTIPLY"), Instr("BINARY_ADD"), Instr("BINARY_ADD")
     bc = Bytecode(
-        [
-            Instr("RESUME", 0),
+        prologue
+        + [
             Instr("LOAD_CONST", 7),
             Instr("STORE_FAST", "tmp"),
             Instr("LOAD_FAST", "b"),
             Instr("LOAD_FAST", "a"),
             Instr("LOAD_CONST", 1000),
-            Instr("BINARY_OP", BinaryOp.MULTIPLY),
-            Instr("BINARY_OP", BinaryOp.ADD),
+            mul,
+            add_,
             Instr("LOAD_FAST", "tmp"),
-            Instr("BINARY_OP", BinaryOp.ADD),
+            add2,
             Instr("RETURN_VALUE"),
         ]
     )
@@ -248,6 +329,35 @@ def test_argument_that_is_also_a_cell():
         assert rec.calls_for(arg_cell)[0][4] == (1, 2)
 
 
+def repl_cell_not_arg():
+    if False:  # never true: only makes a and b locals of this code
+        a = b = None
+    g = lambda: a * 10  # noqa: E731  (a is a cell here, not an argument)
+    return g() + b
+
+
+def repl_cell_and_closure_arg(b, a):
+    def g():
+        return a + b  # both arguments are cells here
+
+    return g() * 1000
+
+
+def test_plain_argument_copied_into_a_cell_of_the_new_code():
+    assert "a" in repl_cell_not_arg.__code__.co_cellvars
+    assert set(repl_cell_and_closure_arg.__code__.co_cellvars) == {"a", "b"}
+    for new_code, expected in [
+        (repl_cell_not_arg.__code__, 1 * 10 + 2),
+        (repl_cell_and_closure_arg.__code__, (1 + 2) * 1000),
+    ]:
+        efx.reset_cache()
+        rec = Recorder({orig_ab.__code__: (always, new_code)})
+        with callback_installed(rec):
+            assert orig_ab(1, 2) == expected
+            assert orig_ab(1, 2) == expected
+        assert rec.calls_for(orig_ab)[0][4] == (1, 2)
+
+
 def make_closure(k):
     def clo(x):
         return x + k
@@ -280,7 +390,7 @@ def test_closures_two_cells_values_same_code():
         assert c2(1) == 1100
         assert c1(2) == 300
     assert len(rec.calls) == 1
-    assert rec.calls[0][3] is c1.__closure__
+    assert same_closure(rec.calls[0][3], c1)
     assert efx.cache_size(c1.__code__) == 1
 
 
@@ -652,6 +762,100 @@ def test_deep_recursion_error_propagates():
             forever(0)
     with callback_installed(rec):  # and the interpreter is still fine
         assert rec_depth(50) == 50
+
+
+def chain(k, fn, x):
+    if k == 0:
+        return fn(x)
+    return chain(k - 1, fn, x)
+
+
+def make_big_frame_function(nlocals):
+    """A function whose frame is larger than a 16 KiB data-stack chunk."""
+    body = "".join("    v%d = x + %d\n" % (i, i) for i in range(nlocals))
+    ns = {}
+    exec("def big(x):\n%s    return v0 + v%d\n" % (body, nlocals - 1), ns)
+    return ns["big"]
+
+
+def test_shadow_frames_at_every_data_stack_offset():
+    # Frames of chains of every depth up to 300 put the shadow frames (and the
+    # original frames released by the hook) at every offset of the thread's
+    # data stack, across chunk boundaries (3.12+ keeps frames in chunks), with
+    # frames of ordinary and of larger-than-a-chunk size.
+    big = make_big_frame_function(2500)
+    rec = Recorder({**identity(chain), **identity(add), **identity(big), **identity(rec_depth)})
+    hits0 = efx.hit_count()
+    with callback_installed(rec):
+        for _ in range(2):
+            for k in range(300):
+                assert chain(k, add, k) == k + 2
+                if k % 7 == 0:
+                    assert chain(k, big, 1) == 1 + 1 + 2499
+        gc.collect()
+        start = rss_bytes()
+        for _ in range(3):
+            for k in range(0, 300, 3):
+                assert chain(k, big, 1) == 2501
+                assert chain(k, rec_depth, 20) == 20
+        grown = rss_bytes() - start
+    assert grown < 4 * 1024 * 1024, grown
+    # one miss per function; everything else was served from the cache
+    assert [len(rec.calls_for(f)) for f in (chain, add, big, rec_depth)] == [1, 1, 1, 1]
+    assert efx.hit_count() - hits0 > 2 * 300 * 150
+    assert rec_depth(10) == 10
+
+
+def test_callback_raising_in_a_loop_releases_the_frames():
+    class Oops(Exception):
+        pass
+
+    arg = object()
+
+    def cb(code, *rest):
+        if code is leak_target.__code__:
+            raise Oops
+        return None
+
+    def burst(n):
+        for _ in range(n):
+            try:
+                leak_target(arg, 1)
+            except Oops:
+                pass
+
+    with callback_installed(cb):
+        burst(1000)
+        gc.collect()
+        refs = sys.getrefcount(arg)
+        start = rss_bytes()
+        burst(50_000)
+        gc.collect()
+        grown = rss_bytes() - start
+        # The frames are still usable at any depth afterwards.
+        assert chain(200, add, 1) == 3
+    assert sys.getrefcount(arg) == refs
+    assert grown < 4 * 1024 * 1024, grown
+
+
+def no_args_sets_global():
+    global EXEC_RESULT
+    EXEC_RESULT = 42  # noqa: F841
+
+
+def test_exec_of_a_function_code_with_a_locals_mapping():
+    global EXEC_RESULT
+    EXEC_RESULT = None
+    rec = Recorder(identity(no_args_sets_global))
+    hits0 = efx.hit_count()
+    with callback_installed(rec):
+        exec(no_args_sets_global.__code__, globals())
+        assert EXEC_RESULT == 42
+        EXEC_RESULT = None
+        exec(no_args_sets_global.__code__, globals(), {})
+        assert EXEC_RESULT == 42
+    assert len(rec.calls_for(no_args_sets_global)) == 1
+    assert efx.hit_count() - hits0 == 1
 
 
 # ---------------------------------------------------------------------------

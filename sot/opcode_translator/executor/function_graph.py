@@ -5,7 +5,9 @@ import dataclasses
 import types
 from typing import Any, Callable
 
-from ...errors import FallbackError, SourceLocation
+import paddle
+
+from ...errors import FallbackError, UserCodeError, SourceLocation
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import leaves, map_structure
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
@@ -28,6 +30,35 @@ class FrameInfo:
 
 
 _meta_cache: dict[tuple, Any] = {}
+
+
+def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether the call also fails in eager mode on zero tensors of the same meta: then the static failure
+    is the user's error (e.g. a shape mismatch), not a limit of static meta inference."""
+    def zeros(leaf: Any) -> Any:
+        if isinstance(leaf, MetaInfo):
+            if any(dim < 0 for dim in leaf.shape):
+                raise ValueError("dynamic shape")
+            return paddle.zeros(leaf.shape, leaf.dtype)
+        return leaf
+
+    try:
+        eager_args = map_structure(zeros, args)
+        eager_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
+    except ValueError:
+        return False
+    try:
+        with paddle.no_grad():
+            call(*eager_args, **eager_kwargs)
+    except Exception:
+        return True
+    return False
+
+
+def _grad_state() -> bool:
+    """Whether autograd records operations now (what ``paddle.no_grad`` switches off)."""
+    tracer = paddle.base.framework.global_var._dygraph_tracer_
+    return bool(tracer._has_grad) if tracer is not None else False
 
 
 def _meta_key(kind: str, target: Any, args: Any, kwargs: Any) -> tuple | None:
@@ -58,7 +89,9 @@ class FunctionGraph:
         self.metas: dict[Symbol, MetaInfo] = {}
         self.inputs: dict[Symbol, TensorVariable] = {}
         self.guard_builder = GuardBuilder(frame.code)
-        self._guarded: set[int] = set()
+        self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
+        # Grad mode decides whether outputs require gradients; every entry is guarded on it.
+        self.grad_enabled = paddle.is_grad_enabled()
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
@@ -76,7 +109,7 @@ class FunctionGraph:
         """Guard ``var`` (and what it was derived from): the simulation depended on its value."""
         if id(var) in self._guarded:
             return
-        self._guarded.add(id(var))
+        self._guarded[id(var)] = var
         for source in var.tracker.inputs:
             self.add_guard(source)
         if isinstance(var.tracker, (DummyTracker, ConstTracker)):
@@ -86,6 +119,7 @@ class FunctionGraph:
             builder.add(expr)
 
     def build_guard(self) -> Guard:
+        self.guard_builder.add(f"{self.guard_builder.constant(_grad_state)}() is {self.grad_enabled!r}")
         return self.guard_builder.build()
 
     # -- recording ---------------------------------------------------------------------------------------
@@ -107,18 +141,19 @@ class FunctionGraph:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
         sir_args = tuple(self._to_sir_arg(a) for a in args)
         sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
-        if not any(isinstance(leaf, Symbol) for leaf in leaves((sir_args, sir_kwargs))):
-            raise FallbackError(f"{name}() called without tensor arguments is not supported yet")
-
         def meta_of(leaf: Any) -> Any:
             return self.metas[leaf] if isinstance(leaf, Symbol) else leaf
 
         meta_args = map_structure(meta_of, sir_args)
         meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
         out_meta = self._infer(kind, name, target, meta_args, meta_kwargs)
+        if not self.grad_enabled:  # under no_grad eager outputs never require gradients
+            out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
+        function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
-                                         map_structure(lambda var: var.symbol, outputs), self.location))
+                                         map_structure(lambda var: var.symbol, outputs), self.location,
+                                         function))
         return self._wrap_outputs(outputs)
 
     def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> Any:
@@ -132,6 +167,8 @@ class FunctionGraph:
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"))
         except MetaInferenceError as exc:
+            if kind != "layer" and _fails_eagerly(call, args, kwargs):  # a layer may update its state
+                raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
         if key is not None:
             _meta_cache[key] = result
@@ -150,7 +187,8 @@ class FunctionGraph:
             return fn(*args, **kwargs)
         except Exception as exc:
             # Eager execution of the frame raises the same exception, with the user's traceback.
-            raise FallbackError(f"user code raised {type(exc).__name__}: {exc}", self.location) from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", self.location) from None
 
     def build_sir(self, outputs: list[Symbol]) -> StatementIR:
-        return StatementIR(self.name, list(self.inputs), list(self.statements), outputs, dict(self.metas))
+        return StatementIR(self.name, list(self.inputs), list(self.statements), outputs, dict(self.metas),
+                           grad_enabled=self.grad_enabled)

@@ -9,7 +9,7 @@ import dis
 import types
 from typing import Any, Callable
 
-from ...errors import FallbackError, SourceLocation
+from ...errors import FallbackError, UserCodeError, SourceLocation
 from .function_graph import FrameInfo, FunctionGraph
 from .guard import argument_names
 from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
@@ -64,7 +64,7 @@ class NameResolver:
             value = self.builtins[name]
             tracker = BuiltinTracker(name, value, self.globals_var)
         else:
-            raise FallbackError(f"user code raised NameError: name {name!r} is not defined")
+            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
         return VariableFactory.from_value(value, graph, tracker)
 
 

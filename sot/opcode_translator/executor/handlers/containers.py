@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dis
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
@@ -71,7 +71,7 @@ def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     items = source.unpack()
     if len(items) != instr.arg:
-        raise FallbackError(f"user code raised ValueError: cannot unpack {len(items)} values into {instr.arg}")
+        raise UserCodeError(f"user code raised ValueError: cannot unpack {len(items)} values into {instr.arg}")
     for item in reversed(items):
         if item.tracker.is_traceable():
             executor.graph.add_guard(item)

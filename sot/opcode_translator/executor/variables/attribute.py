@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import paddle
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
 from .base import VariableBase, VariableFactory
 
@@ -53,7 +53,7 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         try:
             value = getattr(obj, name)
         except AttributeError:
-            raise FallbackError(f"user code raised AttributeError: module {obj.__name__!r} has no attribute "
+            raise UserCodeError(f"user code raised AttributeError: module {obj.__name__!r} has no attribute "
                                 f"{name!r}") from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(obj, paddle.nn.Layer):
@@ -74,7 +74,7 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     if found is _MISSING:
         if hasattr(type(obj), "__getattr__"):
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
-        raise FallbackError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
+        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
                             f"{name!r}")
     if is_class:
         if isinstance(found, staticmethod):
@@ -109,7 +109,7 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         try:
             value = getattr(var.value, name)
         except AttributeError as exc:
-            raise FallbackError(f"user code raised AttributeError: {exc}") from None
+            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
         if callable(value) and not isinstance(value, type):
             from .callable import OpaqueCallableVariable
 

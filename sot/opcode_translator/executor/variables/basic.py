@@ -7,9 +7,10 @@ import operator
 import types
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import paddle
 
-from ....errors import BreakGraphError, FallbackError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.sir import MetaInfo, Symbol
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
 from .base import VariableBase, VariableFactory
@@ -52,7 +53,7 @@ class ConstantVariable(VariableBase):
         try:
             attr = getattr(self.value, name)
         except AttributeError as exc:
-            raise FallbackError(f"user code raised AttributeError: {exc}") from None
+            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
         if callable(attr):
             from .callable import PureFunctionVariable
 
@@ -237,7 +238,7 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
 
 @VariableFactory.register(90)
 def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if type(value) in CONSTANT_TYPES:
+    if type(value) in CONSTANT_TYPES or isinstance(value, np.generic):
         return ConstantVariable(value, graph, tracker)
     return None
 

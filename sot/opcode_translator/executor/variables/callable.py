@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import paddle
 
-from ....errors import FallbackError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
@@ -72,6 +72,17 @@ class PaddleApiVariable(CallableVariable):
         return self.graph.call_tensor_op("api", _qualified_name(self.value), self.value, args, kwargs)
 
 
+# Tensor methods whose result leaves the tensor world (Python values, numpy, autograd state, I/O): a graph
+# break, never a graph op (a static op would return a tensor where eager returns a float).
+NON_GRAPH_TENSOR_METHODS = frozenset({
+    "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__", "__len__",
+    "__format__", "__repr__", "__str__", "__complex__", "backward", "register_hook", "clear_grad",
+    "clear_gradient", "gradient", "data_ptr", "set_value", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
+    "value", "get_tensor", "detach_", "_md5sum", "_is_initialized", "is_dense", "is_dist", "is_sparse",
+    "numel_", "element_size", "_numel", "contiguous", "is_contiguous", "get_strides", "strides",
+})
+
+
 class TensorMethodVariable(CallableVariable):
     """``tensor.method`` bound during simulation: one ``method`` SIR statement per call."""
 
@@ -81,6 +92,8 @@ class TensorMethodVariable(CallableVariable):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if self.name in NON_GRAPH_TENSOR_METHODS:
+            raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         _reject_inplace(self.name)
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
@@ -153,7 +166,7 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     (arg,) = args
     if isinstance(arg, TensorVariable):
         if not arg.meta.shape:
-            raise FallbackError("user code raised TypeError: len() of a 0-D tensor")
+            raise UserCodeError("user code raised TypeError: len() of a 0-D tensor")
         arg._used_meta()
         return ConstantVariable(arg.meta.shape[0], graph, DummyTracker((arg,)))
     length = getattr(arg, "length", None)
@@ -238,7 +251,7 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise FallbackError("user code raised StopIteration")
+        raise UserCodeError("user code raised StopIteration")
     return item
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable
@@ -69,7 +69,7 @@ class SequenceVariable(VariableBase):
         try:
             return self.items[index]
         except (IndexError, TypeError) as exc:
-            raise FallbackError(f"user code raised {type(exc).__name__}: {exc}") from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.items!r})"
@@ -137,7 +137,7 @@ class DictVariable(VariableBase):
         self.graph.add_guard(self)
         self.graph.add_guard(key)
         if key.value not in self.items:
-            raise FallbackError(f"user code raised KeyError: {key.value!r}")
+            raise UserCodeError(f"user code raised KeyError: {key.value!r}")
         return self.items[key.value]
 
     def __repr__(self) -> str:

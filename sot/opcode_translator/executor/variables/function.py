@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -36,7 +36,7 @@ class CellVariable(VariableBase):
 
     def load(self, name: str) -> VariableBase:
         if self.content is None:
-            raise FallbackError(f"user code raised NameError: free variable {name!r} referenced before assignment")
+            raise UserCodeError(f"user code raised NameError: free variable {name!r} referenced before assignment")
         return self.content
 
     def store(self, name: str, value: VariableBase | None) -> None:
@@ -61,7 +61,7 @@ def _bind_arguments(code: types.CodeType, name: str, args: list[VariableBase], k
     from .container import DictVariable, TupleVariable
 
     def fail(message: str) -> FallbackError:
-        return FallbackError(f"user code raised TypeError: {name}() {message}")
+        return UserCodeError(f"user code raised TypeError: {name}() {message}")
 
     n_pos = code.co_argcount
     n_posonly = code.co_posonlyargcount

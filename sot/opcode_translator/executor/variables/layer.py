@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import paddle
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -67,7 +67,7 @@ class LayerVariable(ObjectVariable):
         try:
             child = self.value[key.value]
         except (IndexError, KeyError, TypeError) as exc:
-            raise FallbackError(f"user code raised {type(exc).__name__}: {exc}") from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
         if isinstance(key.value, slice):
             return VariableFactory.from_value(child, self.graph, DummyTracker((self, key)))
         return self._child(key.value, child)
