@@ -17,6 +17,7 @@ from . import psdb  # noqa: E402
 from .config import config  # noqa: E402
 from .errors import BreakGraphCheckError, SotError, UnsupportedError  # noqa: E402
 from .explain import explain  # noqa: E402
+from .report import report  # noqa: E402
 from .stats import Stats, stats  # noqa: E402
 from .translate import symbolic_translate  # noqa: E402
 
@@ -48,4 +49,4 @@ def skip_function(fn):  # type: ignore[no-untyped-def]
 
 
 __all__ = ["BreakGraphCheckError", "SotError", "Stats", "UnsupportedError", "config", "explain", "psdb",
-           "reset", "skip_function", "stats", "symbolic_translate"]
+           "report", "reset", "skip_function", "stats", "symbolic_translate"]

@@ -53,6 +53,10 @@
 #  error "sot.eval_frame_ext: unsupported Python version (supported: 3.10, 3.11, 3.12, 3.13)"
 #endif
 
+#ifdef Py_GIL_DISABLED
+#  error "sot.eval_frame_ext: free-threaded CPython builds are not supported"
+#endif
+
 #ifdef SOT_PY310
 #  include <frameobject.h>     /* PyFrameObject, PyFrame_New */
 #else

@@ -70,6 +70,8 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
         listener(translation, frame)
     if translation.kind == "fallback":
         _on_fallback(code, translation)
+    elif translation.kind == "break":
+        _on_break(code, translation)
     elif translation.kind == "compiled":
         log(1, f"translated {describe_code(code)}: one graph of {len(translation.sir)} ops")
     guard = translation.guard.check
@@ -80,14 +82,23 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
     return guard, translation.code
 
 
+def _on_break(code: types.CodeType, translation: Translation) -> None:
+    failure = translation.failure
+    counters.graph_breaks += 1
+    ops = len(translation.sir) if translation.sir is not None else 0
+    log(1, f"graph break in {describe_code(code)}: {failure}; {ops} ops before it "
+           f"{'compiled' if translation.program is not None else 'run eagerly'}, the rest resumes in a new function")
+    if code in no_breakgraph_codes:
+        raise BreakGraphCheckError(f"graph break in {describe_code(code)}: {failure}")
+    if config.strict_mode:
+        raise UnsupportedError(f"strict mode: graph break in {describe_code(code)}: {failure}")
+
+
 def _on_fallback(code: types.CodeType, translation: Translation) -> None:
     failure = translation.failure
     assert failure is not None
-    kind = "graph break" if translation.is_break else "fallback"
-    if translation.is_break:
-        counters.graph_breaks += 1
     counters.fallbacks += 1
-    log(1, f"{kind} in {describe_code(code)}: {failure} (the frame runs eagerly)")
+    log(1, f"fallback in {describe_code(code)}: {failure} (the frame runs eagerly)")
     if translation.is_break and code in no_breakgraph_codes:
         raise BreakGraphCheckError(f"graph break in {describe_code(code)}: {failure}")
     if code in no_fallback_codes:

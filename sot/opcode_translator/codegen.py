@@ -31,6 +31,9 @@ class CodeGen:
         self.lineno = lineno or original.co_firstlineno
         self.instructions: list[Any] = []
         self.output_index: dict[Symbol, int] = {}
+        # Mutable containers built by the generated code, stored once so aliases stay one object.
+        self._built: dict[int, str] = {}
+        self._temps = 0
         source = Bytecode.from_code(original)
         self._template = source
         for instr in source:
@@ -81,6 +84,36 @@ class CodeGen:
     def return_value(self) -> None:
         self.emit("RETURN_VALUE")
 
+    def new_temp(self) -> str:
+        self._temps += 1
+        return f"__sot_tmp_{self._temps}"
+
+    def reconstruct(self, var: Any) -> None:
+        """Push ``var``; a computed list/dict/object is built once and reused, keeping aliasing exact."""
+        name = self._built.get(id(var))
+        if name is not None:
+            self.emit("LOAD_FAST", name)
+            return
+        var.reconstruct(self)
+        if not var.tracker.is_traceable() and getattr(var, "is_mutable_container", False):
+            name = self.new_temp()
+            self.emit("COPY", 1)
+            self.store_fast(name)
+            self._built[id(var)] = name
+
+    def add(self, item: Any) -> None:
+        """Append an already built instruction or label."""
+        self.instructions.append(item)
+
+    def make_function(self, code: types.CodeType) -> None:
+        """Push a new function of ``code`` with this frame's globals and free-variable cells."""
+        if code.co_freevars:
+            for name in code.co_freevars:
+                self.emit("LOAD_CLOSURE", FreeVar(name) if name in self.original.co_freevars else CellVar(name))
+            self.build("BUILD_TUPLE", len(code.co_freevars))
+        self.load_const(code)
+        self.emit("MAKE_FUNCTION", 0x08 if code.co_freevars else 0)
+
     # -- graph outputs -----------------------------------------------------------------------------------
     def load_graph_output(self, symbol: Symbol) -> None:
         index = self.output_index.get(symbol)
@@ -95,7 +128,7 @@ class CodeGen:
         self.push_null()
         self.load_const(program)
         for var in inputs:
-            var.reconstruct(self)
+            self.reconstruct(var)
         self.build("BUILD_LIST", len(inputs))
         self.call(1)
         self.store_fast(OUTPUTS_LOCAL)

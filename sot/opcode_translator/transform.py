@@ -2,21 +2,26 @@
 from __future__ import annotations
 
 import dataclasses
+import dis
 import types
 from typing import Any
+
+from bytecode import Instr, Label
 
 from ..config import config
 from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
 from ..symbolic.compile import CompiledProgram, compile_sir
-from ..symbolic.sir import StatementIR, Symbol
+from ..symbolic.sir import StatementIR, Symbol, run_sir
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
-from .executor.opcode_executor import OpcodeExecutor
-from .executor.variables.base import VariableBase
+from .executor.liveness import live_in
+from .executor.opcode_executor import GraphBreak, OpcodeExecutor
+from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
 from .executor.variables.container import DictVariable, SequenceVariable
+from .resume import abstract_instruction, build_resume_code
 
 
 @dataclasses.dataclass
@@ -25,7 +30,7 @@ class Translation:
 
     code: types.CodeType
     guard: Guard
-    kind: str  # "compiled", "eager" (graph too small or empty), "fallback"
+    kind: str  # "compiled", "eager" (graph too small or empty), "break" (prefix + resume), "fallback"
     sir: StatementIR | None = None
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
@@ -48,35 +53,35 @@ def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) ->
             _computed_tensors(item, found)
 
 
-def translate_frame(frame: FrameInfo) -> Translation:
-    """Simulate ``frame``; never raises for unsupported code (the result is then a fallback entry)."""
-    code = frame.code
-    graph = FunctionGraph(frame, code.co_name)
-    executor = OpcodeExecutor.for_frame(frame, graph)
-    try:
-        result = executor.run()
-        outputs = {}
-        _computed_tensors(result, outputs)
-        sir = graph.build_sir(list(outputs))
-        if not sir.statements or not sir.outputs or len(sir.statements) < config.min_graph_size:
-            # Nothing worth a compiled program: the original code runs natively, under the same guards.
-            log(2, f"{code.co_name}: {len(sir.statements)} ops (< min_graph_size={config.min_graph_size}), "
-                   "runs eagerly")
-            return Translation(code, graph.build_guard(), "eager", sir=sir)
-        program = compile_sir(sir)
-        codegen = CodeGen(code, executor.lineno)
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
-        result.reconstruct(codegen)
-        codegen.return_value()
-        new_code = codegen.to_code()
-    except FallbackError as exc:
-        return Translation(code, graph.build_guard(), "fallback", failure=exc)
-    except Exception as exc:  # a bug of ours must not break user code: fall back, loudly in strict mode
-        if config.strict_mode:
-            raise
-        failure = FallbackError(f"internal error: {type(exc).__name__}: {exc}", graph.location)
-        return Translation(code, graph.build_guard(), "fallback", failure=failure)
-    if enabled(2):
+class EagerProgram:
+    """A recorded graph too small to be worth compiling: its statements replayed eagerly, one by one."""
+
+    def __init__(self, sir: StatementIR) -> None:
+        self.sir = sir
+
+    def __call__(self, inputs: list) -> list:
+        return run_sir(self.sir, inputs)
+
+    def __repr__(self) -> str:
+        return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False) -> \
+        tuple[StatementIR, CompiledProgram | EagerProgram | None]:
+    """The SIR producing the tensors ``needed`` requires, and what runs it (None when nothing to run)."""
+    outputs: dict[Symbol, TensorVariable] = {}
+    for var in needed:
+        _computed_tensors(var, outputs)
+    sir = graph.build_sir(list(outputs))
+    if not sir.statements or not sir.outputs:
+        return sir, None
+    if force_compile or len(sir.statements) >= config.min_graph_size:
+        return sir, compile_sir(sir)
+    return sir, EagerProgram(sir)
+
+
+def _log_translation(code: types.CodeType, new_code: types.CodeType, sir: StatementIR | None) -> None:
+    if enabled(2) and sir is not None and sir.statements:
         log(2, f"SIR of {code.co_name} ({code.co_filename}:{code.co_firstlineno}):\n{sir.dump()}")
     if enabled(3):
         import dis
@@ -87,7 +92,130 @@ def translate_frame(frame: FrameInfo) -> Translation:
         dis.dis(new_code, file=translated)
         log(3, f"original bytecode of {code.co_name}:\n{original.getvalue()}")
         log(3, f"translated bytecode of {code.co_name}:\n{translated.getvalue()}")
+
+
+def translate_frame(frame: FrameInfo) -> Translation:
+    """Simulate ``frame``; never raises for unsupported code (the result is then a fallback entry)."""
+    code = frame.code
+    graph = FunctionGraph(frame, code.co_name)
+    try:
+        executor = OpcodeExecutor.for_frame(frame, graph)
+        try:
+            result = executor.run()
+        except GraphBreak as brk:
+            return _translate_break(frame, graph, brk)
+        return _translate_return(frame, graph, executor, result)
+    except FallbackError as exc:
+        return Translation(code, graph.build_guard(), "fallback", failure=exc)
+    except Exception as exc:  # a bug of ours must not break user code: fall back, loudly in strict mode
+        if config.strict_mode:
+            raise
+        failure = FallbackError(f"internal error: {type(exc).__name__}: {exc}", graph.location)
+        return Translation(code, graph.build_guard(), "fallback", failure=failure)
+
+
+def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeExecutor,
+                      result: VariableBase) -> Translation:
+    code = frame.code
+    sir, program = _program_for(graph, [result])
+    if not isinstance(program, CompiledProgram):
+        # Nothing worth a compiled program: the original code runs natively, under the same guards.
+        log(2, f"{code.co_name}: {len(sir.statements)} ops (< min_graph_size={config.min_graph_size}), "
+               "runs eagerly")
+        return Translation(code, graph.build_guard(), "eager", sir=sir)
+    codegen = CodeGen(code, executor.lineno)
+    codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    codegen.reconstruct(result)
+    codegen.return_value()
+    new_code = codegen.to_code()
+    _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program)
+
+
+# How many stack values the instructions that may break consume, and how many they produce.
+def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
+    name = instr.opname
+    if name == "CALL":
+        return instr.arg + 2, 1
+    if name == "CALL_FUNCTION_EX":
+        return 3 + (instr.arg & 1), 1
+    if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER"):
+        return 1, 1
+    if name in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "IS_OP", "BINARY_SUBSCR"):
+        return 2, 1
+    if name == "FORMAT_VALUE":
+        return 1 + bool(instr.arg & 0x04), 1
+    if name.startswith("POP_JUMP") or name in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+        return 1, 0
+    raise FallbackError(f"cannot break the graph at {name}")
+
+
+def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
+    """Compile what came before ``brk.instr``, run it natively, continue in resume function(s)."""
+    code = frame.code
+    instr = brk.instr
+    graph.truncate(brk.n_statements, brk.n_inputs)
+    n_in, n_out = _operand_counts(instr)
+    base, operands = brk.stack[:len(brk.stack) - n_in], brk.stack[len(brk.stack) - n_in:]
+    instructions = [i for i in dis.get_instructions(code)]
+    next_offset = instructions[[i.offset for i in instructions].index(instr.offset) + 1].offset
+    # (offset, values the instruction leaves for that path)
+    paths = [(next_offset, n_out)]
+    if instr.opname.startswith("POP_JUMP") or instr.opname in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+        paths.append((instr.argval, 1 if instr.opname.endswith("_OR_POP") else 0))
+    live_at = live_in(code)
+
+    def value_of(name: str) -> VariableBase | None:
+        if name in brk.locals:
+            return brk.locals[name]
+        if name in code.co_cellvars:
+            return brk.cells.get(name)
+        return None
+
+    lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
+    needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
+    needed += [value_of(n) for live in lives for n in live]
+    sir, program = _program_for(graph, needed)
+    codegen = CodeGen(code, brk.lineno)
+    if program is not None:
+        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    for var in operands:
+        codegen.reconstruct(var)
+    label = Label()
+    native = abstract_instruction(code, instr.offset)
+    if instr.opname == "CALL":
+        if brk.kw_names:
+            codegen.emit("KW_NAMES", brk.kw_names)
+        codegen.call(instr.arg)
+    elif len(paths) > 1:
+        codegen.add(Instr(native.name, label, lineno=codegen.lineno))
+    else:
+        codegen.add(Instr(native.name, native.arg, lineno=codegen.lineno))
+    for index, ((offset, produced), live) in enumerate(zip(paths, lives)):
+        if index == 1:
+            codegen.add(label)
+        results = [codegen.new_temp() for _ in range(produced)]
+        for temp in reversed(results):
+            codegen.store_fast(temp)
+        layout = tuple(isinstance(v, NullVariable) for v in base) + (False,) * produced
+        resume = build_resume_code(code, offset, layout, live)
+        codegen.push_null()
+        codegen.make_function(resume)
+        argc = 0
+        for var in base:
+            if not isinstance(var, NullVariable):
+                codegen.reconstruct(var)
+                argc += 1
+        for temp in results:
+            codegen.emit("LOAD_FAST", temp)
+        for name in live:
+            codegen.reconstruct(value_of(name))
+        codegen.call(argc + produced + len(live))
+        codegen.return_value()
+    new_code = codegen.to_code()
+    _log_translation(code, new_code, sir)
+    return Translation(new_code, graph.build_guard(), "break", sir=sir,
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
 
 
 def describe_code(code: types.CodeType) -> str:
@@ -95,4 +223,4 @@ def describe_code(code: types.CodeType) -> str:
            f"({code.co_filename}:{code.co_firstlineno})"
 
 
-__all__ = ["Translation", "translate_frame", "describe_code", "Any"]
+__all__ = ["Translation", "translate_frame", "describe_code"]

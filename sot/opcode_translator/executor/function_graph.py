@@ -106,21 +106,25 @@ class FunctionGraph:
         return symbol
 
     def add_guard(self, var: VariableBase) -> None:
-        """Guard ``var`` (and what it was derived from): the simulation depended on its value."""
+        """Guard ``var`` (and what it was derived from): the simulation depended on its value.
+
+        Only recorded here; the expressions are written by `build_guard`, when every variable knows how it
+        was used (e.g. whether an array's contents were read)."""
         if id(var) in self._guarded:
             return
-        self._guarded[id(var)] = var
         for source in var.tracker.inputs:
             self.add_guard(source)
-        if isinstance(var.tracker, (DummyTracker, ConstTracker)):
-            return
-        builder = self.guard_builder
-        for expr in var.make_guards(builder, builder.expr_of(var)):
-            builder.add(expr)
+        self._guarded[id(var)] = var
 
     def build_guard(self) -> Guard:
-        self.guard_builder.add(f"{self.guard_builder.constant(_grad_state)}() is {self.grad_enabled!r}")
-        return self.guard_builder.build()
+        builder = self.guard_builder
+        for var in self._guarded.values():
+            if isinstance(var.tracker, (DummyTracker, ConstTracker)):
+                continue
+            for expr in var.make_guards(builder, builder.expr_of(var)):
+                builder.add(expr)
+        builder.add(f"{builder.constant(_grad_state)}() is {self.grad_enabled!r}")
+        return builder.build()
 
     # -- recording ---------------------------------------------------------------------------------------
     def _to_sir_arg(self, var: VariableBase) -> Any:
@@ -180,6 +184,12 @@ class FunctionGraph:
         if type(outputs) is list:
             return ListVariable([self._wrap_outputs(o) for o in outputs], self, DummyTracker())
         return outputs
+
+    def truncate(self, n_statements: int, n_inputs: int) -> None:
+        """Drop what was recorded after a checkpoint (an instruction that turned out to break the graph)."""
+        del self.statements[n_statements:]
+        if len(self.inputs) > n_inputs:
+            self.inputs = dict(list(self.inputs.items())[:n_inputs])
 
     def run_user_python(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Run a pure Python computation of user code on known values (constant folding)."""

@@ -9,7 +9,7 @@ import dis
 import types
 from typing import Any, Callable
 
-from ...errors import FallbackError, UserCodeError, SourceLocation
+from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
 from .function_graph import FrameInfo, FunctionGraph
 from .guard import argument_names
 from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
@@ -31,6 +31,28 @@ def handles(*opnames: str) -> Callable[[Handler], Handler]:
         return fn
 
     return decorate
+
+
+class GraphBreak(Exception):
+    """Raised by the translated frame's executor: the instruction ``instr`` cannot be simulated.
+
+    Carries the simulated state from just before that instruction, so the generated code can rebuild it,
+    run the instruction natively and continue in a resume function.
+    """
+
+    def __init__(self, cause: FallbackError, instr: dis.Instruction, stack: list[VariableBase],
+                 locals_: dict[str, VariableBase], cells: dict[str, VariableBase | None], kw_names: tuple,
+                 n_statements: int, n_inputs: int, lineno: int | None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.instr = instr
+        self.stack = stack
+        self.locals = locals_
+        self.cells = cells
+        self.kw_names = kw_names
+        self.n_statements = n_statements
+        self.n_inputs = n_inputs
+        self.lineno = lineno
 
 
 class Return:
@@ -147,19 +169,36 @@ class OpcodeExecutor:
 
     # -- main loop ---------------------------------------------------------------------------------------
     def run(self) -> VariableBase:
-        """Simulate until ``RETURN_VALUE``; returns the returned variable."""
+        """Simulate until ``RETURN_VALUE``; returns the returned variable.
+
+        In the translated frame (no parent) a `BreakGraphError` becomes a `GraphBreak` carrying the state
+        before the failing instruction; in an inlined frame it propagates to the caller's call site.
+        """
+        top = self.parent is None
+        graph = self.graph
         while True:
             instr = self.instructions[self.pc]
             self.pc += 1
             if instr.positions is not None and instr.positions.lineno is not None:
                 self.lineno = instr.positions.lineno
-            self.graph.location = self.location()
-            self.graph.current_executor = self
+            graph.location = self.location()
+            graph.current_executor = self
             handler = OPCODE_HANDLERS.get(instr.opname)
             if handler is None:
                 raise FallbackError(f"opcode {instr.opname} is not supported yet", self.location())
+            if top:
+                saved = (list(self.stack), dict(self.locals), {n: c.content for n, c in self.cells.items()},
+                         self.kw_names, len(graph.statements), len(graph.inputs))
             try:
                 result = handler(self, instr)
+            except BreakGraphError as exc:
+                if exc.location is None:
+                    exc.location = self.location()
+                if not top:
+                    raise
+                stack, locals_, cells, kw_names, n_statements, n_inputs = saved
+                raise GraphBreak(exc, instr, stack, locals_, cells, kw_names, n_statements, n_inputs,
+                                 self.lineno) from None
             except FallbackError as exc:
                 if exc.location is None:
                     exc.location = self.location()

@@ -157,7 +157,7 @@ class GetAttrTracker(Tracker):
         return f"{builder.expr_of(self.base)}.{self.attr}"
 
     def gen_load(self, codegen: "CodeGen") -> None:
-        self.base.reconstruct(codegen)
+        codegen.reconstruct(self.base)
         codegen.load_attr(self.attr)
 
     def describe(self) -> str:
@@ -176,7 +176,7 @@ class GetItemTracker(Tracker):
         return f"{builder.expr_of(self.base)}[{builder.constant(self.key)}]"
 
     def gen_load(self, codegen: "CodeGen") -> None:
-        self.base.reconstruct(codegen)
+        codegen.reconstruct(self.base)
         codegen.load_const(self.key)
         codegen.binary_subscr()
 

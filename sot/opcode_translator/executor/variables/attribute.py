@@ -36,7 +36,7 @@ def _method(owner: VariableBase, name: str, function: types.FunctionType, self_v
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
     fn_var = UserFunctionVariable(function, owner.graph, _value_tracker(bound, "__func__"))
-    return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)))
+    return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
 
 def _class_of(var: "ObjectVariable") -> VariableBase:

@@ -246,3 +246,32 @@ def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Vari
 @VariableFactory.register(0)
 def _object_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     return ObjectVariable(value, graph, tracker)
+
+
+class NumpyArrayVariable(ObjectVariable):
+    """A numpy array: guarded by type, shape and dtype while only passed around, and by its contents once
+    its values are used (constant folding)."""
+
+    value: np.ndarray
+
+    def __init__(self, value: np.ndarray, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(value, graph, tracker)
+        self.values_used = False
+
+    def get_py_value(self) -> Any:
+        self.values_used = True
+        return self.value
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        guards = [f"type({expr}) is {builder.constant(type(self.value))}",
+                  f"{expr}.shape == {self.value.shape!r}", f"{expr}.dtype == {builder.constant(self.value.dtype)}"]
+        if self.values_used:
+            guards.append(f"{builder.constant(np.array_equal)}({expr}, {builder.constant(self.value.copy())})")
+        return guards
+
+
+@VariableFactory.register(89)
+def _ndarray_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) is np.ndarray:
+        return NumpyArrayVariable(value, graph, tracker)
+    return None

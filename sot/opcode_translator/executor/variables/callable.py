@@ -13,6 +13,7 @@ from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
 
 
 class CallableVariable(ObjectVariable):
@@ -96,6 +97,10 @@ class TensorMethodVariable(CallableVariable):
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         _reject_inplace(self.name)
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        codegen.reconstruct(self.tensor)
+        codegen.load_attr(self.name)
 
     def __repr__(self) -> str:
         return f"TensorMethodVariable({self.tensor.symbol.name}.{self.name})"
@@ -503,9 +508,12 @@ def _psdb_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variable
 class OpaqueCallableVariable(CallableVariable):
     """A C-level callable (e.g. a bound builtin method of a real object): its effects are unknown."""
 
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []  # a bound method is a new object at each access; the guard on its owner covers it
+
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        raise FallbackError(f"calling {getattr(self.value, '__qualname__', self.value)!r} (C code with unknown "
-                            "effects) is not supported yet")
+        raise BreakGraphError(f"call of {getattr(self.value, '__qualname__', self.value)!r} (C code with unknown "
+                              "effects) runs natively")
 
 
 def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
@@ -516,9 +524,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
 
     obj = var.value
     if isinstance(obj, type):
-        raise FallbackError(f"creating an instance of {obj.__qualname__} is not supported yet")
+        raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__
         return UserFunctionVariable(call, var.graph, DummyTracker((var,))).call([var, *args], kwargs)
-    raise FallbackError(f"calling {type(obj).__name__} object {obj!r:.60} is not supported yet")
+    raise BreakGraphError(f"call of {getattr(obj, '__qualname__', None) or type(obj).__name__} runs natively "
+                          "(not simulated)")

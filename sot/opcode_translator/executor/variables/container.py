@@ -46,7 +46,7 @@ class SequenceVariable(VariableBase):
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for item in self.items:
-            item.reconstruct(codegen)
+            codegen.reconstruct(item)
         codegen.build(self.build_op, len(self.items))
 
     def bool(self) -> bool:
@@ -83,10 +83,13 @@ class TupleVariable(SequenceVariable):
 class ListVariable(SequenceVariable):
     py_type = list
     build_op = "BUILD_LIST"
+    is_mutable_container = True
 
 
 class DictVariable(VariableBase):
     """A dict with constant keys."""
+
+    is_mutable_container = True
 
     def __init__(self, items: dict[Any, VariableBase], graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(graph, tracker)
@@ -119,7 +122,7 @@ class DictVariable(VariableBase):
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for key, item in self.items.items():
             codegen.load_const(key)
-            item.reconstruct(codegen)
+            codegen.reconstruct(item)
         codegen.build("BUILD_MAP", len(self.items))
 
     def bool(self) -> bool:

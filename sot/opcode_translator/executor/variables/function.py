@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
-from ....errors import FallbackError, UserCodeError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -128,11 +128,9 @@ class FunctionVariableBase(VariableBase):
 
         globals_ = self.resolver().globals
         if should_skip(self.code, globals_):
-            raise FallbackError(f"call of library function {self.function_name()}() (it runs natively, not inlined); "
-                                "graph breaks at such calls are not supported yet")
+            raise BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
         if self.code.co_flags & CO_GENERATOR_LIKE:
-            raise FallbackError(f"calling generator or coroutine function {self.function_name()}() is not "
-                                "supported yet")
+            raise BreakGraphError(f"call of generator or coroutine function {self.function_name()}() runs natively")
         graph = self.graph
         defaults, kwdefaults = self.defaults()
         bound = _bind_arguments(self.code, self.function_name(), args, kwargs, defaults, kwdefaults, graph)
@@ -242,10 +240,17 @@ class BoundMethodVariable(VariableBase):
     """``obj.method`` of a user class: calling it inlines the function with ``obj`` first."""
 
     def __init__(self, function: VariableBase, self_var: VariableBase, graph: "FunctionGraph",
-                 tracker: Tracker) -> None:
+                 tracker: Tracker, name: str | None = None) -> None:
         super().__init__(graph, tracker)
         self.function = function
         self.self_var = self_var
+        self.name = name  # the attribute it was read from, to rebuild it as ``self_var.name``
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        if self.name is None:
+            raise FallbackError(f"cannot rebuild the bound method {self!r}")
+        codegen.reconstruct(self.self_var)
+        codegen.load_attr(self.name)
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return self.function.call([self.self_var, *args], kwargs)
