@@ -41,8 +41,18 @@ EXT_DIR = os.path.join("sot", "eval_frame_ext")
 
 # (major, minor) -> the per-version frame file compiled with eval_frame.c.
 FRAME_SOURCES = {
+    (3, 10): "frame_310.c",
     (3, 11): "frame_311.c",
+    (3, 12): "frame_312.c",
+    (3, 13): "frame_312.c",
 }
+
+# Headers the extension includes besides Python.h (3.10 uses the public frame
+# object; 3.11+ the interpreter's internal frame header).
+FRAME_HEADER = {
+    (3, 10): "frameobject.h",
+}
+DEFAULT_FRAME_HEADER = os.path.join("internal", "pycore_frame.h")
 
 INSTALL_HINT = (
     "Install a C compiler and the Python development headers for this interpreter, e.g.\n"
@@ -80,7 +90,8 @@ class BuildExt(build_ext):
 
     def _check_prerequisites(self):
         include = sysconfig.get_paths()["include"]
-        for header in ("Python.h", os.path.join("internal", "pycore_frame.h")):
+        frame_header = FRAME_HEADER.get(sys.version_info[:2], DEFAULT_FRAME_HEADER)
+        for header in ("Python.h", frame_header):
             if not os.path.isfile(os.path.join(include, header)):
                 self._fail("the Python header %s is missing (looked in %s)." % (header, include))
         compiler_cmd = getattr(self.compiler, "compiler_so", None)
@@ -99,6 +110,7 @@ class BuildExt(build_ext):
 
 def extensions():
     sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, frame_source())]
+    depends = [os.path.join(EXT_DIR, "frame_compat.h")]
     extra_compile_args = []
     undef_macros = []
     if sys.platform != "win32":
@@ -110,7 +122,7 @@ def extensions():
         Extension(
             "sot.eval_frame_ext._eval_frame",
             sources=sources,
-            depends=[os.path.join(EXT_DIR, "frame_compat.h")],
+            depends=depends,
             extra_compile_args=extra_compile_args,
             undef_macros=undef_macros,
         )

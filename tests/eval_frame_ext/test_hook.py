@@ -7,74 +7,19 @@ compiled from another function or built with the ``bytecode`` package.
 The same tests run on every Python version the hook supports (3.10-3.13).
 Where the ``sot`` package itself refuses to import (it needs 3.11 for now),
 the hook's wrapper package is loaded from its files without ``sot`` or its
-executor; run them there with (see scripts/make_venvs.sh):
+executor (hook_loader.py); run them there with (see scripts/make_venvs.sh):
 
     .venv-3.X/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest
 """
 
 import gc
-import importlib.util
 import os
 import sys
 import threading
 import traceback
 
 import pytest
-
-
-def _load_hook_package():
-    """sot.eval_frame_ext, loaded from its files without importing sot.
-
-    The extension built for this interpreter (_eval_frame.cpython-3XX-*.so)
-    is loaded from its file as ``sot.eval_frame_ext._eval_frame``, then the
-    wrapper package as ``sot.eval_frame_ext`` (its ``from . import
-    _eval_frame`` finds the module already loaded); ``sot`` itself stays
-    unimported.
-    """
-    import importlib.machinery
-
-    pkg_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                           "sot", "eval_frame_ext")
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        so_path = os.path.join(pkg_dir, "_eval_frame" + suffix)
-        if os.path.isfile(so_path):
-            break
-    else:
-        raise ImportError(
-            "sot's C extension is not built for Python %d.%d in %s: run scripts/make_venvs.sh "
-            "(or `pip install -e . --no-deps` with this interpreter)" % (sys.version_info[:2] + (pkg_dir,))
-        )
-    names = []
-    try:
-        ext_spec = importlib.util.spec_from_file_location("sot.eval_frame_ext._eval_frame", so_path)
-        ext = importlib.util.module_from_spec(ext_spec)
-        sys.modules[ext_spec.name] = ext
-        names.append(ext_spec.name)
-        ext_spec.loader.exec_module(ext)
-        spec = importlib.util.spec_from_file_location(
-            "sot.eval_frame_ext", os.path.join(pkg_dir, "__init__.py"), submodule_search_locations=[pkg_dir]
-        )
-        module = importlib.util.module_from_spec(spec)
-        # Already an attribute: `from . import _eval_frame` then needs no import
-        # (which would import the top-level package sot).
-        module._eval_frame = ext
-        sys.modules[spec.name] = module
-        names.append(spec.name)
-        spec.loader.exec_module(module)
-    except BaseException:
-        for name in names:
-            sys.modules.pop(name, None)
-        raise
-    return module
-
-
-try:
-    import sot.eval_frame_ext as efx
-except ImportError as exc:
-    # sot/__init__ refuses this Python version ("... this is Python 3.X ...").
-    if "Python %d.%d" % sys.version_info[:2] not in str(exc):
-        raise
-    efx = _load_hook_package()
+from hook_loader import efx  # sot.eval_frame_ext, on every supported Python
 
 SKIP = efx.SKIP
 callback_installed = efx.callback_installed

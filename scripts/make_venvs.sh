@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Create one virtual environment per extra CPython version, for running the
+# eval-frame hook tests (tests/eval_frame_ext) on versions other than 3.11:
+#
+#   .venv-3.10  .venv-3.12  .venv-3.13     (the 3.11 one is .venv, see Makefile)
+#
+# Each gets paddlepaddle==3.3.1, bytecode, numpy and pytest, and sot itself
+# installed editable without dependencies (`pip install -e . --no-deps`),
+# which builds sot/eval_frame_ext/_eval_frame.cpython-3XX-*.so in the source
+# tree. Idempotent: an existing venv, installed packages and an up-to-date
+# extension are left alone; the extension is rebuilt when its sources are
+# newer than the built file.
+#
+# Usage: scripts/make_venvs.sh [VERSION...]      (default: 3.10 3.12 3.13)
+# The interpreters are looked up as $PYENV_ROOT/versions/X.Y.*/bin/python
+# (PYENV_ROOT defaults to ~/.pyenv), then as pythonX.Y on PATH; set
+# PYTHON_3_10=/path/to/python (etc.) to choose one explicitly.
+#
+# Then, for example:
+#   .venv-3.12/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+PACKAGES=(paddlepaddle==3.3.1 bytecode numpy pytest)
+
+say() { printf '[make_venvs] %s\n' "$*"; }
+
+find_python() {
+    local v=$1 var="PYTHON_${1/./_}" cand
+    if [[ -n "${!var:-}" ]]; then
+        echo "${!var}"
+        return 0
+    fi
+    # Highest installed patch release of X.Y under pyenv.
+    cand=$(ls -d "$PYENV_ROOT"/versions/"$v".[0-9]* 2>/dev/null | sort -V | tail -n 1 || true)
+    if [[ -n "$cand" && -x "$cand/bin/python" ]]; then
+        echo "$cand/bin/python"
+        return 0
+    fi
+    if command -v "python$v" >/dev/null 2>&1; then
+        command -v "python$v"
+        return 0
+    fi
+    return 1
+}
+
+# True if every requirement in PACKAGES is installed in the venv.
+packages_present() {
+    local py=$1
+    "$py" - "${PACKAGES[@]}" <<'PY'
+import sys
+from importlib import metadata
+for req in sys.argv[1:]:
+    name, _, want = req.partition("==")
+    try:
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+    if want and have != want:
+        sys.exit(1)
+PY
+}
+
+# True if sot is installed editable and the extension for this interpreter
+# is newer than its sources.
+extension_current() {
+    local py=$1 suffix so src
+    # (run outside the repository: sot.egg-info there would be found instead)
+    (cd / && "$py" -c 'import importlib.metadata as m; m.version("sot")') >/dev/null 2>&1 || return 1
+    suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    so="sot/eval_frame_ext/_eval_frame$suffix"
+    [[ -f "$so" ]] || return 1
+    for src in setup.py sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h; do
+        [[ "$src" -nt "$so" ]] && return 1
+    done
+    return 0
+}
+
+make_one() {
+    local v=$1 venv=".venv-$1" base py
+    if ! base=$(find_python "$v"); then
+        say "Python $v: no interpreter found (looked in $PYENV_ROOT/versions and for python$v on PATH); skipped"
+        return 1
+    fi
+    py="$ROOT/$venv/bin/python"
+    if [[ -x "$py" ]]; then
+        say "$venv: exists ($("$py" -V 2>&1))"
+    else
+        say "$venv: creating with $base"
+        "$base" -m venv "$venv"
+        "$py" -m pip install -q --upgrade pip
+    fi
+    # Keep the venv out of git status (the repository's .gitignore lists only .venv/).
+    [[ -f "$venv/.gitignore" ]] || echo '*' > "$venv/.gitignore"
+
+    if packages_present "$py"; then
+        say "$venv: ${PACKAGES[*]} already installed"
+    else
+        say "$venv: pip install ${PACKAGES[*]}"
+        "$py" -m pip install -q "${PACKAGES[@]}"
+    fi
+
+    if extension_current "$py"; then
+        say "$venv: sot installed editable, extension up to date"
+    else
+        say "$venv: pip install -e . --no-deps (builds the extension for Python $v)"
+        # (the build backend's editable-install notice is filtered out)
+        "$py" -m pip install -q -e . --no-deps 2>&1 | grep -v -e 'BuildBackendWarning' -e '^ *!!$' \
+            -e '^ *\*\*\*\**$' -e 'Please be careful with folders' -e 'name as your package as they' \
+            -e 'with strategy, WheelFile' -e '^ *$' || true
+        extension_current "$py" || { say "$venv: building the extension failed"; return 1; }
+    fi
+}
+
+versions=("$@")
+[[ ${#versions[@]} -gt 0 ]] || versions=(3.10 3.12 3.13)
+status=0
+for v in "${versions[@]}"; do
+    make_one "$v" || status=1
+done
+if [[ $status -eq 0 ]]; then
+    say "done. Run the hook tests with e.g.: .venv-${versions[0]}/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest"
+fi
+exit $status
