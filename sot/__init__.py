@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-SUPPORTED_PYTHONS = ((3, 11),)
+SUPPORTED_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 if sys.version_info[:2] not in SUPPORTED_PYTHONS:
     _supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
     raise ImportError(f"sot supports CPython {_supported}; this is Python "

@@ -183,26 +183,47 @@ def _find(module: types.ModuleType, dotted: str, script: str) -> Any:
     for part in dotted.split("."):
         if not hasattr(value, part):
             owner = script if not walked else f"{'.'.join(walked)} (in {script})"
-            names = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
+            names = _explainable_names(module)
             hint = f"; callables defined there: {', '.join(names)}" if names and not walked else ""
             _fail(f"{owner} has no attribute {part!r}{hint}")
         value = getattr(value, part)
         walked.append(part)
     if not callable(value):
-        _fail(f"{dotted} in {script} is a {type(value).__name__}, not a function, method or Layer")
+        _fail(f"{dotted} in {script} is not a function, method or Layer (its type is {type(value).__name__})")
     return value
 
 
-def _needs_arguments(fn: Any) -> bool:
+def _explainable_names(module: types.ModuleType) -> list[str]:
+    """Functions defined by the script and its Layer instances, for error messages."""
     import paddle
 
-    target = fn.forward if isinstance(fn, paddle.nn.Layer) else fn
+    names = []
+    for name, value in vars(module).items():
+        if name.startswith("_") or name.lower().endswith("example_inputs"):
+            continue
+        if isinstance(value, paddle.nn.Layer) or (
+                isinstance(value, types.FunctionType) and value.__module__ == module.__name__):
+            names.append(name)
+    return sorted(names)
+
+
+def _signature_target(fn: Any) -> Any:
+    import paddle
+
+    return fn.forward if isinstance(fn, paddle.nn.Layer) else fn
+
+
+def _accepts(fn: Any, args: tuple) -> str | None:
+    """None when ``fn(*args)`` binds to the signature of ``fn``, else why not."""
     try:
-        signature = inspect.signature(target)
+        signature = inspect.signature(_signature_target(fn))
     except (TypeError, ValueError):
-        return True
-    return any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-               for p in signature.parameters.values())
+        return None  # cannot tell: let the call decide
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 def example_inputs(module: types.ModuleType, dotted: str, fn: Any, script: str) -> tuple:
@@ -225,8 +246,14 @@ def example_inputs(module: types.ModuleType, dotted: str, fn: Any, script: str) 
         if not isinstance(value, (tuple, list)):
             _fail(f"{name} in {script} must be (or return) a tuple or list of the positional arguments of "
                   f"{dotted}, got {type(value).__name__}")
-        return tuple(value)
-    if not _needs_arguments(fn):
+        mismatch = _accepts(fn, tuple(value))
+        if mismatch is None:
+            return tuple(value)
+        if name.endswith("_example_inputs") or _accepts(fn, ()) is not None:
+            hint = "" if name.endswith("_example_inputs") else f"; define {candidates[0]}() for it"
+            _fail(f"the {len(value)} example input(s) of {name} in {script} do not fit {dotted}: {mismatch}{hint}")
+        break  # generic inputs meant for other functions; this one takes no argument
+    if _accepts(fn, ()) is None:
         return ()
     _fail(f"no example inputs for {dotted} in {script}: define {candidates[0]}() returning a tuple of its "
           f"arguments, or example_inputs / EXAMPLE_INPUTS (a tuple or list of arguments, or a zero-argument "
@@ -238,13 +265,27 @@ def cmd_explain(target: str) -> int:
     if not sep or not script or not dotted:
         _fail(f"expected script.py:function, got {target!r}")
     _check_script(script)
-    module = import_script(script)
+    filename = os.path.abspath(script)
+    try:
+        module = import_script(script)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the script's own error at import
+        _print_user_traceback(exc, filename)
+        print(f"python -m sot explain: error: importing {script} raised {type(exc).__name__}", file=sys.stderr)
+        return 1
     fn = _find(module, dotted, script)
     args = example_inputs(module, dotted, fn, script)
 
     import sot
 
-    print(sot.explain(fn, *args))
+    try:
+        text = str(sot.explain(fn, *args))
+    except Exception as exc:  # noqa: BLE001 - the function's own error
+        _print_user_traceback(exc, filename)
+        print(f"python -m sot explain: error: calling {dotted} raised {type(exc).__name__}", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 
@@ -257,7 +298,7 @@ def _parser() -> argparse.ArgumentParser:
                          description="Run an unchanged script as __main__ with translation on for every frame "
                                      "the skip policy lets through; print a summary to stderr at exit. The exit "
                                      "code is the script's.")
-    run.add_argument("script", help="the Python script to run")
+    run.add_argument("script", nargs="?", help="the Python script to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     explain = sub.add_parser("explain", help="sot.explain of a function of a script",
                              description="Import the script as a module and print sot.explain of one call of "
@@ -270,7 +311,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "right after the script; use -- before script arguments that could be "
                                         "taken for -o.")
     report.add_argument("-o", "--output", default=None, help="the HTML file to write (default sot-report.html)")
-    report.add_argument("script", help="the Python script to run")
+    report.add_argument("script", nargs="?", help="the Python script to run")
     report.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     return parser
 
@@ -303,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     options = parser.parse_args(argv)
     try:
+        if options.command in ("run", "report") and not options.script:
+            _fail("give the script to run: python -m sot " + options.command + " script.py [args...]")
         if options.command == "run":
             args = options.args[1:] if options.args[:1] == ["--"] else options.args
             return cmd_run(options.script, args)

@@ -61,7 +61,13 @@ class TranslationRecord(FrameReport):
 
     @property
     def failure_kind(self) -> str:
-        return "graph break" if self.translation.is_break else "fallback"
+        t = self.translation
+        return "graph break" if t.kind == "break" or t.is_break else "fallback"
+
+    @property
+    def graph_class(self) -> str:
+        """How the statements of its SIR ran: in a compiled program ("graph") or replayed eagerly."""
+        return "graph" if self.translation.program is not None and self.translation.kind != "eager" else "eager"
 
 
 class Recorder:
@@ -135,12 +141,11 @@ class Recorder:
     @property
     def compiled_programs(self) -> int:
         """Distinct compiled programs (equal SIRs share one)."""
-        return len({id(r.translation.program) for r in self.fresh()
-                    if r.translation.kind == "compiled" and r.translation.program is not None})
+        return len({id(r.translation.program) for r in self.fresh() if r.graph_class == "graph"})
 
     @property
     def graph_breaks(self) -> int:
-        return sum(1 for r in self.fresh() if r.translation.kind == "fallback" and r.translation.is_break)
+        return sum(1 for r in self.fresh() if r.translation.failure is not None and r.failure_kind == "graph break")
 
     @property
     def translate_seconds(self) -> float:
@@ -162,23 +167,28 @@ class Recorder:
             counts[key] = counts.get(key, 0) + 1
         return [(*key, count) for key, count in counts.items()]
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, with_failures: bool = True) -> list[str]:
         fresh = self.fresh()
-        fallbacks = self.count("fallback")
+        kinds = dict.fromkeys(["compiled", "break", "eager", "fallback"], 0)
+        for record in fresh:
+            kinds[record.translation.kind] = kinds.get(record.translation.kind, 0) + 1
+        words = {"compiled": "compiled whole", "break": "split at a graph break",
+                 "eager": "kept eager (graph smaller than min_graph_size)", "fallback": "fell back to eager"}
+        detail = ", ".join(f"{count} {words.get(kind, kind)}" for kind, count in kinds.items()
+                           if count or kind in ("compiled", "fallback"))
         lines = [
-            f"frames translated: {len(fresh)} ({self.count('compiled')} compiled, {self.count('eager')} kept "
-            f"eager as their graph was smaller than min_graph_size, {fallbacks} fell back)",
+            f"frames translated: {len(fresh)} ({detail})",
             f"graphs compiled:   {self.compiled_programs}",
             f"cache hits:        {self.cache_hits}",
             f"graph breaks:      {self.graph_breaks}",
-            f"fallbacks:         {fallbacks} (graph breaks included)",
+            f"fallbacks:         {kinds['fallback']}",
         ]
         timing = f"time translating:  {self.translate_seconds:.3f} s"
         if fresh and self.timed < len(fresh):
             timing += (f" ({self.timed} of {len(fresh)} translations timed; those made under a callback "
                        "installed by sot.symbolic_translate are not)")
         lines.append(timing)
-        failures = self.failures()
+        failures = self.failures() if with_failures else []
         if failures:
             lines.append(f"graph breaks and fallbacks ({len(failures)} distinct):")
             width = max(len(location) for _, location, _, _, _ in failures)
@@ -226,7 +236,7 @@ td.panel { padding: 6px 10px 10px 60px !important; background: #fafafa; border-t
 div.translation { margin: 4px 0 8px 0; }
 div.translation .head { font-weight: 600; }
 div.translation .kind-compiled { color: #1f7a1f; } div.translation .kind-fallback { color: #b22222; }
-div.translation .kind-eager { color: #3558b5; }
+div.translation .kind-eager { color: #3558b5; } div.translation .kind-break { color: #b35900; }
 pre.sir { background: #f0f7f0; border: 1px solid #cfe5cf; padding: 6px 8px; margin: 4px 0; white-space: pre-wrap;
           word-break: break-all; }
 pre.sir.small { background: #f1f5ff; border-color: #d3ddf5; }
@@ -280,18 +290,24 @@ class _Page:
             first, last = _code_lines(record.code)
             span = range(first, last + 1)
             filename = record.code.co_filename
-            if t.kind == "compiled":
-                self._mark(filename, span, _Mark("python", f"#{number}", f"{name}: compiled frame "
-                                                  f"(translation #{number})", anchor))
-                for stmt in (t.sir.statements if t.sir is not None else []):
-                    if stmt.location is not None and stmt.location.lineno:
-                        title = f"graph #{number} of {name}: {stmt.kind} {stmt.name}"
-                        self._mark(stmt.location.filename, [stmt.location.lineno],
-                                   _Mark("graph", f"G{number}", title, anchor))
-            elif t.kind == "eager":
+            if t.kind == "eager":
                 ops = len(t.sir) if t.sir is not None else 0
                 self._mark(filename, span, _Mark("eager", f"E{number}", f"{name}: kept eager, its graph has "
                                                  f"{ops} op(s) (translation #{number})", anchor))
+            elif t.kind != "fallback":  # "compiled", or "break": a graph, then the rest in a resume function
+                self._mark(filename, span, _Mark("python", f"#{number}", f"{name}: translated frame "
+                                                  f"(translation #{number})", anchor))
+                if t.failure is not None and t.failure.location is not None and t.failure.location.lineno:
+                    self._mark(t.failure.location.filename, [t.failure.location.lineno],
+                               _Mark("break", f"B{number}", f"graph break in {name}: {t.failure.reason}", anchor))
+            if t.kind != "fallback":
+                cls = record.graph_class
+                for stmt in (t.sir.statements if t.sir is not None else []):
+                    if stmt.location is not None and stmt.location.lineno:
+                        what = "graph" if cls == "graph" else "eagerly replayed op"
+                        title = f"{what} of {name} (translation #{number}): {stmt.kind} {stmt.name}"
+                        self._mark(stmt.location.filename, [stmt.location.lineno],
+                                   _Mark(cls, f"{'G' if cls == 'graph' else 'E'}{number}", title, anchor))
             else:
                 failure = t.failure
                 reason = failure.reason if failure is not None else "?"
@@ -339,10 +355,11 @@ class _Page:
             line_marks = marks.get(number, [])
             cls = next((c for c in LINE_CLASSES if any(m.cls == c for m in line_marks)), "")
             tags = "".join(f'<a class="tag {_esc(m.cls)}" href="#{_esc(m.anchor)}" title="{_esc(m.title)}">'
-                           f'{_esc(m.label)}</a>' for m in self._ordered(line_marks))
+                           f'{_esc(m.label)}</a>' for m in self._ordered(line_marks))  # noqa: E501
             text = source[number - 1].rstrip("\r\n").expandtabs(4)
             style = f' style="background:{COLOURS[cls]}"' if cls else ""
-            title = f' title="{_esc("; ".join(m.title for m in line_marks))}"' if line_marks else ""
+            shown_marks = self._ordered(line_marks)
+            title = f' title="{_esc("; ".join(m.title for m in shown_marks))}"' if line_marks else ""
             rows.append(f'<tr id="f{index}-L{number}" class="line {cls}"{style}{title}><td class="no">{number}</td>'
                         f'<td class="tags">{tags}</td><td class="code">{_esc(text) or " "}</td></tr>')
             for code in ends.get(number, []):
@@ -355,9 +372,16 @@ class _Page:
 
     @staticmethod
     def _ordered(marks: list[_Mark]) -> list[_Mark]:
-        # "python" marks only repeat what the graph marks say; show them only where nothing else is.
-        strong = [m for m in marks if m.cls != "python"]
-        return strong or marks[:1]
+        """The marks to show on a line: the strongest one per translation; "python" marks (they only say
+        the line belongs to a translated frame) only where nothing else is."""
+        best: dict[str, _Mark] = {}
+        for mark in marks:
+            kept = best.get(mark.anchor)
+            if kept is None or LINE_CLASSES.index(mark.cls) < LINE_CLASSES.index(kept.cls):
+                best[mark.anchor] = mark
+        shown = list(best.values())
+        strong = [m for m in shown if m.cls != "python"]
+        return strong or shown[:1]
 
     def render_code(self, code: types.CodeType) -> str:
         records = self.by_code[code]
@@ -376,6 +400,11 @@ class _Page:
             what = f"compiled graph of {ops} op(s)"
         elif t.kind == "eager":
             what = f"kept eager: {ops} op(s), fewer than min_graph_size" if ops else "kept eager: no tensor op"
+        elif t.kind == "break":
+            before = ("compiled" if record.graph_class == "graph" else "run eagerly") if ops else "none"
+            what = (f"graph break: the {ops} op(s) before it {before}; the rest of the frame continues in a resume "
+                    "function" if ops else "graph break: no op before it; the rest of the frame continues in a "
+                    "resume function")
         else:
             what = f"{record.failure_kind}: the frame runs eagerly"
         timing = f", translated in {record.seconds * 1000:.1f} ms" if record.seconds is not None else ""
@@ -394,21 +423,23 @@ class _Page:
             out.append(f'<div class="failure">{_esc(record.failure_kind)} at <code>{_esc(location)}</code>: '
                        f'{_esc(t.failure.reason)}</div>')
         if t.sir is not None and t.sir.statements:
-            small = "" if t.kind == "compiled" else " small"
+            small = "" if record.graph_class == "graph" else " small"
             out.append(f'<pre class="sir{small}">{_esc(t.sir.dump())}</pre>')
         guards = t.guard.readable if t.guard is not None else []
-        is_open = " open" if total > 1 else ""
+        is_open = " open" if total > 1 or record.recompile_reasons else ""
         out.append(f"<details{is_open}><summary>{len(guards)} guard(s) of this cache entry</summary>"
                    f'<pre class="guards">{_esc(chr(10).join(guards) or "(no guard: always valid)")}</pre>'
                    "</details>")
         out.append("</div>")
         return "\n".join(out)
 
-    def render(self, title: str, summary: list[str], failures: list[tuple[str, str, str, str, int]]) -> str:
+    def render(self, title: str, summary: list[str], failures: list[tuple[str, str, str, str, int]],
+               notes: Iterable[str] = ()) -> str:
         files = self.files()
         file_index = {f: i for i, f in enumerate(files)}
         body = [f"<h1>{_esc(title)}</h1>"]
         body.append('<pre class="summary">' + _esc("\n".join(summary)) + "</pre>")
+        body.extend(f'<p class="muted">{_esc(note)}</p>' for note in notes)
         body.append('<div class="legend">' + "".join(
             f'<span class="chip" style="background:{COLOURS[c]}">{_esc(LEGEND[c])}</span>'
             for c in LINE_CLASSES) + "</div>")
@@ -437,15 +468,16 @@ class _Page:
                 + "\n".join(body) + "\n</body></html>\n")
 
 
-def render_html(recorder: Recorder, title: str, extra_summary: Iterable[str] = ()) -> str:
+def render_html(recorder: Recorder, title: str, extra_summary: Iterable[str] = (),
+                notes: Iterable[str] = ()) -> str:
     """The HTML page for what ``recorder`` saw."""
-    summary = list(extra_summary) + recorder.summary_lines()
-    return _Page(recorder.records).render(title, summary, recorder.failures())
+    summary = list(extra_summary) + recorder.summary_lines(with_failures=False)
+    return _Page(recorder.records).render(title, summary, recorder.failures(), notes)
 
 
 def write_html(recorder: Recorder, path: str | os.PathLike[str], title: str,
-               extra_summary: Iterable[str] = ()) -> str:
-    text = render_html(recorder, title, extra_summary)
+               extra_summary: Iterable[str] = (), notes: Iterable[str] = ()) -> str:
+    text = render_html(recorder, title, extra_summary, notes)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -492,8 +524,13 @@ def report(fn: Callable[..., Any], *args: Any, path: str | os.PathLike[str] = "s
         name = f"{type(layer).__name__} (a {type(layer).__bases__[0].__name__})"
     else:
         name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    notes = []
+    if recorder.cache_hits:
+        notes.append(f"{recorder.cache_hits} frame(s) were served from the cache: what was translated before this "
+                     f"report started is not shown again (except the cache entries of {name} itself). Call "
+                     "sot.reset() first to see every translation.")
     return write_html(recorder, path, f"sot report: {name}",
-                      [f"one call of {name}, {recorder.finished - recorder.started:.3f} s"])
+                      [f"one call of {name}, {recorder.finished - recorder.started:.3f} s"], notes)
 
 
 __all__ = ["Recorder", "TranslationRecord", "render_html", "report", "write_html"]

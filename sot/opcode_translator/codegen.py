@@ -101,6 +101,23 @@ class CodeGen:
             self.store_fast(name)
             self._built[id(var)] = name
 
+    def spill(self, var: Any) -> None:
+        """Evaluate ``var`` now into a temporary; later reconstructions read the temporary."""
+        if id(var) in self._built or type(var).__name__ == "NullVariable":
+            return
+        var.reconstruct(self)
+        name = self.new_temp()
+        self.store_fast(name)
+        self._built[id(var)] = name
+
+    def call_helper(self, helper: Any, args: list[Any]) -> None:
+        """``helper(*args)`` for a runtime helper function; the result is left on the stack."""
+        self.push_null()
+        self.load_const(helper)
+        for arg in args:
+            self.reconstruct(arg)
+        self.call(len(args))
+
     def add(self, item: Any) -> None:
         """Append an already built instruction or label."""
         self.instructions.append(item)

@@ -117,7 +117,8 @@ def translate_frame(frame: FrameInfo) -> Translation:
 def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeExecutor,
                       result: VariableBase) -> Translation:
     code = frame.code
-    sir, program = _program_for(graph, [result])
+    effects = graph.side_effects
+    sir, program = _program_for(graph, [result, *effects.values()])
     if not isinstance(program, CompiledProgram):
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
         log(2, f"{code.co_name}: {len(sir.statements)} ops (< min_graph_size={config.min_graph_size}), "
@@ -125,6 +126,9 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
         return Translation(code, graph.build_guard(), "eager", sir=sir)
     codegen = CodeGen(code, executor.lineno)
     codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    if effects:
+        codegen.spill(result)  # read before the effects change the paths it is reached by
+        effects.emit(codegen)
     codegen.reconstruct(result)
     codegen.return_value()
     new_code = codegen.to_code()
@@ -143,6 +147,12 @@ def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
         return 1, 1
     if name in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "IS_OP", "BINARY_SUBSCR"):
         return 2, 1
+    if name == "STORE_SUBSCR":
+        return 3, 0
+    if name in ("STORE_ATTR", "DELETE_SUBSCR"):
+        return 2, 0
+    if name == "DELETE_ATTR":
+        return 1, 0
     if name == "FORMAT_VALUE":
         return 1 + bool(instr.arg & 0x04), 1
     if name.startswith("POP_JUMP") or name in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
@@ -175,10 +185,15 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
-    sir, program = _program_for(graph, needed)
+    effects = graph.side_effects
+    sir, program = _program_for(graph, needed + effects.values())
     codegen = CodeGen(code, brk.lineno)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    if effects:
+        for var in needed:  # read before the effects change the paths they are reached by
+            codegen.spill(var)
+        effects.emit(codegen)  # the native instruction may observe them
     for var in operands:
         codegen.reconstruct(var)
     label = Label()

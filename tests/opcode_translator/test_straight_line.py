@@ -566,7 +566,7 @@ def test_fallback_inplace_op(compile_all):
     assert sot.stats().fallbacks >= 1
 
 
-def test_fallback_list_append_on_argument(compile_all):
+def test_side_effect_list_append_on_argument(compile_all):
     def appender(x, out):
         y = x + 1
         out.append(y)
@@ -582,10 +582,10 @@ def test_fallback_list_append_on_argument(compile_all):
     assert_same(translated_list[0], eager_list[0])
     assert_same(fast(x, translated_list), expected)
     assert len(translated_list) == 2
-    assert sot.stats().fallbacks >= 1
+    assert sot.stats().fallbacks == 0  # replayed after the graph
 
 
-def test_fallback_setattr(compile_all):
+def test_side_effect_setattr(compile_all):
     def setter(obj, x):
         y = x * obj.scale
         obj.last = y
@@ -602,10 +602,10 @@ def test_fallback_setattr(compile_all):
     assert_same(obj.last, eager_obj.last)
     fast(obj, x)
     assert obj.calls == 2
-    assert sot.stats().fallbacks >= 1
+    assert sot.stats().fallbacks == 0  # replayed after the graph
 
 
-def test_fallback_global_store(compile_all):
+def test_side_effect_global_store(compile_all):
     def bump(x):
         global GLOBAL_COUNTER
         GLOBAL_COUNTER += 1
@@ -618,7 +618,7 @@ def test_fallback_global_store(compile_all):
     assert_same(fast(x), x * 1)
     assert_same(fast(x), x * 2)
     assert GLOBAL_COUNTER == 2
-    assert sot.stats().fallbacks >= 1
+    assert sot.stats().fallbacks == 0  # replayed after the graph
 
 
 # -- strict mode and psdb -------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import leaves, map_structure
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 from .guard import Guard, GuardBuilder
+from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker
 from .variables.base import VariableBase
 from .variables.basic import TensorVariable
@@ -97,6 +98,7 @@ class FunctionGraph:
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
+        self.side_effects = SideEffects()
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -137,6 +139,8 @@ class FunctionGraph:
             return var.py_type(self._to_sir_arg(item) for item in var.items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
+        if hasattr(var, "needs_identity"):
+            var.needs_identity = True  # the very object is embedded in the program
         self.add_guard(var)
         return var.get_py_value()
 

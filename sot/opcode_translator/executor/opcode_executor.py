@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
 from .function_graph import FrameInfo, FunctionGraph
+from .side_effects import ABSENT, DELETED
 from .guard import argument_names
 from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
 from .variables.base import VariableBase, VariableFactory
@@ -79,6 +80,12 @@ class NameResolver:
         self.globals_var = globals_var  # None: the translated frame's own globals
 
     def load(self, name: str, graph: FunctionGraph) -> VariableBase:
+        if self.globals_var is None:
+            stored = graph.side_effects.lookup_global(name)
+            if stored is DELETED:
+                raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
+            if stored is not ABSENT:
+                return stored
         if name in self.globals:
             value = self.globals[name]
             tracker = GlobalTracker(name) if self.globals_var is None else GetItemTracker(self.globals_var, name)
@@ -188,7 +195,8 @@ class OpcodeExecutor:
                 raise FallbackError(f"opcode {instr.opname} is not supported yet", self.location())
             if top:
                 saved = (list(self.stack), dict(self.locals), {n: c.content for n, c in self.cells.items()},
-                         self.kw_names, len(graph.statements), len(graph.inputs))
+                         self.kw_names, len(graph.statements), len(graph.inputs),
+                         graph.side_effects.checkpoint())
             try:
                 result = handler(self, instr)
             except BreakGraphError as exc:
@@ -196,7 +204,8 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 if not top:
                     raise
-                stack, locals_, cells, kw_names, n_statements, n_inputs = saved
+                stack, locals_, cells, kw_names, n_statements, n_inputs, effects = saved
+                graph.side_effects.rollback(effects)
                 raise GraphBreak(exc, instr, stack, locals_, cells, kw_names, n_statements, n_inputs,
                                  self.lineno) from None
             except FallbackError as exc:

@@ -97,3 +97,47 @@ def delete_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("LOAD_CLOSURE")
 def load_closure(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(executor.cells[instr.argval])
+
+
+@handles("STORE_ATTR")
+def store_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    obj = executor.pop()
+    value = executor.pop()
+    obj.setattr(instr.argval, value)
+
+
+@handles("DELETE_ATTR")
+def delete_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.pop().setattr(instr.argval, None)
+
+
+def _top_frame_globals(executor: OpcodeExecutor) -> None:
+    if executor.resolver.globals_var is not None:
+        raise FallbackError("assigning a global of another module from an inlined function is not supported yet")
+
+
+@handles("STORE_GLOBAL")
+def store_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    _top_frame_globals(executor)
+    executor.graph.side_effects.store_global(instr.argval, executor.pop())
+
+
+@handles("DELETE_GLOBAL")
+def delete_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    _top_frame_globals(executor)
+    executor.resolver.load(instr.argval, executor.graph)  # deleting an unknown global is the user's NameError
+    executor.graph.side_effects.store_global(instr.argval, None)
+
+
+@handles("STORE_SUBSCR")
+def store_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    key = executor.pop()
+    container = executor.pop()
+    value = executor.pop()
+    container.setitem(key, value)
+
+
+@handles("DELETE_SUBSCR")
+def delete_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    key = executor.pop()
+    executor.pop().setitem(key, None)

@@ -84,8 +84,10 @@ def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
             other = rhs if isinstance(lhs, TensorVariable) else lhs
             executor.graph.add_guard(other)
     else:
-        executor.graph.add_guard(lhs)
-        executor.graph.add_guard(rhs)
+        for operand in (lhs, rhs):
+            if hasattr(operand, "needs_identity"):
+                operand.needs_identity = True
+            executor.graph.add_guard(operand)
         result = lhs.get_py_value() is rhs.get_py_value()
     executor.push(ConstantVariable(result != bool(instr.arg), executor.graph, DummyTracker((lhs, rhs))))
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import paddle
 
-from ....errors import FallbackError, UserCodeError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from ..side_effects import ABSENT, DELETED
 from .base import VariableBase, VariableFactory
 
 if TYPE_CHECKING:
@@ -49,6 +50,12 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     """The variable for ``var.value.<name>``."""
     obj = var.value
     graph = var.graph
+    stored = graph.side_effects.lookup_attr(obj, name)
+    if stored is DELETED:
+        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
+                            f"{name!r}")
+    if stored is not ABSENT:
+        return stored
     if isinstance(obj, types.ModuleType):
         try:
             value = getattr(obj, name)
@@ -117,3 +124,23 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
+
+
+def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
+    """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph."""
+    obj = var.value
+    if not var.tracker.is_traceable():
+        raise FallbackError(f"setting an attribute of {type(obj).__name__} created during simulation is not "
+                            "supported yet")
+    if isinstance(obj, (types.ModuleType, type)):
+        raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
+    descriptor = inspect.getattr_static(type(obj), name, _MISSING)
+    setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
+    custom_setattr = setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+    if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
+        raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
+                              "descriptor): runs natively")
+    if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":
+        raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+    var.graph.add_guard(var)
+    var.graph.side_effects.store_attr(var, name, value)

@@ -56,6 +56,14 @@ class VariableBase:
     def call(self, args: list["VariableBase"], kwargs: dict[str, "VariableBase"]) -> "VariableBase":
         raise FallbackError(f"calling {self!r} is not supported yet")
 
+    def setattr(self, name: str, value: "VariableBase | None") -> None:
+        """``self.name = value``; ``value`` None means ``del self.name``."""
+        raise FallbackError(f"setting attribute {name!r} of {self!r} is not supported yet")
+
+    def setitem(self, key: "VariableBase", value: "VariableBase | None") -> None:
+        """``self[key] = value``; ``value`` None means ``del self[key]``."""
+        raise FallbackError(f"item assignment on {self!r} is not supported yet")
+
     def unpack(self) -> list["VariableBase"]:
         raise FallbackError(f"unpacking {self!r} is not supported yet")
 

@@ -80,12 +80,31 @@ class ConstantVariable(VariableBase):
         return f"ConstantVariable({self.value!r})"
 
 
+def is_plain_instance(obj: Any) -> bool:
+    """An instance of a user-defined class: what it holds is guarded attribute by attribute, so its type
+    is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
+    cls = type(obj)
+    return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                                                         types.MethodType, paddle.nn.Layer))
+            and hasattr(obj, "__dict__"))
+
+
+_HEAPTYPE = 1 << 9
+
+
 class ObjectVariable(VariableBase):
-    """Any other Python object: modules, functions, classes, layers, dtypes... guarded by identity."""
+    """Any other Python object: modules, functions, classes, layers, dtypes... guarded by identity, except
+    plain user instances (guarded by type) unless their identity itself was used."""
 
     def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(graph, tracker)
         self.value = value
+        self.needs_identity = False  # set when the simulation used ``is``, ``id()`` or embedded the object
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        if self.needs_identity or not is_plain_instance(self.value):
+            return [builder.identity(expr, self.value)]
+        return [f"type({expr}) is {builder.constant(type(self.value))}"]
 
     def get_py_value(self) -> Any:
         return self.value
@@ -109,6 +128,11 @@ class ObjectVariable(VariableBase):
         from .callable import call_object
 
         return call_object(self, args, kwargs)
+
+    def setattr(self, name: str, value: VariableBase | None) -> None:
+        from .attribute import store_attribute
+
+        store_attribute(self, name, value)
 
     def __repr__(self) -> str:
         return f"ObjectVariable({type(self.value).__name__} {self.tracker.describe()})"
@@ -165,6 +189,12 @@ class TensorVariable(VariableBase):
 
     def getitem(self, key: VariableBase) -> VariableBase:
         return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem, [self, key], {})
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        raise BreakGraphError("tensor item assignment is in place: runs natively")
+
+    def setattr(self, name: str, value: VariableBase | None) -> None:
+        raise BreakGraphError(f"setting Tensor.{name} changes the tensor itself: runs natively")
 
     def unpack(self) -> list[VariableBase]:
         if not self.meta.shape or self.meta.shape[0] < 0:

@@ -207,6 +207,8 @@ def _id(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Vari
     (obj,) = args
     if not obj.tracker.is_traceable():
         raise FallbackError("id() of a value created during simulation is not known")
+    if hasattr(obj, "needs_identity"):
+        obj.needs_identity = True
     graph.add_guard(obj)
     return _const(graph, id(obj.get_py_value()), obj)
 

@@ -23,12 +23,14 @@ class SequenceVariable(VariableBase):
     def __init__(self, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(graph, tracker)
         self.items = items
+        self.initial_length: int | None = None  # for a container from the frame: its length at the start
 
     @classmethod
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "SequenceVariable":
         var = cls([], graph, tracker)
         var.items = [VariableFactory.from_value(item, graph, GetItemTracker(var, i) if tracker.is_traceable()
                                                 else DummyTracker((var,))) for i, item in enumerate(value)]
+        var.initial_length = len(var.items)
         return var
 
     def get_py_value(self) -> Any:
@@ -42,7 +44,8 @@ class SequenceVariable(VariableBase):
         return len(self.items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        return [f"type({expr}) is {self.py_type.__name__}", f"len({expr}) == {len(self.items)}"]
+        length = self.initial_length if self.initial_length is not None else len(self.items)
+        return [f"type({expr}) is {self.py_type.__name__}", f"len({expr}) == {length}"]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for item in self.items:
@@ -71,6 +74,13 @@ class SequenceVariable(VariableBase):
         except (IndexError, TypeError) as exc:
             raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
 
+    def getattr(self, name: str) -> VariableBase:
+        return ContainerMethodVariable(self, name)
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        """``self[key] = value`` (``del self[key]`` when value is None)."""
+        _sequence_setitem(self, key, value)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.items!r})"
 
@@ -85,6 +95,10 @@ class ListVariable(SequenceVariable):
     build_op = "BUILD_LIST"
     is_mutable_container = True
 
+    def write_back(self, codegen: "CodeGen") -> None:
+        """Make the real list hold the simulated content (it came from outside and was mutated)."""
+        _list_write_back(self, codegen)
+
 
 class DictVariable(VariableBase):
     """A dict with constant keys."""
@@ -94,6 +108,7 @@ class DictVariable(VariableBase):
     def __init__(self, items: dict[Any, VariableBase], graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(graph, tracker)
         self.items = items
+        self.initial_keys: tuple | None = None  # for a dict from the frame: its keys at the start
 
     @classmethod
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
@@ -103,6 +118,7 @@ class DictVariable(VariableBase):
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
             var.items[key] = VariableFactory.from_value(
                 item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
+        var.initial_keys = tuple(var.items)
         return var
 
     def get_py_value(self) -> Any:
@@ -116,7 +132,7 @@ class DictVariable(VariableBase):
         return len(self.items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(tuple(self.items))
+        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self.items))
         return [f"type({expr}) is dict", f"tuple({expr}) == {keys}"]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
@@ -142,6 +158,15 @@ class DictVariable(VariableBase):
         if key.value not in self.items:
             raise UserCodeError(f"user code raised KeyError: {key.value!r}")
         return self.items[key.value]
+
+    def getattr(self, name: str) -> VariableBase:
+        return ContainerMethodVariable(self, name)
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        _dict_setitem(self, key, value)
+
+    def write_back(self, codegen: "CodeGen") -> None:
+        _dict_write_back(self, codegen)
 
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
@@ -172,3 +197,204 @@ class SizeVariable(ListVariable):
         codegen.load_const(self.py_type)
         super()._reconstruct_computed(codegen)
         codegen.call(1)
+
+
+# -- methods and mutation ------------------------------------------------------------------------------------
+def _record_mutation(var: VariableBase) -> None:
+    """Snapshot ``var``'s simulated content so a rollback can restore it; external containers are also
+    marked for write-back."""
+    if isinstance(var, DictVariable):
+        old = dict(var.items)
+
+        def undo() -> None:
+            var.items.clear()
+            var.items.update(old)
+    else:
+        old_items = list(var.items)
+
+        def undo() -> None:
+            var.items[:] = old_items
+    var.graph.add_guard(var)
+    var.graph.side_effects.mutate(var, undo)
+
+
+def _constant_value(var: VariableBase, what: str) -> Any:
+    if not isinstance(var, ConstantVariable):
+        raise FallbackError(f"{what} {var!r} is not a Python constant")
+    var.graph.add_guard(var)
+    return var.value
+
+
+def _none(graph: "FunctionGraph") -> VariableBase:
+    return ConstantVariable(None, graph, DummyTracker())
+
+
+def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
+                 kwargs: dict[str, VariableBase]) -> VariableBase:
+    graph = var.graph
+    items = var.items
+    if name in ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"):
+        _record_mutation(var)
+    if name == "append":
+        items.append(args[0])
+    elif name == "extend":
+        from .iterator import iterate
+
+        items.extend(iterate(args[0]).unpack())
+    elif name == "insert":
+        items.insert(_constant_value(args[0], "list index"), args[1])
+    elif name == "pop":
+        index = _constant_value(args[0], "list index") if args else -1
+        try:
+            return items.pop(index)
+        except IndexError as exc:
+            raise UserCodeError(f"user code raised IndexError: {exc}") from None
+    elif name == "clear":
+        items.clear()
+    elif name == "reverse":
+        items.reverse()
+    elif name in ("remove", "index", "count", "sort"):
+        values = [item.get_py_value() for item in items]
+        for item in items:
+            graph.add_guard(item)
+        try:
+            if name == "sort":
+                if kwargs:
+                    raise FallbackError("list.sort() with arguments is not supported yet")
+                order = sorted(range(len(items)), key=values.__getitem__)
+                items[:] = [items[i] for i in order]
+            elif name == "remove":
+                del items[values.index(_constant_value(args[0], "list item"))]
+            else:
+                method = getattr(values, name)
+                return ConstantVariable(method(*[_constant_value(a, "argument") for a in args]), graph,
+                                        DummyTracker((var,)))
+        except ValueError as exc:
+            raise UserCodeError(f"user code raised ValueError: {exc}") from None
+    elif name == "copy":
+        return ListVariable(list(items), graph, DummyTracker((var,)))
+    else:
+        raise FallbackError(f"list.{name}() is not supported yet")
+    return _none(graph)
+
+
+def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
+                 kwargs: dict[str, VariableBase]) -> VariableBase:
+    graph = var.graph
+    items = var.items
+    graph.add_guard(var)
+    if name in ("update", "pop", "setdefault", "clear", "popitem"):
+        _record_mutation(var)
+    if name == "get":
+        key = _constant_value(args[0], "dict key")
+        return items[key] if key in items else (args[1] if len(args) > 1 else _none(graph))
+    if name in ("keys", "values", "items"):
+        keys = [ConstantVariable(k, graph, DummyTracker((var,))) for k in items]
+        if name == "keys":
+            values = keys
+        elif name == "values":
+            values = list(items.values())
+        else:
+            values = [TupleVariable([k, v], graph, DummyTracker((var,))) for k, v in zip(keys, items.values())]
+        return ListVariable(values, graph, DummyTracker((var,)))
+    if name == "update":
+        sources = [args[0]] if args else []
+        for source in sources:
+            if isinstance(source, DictVariable):
+                items.update(source.items)
+            else:
+                raise FallbackError("dict.update() from a non-dict is not supported yet")
+        items.update(kwargs)
+        return _none(graph)
+    if name == "pop":
+        key = _constant_value(args[0], "dict key")
+        if key in items:
+            return items.pop(key)
+        if len(args) > 1:
+            return args[1]
+        raise UserCodeError(f"user code raised KeyError: {key!r}")
+    if name == "setdefault":
+        key = _constant_value(args[0], "dict key")
+        if key not in items:
+            items[key] = args[1] if len(args) > 1 else _none(graph)
+        return items[key]
+    if name == "clear":
+        items.clear()
+        return _none(graph)
+    if name == "copy":
+        return DictVariable(dict(items), graph, DummyTracker((var,)))
+    raise FallbackError(f"dict.{name}() is not supported yet")
+
+
+class ContainerMethodVariable(VariableBase):
+    """``container.method`` of a simulated list or dict."""
+
+    def __init__(self, container: VariableBase, name: str) -> None:
+        super().__init__(container.graph, DummyTracker((container,)))
+        self.container = container
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if isinstance(self.container, DictVariable):
+            return _dict_method(self.container, self.name, args, kwargs)
+        if isinstance(self.container, ListVariable):
+            return _list_method(self.container, self.name, args, kwargs)
+        if self.name in ("index", "count"):
+            values = [item.get_py_value() for item in self.container.items]
+            for item in self.container.items:
+                self.graph.add_guard(item)
+            try:
+                result = getattr(values, self.name)(*[_constant_value(a, "argument") for a in args])
+            except ValueError as exc:
+                raise UserCodeError(f"user code raised ValueError: {exc}") from None
+            return ConstantVariable(result, self.graph, DummyTracker((self.container,)))
+        raise FallbackError(f"{type(self.container).__name__}.{self.name}() is not supported yet")
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.container)
+        codegen.load_attr(self.name)
+
+
+def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: VariableBase | None) -> None:
+    if self.py_type is tuple:
+        raise UserCodeError("user code raised TypeError: 'tuple' object does not support item assignment")
+    index = _constant_value(key, "list index")
+    _record_mutation(self)
+    try:
+        if value is None:
+            del self.items[index]
+        elif isinstance(index, slice):
+            from .iterator import iterate
+
+            self.items[index] = iterate(value).unpack()
+        else:
+            self.items[index] = value
+    except (IndexError, ValueError) as exc:
+        raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+
+
+def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | None) -> None:
+    k = _constant_value(key, "dict key")
+    _record_mutation(self)
+    if value is None:
+        if k not in self.items:
+            raise UserCodeError(f"user code raised KeyError: {k!r}")
+        del self.items[k]
+    else:
+        self.items[k] = value
+
+
+def _list_write_back(self: ListVariable, codegen: "CodeGen") -> None:
+    from ...runtime import write_back_list
+
+    codegen.call_helper(write_back_list, [self, ListVariable(list(self.items), self.graph, DummyTracker())])
+    codegen.emit("POP_TOP")
+
+
+def _dict_write_back(self: DictVariable, codegen: "CodeGen") -> None:
+    from ...runtime import write_back_dict
+
+    codegen.call_helper(write_back_dict, [self, DictVariable(dict(self.items), self.graph, DummyTracker())])
+    codegen.emit("POP_TOP")
+
+

@@ -1,0 +1,124 @@
+"""Python side effects met during simulation, replayed by the generated code after the graph.
+
+Stores to attributes and globals are kept in program order; containers that came from outside the frame
+and were mutated are written back as a whole (their final content), before the stores, while the paths
+that lead to them are still those of the frame's start. Every change is undoable, so an instruction that
+turns out to break the graph (or an inlined call rolled back) leaves no trace.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ..codegen import CodeGen
+    from .variables.base import VariableBase
+
+DELETED = object()  # overlay marker: the attribute or global was deleted
+
+
+@dataclasses.dataclass
+class AttrStore:
+    obj: "VariableBase"
+    name: str
+    value: "VariableBase | None"  # None: ``del obj.name``
+
+
+@dataclasses.dataclass
+class GlobalStore:
+    name: str
+    value: "VariableBase | None"  # None: ``del name``
+
+
+class SideEffects:
+    """The effects of one translation, with an undo log for rollbacks."""
+
+    def __init__(self) -> None:
+        self.stores: list[AttrStore | GlobalStore] = []
+        self.mutated: dict[int, "VariableBase"] = {}  # containers from outside the frame
+        self._attrs: dict[tuple[int, str], Any] = {}
+        self._globals: dict[str, Any] = {}
+        self._undo: list[Callable[[], None]] = []
+
+    # -- recording --------------------------------------------------------------------------------------
+    def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None") -> None:
+        key = (id(obj.get_py_value()), name)
+        previous = self._attrs.get(key, _ABSENT)
+        self._attrs[key] = value if value is not None else DELETED
+        self.stores.append(AttrStore(obj, name, value))
+        self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
+
+    def store_global(self, name: str, value: "VariableBase | None") -> None:
+        previous = self._globals.get(name, _ABSENT)
+        self._globals[name] = value if value is not None else DELETED
+        self.stores.append(GlobalStore(name, value))
+        self._undo.append(lambda: (self.stores.pop(), self._restore(self._globals, name, previous)))
+
+    def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
+        """``container`` is about to change; ``undo`` restores its simulated content."""
+        if container.tracker.is_traceable() and id(container) not in self.mutated:
+            self.mutated[id(container)] = container
+            self._undo.append(lambda: self.mutated.pop(id(container)))
+        self._undo.append(undo)
+
+    @staticmethod
+    def _restore(table: dict, key: Any, previous: Any) -> None:
+        if previous is _ABSENT:
+            table.pop(key, None)
+        else:
+            table[key] = previous
+
+    # -- reading through the overlay --------------------------------------------------------------------
+    def lookup_attr(self, obj: Any, name: str) -> Any:
+        """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `_ABSENT`."""
+        return self._attrs.get((id(obj), name), _ABSENT)
+
+    def lookup_global(self, name: str) -> Any:
+        return self._globals.get(name, _ABSENT)
+
+    # -- rollback ---------------------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self._undo)
+
+    def rollback(self, checkpoint: int) -> None:
+        while len(self._undo) > checkpoint:
+            self._undo.pop()()
+
+    # -- replay -----------------------------------------------------------------------------------------
+    def values(self) -> list["VariableBase"]:
+        """Variables the replay needs (their tensors must be graph outputs)."""
+        needed: list[VariableBase] = list(self.mutated.values())
+        for container in self.mutated.values():
+            items = container.items
+            needed += list(items.values()) if isinstance(items, dict) else list(items)
+        needed += [s.value for s in self.stores if s.value is not None]
+        needed += [s.obj for s in self.stores if isinstance(s, AttrStore)]
+        return needed
+
+    def __bool__(self) -> bool:
+        return bool(self.stores or self.mutated)
+
+    def emit(self, codegen: "CodeGen") -> None:
+        """Replay: every value is computed first (paths as at the frame's start), then applied."""
+        for var in self.values():
+            codegen.spill(var)
+        for container in self.mutated.values():
+            container.write_back(codegen)
+        for store in self.stores:
+            if isinstance(store, AttrStore):
+                if store.value is None:
+                    codegen.reconstruct(store.obj)
+                    codegen.emit("DELETE_ATTR", store.name)
+                else:
+                    codegen.reconstruct(store.value)
+                    codegen.reconstruct(store.obj)
+                    codegen.emit("STORE_ATTR", store.name)
+            elif store.value is None:
+                codegen.emit("DELETE_GLOBAL", store.name)
+            else:
+                codegen.reconstruct(store.value)
+                codegen.emit("STORE_GLOBAL", store.name)
+
+
+_ABSENT = object()
+ABSENT = _ABSENT

@@ -1,0 +1,17 @@
+"""Small helpers the generated code calls at run time (kept out of the bytecode for readability)."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def write_back_list(target: list, content: list) -> None:
+    """Give ``target`` the content the simulation computed for it, keeping its identity."""
+    target[:] = content
+
+
+def write_back_dict(target: dict, content: dict) -> None:
+    target.clear()
+    target.update(content)
+
+
+__all__ = ["Any", "write_back_dict", "write_back_list"]
