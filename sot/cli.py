@@ -146,6 +146,7 @@ def cmd_report(script: str, args: Sequence[str], output: str) -> int:
     from .report import Recorder, write_html
 
     _check_script(script)
+    output = os.path.abspath(output)  # the script may change directory
     recorder = Recorder()
     outcome = run_script(script, args, recorder)
     _flush()

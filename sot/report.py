@@ -16,6 +16,7 @@ import dataclasses
 import html
 import linecache
 import os
+import re
 import time
 import types
 from typing import Any, Callable, Iterable
@@ -46,6 +47,7 @@ LEGEND = {
     "fallback": "frame fell back (ran eagerly)",
     "eager": "kept eager (small graph)",
 }
+_LOCATION = re.compile(r"  @ (.+):(\d+)$")
 # Files longer than this show only the regions around the lines that took part.
 WHOLE_FILE_LINES = 400
 CONTEXT_LINES = 3
@@ -273,6 +275,7 @@ class _Page:
         self.by_code: dict[types.CodeType, list[TranslationRecord]] = {}
         for record in records:
             self.by_code.setdefault(record.code, []).append(record)
+        self.file_index: dict[str, int] = {}
         self._collect()
 
     def _mark(self, filename: str, lines: Iterable[int], mark: _Mark) -> None:
@@ -401,7 +404,7 @@ class _Page:
         elif t.kind == "eager":
             what = f"kept eager: {ops} op(s), fewer than min_graph_size" if ops else "kept eager: no tensor op"
         elif t.kind == "break":
-            before = ("compiled" if record.graph_class == "graph" else "run eagerly") if ops else "none"
+            before = ("were compiled" if record.graph_class == "graph" else "ran eagerly") if ops else "none"
             what = (f"graph break: the {ops} op(s) before it {before}; the rest of the frame continues in a resume "
                     "function" if ops else "graph break: no op before it; the rest of the frame continues in a "
                     "resume function")
@@ -419,12 +422,12 @@ class _Page:
                        'failed:<br>' + "<br>".join(f"&#160;&#160;{_esc(r)}" for r in record.recompile_reasons)
                        + "</div>")
         if t.failure is not None:
-            location = t.failure.location or "?"
-            out.append(f'<div class="failure">{_esc(record.failure_kind)} at <code>{_esc(location)}</code>: '
+            location = self.link(str(t.failure.location or "?"))
+            out.append(f'<div class="failure">{_esc(record.failure_kind)} at <code>{location}</code>: '
                        f'{_esc(t.failure.reason)}</div>')
         if t.sir is not None and t.sir.statements:
             small = "" if record.graph_class == "graph" else " small"
-            out.append(f'<pre class="sir{small}">{_esc(t.sir.dump())}</pre>')
+            out.append(f'<pre class="sir{small}">{self.render_sir(t.sir.dump())}</pre>')
         guards = t.guard.readable if t.guard is not None else []
         is_open = " open" if total > 1 or record.recompile_reasons else ""
         out.append(f"<details{is_open}><summary>{len(guards)} guard(s) of this cache entry</summary>"
@@ -433,10 +436,30 @@ class _Page:
         out.append("</div>")
         return "\n".join(out)
 
+    def link(self, location: str) -> str:
+        """``file:line`` as a link to that line of the page (short file name), or escaped text."""
+        filename, _, number = location.rpartition(":")
+        index = self.file_index.get(filename)
+        if index is None or not number.isdigit():
+            return _esc(location)
+        return (f'<a href="#f{index}-L{number}" title="{_esc(location)}">'
+                f'{_esc(os.path.basename(filename))}:{_esc(number)}</a>')
+
+    def render_sir(self, dump: str) -> str:
+        """The SIR listing, each statement's ``@ file:line`` shortened to a link to that source line."""
+        lines = []
+        for line in dump.splitlines():
+            match = _LOCATION.search(line)
+            if match is None:
+                lines.append(_esc(line))
+                continue
+            lines.append(f"{_esc(line[:match.start()])}  @ {self.link(f'{match.group(1)}:{match.group(2)}')}")
+        return "\n".join(lines)
+
     def render(self, title: str, summary: list[str], failures: list[tuple[str, str, str, str, int]],
                notes: Iterable[str] = ()) -> str:
         files = self.files()
-        file_index = {f: i for i, f in enumerate(files)}
+        file_index = self.file_index = {f: i for i, f in enumerate(files)}
         body = [f"<h1>{_esc(title)}</h1>"]
         body.append('<pre class="summary">' + _esc("\n".join(summary)) + "</pre>")
         body.extend(f'<p class="muted">{_esc(note)}</p>' for note in notes)
@@ -446,9 +469,7 @@ class _Page:
         if failures:
             body.append("<h2>Graph breaks and fallbacks</h2><ul class=\"failures\">")
             for kind, location, function, reason, count in failures:
-                filename, _, line = location.rpartition(":")
-                link = f"#f{file_index[filename]}-L{line}" if filename in file_index else None
-                where = f'<a href="{_esc(link)}">{_esc(location)}</a>' if link else _esc(location)
+                where = self.link(location)
                 times = f" (&#215;{count})" if count > 1 else ""
                 body.append(f"<li><b>{_esc(kind)}</b>{times} at <code>{where}</code> in <code>{_esc(function)}</code>: "
                             f"{_esc(reason)}</li>")

@@ -14,4 +14,12 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
-__all__ = ["Any", "write_back_dict", "write_back_list"]
+
+
+def enter_grad_mode(enabled: bool) -> Any:
+    """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its bound ``__exit__``."""
+    import paddle
+
+    manager = paddle.enable_grad() if enabled else paddle.no_grad()
+    manager.__enter__()
+    return manager.__exit__

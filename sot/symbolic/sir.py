@@ -10,6 +10,8 @@ import dataclasses
 import functools
 from typing import Any, Callable, Literal
 
+import paddle
+
 from ..errors import SourceLocation
 from .pytree import leaves, map_structure
 
@@ -52,6 +54,7 @@ class Statement:
     outputs: Any  # a Symbol or a tuple/list of Symbols
     location: SourceLocation | None = None
     function: str | None = None  # the user function (possibly inlined) the statement came from
+    no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
@@ -99,6 +102,7 @@ class StatementIR:
                 call = f"{stmt.name}({', '.join(args)})"
             metas = ", ".join(str(self.metas[s]) for s in stmt.output_symbols() if s in self.metas)
             where = f"  @ {stmt.location}" if stmt.location else ""
+            where += "  [no_grad]" if stmt.no_grad else ""
             lines.append(f"  {outs} = {stmt.kind} {call}    # {metas}{where}")
         lines.append(f"  return {', '.join(s.name for s in self.outputs)}")
         return "\n".join(lines)
@@ -130,6 +134,7 @@ class StatementIR:
                 freeze(s.args),
                 freeze(s.kwargs),
                 tuple(o.name for o in s.output_symbols()),
+                s.no_grad,
             )
             for s in self.statements
         )
@@ -140,6 +145,19 @@ class StatementIR:
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Perform one statement on concrete values (eager tensors or static placeholders)."""
+    if stmt.no_grad:
+        if paddle.in_dynamic_mode():
+            with paddle.no_grad():
+                return _call(stmt, args, kwargs)
+        result = _call(stmt, args, kwargs)
+        for value in leaves(result):  # in a static program: cut the gradient at the outputs
+            if hasattr(value, "stop_gradient"):
+                value.stop_gradient = True
+        return result
+    return _call(stmt, args, kwargs)
+
+
+def _call(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
     if stmt.kind == "method":
         return getattr(args[0], stmt.target)(*args[1:], **kwargs)
     return stmt.target(*args, **kwargs)

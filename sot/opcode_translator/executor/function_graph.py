@@ -93,12 +93,14 @@ class FunctionGraph:
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
         # Grad mode decides whether outputs require gradients; every entry is guarded on it.
         self.grad_enabled = paddle.is_grad_enabled()
+        self.grad_mode = self.grad_enabled  # changed by simulated ``with paddle.no_grad():`` blocks
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
+        self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -155,13 +157,13 @@ class FunctionGraph:
         meta_args = map_structure(meta_of, sir_args)
         meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
         out_meta = self._infer(kind, name, target, meta_args, meta_kwargs)
-        if not self.grad_enabled:  # under no_grad eager outputs never require gradients
+        if not self.grad_mode:  # under no_grad eager outputs never require gradients
             out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          map_structure(lambda var: var.symbol, outputs), self.location,
-                                         function))
+                                         function, no_grad=not self.grad_mode))
         return self._wrap_outputs(outputs)
 
     def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> Any:

@@ -39,3 +39,12 @@ def make_function(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     qualname = getattr(code, "co_qualname", code.co_name)
     executor.push(NestedFunctionVariable(code, qualname, executor.resolver, defaults, kwdefaults, closure,
                                          executor.graph))
+
+
+@handles("BEFORE_WITH")
+def before_with(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from ..variables.context import enter_context
+
+    exit_var, entered = enter_context(executor.pop())
+    executor.push(exit_var)
+    executor.push(entered)

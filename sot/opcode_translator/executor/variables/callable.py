@@ -525,6 +525,12 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     from .function import UserFunctionVariable
 
     obj = var.value
+    from .context import GradModeVariable, grad_mode_for_class
+
+    mode = grad_mode_for_class(obj)
+    if mode is not None and not args and not kwargs:
+        var.graph.add_guard(var)
+        return GradModeVariable(mode, var.graph)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     call = getattr(type(obj), "__call__", None)

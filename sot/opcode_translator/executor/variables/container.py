@@ -176,10 +176,15 @@ class DictVariable(VariableBase):
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
         return TupleVariable.from_real(value, graph, tracker)
-    if type(value) is list:
-        return ListVariable.from_real(value, graph, tracker)
-    if type(value) is dict:
-        return DictVariable.from_real(value, graph, tracker)
+    if type(value) in (list, dict):
+        # One variable per real mutable container, however it is reached: mutations through one path
+        # must be seen through the others.
+        known = graph.known_objects.get(id(value))
+        if known is not None:
+            return known[1]
+        var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
+        graph.known_objects[id(value)] = (value, var)
+        return var
     return None
 
 
