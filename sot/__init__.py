@@ -5,13 +5,12 @@ captured into compiled static programs, and everything else stays plain Python. 
 """
 from __future__ import annotations
 
-import sys
+# Every version difference of the translator lives in opcode_translator/pyversion.py (importable on any
+# Python 3, so an unsupported interpreter gets this clear error instead of a crash further in).
+from .opcode_translator.pyversion import SUPPORTED_PYTHONS, unsupported_python_message
 
-SUPPORTED_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
-if sys.version_info[:2] not in SUPPORTED_PYTHONS:
-    _supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
-    raise ImportError(f"sot supports CPython {_supported}; this is Python "
-                      f"{sys.version_info.major}.{sys.version_info.minor} ({sys.implementation.name})")
+if unsupported_python_message() is not None:
+    raise ImportError(unsupported_python_message())
 
 from . import psdb  # noqa: E402
 from .config import config  # noqa: E402

@@ -73,7 +73,7 @@ class TranslationRecord(FrameReport):
 
 
 class Recorder:
-    """Collects translations while active (``with recorder:``); ``recorder.hooked()`` also installs a timed
+    """Collects translations while active (``with recorder:``); ``recorder.install()`` also installs a timed
     frame callback for the current thread, so that the time of each translation is known.
 
     Translations made under a callback installed by someone else (e.g. ``sot.symbolic_translate`` inside the
@@ -98,8 +98,10 @@ class Recorder:
                 failure = guard.first_failure(frame.globals, frame.closure, frame.args)
             except Exception as exc:  # never let the report break a translation
                 failure = f"(could not evaluate the guards: {type(exc).__name__}: {exc})"
-            reasons.append(f"entry {number}: {failure or 'all guards pass (entry evicted or skipped)'}")
-        self.records.append(TranslationRecord(frame.code, translation, recompile_reasons=reasons))
+            reasons.append(f"entry {number}: {failure or 'all its guards pass for this call'}")
+        # A translator that times itself (a ``seconds`` field on Translation) is preferred over our wrapper.
+        seconds = getattr(translation, "seconds", None)
+        self.records.append(TranslationRecord(frame.code, translation, seconds=seconds, recompile_reasons=reasons))
 
     def timed_callback(self, code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None,
                        args: tuple) -> Any:
@@ -109,7 +111,7 @@ class Recorder:
         try:
             return frame_callback(code, globals_, builtins_, closure, args)
         finally:
-            if len(self.records) > count:  # one callback call makes at most one translation
+            if len(self.records) > count and self.records[-1].seconds is None:  # at most one per callback call
                 self.records[-1].seconds = time.perf_counter() - start
 
     def __enter__(self) -> "Recorder":

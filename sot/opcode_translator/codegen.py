@@ -5,11 +5,10 @@ arguments into it by name and its ``COPY_FREE_VARS`` reads the original function
 loads the graph inputs, calls the compiled program and rebuilds the return value. Line numbers point at
 the user's return line so tracebacks read naturally.
 
-Instruction spellings that differ between Python versions are confined to the ``_emit_*`` helpers here.
+Instruction spellings that differ between Python versions come from `pyversion` (calls, NULLs, closures).
 """
 from __future__ import annotations
 
-import sys
 import types
 from typing import Any
 
@@ -18,8 +17,9 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr
 
 from ..errors import FallbackError
 from ..symbolic.sir import Symbol
+from . import pyversion
 
-_PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
+_PROLOGUE_OPS = (*pyversion.PROLOGUE_OPNAMES, "NOP")
 OUTPUTS_LOCAL = "__sot_outputs"
 
 
@@ -58,13 +58,13 @@ class CodeGen:
         self.emit("LOAD_CONST", value)
 
     def load_global(self, name: str) -> None:
-        self.emit("LOAD_GLOBAL", (False, name) if sys.version_info >= (3, 11) else name)
+        self.emit("LOAD_GLOBAL", pyversion.load_global_arg(name))
 
     def load_deref(self, name: str) -> None:
         self.emit("LOAD_DEREF", FreeVar(name) if name in self.original.co_freevars else CellVar(name))
 
     def load_attr(self, name: str) -> None:
-        self.emit("LOAD_ATTR", (False, name) if sys.version_info >= (3, 12) else name)
+        self.emit("LOAD_ATTR", pyversion.load_attr_arg(name))
 
     def binary_subscr(self) -> None:
         self.emit("BINARY_SUBSCR")
@@ -73,13 +73,22 @@ class CodeGen:
         self.emit(op, count)
 
     def push_null(self) -> None:
-        self.emit("PUSH_NULL")
+        """Push a NULL exactly where the simulated stack had one (a pending method call's marker)."""
+        pyversion.emit_push_null(self.emit)
 
-    def call(self, argc: int) -> None:
-        """Call with ``argc`` positional arguments; the stack holds NULL, callable, args."""
-        if sys.version_info < (3, 12):
-            self.emit("PRECALL", argc)
-        self.emit("CALL", argc)
+    def push_callable(self, push: Any) -> None:
+        """Push a callable for `call`: ``push()`` emits the callable, the NULL a call needs is added around
+        it as the running version wants it."""
+        pyversion.emit_callable(self.emit, push)
+
+    def load_callable_const(self, value: Any) -> None:
+        """`push_callable` of a constant (a compiled program, a helper function, a type)."""
+        self.push_callable(lambda: self.load_const(value))
+
+    def call(self, argc: int, kw_names: tuple[str, ...] = ()) -> None:
+        """Call the callable pushed by `push_callable` with the ``argc`` arguments above it (the last
+        ``len(kw_names)`` of them by keyword)."""
+        pyversion.emit_call(self.emit, argc, kw_names)
 
     def return_value(self) -> None:
         self.emit("RETURN_VALUE")
@@ -112,8 +121,7 @@ class CodeGen:
 
     def call_helper(self, helper: Any, args: list[Any]) -> None:
         """``helper(*args)`` for a runtime helper function; the result is left on the stack."""
-        self.push_null()
-        self.load_const(helper)
+        self.load_callable_const(helper)
         for arg in args:
             self.reconstruct(arg)
         self.call(len(args))
@@ -126,10 +134,10 @@ class CodeGen:
         """Push a new function of ``code`` with this frame's globals and free-variable cells."""
         if code.co_freevars:
             for name in code.co_freevars:
-                self.emit("LOAD_CLOSURE", FreeVar(name) if name in self.original.co_freevars else CellVar(name))
+                pyversion.emit_load_closure(
+                    self.emit, FreeVar(name) if name in self.original.co_freevars else CellVar(name))
             self.build("BUILD_TUPLE", len(code.co_freevars))
-        self.load_const(code)
-        self.emit("MAKE_FUNCTION", 0x08 if code.co_freevars else 0)
+        pyversion.emit_make_function(self.emit, code, bool(code.co_freevars))
 
     # -- graph outputs -----------------------------------------------------------------------------------
     def load_graph_output(self, symbol: Symbol) -> None:
@@ -142,8 +150,7 @@ class CodeGen:
 
     def call_program(self, program: Any, inputs: list[Any], outputs: list[Symbol]) -> None:
         """``__sot_outputs = program([inputs...])``; ``inputs`` are variables to reconstruct."""
-        self.push_null()
-        self.load_const(program)
+        self.load_callable_const(program)
         for var in inputs:
             self.reconstruct(var)
         self.build("BUILD_LIST", len(inputs))

@@ -14,8 +14,12 @@ from functools import lru_cache
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
+from ..errors import FallbackError
+from . import pyversion
+from .executor.liveness import block_stacks
+
 STACK_ARG = "__sot_stack_{}"
-_PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME")
+_PROLOGUE_OPS = pyversion.PROLOGUE_OPNAMES
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
 
@@ -44,6 +48,7 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     ``stack_layout`` describes the stack to rebuild, bottom first: True for a NULL (pushed by the prologue;
     a NULL cannot be passed as an argument), False for a value received as argument ``__sot_stack_<i>``.
     ``live`` are the locals received as arguments of their own name."""
+    _check_enterable(code, offset)
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
@@ -53,19 +58,19 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
             if not (isinstance(item, Instr) and item.name in _PROLOGUE_OPS and i <= end)]
     first_line = code.co_firstlineno
     prologue: list = []
-    if code.co_freevars:
-        prologue.append(Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=first_line))
-    for name in code.co_cellvars:
-        prologue.append(Instr("MAKE_CELL", CellVar(name), lineno=first_line))
-    prologue.append(Instr("RESUME", 0, lineno=first_line))
+
+    def emit(name: str, *arg: object) -> None:
+        prologue.append(Instr(name, *arg, lineno=first_line))
+
+    pyversion.emit_prologue(emit, code, CellVar)
     n_stack = 0
     for is_null in stack_layout:
         if is_null:
-            prologue.append(Instr("PUSH_NULL", lineno=first_line))
+            pyversion.emit_push_null(emit)
         else:
-            prologue.append(Instr("LOAD_FAST", STACK_ARG.format(n_stack), lineno=first_line))
+            emit("LOAD_FAST", STACK_ARG.format(n_stack))
             n_stack += 1
-    prologue.append(Instr("JUMP_FORWARD", target, lineno=first_line))
+    emit("JUMP_FORWARD", target)
 
     resume = Bytecode(prologue + body)
     resume.argnames = [STACK_ARG.format(i) for i in range(n_stack)] + list(live)
@@ -83,14 +88,28 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     resume.cellvars = list(abstract.cellvars)
     resume.freevars = list(abstract.freevars)
     resume.docstring = None
-    return resume.to_code()
+    # The body before the entry point is only reachable through jumps back into it, so `bytecode`'s flow
+    # analysis from the new entry can miss try-blocks (and their handlers' stack use). Both facts are known
+    # exactly instead: every point of the body has the original's stack (the prologue rebuilds it), so the
+    # original's stack size and exception-table depths hold.
+    return resume.to_code(stacksize=max(code.co_stacksize, len(stack_layout)), compute_exception_stack_depths=False)
 
 
 def _line_at(code: types.CodeType, offset: int) -> int | None:
+    line = None
     for instr in dis.get_instructions(code):
-        if instr.offset >= offset and instr.positions is not None and instr.positions.lineno is not None:
-            return instr.positions.lineno
+        line = pyversion.instruction_line(instr) or line
+        if instr.offset >= offset and line is not None:
+            return line
     return None
+
+
+def _check_enterable(code: types.CodeType, offset: int) -> None:
+    """A resume function enters ``code`` at ``offset`` with an empty block stack: on 3.10, a point inside
+    a ``try``/``with`` block (or an ``except`` handler) cannot be entered that way."""
+    if pyversion.HAS_BLOCK_STACK and block_stacks(code).get(offset, ()):
+        raise FallbackError(f"Python {pyversion.PY[0]}.{pyversion.PY[1]}: a graph break inside a try/with "
+                            "block cannot resume there (its block stack cannot be rebuilt)")
 
 
 def _prologue_end(body: list) -> int:

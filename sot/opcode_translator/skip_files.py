@@ -89,3 +89,15 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
         module = globals_.get("__name__")
         return isinstance(module, str) and module.split(".")[0] in sys.builtin_module_names
     return skip_filename(filename)
+
+
+# Library code that is still worth inlining into the caller's graph rather than running natively: Paddle's
+# layer helpers are plain Python over tensors and Python values (masks, shape bookkeeping).
+_INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
+
+
+def may_inline(code: types.CodeType, globals_: dict) -> bool:
+    """Whether a call of ``code`` found during simulation is simulated (inlined) rather than run natively."""
+    if not should_skip(code, globals_):
+        return True
+    return os.path.realpath(code.co_filename).startswith(_INLINABLE_LIBRARY_DIRS) and code not in _skipped_codes

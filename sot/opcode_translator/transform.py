@@ -13,9 +13,11 @@ from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
 from ..symbolic.compile import CompiledProgram, compile_sir
 from ..symbolic.sir import StatementIR, Symbol, run_sir
+from . import pyversion
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
+from .executor.handlers.operators import LEGACY_BINARY_OPCODES
 from .executor.liveness import live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
@@ -139,14 +141,23 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
 # How many stack values the instructions that may break consume, and how many they produce.
 def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
     name = instr.opname
-    if name == "CALL":
-        return instr.arg + 2, 1
-    if name == "CALL_FUNCTION_EX":
-        return 3 + (instr.arg & 1), 1
-    if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER"):
+    n_call = pyversion.call_operand_count(instr)
+    if n_call is not None:
+        return n_call, 1
+    if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER", "TO_BOOL",
+                "CALL_INTRINSIC_1", "FORMAT_SIMPLE", "CONVERT_VALUE"):
         return 1, 1
-    if name in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "IS_OP", "BINARY_SUBSCR"):
+    if name in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "IS_OP", "BINARY_SUBSCR", "FORMAT_WITH_SPEC") \
+            or name in LEGACY_BINARY_OPCODES:
         return 2, 1
+    if name == "BUILD_STRING":
+        return instr.arg, 1
+    if name == "BINARY_SLICE":
+        return 3, 1
+    if name == "STORE_SLICE":
+        return 4, 0
+    if name == "LOAD_SUPER_ATTR":  # a method load runs as a plain one (_translate_break)
+        return 3, 1
     if name == "STORE_SUBSCR":
         return 3, 0
     if name in ("STORE_ATTR", "DELETE_SUBSCR"):
@@ -169,10 +180,16 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     base, operands = brk.stack[:len(brk.stack) - n_in], brk.stack[len(brk.stack) - n_in:]
     instructions = [i for i in dis.get_instructions(code)]
     next_offset = instructions[[i.offset for i in instructions].index(instr.offset) + 1].offset
-    # (offset, values the instruction leaves for that path)
-    paths = [(next_offset, n_out)]
+    # What the instruction leaves on the stack, bottom first: True for a NULL (not a value)
+    produced_layout = (False,) * n_out
+    if instr.opname == "LOAD_SUPER_ATTR" and pyversion.pushes_null(instr):
+        # The method load runs as a plain load (a NULL cannot be passed on); the resume function re-creates
+        # the NULL next to the bound method, where the running version's call expects it.
+        produced_layout = (True, False) if pyversion.NULL_BELOW_CALLABLE else (False, True)
+    # (offset, what the instruction leaves for that path)
+    paths = [(next_offset, produced_layout)]
     if instr.opname.startswith("POP_JUMP") or instr.opname in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
-        paths.append((instr.argval, 1 if instr.opname.endswith("_OR_POP") else 0))
+        paths.append((instr.argval, (False,) if instr.opname.endswith("_OR_POP") else ()))
     live_at = live_in(code)
 
     def value_of(name: str) -> VariableBase | None:
@@ -198,24 +215,26 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.reconstruct(var)
     label = Label()
     native = abstract_instruction(code, instr.offset)
-    if instr.opname == "CALL":
-        if brk.kw_names:
-            codegen.emit("KW_NAMES", brk.kw_names)
-        codegen.call(instr.arg)
+    if instr.opname == "CALL" and pyversion.HAS_KW_NAMES:
+        # (3.11/3.12: the keyword names were set by a KW_NAMES already simulated; 3.10 and 3.13 keep them
+        # on the stack, among the operands)
+        codegen.call(instr.arg, brk.kw_names)
     elif len(paths) > 1:
+        pyversion.emit_truth_jump_prefix(codegen.emit, instr.opname)
         codegen.add(Instr(native.name, label, lineno=codegen.lineno))
+    elif instr.opname == "LOAD_SUPER_ATTR":
+        codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:
         codegen.add(Instr(native.name, native.arg, lineno=codegen.lineno))
-    for index, ((offset, produced), live) in enumerate(zip(paths, lives)):
+    for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:
             codegen.add(label)
-        results = [codegen.new_temp() for _ in range(produced)]
+        results = [codegen.new_temp() for is_null in produced_layout if not is_null]
         for temp in reversed(results):
             codegen.store_fast(temp)
-        layout = tuple(isinstance(v, NullVariable) for v in base) + (False,) * produced
+        layout = tuple(isinstance(v, NullVariable) for v in base) + produced_layout
         resume = build_resume_code(code, offset, layout, live)
-        codegen.push_null()
-        codegen.make_function(resume)
+        codegen.push_callable(lambda: codegen.make_function(resume))
         argc = 0
         for var in base:
             if not isinstance(var, NullVariable):
@@ -225,7 +244,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
             codegen.emit("LOAD_FAST", temp)
         for name in live:
             codegen.reconstruct(value_of(name))
-        codegen.call(argc + produced + len(live))
+        codegen.call(argc + len(results) + len(live))
         codegen.return_value()
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)

@@ -5,8 +5,9 @@ static inputs to build the program (DESIGN.md §6). Structurally equal SIR share
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import paddle
 from paddle.static import InputSpec
@@ -31,12 +32,13 @@ class CompiledProgram:
         sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
         self.static_function = paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
         self._program: Any = None
+        self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
 
     def __call__(self, inputs: list) -> list:
         if self._program is None:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
@@ -44,7 +46,14 @@ class CompiledProgram:
         if self._program.training is not training:
             self._program.training = training
         try:
-            outputs = self._program.sot_call(inputs)
+            if training not in self._built_modes:
+                # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
+                # (observed with reshape + softmax): build the runnable programs without it.
+                self._built_modes.add(training)
+                with _flags(FLAGS_pir_apply_inplace_pass=False):
+                    outputs = self._program.sot_call(inputs)
+            else:
+                outputs = self._program.sot_call(inputs)
         except Exception:
             # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
             # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
@@ -55,6 +64,16 @@ class CompiledProgram:
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+@contextlib.contextmanager
+def _flags(**flags: Any) -> Iterator[None]:
+    saved = paddle.get_flags(list(flags))
+    paddle.set_flags(flags)
+    try:
+        yield
+    finally:
+        paddle.set_flags(saved)
 
 
 _compiled: dict[tuple, CompiledProgram] = {}

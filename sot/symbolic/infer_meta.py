@@ -33,6 +33,26 @@ def static_mode() -> Iterator[None]:
                 yield
 
 
+@contextlib.contextmanager
+def _to_static_tracing(enabled: bool) -> Iterator[None]:
+    """As when ``to_static`` traces a program: layers read their parameters (also those kept in plain
+    lists, e.g. RNN weights) as static values of the current program."""
+    if not enabled:
+        with to_static_mode_guard(is_to_static=False):
+            yield
+        return
+    from paddle.jit.dy2static.parameter_recorder import _global_inplace_map, _global_parameter_recorder
+    from paddle.pir.core import _convert_into_value, static_op_arg_cast_guard
+
+    program = paddle.static.default_main_program()
+    try:
+        with to_static_mode_guard(is_to_static=True), static_op_arg_cast_guard(_convert_into_value):
+            yield
+    finally:
+        _global_parameter_recorder.pop(program)
+        _global_inplace_map.pop(program)
+
+
 def _is_static_value(value: Any) -> bool:
     return isinstance(value, paddle.pir.Value)
 
@@ -55,9 +75,16 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
             continue
         inputs = [operand.source() for operand in op.operands()]
         inputs = [v for v in inputs if v.initialized()]  # optional inputs left empty
-        flag = not core.has_vjp(op) or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
+        if not inputs:  # parameters and constants: their own flag is the eager one
+            for result in op.results():
+                stop[result.id] = bool(result.stop_gradient)
+            continue
+        # A PyLayer op has no vjp interface but a registered backward; it marks its non-differentiable
+        # outputs stop_gradient itself (see pylayer.py).
+        pylayer = op.name() == "pd_op.pylayer"
+        flag = not (core.has_vjp(op) or pylayer) or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
         for result in op.results():
-            stop[result.id] = flag
+            stop[result.id] = flag or (pylayer and bool(result.stop_gradient))
     return stop
 
 
@@ -82,12 +109,12 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to
         static_args = map_structure(placeholder, args)
         static_kwargs = {k: map_structure(placeholder, v) for k, v in kwargs.items()}
         try:
-            with to_static_mode_guard(is_to_static=to_static):
+            with _to_static_tracing(to_static):
                 out = call(*static_args, **static_kwargs)
+                # (inside: leaving the tracing context takes the parameters out of the program)
+                eager_stop_gradient = _eager_stop_gradients(paddle.static.default_main_program())
         except Exception as exc:  # the op rejected these inputs: not ours to judge, eager will tell
             raise MetaInferenceError(f"{type(exc).__name__}: {exc}") from exc
-
-        eager_stop_gradient = _eager_stop_gradients(paddle.static.default_main_program())
 
         def to_meta(value: Any) -> MetaInfo:
             if _is_static_value(value):

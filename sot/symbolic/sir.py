@@ -127,10 +127,17 @@ class StatementIR:
                 return ("id", id(value))
             return ("const", type(value), value)
 
+        def target_key(stmt: Statement) -> Any:
+            if stmt.kind == "method":
+                return stmt.target
+            if stmt.kind == "layer":  # train and eval programs differ (dropout, batch norm)
+                return id(stmt.target), tuple(layer.training for layer in stmt.target.sublayers(include_self=True))
+            return id(stmt.target)
+
         stmts = tuple(
             (
                 s.kind,
-                s.target if s.kind == "method" else id(s.target),
+                target_key(s),
                 freeze(s.args),
                 freeze(s.kwargs),
                 tuple(o.name for o in s.output_symbols()),

@@ -36,6 +36,9 @@ _meta_cache: dict[tuple, Any] = {}
 def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     """Whether the call also fails in eager mode on zero tensors of the same meta: then the static failure
     is the user's error (e.g. a shape mismatch), not a limit of static meta inference."""
+    if any(isinstance(leaf, paddle.nn.Layer) for leaf in leaves((args, kwargs))):
+        return False  # running a layer would update its state (batch norm statistics)
+
     def zeros(leaf: Any) -> Any:
         if isinstance(leaf, MetaInfo):
             if any(dim < 0 for dim in leaf.shape):
@@ -100,6 +103,7 @@ class FunctionGraph:
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
+        self._query_guards: list[tuple[Callable[[], Any], Any]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
 
     # -- symbols and guards ------------------------------------------------------------------------------
@@ -128,7 +132,14 @@ class FunctionGraph:
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(f"{builder.constant(_grad_state)}() is {self.grad_enabled!r}")
+        for query, answer in self._query_guards:
+            builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def add_query_guard(self, query: Callable[[], Any], answer: Any) -> None:
+        """The simulation used ``query()`` (a read of global state): re-ask it at every call."""
+        if (query, answer) not in self._query_guards:
+            self._query_guards.append((query, answer))
 
     # -- recording ---------------------------------------------------------------------------------------
     def _to_sir_arg(self, var: VariableBase) -> Any:

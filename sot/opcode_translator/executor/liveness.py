@@ -2,7 +2,7 @@
 
 A resume function receives only those: passing a dead local would keep it alive for nothing, and it may
 not even be reconstructible in generated code. A classic backward dataflow over the instruction graph,
-with exception-table edges.
+with edges to exception handlers (the exception table of 3.11+, the block stack of 3.10).
 """
 from __future__ import annotations
 
@@ -10,12 +10,79 @@ import dis
 import functools
 import types
 
-_USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST", "LOAD_FAST_AND_CLEAR"}
-_DEFS = {"STORE_FAST", "STORE_DEREF"}
-_KILLS = {"DELETE_FAST", "DELETE_DEREF"}
-_NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                   "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP"}
-_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
+from .. import pyversion
+
+_USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST", "LOAD_FAST_AND_CLEAR",
+         "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"}
+_DEFS = {"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF"}  # (a delete ends the old value's life)
+
+# 3.10's block stack: SETUP_* push a block on the normal path; at their handler the block is replaced by an
+# "except handler" block (popped by POP_EXCEPT); POP_BLOCK pops.
+_BLOCK_PUSH = {"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"}
+_BLOCK_POP = {"POP_BLOCK", "POP_EXCEPT"}
+EXCEPT_HANDLER = -1  # a block-stack entry that is not a handler target
+
+
+def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
+    """The instruction's reads (True) and writes (False) of local/cell names, in execution order."""
+    name = instr.opname
+    if name == "LOAD_FAST_LOAD_FAST":  # 3.13 super-instructions: the argval is a pair of names
+        return [(True, instr.argval[0]), (True, instr.argval[1])]
+    if name == "STORE_FAST_LOAD_FAST":
+        return [(False, instr.argval[0]), (True, instr.argval[1])]
+    if name == "STORE_FAST_STORE_FAST":
+        return [(False, instr.argval[0]), (False, instr.argval[1])]
+    if not isinstance(instr.argval, str):
+        return []
+    effects = []
+    if name in _USES:
+        effects.append((True, instr.argval))
+    if name in _DEFS:
+        effects.append((False, instr.argval))
+    return effects
+
+
+@functools.lru_cache(maxsize=256)
+def block_stacks(code: types.CodeType) -> dict[int, tuple[int, ...]]:
+    """3.10: for each reachable instruction offset, the block stack there (handler offsets, innermost last;
+    `EXCEPT_HANDLER` for the block of a running ``except``). Empty on 3.11+, which has no block stack."""
+    if not pyversion.HAS_BLOCK_STACK:
+        return {}
+    instructions = list(dis.get_instructions(code))
+    index_of = {instr.offset: i for i, instr in enumerate(instructions)}
+    stacks: dict[int, tuple[int, ...]] = {}
+    work: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+    while work:
+        i, blocks = work.pop()
+        while i < len(instructions):
+            instr = instructions[i]
+            if instr.offset in stacks:
+                break  # (the compiler gives a point the same block stack on every path)
+            stacks[instr.offset] = blocks
+            name = instr.opname
+            if name in _BLOCK_PUSH:
+                work.append((index_of[instr.argval], blocks + (EXCEPT_HANDLER,)))
+                blocks = blocks + (instr.argval,)
+            elif name in _BLOCK_POP:
+                blocks = blocks[:-1]
+            elif instr.opcode in pyversion.JUMP_OPCODES and instr.argval in index_of:
+                work.append((index_of[instr.argval], blocks))
+            if name in pyversion.NO_FALLTHROUGH:
+                break
+            i += 1
+    return stacks
+
+
+def _handler_edges(code: types.CodeType) -> list[tuple[int, int, int]]:
+    """``(start, end, target)``: an exception raised in [start, end) continues at target."""
+    if pyversion.HAS_BLOCK_STACK:
+        edges = []
+        for offset, blocks in block_stacks(code).items():
+            for target in blocks:
+                if target != EXCEPT_HANDLER:
+                    edges.append((offset, offset + 1, target))
+        return edges
+    return pyversion.exception_table(code)
 
 
 @functools.lru_cache(maxsize=256)
@@ -25,40 +92,33 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
     offsets = [instr.offset for instr in instructions]
     index_of = {offset: i for i, offset in enumerate(offsets)}
     successors: list[list[int]] = []
-    handlers = _exception_targets(code)
+    handlers = _handler_edges(code)
     for i, instr in enumerate(instructions):
         succ = []
-        if instr.opname not in _NO_FALLTHROUGH and i + 1 < len(instructions):
+        if instr.opname not in pyversion.NO_FALLTHROUGH and i + 1 < len(instructions):
             succ.append(i + 1)
-        if instr.opcode in _JUMPS and isinstance(instr.argval, int) and instr.argval in index_of:
+        if instr.opcode in pyversion.JUMP_OPCODES and isinstance(instr.argval, int) and instr.argval in index_of:
             succ.append(index_of[instr.argval])
         for start, end, target in handlers:
             if start <= instr.offset < end and target in index_of:
                 succ.append(index_of[target])
         successors.append(succ)
+    effects = [_effects(instr) for instr in instructions]
     live: list[frozenset[str]] = [frozenset()] * len(instructions)
     changed = True
     while changed:
         changed = False
         for i in range(len(instructions) - 1, -1, -1):
-            instr = instructions[i]
             out: set[str] = set()
             for j in successors[i]:
                 out |= live[j]
-            name = instr.argval if isinstance(instr.argval, str) else None
-            if instr.opname in _DEFS or instr.opname in _KILLS:
-                out.discard(name)
-            if instr.opname in _USES and name is not None:
-                out.add(name)
+            for is_use, name in reversed(effects[i]):
+                if is_use:
+                    out.add(name)
+                else:
+                    out.discard(name)
             new = frozenset(out)
             if new != live[i]:
                 live[i] = new
                 changed = True
     return {offset: live[i] for i, offset in enumerate(offsets)}
-
-
-def _exception_targets(code: types.CodeType) -> list[tuple[int, int, int]]:
-    parse = getattr(dis, "_parse_exception_table", None)
-    if parse is None:  # before 3.11 there is no exception table
-        return []
-    return [(entry.start, entry.end, entry.target) for entry in parse(code)]

@@ -10,6 +10,7 @@ import types
 from typing import Any, Callable
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
+from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
@@ -119,6 +120,11 @@ class OpcodeExecutor:
         self.stack: list[VariableBase] = []
         self.locals: dict[str, VariableBase] = dict(locals_)
         self.cells: dict[str, CellVariable] = dict(freevar_cells)
+        if not pyversion.CELLS_MADE_BY_BYTECODE:
+            # 3.10: the frame starts with its cells made (no MAKE_CELL); an argument that is also a cell
+            # lives in its cell.
+            for name in code.co_cellvars:
+                self.cells[name] = CellVariable(self.locals.pop(name, None), graph, DummyTracker())
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
@@ -186,8 +192,9 @@ class OpcodeExecutor:
         while True:
             instr = self.instructions[self.pc]
             self.pc += 1
-            if instr.positions is not None and instr.positions.lineno is not None:
-                self.lineno = instr.positions.lineno
+            line = pyversion.instruction_line(instr)
+            if line is not None:
+                self.lineno = line
             graph.location = self.location()
             graph.current_executor = self
             handler = OPCODE_HANDLERS.get(instr.opname)
@@ -217,8 +224,8 @@ class OpcodeExecutor:
 
 
 def _register_all_handlers() -> None:
-    from .handlers import (calls, containers, control_flow, functions, iteration, load_store,  # noqa: F401
-                           operators, stack)
+    from .handlers import (calls, containers, control_flow, functions, intrinsics, iteration,  # noqa: F401
+                           load_store, operators, stack, strings)
 
 
 _register_all_handlers()

@@ -13,6 +13,15 @@ def return_value(executor: OpcodeExecutor, instr: dis.Instruction) -> Return:
     return Return(executor.pop())
 
 
+@handles("RETURN_CONST")
+def return_const(executor: OpcodeExecutor, instr: dis.Instruction) -> Return:
+    """3.12+: ``LOAD_CONST`` + ``RETURN_VALUE``."""
+    from ..tracker import ConstTracker
+    from ..variables.base import VariableFactory
+
+    return Return(VariableFactory.from_value(instr.argval, executor.graph, ConstTracker(instr.argval)))
+
+
 @handles("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP")
 def jump(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.jump_to(instr.argval)

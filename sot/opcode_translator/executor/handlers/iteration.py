@@ -4,6 +4,7 @@ from __future__ import annotations
 import dis
 
 from ....errors import FallbackError
+from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.iterator import IteratorVariable, iterate
 
@@ -23,5 +24,12 @@ def for_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if item is None:
         executor.pop()
         executor.jump_to(instr.argval)
+        executor.pc += pyversion.FOR_ITER_EXIT_SKIP  # 3.12+: past the END_FOR (and POP_TOP) at the target
     else:
         executor.push(item)
+
+
+@handles("END_FOR")
+def end_for(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: the end of a ``for`` loop; an exhausted ``FOR_ITER`` jumps past it, so it only pops."""
+    executor.pop_n(pyversion.END_FOR_POPS)

@@ -4,23 +4,73 @@ from __future__ import annotations
 import dis
 
 from ....errors import FallbackError
+from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import ConstTracker, DummyTracker
-from ..variables.base import NullVariable, VariableFactory
+from ..variables.base import NullVariable, VariableBase, VariableFactory
 from ..variables.function import CellVariable
+
+
+def _load_local(executor: OpcodeExecutor, name: str) -> VariableBase:
+    var = executor.locals.get(name)
+    if var is None:
+        if pyversion.LOAD_FAST_MAY_PUSH_CELL and name in executor.cells:
+            return executor.cells[name]  # 3.13: LOAD_FAST on a cell slot loads the cell (for a closure)
+        raise FallbackError(f"local variable {name!r} is read before assignment")
+    return var
+
+
+def _store_local(executor: OpcodeExecutor, name: str, value: VariableBase) -> None:
+    if isinstance(value, CellVariable):
+        executor.cells[name] = value  # 3.12+: a cell saved by LOAD_FAST_AND_CLEAR is put back
+    elif isinstance(value, NullVariable):
+        executor.locals.pop(name, None)  # 3.12+: restoring a local that was unbound before a comprehension
+    else:
+        executor.locals[name] = value
 
 
 @handles("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    var = executor.locals.get(instr.argval)
-    if var is None:
-        raise FallbackError(f"local variable {instr.argval!r} is read before assignment")
-    executor.push(var)
+    executor.push(_load_local(executor, instr.argval))
+
+
+@handles("LOAD_FAST_LOAD_FAST")
+def load_fast_load_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.13: two ``LOAD_FAST`` in one instruction (``argval`` is the pair of names)."""
+    for name in instr.argval:
+        executor.push(_load_local(executor, name))
+
+
+@handles("LOAD_FAST_AND_CLEAR")
+def load_fast_and_clear(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+, around an inlined comprehension (PEP 709): save the outer value of the comprehension's
+    variable on the stack (NULL when unbound) and unbind it; a ``STORE_FAST`` puts it back afterwards."""
+    name = instr.argval
+    if name in executor.cells and name in executor.code.co_cellvars:
+        saved: VariableBase | None = executor.cells.pop(name)
+    else:
+        saved = executor.locals.pop(name, None)
+    executor.push(saved if saved is not None else NullVariable(executor.graph))
 
 
 @handles("STORE_FAST")
 def store_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    executor.locals[instr.argval] = executor.pop()
+    _store_local(executor, instr.argval, executor.pop())
+
+
+@handles("STORE_FAST_LOAD_FAST")
+def store_fast_load_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.13: ``STORE_FAST a`` then ``LOAD_FAST b``."""
+    store_name, load_name = instr.argval
+    _store_local(executor, store_name, executor.pop())
+    executor.push(_load_local(executor, load_name))
+
+
+@handles("STORE_FAST_STORE_FAST")
+def store_fast_store_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.13: ``STORE_FAST a`` then ``STORE_FAST b``."""
+    for name in instr.argval:
+        _store_local(executor, name, executor.pop())
 
 
 @handles("DELETE_FAST")
@@ -34,33 +84,43 @@ def load_const(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(VariableFactory.from_value(instr.argval, executor.graph, ConstTracker(instr.argval)))
 
 
+def push_callable(executor: OpcodeExecutor, var: VariableBase, with_null: bool) -> None:
+    """Push ``var``, with the NULL of a following call where the running version puts it. A method load
+    is simulated the same way, as NULL + bound attribute: the call then sees an ordinary callable."""
+    if with_null and pyversion.NULL_BELOW_CALLABLE:
+        executor.push(NullVariable(executor.graph))
+    executor.push(var)
+    if with_null and not pyversion.NULL_BELOW_CALLABLE:
+        executor.push(NullVariable(executor.graph))
+
+
 @handles("LOAD_GLOBAL")
 def load_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    if instr.arg & 1:  # 3.11: the low bit asks for a NULL below the global, for a following CALL
-        executor.push(NullVariable(executor.graph))
     var = executor.resolver.load(instr.argval, executor.graph)
     executor.graph.add_guard(var)
-    executor.push(var)
+    push_callable(executor, var, pyversion.pushes_null(instr))
 
 
-@handles("LOAD_ATTR")
+@handles("LOAD_ATTR", "LOAD_METHOD")
 def load_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     obj = executor.pop()
     var = obj.getattr(instr.argval)
     if var.tracker.is_traceable():
         executor.graph.add_guard(var)
-    executor.push(var)
+    push_callable(executor, var, pyversion.pushes_null(instr))
 
 
-@handles("LOAD_METHOD")
-def load_method(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    # Simulated as NULL + bound attribute; CALL then sees an ordinary callable.
-    obj = executor.pop()
-    var = obj.getattr(instr.argval)
+@handles("LOAD_SUPER_ATTR")
+def load_super_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: ``super().name`` without building the super object: ``super, class, self`` on the stack."""
+    self_var = executor.pop()
+    cls = executor.pop()
+    super_fn = executor.pop()
+    proxy = super_fn.call([cls, self_var], {})
+    var = proxy.getattr(instr.argval)
     if var.tracker.is_traceable():
         executor.graph.add_guard(var)
-    executor.push(NullVariable(executor.graph))
-    executor.push(var)
+    push_callable(executor, var, pyversion.pushes_null(instr))
 
 
 @handles("MAKE_CELL")
@@ -135,6 +195,16 @@ def store_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     container = executor.pop()
     value = executor.pop()
     container.setitem(key, value)
+
+
+@handles("STORE_SLICE")
+def store_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: ``container[start:stop] = value`` is ``BUILD_SLICE 2`` + ``STORE_SUBSCR`` in one instruction."""
+    from .containers import build_slice
+    from .operators import TWO_OPERANDS
+
+    build_slice(executor, TWO_OPERANDS)
+    store_subscr(executor, instr)
 
 
 @handles("DELETE_SUBSCR")

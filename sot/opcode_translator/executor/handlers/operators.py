@@ -11,6 +11,7 @@ import operator
 from typing import Any, Callable
 
 from ....errors import BreakGraphError
+from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
 from ..variables.basic import ConstantVariable, TensorVariable
@@ -43,18 +44,58 @@ def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: l
     return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
 
 
-@handles("BINARY_OP")
-def binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+# 3.10 has one opcode per binary operator (3.11 merged them into BINARY_OP).
+LEGACY_BINARY_OPCODES: dict[str, str] = {
+    "BINARY_ADD": "+", "BINARY_AND": "&", "BINARY_FLOOR_DIVIDE": "//", "BINARY_LSHIFT": "<<",
+    "BINARY_MATRIX_MULTIPLY": "@", "BINARY_MULTIPLY": "*", "BINARY_MODULO": "%", "BINARY_OR": "|",
+    "BINARY_POWER": "**", "BINARY_RSHIFT": ">>", "BINARY_SUBTRACT": "-", "BINARY_TRUE_DIVIDE": "/",
+    "BINARY_XOR": "^",
+    "INPLACE_ADD": "+=", "INPLACE_AND": "&=", "INPLACE_FLOOR_DIVIDE": "//=", "INPLACE_LSHIFT": "<<=",
+    "INPLACE_MATRIX_MULTIPLY": "@=", "INPLACE_MULTIPLY": "*=", "INPLACE_MODULO": "%=", "INPLACE_OR": "|=",
+    "INPLACE_POWER": "**=", "INPLACE_RSHIFT": ">>=", "INPLACE_SUBTRACT": "-=", "INPLACE_TRUE_DIVIDE": "/=",
+    "INPLACE_XOR": "^=",
+}
+
+
+def _binary(executor: OpcodeExecutor, symbol: str) -> None:
     rhs = executor.pop()
     lhs = executor.pop()
-    executor.push(apply_operator(executor, BINARY_OPERATORS[instr.argrepr], [lhs, rhs]))
+    executor.push(apply_operator(executor, BINARY_OPERATORS[symbol], [lhs, rhs]))
+
+
+@handles("BINARY_OP")
+def binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    _binary(executor, instr.argrepr)
+
+
+@handles(*LEGACY_BINARY_OPCODES)
+def legacy_binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    _binary(executor, LEGACY_BINARY_OPCODES[instr.opname])
+
+
+def to_bool(executor: OpcodeExecutor, value: VariableBase) -> VariableBase:
+    """``bool(value)`` as a Python decision (guarded); a tensor's truth needs a graph break."""
+    if isinstance(value, ConstantVariable) and type(value.value) is bool:
+        return value
+    truth = value.bool()
+    executor.graph.add_guard(value)
+    return ConstantVariable(truth, executor.graph, DummyTracker((value,)))
 
 
 @handles("COMPARE_OP")
 def compare_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     rhs = executor.pop()
     lhs = executor.pop()
-    executor.push(apply_operator(executor, COMPARE_OPERATORS[instr.argval], [lhs, rhs]))
+    result = apply_operator(executor, COMPARE_OPERATORS[instr.argval], [lhs, rhs])
+    if pyversion.compare_converts_to_bool(instr):
+        result = to_bool(executor, result)
+    executor.push(result)
+
+
+@handles("TO_BOOL")
+def to_bool_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.13: what a conditional jump or ``not`` tests is made an exact bool first."""
+    executor.push(to_bool(executor, executor.pop()))
 
 
 @handles("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
@@ -110,3 +151,22 @@ def binary_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if var.tracker.is_traceable():
         executor.graph.add_guard(var)
     executor.push(var)
+
+
+@handles("BINARY_SLICE")
+def binary_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: ``container[start:stop]`` is ``BUILD_SLICE 2`` + ``BINARY_SUBSCR`` in one instruction."""
+    from .containers import build_slice
+
+    build_slice(executor, TWO_OPERANDS)
+    binary_subscr(executor, instr)
+
+
+class _Operands:
+    """A stand-in instruction for calling another handler with a given argument."""
+
+    def __init__(self, arg: int) -> None:
+        self.arg = arg
+
+
+TWO_OPERANDS: Any = _Operands(2)

@@ -7,6 +7,7 @@ from .container import DictVariable, ListVariable, TupleVariable
 from .function import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
 from .iterator import IteratorVariable
 from .layer import LayerVariable
+from . import pylayer  # noqa: F401  (registers the PyLayer rule)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",

@@ -35,7 +35,7 @@ _NOT_OPS = {"create_parameter", "set_printoptions", "is_tensor", "is_complex", "
 
 
 def is_paddle_op(value: Any) -> bool:
-    if isinstance(value, type) or not callable(value):
+    if isinstance(value, (type, paddle.nn.Layer)) or not callable(value):
         return False
     module = getattr(value, "__module__", None) or ""
     name = getattr(value, "__name__", "")
@@ -474,6 +474,46 @@ def _builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Varia
         if value in BUILTIN_DISPATCH:
             return BuiltinVariable(value, graph, tracker)
     except TypeError:  # unhashable
+        return None
+    return None
+
+
+# Pure functions of C modules: folded on known values.
+_PURE_MODULES = ("math", "cmath", "operator", "_operator")
+
+
+@VariableFactory.register(75)
+def _pure_builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    import types
+
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in _PURE_MODULES:
+        return PureFunctionVariable(value, graph, tracker)
+    return None
+
+
+class GuardedQueryVariable(CallableVariable):
+    """A Paddle query of global state (``paddle.get_default_dtype()``): answered now, and the answer is
+    guarded (the function is called again by the guard)."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if args or kwargs:
+            raise BreakGraphError(f"{self.value.__name__}() with arguments runs natively")
+        result = self.value()
+        self.graph.add_query_guard(self.value, result)
+        return VariableFactory.from_value(result, self.graph, DummyTracker())
+
+
+def _guarded_queries() -> set[Any]:
+    return {paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
+            paddle.base.framework.in_dygraph_mode, paddle.is_compiled_with_cuda}
+
+
+@VariableFactory.register(72)
+def _query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    try:
+        if value in _guarded_queries():
+            return GuardedQueryVariable(value, graph, tracker)
+    except TypeError:
         return None
     return None
 

@@ -198,8 +198,7 @@ class SizeVariable(ListVariable):
         self.py_type = paddle.Size
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        codegen.push_null()
-        codegen.load_const(self.py_type)
+        codegen.load_callable_const(self.py_type)
         super()._reconstruct_computed(codegen)
         codegen.call(1)
 

@@ -53,8 +53,7 @@ class GradModeExitVariable(VariableBase):
         # the block, receives the real ``__exit__``.
         from ...runtime import enter_grad_mode
 
-        codegen.push_null()
-        codegen.load_const(enter_grad_mode)
+        codegen.load_callable_const(enter_grad_mode)
         codegen.load_const(self.inside)
         codegen.call(1)
 

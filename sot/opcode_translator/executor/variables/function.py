@@ -124,10 +124,10 @@ class FunctionVariableBase(VariableBase):
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ..opcode_executor import OpcodeExecutor
 
-        from ...skip_files import should_skip
+        from ...skip_files import may_inline
 
         globals_ = self.resolver().globals
-        if should_skip(self.code, globals_):
+        if not may_inline(self.code, globals_):
             raise BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
         if self.code.co_flags & CO_GENERATOR_LIKE:
             raise BreakGraphError(f"call of generator or coroutine function {self.function_name()}() runs natively")

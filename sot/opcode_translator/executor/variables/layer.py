@@ -24,10 +24,12 @@ _CONTAINERS = (paddle.nn.Sequential, paddle.nn.LayerList, paddle.nn.LayerDict)
 
 
 def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
-    """A layer whose ``forward`` is Paddle's own code (not overridden by the user)."""
+    """A layer whose ``forward`` is Paddle's own code (not overridden by the user): ``Linear``, ``LSTM``
+    (which happens to subclass ``LayerList``)... but not the plain containers."""
     forward = getattr(type(layer), "forward", None)
     module = getattr(forward, "__module__", "") or ""
-    return module.startswith("paddle.nn.") and not isinstance(layer, _CONTAINERS)
+    return (module.startswith("paddle.nn.") and forward is not paddle.nn.Layer.forward
+            and forward is not paddle.nn.Sequential.forward)
 
 
 class LayerVariable(ObjectVariable):
@@ -36,7 +38,14 @@ class LayerVariable(ObjectVariable):
     value: paddle.nn.Layer
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        return [builder.identity(expr, self.value), f"{expr}.training is {bool(self.value.training)!r}"]
+        # A built-in layer is part of the compiled program itself: its identity matters. A user layer is
+        # only a path to its parameters and sublayers, each guarded on its own, so another instance of the
+        # same class reuses the translation.
+        if self.needs_identity or is_builtin_layer(self.value) or isinstance(self.value, _CONTAINERS):
+            head = builder.identity(expr, self.value)
+        else:
+            head = f"type({expr}) is {builder.constant(type(self.value))}"
+        return [head, f"{expr}.training is {bool(self.value.training)!r}"]
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
         tracker = GetItemTracker(self, key) if self.tracker.is_traceable() else DummyTracker((self,))
@@ -86,6 +95,7 @@ class LayerVariable(ObjectVariable):
                 value = child.call([value], {})
             return value
         if is_builtin_layer(layer):
+            self.needs_identity = True
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", layer,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)

@@ -1,0 +1,61 @@
+"""``CALL_INTRINSIC_1``/``CALL_INTRINSIC_2`` (3.12+): older instructions folded into one opcode, told
+apart by the argument (``dis`` names it in ``argrepr``). The ones a function body needs are simulated by
+the handler of the instruction they replace; the rest fall back with their name."""
+from __future__ import annotations
+
+import dis
+import operator
+
+from ....errors import FallbackError
+from ..opcode_executor import OpcodeExecutor, handles
+
+
+def _unary_positive(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from .operators import apply_operator
+
+    executor.push(apply_operator(executor, operator.pos, [executor.pop()]))
+
+
+def _list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from .containers import list_to_tuple
+
+    list_to_tuple(executor, instr)
+
+
+# Intrinsics a function body may contain and that are simulated.
+INTRINSICS_1 = {
+    "INTRINSIC_UNARY_POSITIVE": _unary_positive,  # +x (3.11: UNARY_POSITIVE)
+    "INTRINSIC_LIST_TO_TUPLE": _list_to_tuple,  # f(*args) (3.11: LIST_TO_TUPLE)
+}
+
+# Why the others fall back.
+UNSUPPORTED_INTRINSICS = {
+    "INTRINSIC_PRINT": "interactive mode only",
+    "INTRINSIC_IMPORT_STAR": "module bodies only",
+    "INTRINSIC_STOPITERATION_ERROR": "generators are not translated",
+    "INTRINSIC_ASYNC_GEN_WRAP": "async generators are not translated",
+    "INTRINSIC_TYPEVAR": "PEP 695 generics are not simulated",
+    "INTRINSIC_PARAMSPEC": "PEP 695 generics are not simulated",
+    "INTRINSIC_TYPEVARTUPLE": "PEP 695 generics are not simulated",
+    "INTRINSIC_SUBSCRIPT_GENERIC": "PEP 695 generics are not simulated",
+    "INTRINSIC_TYPEALIAS": "PEP 695 type aliases are not simulated",
+    "INTRINSIC_PREP_RERAISE_STAR": "except* is not simulated",
+    "INTRINSIC_TYPEVAR_WITH_BOUND": "PEP 695 generics are not simulated",
+    "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS": "PEP 695 generics are not simulated",
+    "INTRINSIC_SET_FUNCTION_TYPE_PARAMS": "PEP 695 generics are not simulated",
+}
+
+
+@handles("CALL_INTRINSIC_1")
+def call_intrinsic_1(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    handler = INTRINSICS_1.get(instr.argrepr)
+    if handler is None:
+        reason = UNSUPPORTED_INTRINSICS.get(instr.argrepr, "not supported yet")
+        raise FallbackError(f"CALL_INTRINSIC_1 {instr.argrepr}: {reason}")
+    handler(executor, instr)
+
+
+@handles("CALL_INTRINSIC_2")
+def call_intrinsic_2(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    reason = UNSUPPORTED_INTRINSICS.get(instr.argrepr, "not supported yet")
+    raise FallbackError(f"CALL_INTRINSIC_2 {instr.argrepr}: {reason}")

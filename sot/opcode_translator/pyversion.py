@@ -1,0 +1,285 @@
+"""Everything that differs between the CPython versions sot runs on (3.10, 3.11, 3.12, 3.13).
+
+This is the only module of the translator that looks at ``sys.version_info``. The rest of the code asks
+here, in three ways:
+
+* **facts** about the running interpreter's instruction set (module constants, e.g. `NULL_BELOW_CALLABLE`);
+* **decoders** for the few instruction arguments whose meaning changed (`pushes_null`,
+  `compare_converts_to_bool`, `instruction_line`, ...);
+* **emit helpers** that spell the few instruction sequences the code generator writes (a call, a NULL,
+  a function with a closure, a resume prologue), each taking the generator's ``emit(name, arg)`` function.
+
+Handlers for opcodes that exist only in some versions are ordinary handlers in ``executor/handlers/``, with
+their family (registering a handler for an opname the running version lacks is harmless). What each
+version's opcodes are, and which of them fall back, is in `sot.opcodes`.
+
+Summary of the differences that matter to us (a "NULL" is the marker ``CALL`` uses to tell a plain call from a
+method call):
+
+======================  ==================  ==================  ==================  =====================
+                        3.10                3.11                3.12                3.13
+======================  ==================  ==================  ==================  =====================
+call                    CALL_FUNCTION[_KW]  PRECALL + CALL      CALL                CALL
+                        CALL_METHOD
+keyword names           tuple on the stack  KW_NAMES (consts)   KW_NAMES (consts)   CALL_KW, tuple on
+                        (CALL_FUNCTION_KW)                                          the stack
+NULL of a call          none (LOAD_METHOD   below the callable  below the callable  above the callable
+                        pushes one below)
+LOAD_GLOBAL arg         name index          low bit: + NULL     low bit: + NULL     low bit: + NULL
+LOAD_ATTR arg           name index          name index          low bit: method     low bit: method
+                                            (LOAD_METHOD)       load                load
+CALL_FUNCTION_EX        no NULL             NULL below          NULL below          NULL above
+MAKE_FUNCTION           code, qualname,     code, flags         code, flags         code only; then
+                        flags                                                       SET_FUNCTION_ATTRIBUTE
+cells                   made by the frame   MAKE_CELL,          same as 3.11        same; a closure is
+                                            COPY_FREE_VARS                          built with LOAD_FAST
+blocks / exceptions     SETUP_* block stack exception table     exception table     exception table
+FOR_ITER exhausted      jumps to target     jumps to target     skips END_FOR       skips END_FOR, POP_TOP
+COMPARE_OP arg          op                  op                  op << 4             op << 5, bit 16:
+                                                                                    result made a bool
+conditional jumps       absolute, any value relative, any value relative, any value relative, bool only
+                                                                                    (TO_BOOL before)
+line of an instruction  starts_line         positions.lineno    positions.lineno    positions.lineno
+======================  ==================  ==================  ==================  =====================
+"""
+from __future__ import annotations
+
+import dis
+import sys
+import types
+from typing import Any, Callable
+
+PY: tuple[int, int] = sys.version_info[:2]
+SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 10), (3, 11), (3, 12), (3, 13))
+
+# An ``emit(name, arg=<none>)`` function of the code generator.
+Emit = Callable[..., None]
+
+# -- calls -------------------------------------------------------------------------------------------------
+#: The opname of a positional call.
+CALL_OPNAME = "CALL_FUNCTION" if PY < (3, 11) else "CALL"
+#: 3.11 only: every ``CALL`` is preceded by ``PRECALL`` with the same argument.
+HAS_PRECALL = PY == (3, 11)
+#: 3.11, 3.12: keyword names of the next ``CALL`` come from a ``KW_NAMES`` instruction (a constant).
+HAS_KW_NAMES = (3, 11) <= PY < (3, 13)
+#: Where a call's NULL sits relative to the callable: below it (3.11, 3.12) or above it (3.13). On 3.10 only
+#: ``LOAD_METHOD``/``CALL_METHOD`` use one, below the callable.
+NULL_BELOW_CALLABLE = PY < (3, 13)
+#: Whether ``CALL``/``CALL_FUNCTION_EX`` expect a NULL (or ``self``) slot next to the callable (3.11+).
+CALL_HAS_NULL_SLOT = PY >= (3, 11)
+
+# -- loads -------------------------------------------------------------------------------------------------
+#: ``LOAD_GLOBAL``'s low argument bit asks for a NULL next to the global (3.11+).
+LOAD_GLOBAL_NULL_BIT = PY >= (3, 11)
+#: ``LOAD_ATTR``'s low argument bit makes it a method load, like the older ``LOAD_METHOD`` (3.12+).
+LOAD_ATTR_METHOD_BIT = PY >= (3, 12)
+
+# -- frames, cells and functions ---------------------------------------------------------------------------
+#: Cells are created by ``MAKE_CELL`` and free variables copied by ``COPY_FREE_VARS`` in the code's prologue
+#: (3.11+); on 3.10 the frame has them before the first instruction runs.
+CELLS_MADE_BY_BYTECODE = PY >= (3, 11)
+#: Opnames of the prologue every 3.11+ code object starts with (empty on 3.10).
+PROLOGUE_OPNAMES: tuple[str, ...] = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME") if PY >= (3, 11) else ()
+#: 3.13: ``LOAD_CLOSURE`` became ``LOAD_FAST`` on the cell's slot, so ``LOAD_FAST`` may push a cell.
+LOAD_FAST_MAY_PUSH_CELL = PY >= (3, 13)
+#: 3.10: ``MAKE_FUNCTION`` also pops the qualified name (pushed after the code object).
+MAKE_FUNCTION_POPS_QUALNAME = PY < (3, 11)
+#: Before 3.13 ``MAKE_FUNCTION``'s argument says which of defaults, kwdefaults, annotations and closure are
+#: on the stack; 3.13 makes a bare function and sets each with ``SET_FUNCTION_ATTRIBUTE``.
+MAKE_FUNCTION_HAS_FLAGS = PY < (3, 13)
+#: Flag values of ``MAKE_FUNCTION`` (before 3.13) and ``SET_FUNCTION_ATTRIBUTE`` (3.13): the same bits.
+FUNCTION_DEFAULTS = 0x01
+FUNCTION_KWDEFAULTS = 0x02
+FUNCTION_ANNOTATIONS = 0x04
+FUNCTION_CLOSURE = 0x08
+
+# -- control flow ------------------------------------------------------------------------------------------
+#: 3.10: ``try``/``with`` push entries on a block stack (``SETUP_*``/``POP_BLOCK``); 3.11+ use an exception
+#: table instead, and code may be entered anywhere.
+HAS_BLOCK_STACK = PY < (3, 11)
+#: How many instructions after its target an exhausted ``FOR_ITER`` skips (the ``END_FOR`` of 3.12, the
+#: ``END_FOR``/``POP_TOP`` pair of 3.13), i.e. where execution really continues.
+FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)
+#: How many values ``END_FOR`` pops when it does run (3.12: two; 3.13: one, a ``POP_TOP`` follows).
+END_FOR_POPS = 2 if PY == (3, 12) else 1
+#: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
+#: bool-producing ``COMPARE_OP`` before them); generated code must do the same.
+JUMP_NEEDS_BOOL = PY >= (3, 13)
+#: The conditional jumps a value's truth decides.
+TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
+                         "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE"})
+#: The unconditional jumps.
+UNCONDITIONAL_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                                 "JUMP_ABSOLUTE", "JUMP"})
+#: Instructions after which execution never falls through to the next one.
+NO_FALLTHROUGH = UNCONDITIONAL_JUMPS | {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
+#: Opcodes (numbers) whose argument is a jump target (``dis`` gives it as an offset in ``argval``).
+JUMP_OPCODES = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+# -- decoders ----------------------------------------------------------------------------------------------
+def instruction_line(instr: dis.Instruction) -> int | None:
+    """The source line of ``instr``, or None when the instruction does not start or carry one."""
+    positions = getattr(instr, "positions", None)
+    if positions is not None:
+        return positions.lineno
+    return instr.starts_line  # 3.10: only the first instruction of a line has it
+
+
+def pushes_null(instr: dis.Instruction) -> bool:
+    """Whether a ``LOAD_GLOBAL``/``LOAD_ATTR``/``LOAD_SUPER_ATTR`` also pushes a NULL (or ``self``) for a
+    following call."""
+    if instr.opname == "LOAD_GLOBAL":
+        return LOAD_GLOBAL_NULL_BIT and bool(instr.arg & 1)
+    if instr.opname in ("LOAD_ATTR", "LOAD_SUPER_ATTR"):
+        return LOAD_ATTR_METHOD_BIT and bool(instr.arg & 1)
+    return instr.opname == "LOAD_METHOD"
+
+
+def compare_converts_to_bool(instr: dis.Instruction) -> bool:
+    """3.13: ``COMPARE_OP``'s argument bit 16 makes the result an exact bool (for a following jump)."""
+    return PY >= (3, 13) and bool(instr.arg & 16)
+
+
+def call_operand_count(instr: dis.Instruction) -> int | None:
+    """How many stack values a call instruction consumes (callable, NULL/self, arguments, names), or None
+    when ``instr`` is not a call."""
+    name, arg = instr.opname, instr.arg
+    if name == "CALL":
+        return arg + 2
+    if name == "CALL_KW":
+        return arg + 3
+    if name == "CALL_FUNCTION":
+        return arg + 1
+    if name in ("CALL_FUNCTION_KW", "CALL_METHOD"):
+        return arg + 2
+    if name == "CALL_FUNCTION_EX":
+        return (3 if CALL_HAS_NULL_SLOT else 2) + (arg & 1)
+    return None
+
+
+def exception_table(code: types.CodeType) -> list[tuple[int, int, int]]:
+    """``(start, end, target)`` offsets of the exception table (3.11+); empty on 3.10, whose handlers are
+    found through the block stack."""
+    parse = getattr(dis, "_parse_exception_table", None)
+    if parse is None:
+        return []
+    return [(entry.start, entry.end, entry.target) for entry in parse(code)]
+
+
+# -- emit helpers ------------------------------------------------------------------------------------------
+def call_without_self(fn: Any, *args: Any) -> Any:
+    """3.10's stand-in for a NULL below a callable: ``CALL_METHOD`` calls it with the callable first."""
+    return fn(*args)
+
+
+def emit_push_null(emit: Emit) -> None:
+    """Push the NULL a pending call expects (a simulated NULL rebuilt in generated code).
+
+    3.10 has no instruction pushing NULL, and there a NULL is only ever consumed by ``CALL_METHOD``, which
+    calls what is below the callable with the callable as first argument: `call_without_self` does it."""
+    if PY < (3, 11):
+        emit("LOAD_CONST", call_without_self)
+    else:
+        emit("PUSH_NULL")
+
+
+def emit_callable(emit: Emit, push: Callable[[], None]) -> None:
+    """Push a callable, with the NULL `emit_call` needs next to it: ``push()`` emits the callable itself."""
+    if CALL_HAS_NULL_SLOT and NULL_BELOW_CALLABLE:
+        emit("PUSH_NULL")
+    push()
+    if CALL_HAS_NULL_SLOT and not NULL_BELOW_CALLABLE:
+        emit("PUSH_NULL")
+
+
+def emit_call(emit: Emit, argc: int, kw_names: tuple[str, ...] = ()) -> None:
+    """Call the callable pushed by `emit_callable` with ``argc`` arguments above it, the last
+    ``len(kw_names)`` of them by keyword."""
+    if PY < (3, 11):
+        if kw_names:
+            emit("LOAD_CONST", tuple(kw_names))
+            emit("CALL_FUNCTION_KW", argc)
+        else:
+            emit("CALL_FUNCTION", argc)
+        return
+    if PY >= (3, 13):
+        if kw_names:
+            emit("LOAD_CONST", tuple(kw_names))
+            emit("CALL_KW", argc)
+        else:
+            emit("CALL", argc)
+        return
+    if kw_names:
+        emit("KW_NAMES", tuple(kw_names))
+    if HAS_PRECALL:
+        emit("PRECALL", argc)
+    emit("CALL", argc)
+
+
+def load_global_arg(name: str, push_null: bool = False) -> Any:
+    """The `bytecode` argument of ``LOAD_GLOBAL name``."""
+    return (push_null, name) if LOAD_GLOBAL_NULL_BIT else name
+
+
+def load_attr_arg(name: str, method: bool = False) -> Any:
+    """The `bytecode` argument of a plain (``method=False``) ``LOAD_ATTR name``."""
+    return (method, name) if LOAD_ATTR_METHOD_BIT else name
+
+
+def emit_load_closure(emit: Emit, var: Any) -> None:
+    """Push the cell of ``var`` (a `bytecode` ``CellVar``/``FreeVar``) for a closure tuple."""
+    if PY >= (3, 13):
+        emit("LOAD_FAST", var.name)
+    else:
+        emit("LOAD_CLOSURE", var)
+
+
+def emit_make_function(emit: Emit, code: types.CodeType, has_closure: bool) -> None:
+    """Make a function of ``code``; when ``has_closure`` the closure tuple is already on the stack."""
+    emit("LOAD_CONST", code)
+    if MAKE_FUNCTION_POPS_QUALNAME:
+        emit("LOAD_CONST", getattr(code, "co_qualname", code.co_name))
+    if MAKE_FUNCTION_HAS_FLAGS:
+        emit("MAKE_FUNCTION", FUNCTION_CLOSURE if has_closure else 0)
+    else:
+        emit("MAKE_FUNCTION")
+        if has_closure:
+            emit("SET_FUNCTION_ATTRIBUTE", FUNCTION_CLOSURE)
+
+
+def emit_prologue(emit: Emit, code: types.CodeType, cell_var: Callable[[str], Any]) -> None:
+    """The prologue of a new entry into ``code`` (a resume function): copy the free variables, make the
+    cells (``cell_var(name)`` gives the `bytecode` argument), and ``RESUME``. Nothing on 3.10."""
+    if not CELLS_MADE_BY_BYTECODE:
+        return
+    if code.co_freevars:
+        emit("COPY_FREE_VARS", len(code.co_freevars))
+    for name in code.co_cellvars:
+        emit("MAKE_CELL", cell_var(name))
+    emit("RESUME", 0)
+
+
+def plain_attribute_arg(arg: Any) -> Any:
+    """The `bytecode` argument of a ``LOAD_ATTR``/``LOAD_SUPER_ATTR`` (3.12+: ``(method, ..., name)``) with
+    the method bit cleared: the instruction then pushes the bound attribute alone."""
+    return (False, *arg[1:]) if isinstance(arg, tuple) else arg
+
+
+def emit_truth_jump_prefix(emit: Emit, opname: str) -> None:
+    """What must precede a natively run conditional jump so it sees the value it expects (3.13: a bool)."""
+    if JUMP_NEEDS_BOOL and opname in TRUTH_JUMPS:
+        emit("TO_BOOL")
+
+
+def unsupported_python_message() -> str | None:
+    """Why the running interpreter is not supported, or None when it is."""
+    if PY in SUPPORTED_PYTHONS and sys.implementation.name == "cpython":
+        return None
+    supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
+    return (f"sot supports CPython {supported}; this is {sys.implementation.name} "
+            f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+__all__ = [name for name in dir() if not name.startswith("_") and name not in ("annotations", "dis", "sys",
+                                                                                  "types", "Any", "Callable")]
