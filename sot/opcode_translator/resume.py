@@ -26,7 +26,7 @@ CO_VARKEYWORDS = 0x08
 
 def _abstract_instructions(code: types.CodeType) -> tuple[Bytecode, dict[int, int]]:
     """The abstract bytecode and, for each instruction offset, the index of its `Instr` in it."""
-    abstract = Bytecode.from_code(code)
+    abstract = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     real = [instr for instr in dis.get_instructions(code) if instr.opname not in ("EXTENDED_ARG", "CACHE")]
     positions = [i for i, item in enumerate(abstract) if isinstance(item, Instr)]
     if len(real) != len(positions):

@@ -23,3 +23,8 @@ def enter_grad_mode(enabled: bool) -> Any:
     manager = paddle.enable_grad() if enabled else paddle.no_grad()
     manager.__enter__()
     return manager.__exit__
+
+
+def set_cell(cell: Any, value: Any) -> None:
+    """``nonlocal`` assignment replayed on the real cell."""
+    cell.cell_contents = value

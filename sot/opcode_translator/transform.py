@@ -22,7 +22,6 @@ from .executor.liveness import live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
-from .executor.variables.container import DictVariable, SequenceVariable
 from .resume import abstract_instruction, build_resume_code
 
 
@@ -43,16 +42,13 @@ class Translation:
 
 
 def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) -> None:
-    """Tensors produced by the graph that the return value needs, in first-use order."""
+    """Tensors produced by the graph that rebuilding ``var`` needs, in first-use order."""
     if isinstance(var, TensorVariable):
         if not var.tracker.is_traceable():
             found.setdefault(var.symbol, var)
-    elif isinstance(var, SequenceVariable) and not var.tracker.is_traceable():
-        for item in var.items:
-            _computed_tensors(item, found)
-    elif isinstance(var, DictVariable) and not var.tracker.is_traceable():
-        for item in var.items.values():
-            _computed_tensors(item, found)
+    elif not var.tracker.is_traceable():
+        for child in var.children():
+            _computed_tensors(child, found)
 
 
 class EagerProgram:
@@ -221,7 +217,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.call(instr.arg, brk.kw_names)
     elif len(paths) > 1:
         pyversion.emit_truth_jump_prefix(codegen.emit, instr.opname)
-        codegen.add(Instr(native.name, label, lineno=codegen.lineno))
+        # The label is always after this instruction: a backward jump (a loop condition) becomes forward.
+        codegen.add(Instr(native.name.replace("BACKWARD", "FORWARD"), label, lineno=codegen.lineno))
     elif instr.opname == "LOAD_SUPER_ATTR":
         codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:

@@ -16,7 +16,7 @@ from .side_effects import ABSENT, DELETED
 from .guard import argument_names
 from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
 from .variables.base import VariableBase, VariableFactory
-from .variables.function import CellVariable
+from .variables.function import CellVariable, FrameCellVariable
 
 Handler = Callable[["OpcodeExecutor", dis.Instruction], "Any"]
 OPCODE_HANDLERS: dict[str, Handler] = {}
@@ -141,7 +141,8 @@ class OpcodeExecutor:
                 content = VariableFactory.from_value(cell.cell_contents, graph, ClosureTracker(index, name))
             except ValueError:
                 content = None  # an empty cell: reading it fails like in eager code
-            cells[name] = CellVariable(content, graph, DummyTracker(), external=True)
+            cells[name] = CellVariable(content, graph, DummyTracker(), external=True,
+                                       source=FrameCellVariable(name, graph))
         resolver = NameResolver(frame.globals, frame.builtins)
         graph.top_resolver = resolver
         executor = cls(frame.code, graph, resolver, locals_, cells)
@@ -224,8 +225,8 @@ class OpcodeExecutor:
 
 
 def _register_all_handlers() -> None:
-    from .handlers import (calls, containers, control_flow, functions, intrinsics, iteration,  # noqa: F401
-                           load_store, operators, stack, strings)
+    from .handlers import (calls, containers, control_flow, exceptions, functions, intrinsics,  # noqa: F401
+                           iteration, load_store, operators, stack, strings)
 
 
 _register_all_handlers()

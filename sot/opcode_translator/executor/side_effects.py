@@ -25,6 +25,12 @@ class AttrStore:
 
 
 @dataclasses.dataclass
+class CellStore:
+    cell: "VariableBase"  # a CellVariable whose ``source`` rebuilds the real cell
+    value: "VariableBase | None"
+
+
+@dataclasses.dataclass
 class GlobalStore:
     name: str
     value: "VariableBase | None"  # None: ``del name``
@@ -34,7 +40,7 @@ class SideEffects:
     """The effects of one translation, with an undo log for rollbacks."""
 
     def __init__(self) -> None:
-        self.stores: list[AttrStore | GlobalStore] = []
+        self.stores: list[AttrStore | GlobalStore | CellStore] = []
         self.mutated: dict[int, "VariableBase"] = {}  # containers from outside the frame
         self._attrs: dict[tuple[int, str], Any] = {}
         self._globals: dict[str, Any] = {}
@@ -53,6 +59,17 @@ class SideEffects:
         self._globals[name] = value if value is not None else DELETED
         self.stores.append(GlobalStore(name, value))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._globals, name, previous)))
+
+    def store_cell(self, cell: "VariableBase", value: "VariableBase | None") -> None:
+        """A closure cell shared with an enclosing function is assigned (``nonlocal x; x = ...``)."""
+        previous = cell.content
+        self.stores.append(CellStore(cell, value))
+
+        def undo() -> None:
+            self.stores.pop()
+            cell.content = previous
+
+        self._undo.append(undo)
 
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
         """``container`` is about to change; ``undo`` restores its simulated content."""
@@ -93,6 +110,7 @@ class SideEffects:
             needed += list(items.values()) if isinstance(items, dict) else list(items)
         needed += [s.value for s in self.stores if s.value is not None]
         needed += [s.obj for s in self.stores if isinstance(s, AttrStore)]
+        needed += [s.cell.source for s in self.stores if isinstance(s, CellStore)]
         return needed
 
     def __bool__(self) -> bool:
@@ -104,8 +122,13 @@ class SideEffects:
             codegen.spill(var)
         for container in self.mutated.values():
             container.write_back(codegen)
+        from ..runtime import set_cell
+
         for store in self.stores:
-            if isinstance(store, AttrStore):
+            if isinstance(store, CellStore):
+                codegen.call_helper(set_cell, [store.cell.source, store.value])
+                codegen.emit("POP_TOP")
+            elif isinstance(store, AttrStore):
                 if store.value is None:
                     codegen.reconstruct(store.obj)
                     codegen.emit("DELETE_ATTR", store.name)

@@ -111,6 +111,12 @@ def unary_not(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(ConstantVariable(not truth, executor.graph, DummyTracker((value,))))
 
 
+def _is_container(var: VariableBase) -> bool:
+    from ..variables.container import DictVariable, SequenceVariable
+
+    return isinstance(var, (SequenceVariable, DictVariable))
+
+
 @handles("IS_OP")
 def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     rhs = executor.pop()
@@ -124,6 +130,13 @@ def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
             result = False  # a tensor is never the same object as a non-tensor
             other = rhs if isinstance(lhs, TensorVariable) else lhs
             executor.graph.add_guard(other)
+    elif lhs is rhs:
+        result = True
+    elif _is_container(lhs) or _is_container(rhs):
+        # One variable per real list/dict, and a built container is a new object: identity is variable
+        # identity, except for two reads of the same real tuple.
+        real_l, real_r = getattr(lhs, "real", None), getattr(rhs, "real", None)
+        result = real_l is not None and real_l is real_r
     else:
         for operand in (lhs, rhs):
             if hasattr(operand, "needs_identity"):

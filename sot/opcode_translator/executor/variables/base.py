@@ -67,6 +67,10 @@ class VariableBase:
     def unpack(self) -> list["VariableBase"]:
         raise FallbackError(f"unpacking {self!r} is not supported yet")
 
+    def children(self) -> list["VariableBase"]:
+        """The variables rebuilding this one (computed) needs: container items, a method's receiver..."""
+        return []
+
     def bool(self) -> bool:
         """The truth value, when it is a Python-level decision (a guard is added by the caller)."""
         raise FallbackError(f"truth value of {self!r} is not known during simulation")

@@ -98,6 +98,9 @@ class TensorMethodVariable(CallableVariable):
         _reject_inplace(self.name)
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
+    def children(self) -> list[VariableBase]:
+        return [self.tensor]
+
     def _reconstruct_computed(self, codegen: Any) -> None:
         codegen.reconstruct(self.tensor)
         codegen.load_attr(self.name)
@@ -148,8 +151,8 @@ def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
 def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         folded = constant_fold(fn, graph, args, kwargs)
-        if folded is None:
-            raise FallbackError(f"{fn.__name__}() of a tensor is not supported yet")
+        if folded is None:  # e.g. float(tensor): the value leaves the graph
+            raise BreakGraphError(f"{fn.__name__}() of a tensor reads its value: runs natively")
         return folded
 
     return rule
@@ -571,6 +574,11 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     if mode is not None and not args and not kwargs:
         var.graph.add_guard(var)
         return GradModeVariable(mode, var.graph)
+    if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "builtins":
+        # Building a builtin exception (``assert x, "msg"``, ``raise ValueError(...)``) has no side effect.
+        folded = constant_fold(obj, var.graph, args, kwargs)
+        if folded is not None:
+            return folded
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     call = getattr(type(obj), "__call__", None)

@@ -31,6 +31,7 @@ class SequenceVariable(VariableBase):
         var.items = [VariableFactory.from_value(item, graph, GetItemTracker(var, i) if tracker.is_traceable()
                                                 else DummyTracker((var,))) for i, item in enumerate(value)]
         var.initial_length = len(var.items)
+        var.real = value if tracker.is_traceable() else None
         return var
 
     def get_py_value(self) -> Any:
@@ -73,6 +74,9 @@ class SequenceVariable(VariableBase):
             return self.items[index]
         except (IndexError, TypeError) as exc:
             raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+
+    def children(self) -> list[VariableBase]:
+        return list(self.items)
 
     def getattr(self, name: str) -> VariableBase:
         return ContainerMethodVariable(self, name)
@@ -119,6 +123,7 @@ class DictVariable(VariableBase):
             var.items[key] = VariableFactory.from_value(
                 item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
         var.initial_keys = tuple(var.items)
+        var.real = value if tracker.is_traceable() else None
         return var
 
     def get_py_value(self) -> Any:
@@ -158,6 +163,9 @@ class DictVariable(VariableBase):
         if key.value not in self.items:
             raise UserCodeError(f"user code raised KeyError: {key.value!r}")
         return self.items[key.value]
+
+    def children(self) -> list[VariableBase]:
+        return list(self.items.values())
 
     def getattr(self, name: str) -> VariableBase:
         return ContainerMethodVariable(self, name)
@@ -353,6 +361,9 @@ class ContainerMethodVariable(VariableBase):
                 raise UserCodeError(f"user code raised ValueError: {exc}") from None
             return ConstantVariable(result, self.graph, DummyTracker((self.container,)))
         raise FallbackError(f"{type(self.container).__name__}.{self.name}() is not supported yet")
+
+    def children(self) -> list[VariableBase]:
+        return [self.container]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         codegen.reconstruct(self.container)

@@ -11,6 +11,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from bytecode import FreeVar
+
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -29,10 +31,11 @@ class CellVariable(VariableBase):
     """A closure cell. ``external`` cells belong to real functions: writing them is a side effect."""
 
     def __init__(self, content: VariableBase | None, graph: "FunctionGraph", tracker: Tracker,
-                 external: bool = False) -> None:
+                 external: bool = False, source: VariableBase | None = None) -> None:
         super().__init__(graph, tracker)
         self.content = content
         self.external = external
+        self.source = source  # rebuilds the real cell object (for external cells)
 
     def load(self, name: str) -> VariableBase:
         if self.content is None:
@@ -41,9 +44,26 @@ class CellVariable(VariableBase):
 
     def store(self, name: str, value: VariableBase | None) -> None:
         if self.external:
-            raise FallbackError(f"assigning closure variable {name!r} of an enclosing function is a side effect "
-                                "not supported yet")
+            if value is None:
+                raise FallbackError(f"deleting closure variable {name!r} of an enclosing function is not "
+                                    "supported yet")
+            if self.source is None:
+                raise FallbackError(f"assigning closure variable {name!r}: its cell cannot be reached")
+            self.graph.side_effects.store_cell(self, value)
         self.content = value
+
+
+class FrameCellVariable(VariableBase):
+    """The real cell of one of the translated frame's free variables (``LOAD_CLOSURE`` pushes it)."""
+
+    def __init__(self, name: str, graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker())
+        self.name = name
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...pyversion import emit_load_closure
+
+        emit_load_closure(codegen.emit, FreeVar(self.name))
 
 
 class SourceOnlyVariable(ObjectVariable):
@@ -195,7 +215,8 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
             else:
                 content = VariableFactory.from_value(value, self.graph, GetAttrTracker(cell_var, "cell_contents")
                                                      if self.tracker.is_traceable() else DummyTracker((self,)))
-            cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True)
+            cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True,
+                                       source=cell_var if self.tracker.is_traceable() else None)
         return cells
 
     def __repr__(self) -> str:
@@ -245,6 +266,9 @@ class BoundMethodVariable(VariableBase):
         self.function = function
         self.self_var = self_var
         self.name = name  # the attribute it was read from, to rebuild it as ``self_var.name``
+
+    def children(self) -> list[VariableBase]:
+        return [self.self_var, self.function]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         if self.name is None:

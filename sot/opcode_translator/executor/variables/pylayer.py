@@ -56,6 +56,16 @@ class PyLayerClassVariable(ObjectVariable):
         return f"PyLayerClassVariable({self.value.__qualname__} {self.tracker.describe()})"
 
 
+def _holds_tensor(var: VariableBase) -> bool:
+    if isinstance(var, TensorVariable):
+        return True
+    if isinstance(var, SequenceVariable):
+        return any(_holds_tensor(item) for item in var.items)
+    if isinstance(var, DictVariable):
+        return any(_holds_tensor(item) for item in var.items.values())
+    return False
+
+
 def _meta_of(var: VariableBase, name: str) -> Any:
     """The argument as meta inference sees it: `MetaInfo` for tensors, Python values otherwise."""
     if isinstance(var, TensorVariable):
@@ -63,12 +73,9 @@ def _meta_of(var: VariableBase, name: str) -> Any:
             # The forward would read -1 for a symbolic dimension where eager reads the real size.
             raise BreakGraphError(f"{name}: tensor argument with a dynamic shape runs natively")
         return var.meta
-    if isinstance(var, (SequenceVariable, DictVariable)):
-        items = var.items.values() if isinstance(var, DictVariable) else var.items
-        if any(isinstance(item, (TensorVariable, SequenceVariable, DictVariable)) for item in items):
-            # Eager PyLayer counts a list of tensors as one input slot: not the static op's view.
-            raise BreakGraphError(f"{name}: tensors (or nested containers) inside a container argument run "
-                                  "natively")
+    if _holds_tensor(var):
+        # Eager PyLayer counts a list of tensors as one input slot: not the static op's view.
+        raise BreakGraphError(f"{name}: tensors inside a container argument run natively")
     try:
         return var.get_py_value()
     except FallbackError as exc:
@@ -102,9 +109,9 @@ class PyLayerApplyVariable(CallableVariable):
         try:
             check_static(target, meta_args, meta_kwargs, graph.grad_enabled, backward=not inference)
         except Exception as exc:
+            first_line = (str(exc).strip().splitlines() or [""])[0]
             raise BreakGraphError(f"{name} cannot be compiled into the graph ({type(exc).__name__}: "
-                                  f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs "
-                                  "natively") from None
+                                  f"{first_line}); it runs natively") from None
         try:
             return graph.call_tensor_op("pylayer", name, target, list(args), dict(kwargs))
         except BreakGraphError:
