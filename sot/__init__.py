@@ -16,6 +16,8 @@ from . import psdb  # noqa: E402
 from .config import config  # noqa: E402
 from .errors import BreakGraphCheckError, SotError, UnsupportedError  # noqa: E402
 from .explain import explain  # noqa: E402
+from .export import export  # noqa: E402
+from .profile import profile  # noqa: E402
 from .report import report  # noqa: E402
 from .stats import Stats, stats  # noqa: E402
 from .translate import symbolic_translate  # noqa: E402
@@ -47,5 +49,5 @@ def skip_function(fn):  # type: ignore[no-untyped-def]
     return fn
 
 
-__all__ = ["BreakGraphCheckError", "SotError", "Stats", "UnsupportedError", "config", "explain", "psdb",
-           "report", "reset", "skip_function", "stats", "symbolic_translate"]
+__all__ = ["BreakGraphCheckError", "SotError", "Stats", "UnsupportedError", "config", "explain", "export",
+           "profile", "psdb", "report", "reset", "skip_function", "stats", "symbolic_translate"]

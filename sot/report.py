@@ -202,7 +202,9 @@ class Recorder:
 
 
 def _qualname(code: types.CodeType) -> str:
-    return getattr(code, "co_qualname", code.co_name)
+    from .opcode_translator.pyversion import code_qualname
+
+    return code_qualname(code)
 
 
 def _code_lines(code: types.CodeType) -> tuple[int, int]:

@@ -106,7 +106,7 @@ class CodeGen:
         var.reconstruct(self)
         if not var.tracker.is_traceable() and getattr(var, "is_mutable_container", False):
             name = self.new_temp()
-            self.emit("COPY", 1)
+            pyversion.emit_dup_top(self.emit)
             self.store_fast(name)
             self._built[id(var)] = name
 

@@ -45,8 +45,10 @@ line of an instruction  starts_line         positions.lineno    positions.lineno
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 import types
+import weakref
 from typing import Any, Callable
 
 PY: tuple[int, int] = sys.version_info[:2]
@@ -100,6 +102,9 @@ HAS_BLOCK_STACK = PY < (3, 11)
 #: How many instructions after its target an exhausted ``FOR_ITER`` skips (the ``END_FOR`` of 3.12, the
 #: ``END_FOR``/``POP_TOP`` pair of 3.13), i.e. where execution really continues.
 FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)
+#: A graph break inside a ``for`` body is handled by running the loop natively around a translated body
+#: function (loop.py); its bytecode rewriting is written for 3.11's ``FOR_ITER`` (no ``END_FOR``).
+LOOP_BODY_FUNCTIONS = PY == (3, 11)
 #: How many values ``END_FOR`` pops when it does run (3.12: two; 3.13: one, a ``POP_TOP`` follows).
 END_FOR_POPS = 2 if PY == (3, 12) else 1
 #: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
@@ -167,6 +172,28 @@ def exception_table(code: types.CodeType) -> list[tuple[int, int, int]]:
     return [(entry.start, entry.end, entry.target) for entry in parse(code)]
 
 
+_qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+
+
+def code_qualname(code: types.CodeType) -> str:
+    """The qualified name of the function of ``code`` (``Net.forward``), for reports and logs.
+
+    3.11+ store it in the code object; on 3.10 it is read from a function object using the code (found once
+    through the garbage collector, then cached), or is the plain name when there is none."""
+    qualname = getattr(code, "co_qualname", None)
+    if qualname is not None:
+        return qualname
+    qualname = _qualnames.get(code)
+    if qualname is None:
+        qualname = code.co_name
+        for referrer in gc.get_referrers(code):
+            if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
+                qualname = referrer.__qualname__
+                break
+        _qualnames[code] = qualname
+    return qualname
+
+
 # -- emit helpers ------------------------------------------------------------------------------------------
 def call_without_self(fn: Any, *args: Any) -> Any:
     """3.10's stand-in for a NULL below a callable: ``CALL_METHOD`` calls it with the callable first."""
@@ -227,6 +254,14 @@ def load_attr_arg(name: str, method: bool = False) -> Any:
     return (method, name) if LOAD_ATTR_METHOD_BIT else name
 
 
+def emit_dup_top(emit: Emit) -> None:
+    """Duplicate the top of the stack."""
+    if PY < (3, 11):
+        emit("DUP_TOP")
+    else:
+        emit("COPY", 1)
+
+
 def emit_load_closure(emit: Emit, var: Any) -> None:
     """Push the cell of ``var`` (a `bytecode` ``CellVar``/``FreeVar``) for a closure tuple."""
     if PY >= (3, 13):
@@ -239,7 +274,7 @@ def emit_make_function(emit: Emit, code: types.CodeType, has_closure: bool) -> N
     """Make a function of ``code``; when ``has_closure`` the closure tuple is already on the stack."""
     emit("LOAD_CONST", code)
     if MAKE_FUNCTION_POPS_QUALNAME:
-        emit("LOAD_CONST", getattr(code, "co_qualname", code.co_name))
+        emit("LOAD_CONST", code_qualname(code))
     if MAKE_FUNCTION_HAS_FLAGS:
         emit("MAKE_FUNCTION", FUNCTION_CLOSURE if has_closure else 0)
     else:
@@ -279,7 +314,3 @@ def unsupported_python_message() -> str | None:
     supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
     return (f"sot supports CPython {supported}; this is {sys.implementation.name} "
             f"{sys.version_info.major}.{sys.version_info.minor}")
-
-
-__all__ = [name for name in dir() if not name.startswith("_") and name not in ("annotations", "dis", "sys",
-                                                                                  "types", "Any", "Callable")]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dis
 import types
 from functools import lru_cache
+from typing import Callable
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..errors import FallbackError
 from . import pyversion
-from .executor.liveness import block_stacks
+from .executor.liveness import EXCEPT_HANDLER, block_stacks
 
 STACK_ARG = "__sot_stack_{}"
 _PROLOGUE_OPS = pyversion.PROLOGUE_OPNAMES
@@ -48,10 +49,24 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     ``stack_layout`` describes the stack to rebuild, bottom first: True for a NULL (pushed by the prologue;
     a NULL cannot be passed as an argument), False for a value received as argument ``__sot_stack_<i>``.
     ``live`` are the locals received as arguments of their own name."""
-    _check_enterable(code, offset)
+    return build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}")
+
+
+Edit = Callable[[list, dict[int, int]], None]
+
+
+def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
+                     role: str, edit: Edit | None = None, extra_stack: int = 0) -> types.CodeType:
+    """``code`` entered at ``offset`` with the given stack and live locals as arguments.
+
+    ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
+    its position in ``body``; edits must replace items in place, keeping positions valid) and then need up to
+    ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports)."""
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
+    if edit is not None:
+        edit(body, index)
     body.insert(index[offset], target)
     end = _prologue_end(body)
     body = [item for i, item in enumerate(body)
@@ -63,9 +78,15 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
         prologue.append(Instr(name, *arg, lineno=first_line))
 
     pyversion.emit_prologue(emit, code, CellVar)
+    blocks = _blocks_to_rebuild(code, offset, len(stack_layout))
     n_stack = 0
-    for is_null in stack_layout:
-        if is_null:
+    for depth in range(len(stack_layout) + 1):
+        for level, setup_offset in blocks:
+            if level == depth:  # 3.10: re-enter the try/with blocks around the entry point
+                emit("SETUP_FINALLY", abstract[index[setup_offset]].arg)
+        if depth == len(stack_layout):
+            break
+        if stack_layout[depth]:
             pyversion.emit_push_null(emit)
         else:
             emit("LOAD_FAST", STACK_ARG.format(n_stack))
@@ -79,9 +100,8 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     resume.kwonlyargcount = 0
     resume.name = abstract.name
     if hasattr(abstract, "qualname"):
-        line = _line_at(code, offset)
-        base = abstract.qualname.split(" (resumed at line")[0]
-        resume.qualname = f"{base} (resumed at line {line})"
+        base = abstract.qualname.split(" (")[0]
+        resume.qualname = f"{base} ({role})"
     resume.filename = abstract.filename
     resume.first_lineno = abstract.first_lineno
     resume.flags = abstract.flags & ~(CO_VARARGS | CO_VARKEYWORDS)
@@ -92,7 +112,8 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     # analysis from the new entry can miss try-blocks (and their handlers' stack use). Both facts are known
     # exactly instead: every point of the body has the original's stack (the prologue rebuilds it), so the
     # original's stack size and exception-table depths hold.
-    return resume.to_code(stacksize=max(code.co_stacksize, len(stack_layout)), compute_exception_stack_depths=False)
+    stacksize = max(code.co_stacksize, len(stack_layout)) + extra_stack
+    return resume.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
 
 
 def _line_at(code: types.CodeType, offset: int) -> int | None:
@@ -104,12 +125,21 @@ def _line_at(code: types.CodeType, offset: int) -> int | None:
     return None
 
 
-def _check_enterable(code: types.CodeType, offset: int) -> None:
-    """A resume function enters ``code`` at ``offset`` with an empty block stack: on 3.10, a point inside
-    a ``try``/``with`` block (or an ``except`` handler) cannot be entered that way."""
-    if pyversion.HAS_BLOCK_STACK and block_stacks(code).get(offset, ()):
-        raise FallbackError(f"Python {pyversion.PY[0]}.{pyversion.PY[1]}: a graph break inside a try/with "
-                            "block cannot resume there (its block stack cannot be rebuilt)")
+def _blocks_to_rebuild(code: types.CodeType, offset: int, depth: int) -> list[tuple[int, int]]:
+    """3.10: the blocks around ``offset`` as ``(stack level, SETUP_* offset)``, outermost first, for the
+    prologue to push again (each is a SETUP_FINALLY to the same handler, set up at the same stack level, which
+    is what SETUP_WITH leaves too). Entering an ``except``/``finally`` handler that is running cannot be
+    reproduced (its block holds the exception state): that falls back. Empty on 3.11+ (exception table)."""
+    if not pyversion.HAS_BLOCK_STACK:
+        return []
+    state = block_stacks(code).get(offset)
+    if state is None or state[0] != depth:
+        raise FallbackError(f"cannot rebuild the block stack at offset {offset} of {code.co_name}")
+    blocks = state[1]
+    if any(setup == EXCEPT_HANDLER for setup, _ in blocks):
+        raise FallbackError(f"Python {pyversion.PY[0]}.{pyversion.PY[1]}: a graph break inside an except or "
+                            "finally handler cannot resume there (the handler's block stack cannot be rebuilt)")
+    return [(level, setup) for setup, level in blocks]
 
 
 def _prologue_end(body: list) -> int:
@@ -123,4 +153,4 @@ def _prologue_end(body: list) -> int:
     return last
 
 
-__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_resume_code"]
+__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_resume_code"]

@@ -22,6 +22,8 @@ from .executor.liveness import live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
+from .executor.variables.iterator import IteratorVariable
+from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_resume_code
 
 
@@ -101,6 +103,9 @@ def translate_frame(frame: FrameInfo) -> Translation:
         try:
             result = executor.run()
         except GraphBreak as brk:
+            loop = _breaking_loop(brk)
+            if loop is not None:
+                return _translate_loop(frame, loop, brk)
             return _translate_break(frame, graph, brk)
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
@@ -132,6 +137,116 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program)
+
+
+def _breaking_loop(brk: GraphBreak) -> int | None:
+    """The ``FOR_ITER`` offset of the outermost loop of the translated frame the break happened in."""
+    for var in brk.stack:
+        if isinstance(var, IteratorVariable) and var.loop_offset is not None:
+            return var.loop_offset
+    return None
+
+
+def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> Translation:
+    """A break inside a ``for`` body: translate again up to the loop, then run the loop natively around a
+    translated body function (loop.py), and continue after it in a resume function."""
+    code = frame.code
+    check_loop_supported(code, for_iter_offset)
+    instructions = list(dis.get_instructions(code))
+    offsets = [i.offset for i in instructions]
+    get_iter = instructions[offsets.index(for_iter_offset) - 1]
+    if get_iter.opname != "GET_ITER":
+        raise FallbackError("a graph break in a loop whose iterator is not made right before it")
+    graph = FunctionGraph(frame, code.co_name)
+    executor = OpcodeExecutor.for_frame(frame, graph)
+    executor.stop_at = get_iter.offset
+    try:
+        executor.run()
+    except GraphBreak as entry:
+        if entry.cause is not None:  # a break before the loop: handled as an ordinary break
+            return _translate_break(frame, graph, entry)
+        return _emit_loop(frame, graph, entry, for_iter_offset, brk)
+    raise FallbackError("the loop was not reached again")
+
+
+def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_iter_offset: int,
+               brk: GraphBreak) -> Translation:
+    code = frame.code
+    if len(entry.stack) != 1:
+        raise FallbackError("a graph break in a loop nested in an expression")
+    iterable = entry.stack[0]
+    live_at = live_in(code)
+    live = tuple(sorted(live_at[for_iter_offset]))
+    if any(name in code.co_cellvars for name in live):
+        raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
+    unbound = [name for name in live if name not in entry.locals]
+    if unbound:
+        raise FallbackError(f"a graph break in a loop using {', '.join(unbound)} before the loop assigns it")
+    exit_offset = loop_exit(code, for_iter_offset)
+    live_exit = tuple(n for n in live if n in live_at[exit_offset])
+    values = [entry.locals[name] for name in live]
+    effects = graph.side_effects
+    sir, program = _program_for(graph, [iterable, *values, *effects.values()])
+    codegen = CodeGen(code, entry.lineno)
+    if program is not None:
+        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    for var in [iterable, *values]:
+        codegen.spill(var)
+    if effects:
+        effects.emit(codegen)
+    for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
+        codegen.reconstruct(var)
+        codegen.store_fast(name)
+    head, after, stop, broke = Label(), Label(), Label(), Label()
+    item, flag, value, state = codegen.new_temp(), codegen.new_temp(), codegen.new_temp(), codegen.new_temp()
+
+    def restore_state() -> None:
+        codegen.emit("LOAD_FAST", state)
+        codegen.emit("UNPACK_SEQUENCE", len(live))
+        for name in live:
+            codegen.store_fast(name)
+
+    codegen.reconstruct(iterable)
+    codegen.emit("GET_ITER")
+    codegen.add(head)
+    codegen.emit("FOR_ITER", after)
+    codegen.store_fast(item)
+    codegen.push_null()
+    codegen.make_function(build_loop_body_code(code, for_iter_offset, live))
+    codegen.load_const(None)
+    codegen.emit("LOAD_FAST", item)
+    for name in live:
+        codegen.emit("LOAD_FAST", name)
+    codegen.call(2 + len(live))
+    codegen.emit("UNPACK_SEQUENCE", 3)
+    codegen.store_fast(flag)
+    codegen.store_fast(value)
+    codegen.store_fast(state)
+    codegen.emit("LOAD_FAST", flag)
+    codegen.emit("POP_JUMP_FORWARD_IF_TRUE", stop)
+    restore_state()
+    codegen.emit("JUMP_BACKWARD", head)
+    codegen.add(stop)
+    codegen.emit("POP_TOP")  # the iterator
+    codegen.emit("LOAD_FAST", flag)
+    codegen.load_const(RETURN)
+    codegen.emit("IS_OP", 0)
+    codegen.emit("POP_JUMP_FORWARD_IF_FALSE", broke)
+    codegen.emit("LOAD_FAST", value)
+    codegen.return_value()
+    codegen.add(broke)
+    restore_state()
+    codegen.add(after)
+    codegen.push_null()
+    codegen.make_function(build_resume_code(code, exit_offset, (), live_exit))
+    for name in live_exit:
+        codegen.emit("LOAD_FAST", name)
+    codegen.call(len(live_exit))
+    codegen.return_value()
+    new_code = codegen.to_code()
+    _log_translation(code, new_code, sir)
+    return Translation(new_code, graph.build_guard(), "break", sir=sir,
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
 
 
 # How many stack values the instructions that may break consume, and how many they produce.
@@ -250,7 +365,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
 
 
 def describe_code(code: types.CodeType) -> str:
-    return f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name} " \
+    return f"{pyversion.code_qualname(code)} " \
            f"({code.co_filename}:{code.co_firstlineno})"
 
 

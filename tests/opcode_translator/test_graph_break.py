@@ -880,12 +880,27 @@ def break_in_for_body(x):
     return y - 1
 
 
-def test_break_inside_for_loop_currently_falls_back(compile_all):
-    # CURRENT BEHAVIOUR; ISSUE 4 WANTS BETTER: the code before the loop should stay compiled and the loop
-    # body become a resume function of its own. Today the whole frame falls back (results still correct).
+def test_break_inside_for_loop_keeps_graphs_around_the_loop(compile_all):
+    # The loop runs natively around a translated body function: no fallback.
     parity(break_in_for_body, pos(3))
     stats = sot.stats()
-    assert stats.fallbacks == 1 and stats.graph_breaks == 0 and stats.translate_count == 1, stats
+    assert stats.fallbacks == 0 and stats.graph_breaks >= 2, stats
+
+
+def break_in_tensor_loop(x, ys):
+    y = x + 1
+    for t in ys:
+        y = y * 2 + t
+        psdb.breakgraph()
+    return y - 1
+
+
+def test_break_inside_loop_over_tensors_translates_the_body_once(compile_all):
+    ys = [pos(3, seed=i) for i in range(4)]
+    parity(break_in_tensor_loop, pos(3), ys)
+    # the frame (prefix + native loop), the body function, the body's resume after the break, and the code
+    # after the loop: each translated once; later iterations and the second call hit the cache.
+    assert_counts(translate_count=4, graph_breaks=2, fallbacks=0, compiled_graphs=3)
 
 
 def break_in_with_block(x):

@@ -20,7 +20,7 @@ _DEFS = {"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF"}  # (a delet
 # "except handler" block (popped by POP_EXCEPT); POP_BLOCK pops.
 _BLOCK_PUSH = {"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"}
 _BLOCK_POP = {"POP_BLOCK", "POP_EXCEPT"}
-EXCEPT_HANDLER = -1  # a block-stack entry that is not a handler target
+EXCEPT_HANDLER = -1  # the setup offset of a block that is a running ``except`` (not a handler target)
 
 
 def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
@@ -42,45 +42,55 @@ def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
     return effects
 
 
+Block = tuple[int, int]  # (offset of the SETUP_* instruction or EXCEPT_HANDLER, stack level it keeps)
+
+
 @functools.lru_cache(maxsize=256)
-def block_stacks(code: types.CodeType) -> dict[int, tuple[int, ...]]:
-    """3.10: for each reachable instruction offset, the block stack there (handler offsets, innermost last;
-    `EXCEPT_HANDLER` for the block of a running ``except``). Empty on 3.11+, which has no block stack."""
+def block_stacks(code: types.CodeType) -> dict[int, tuple[int, tuple[Block, ...]]]:
+    """3.10: for each reachable instruction offset, the stack depth and the block stack there (innermost
+    block last). Empty on 3.11+, which has no block stack."""
     if not pyversion.HAS_BLOCK_STACK:
         return {}
     instructions = list(dis.get_instructions(code))
     index_of = {instr.offset: i for i, instr in enumerate(instructions)}
-    stacks: dict[int, tuple[int, ...]] = {}
-    work: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+    states: dict[int, tuple[int, tuple[Block, ...]]] = {}
+    work: list[tuple[int, int, tuple[Block, ...]]] = [(0, 0, ())]
     while work:
-        i, blocks = work.pop()
+        i, depth, blocks = work.pop()
         while i < len(instructions):
             instr = instructions[i]
-            if instr.offset in stacks:
-                break  # (the compiler gives a point the same block stack on every path)
-            stacks[instr.offset] = blocks
+            if instr.offset in states:
+                break  # (the compiler gives a point the same state on every path)
+            states[instr.offset] = (depth, blocks)
             name = instr.opname
-            if name in _BLOCK_PUSH:
-                work.append((index_of[instr.argval], blocks + (EXCEPT_HANDLER,)))
-                blocks = blocks + (instr.argval,)
-            elif name in _BLOCK_POP:
-                blocks = blocks[:-1]
-            elif instr.opcode in pyversion.JUMP_OPCODES and instr.argval in index_of:
-                work.append((index_of[instr.argval], blocks))
+            arg = instr.arg if instr.opcode >= dis.HAVE_ARGUMENT else None
+            if instr.opcode in pyversion.JUMP_OPCODES and instr.argval in index_of:
+                target_blocks = blocks
+                if name in _BLOCK_PUSH:  # the handler runs with the block replaced by its own
+                    target_blocks = blocks + ((EXCEPT_HANDLER, depth),)
+                work.append((index_of[instr.argval], depth + dis.stack_effect(instr.opcode, arg, jump=True),
+                             target_blocks))
             if name in pyversion.NO_FALLTHROUGH:
                 break
+            if name in _BLOCK_PUSH:
+                blocks = blocks + ((instr.offset, depth),)
+            elif name in _BLOCK_POP:
+                blocks = blocks[:-1]
+            depth += dis.stack_effect(instr.opcode, arg, jump=False)
             i += 1
-    return stacks
+    return states
 
 
 def _handler_edges(code: types.CodeType) -> list[tuple[int, int, int]]:
     """``(start, end, target)``: an exception raised in [start, end) continues at target."""
     if pyversion.HAS_BLOCK_STACK:
+        setup_targets = {instr.offset: instr.argval for instr in dis.get_instructions(code)
+                         if instr.opname in _BLOCK_PUSH}
         edges = []
-        for offset, blocks in block_stacks(code).items():
-            for target in blocks:
-                if target != EXCEPT_HANDLER:
-                    edges.append((offset, offset + 1, target))
+        for offset, (_, blocks) in block_stacks(code).items():
+            for setup, _ in blocks:
+                if setup != EXCEPT_HANDLER:
+                    edges.append((offset, offset + 1, setup_targets[setup]))
         return edges
     return pyversion.exception_table(code)
 

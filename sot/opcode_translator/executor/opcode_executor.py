@@ -42,7 +42,7 @@ class GraphBreak(Exception):
     run the instruction natively and continue in a resume function.
     """
 
-    def __init__(self, cause: FallbackError, instr: dis.Instruction, stack: list[VariableBase],
+    def __init__(self, cause: FallbackError | None, instr: dis.Instruction, stack: list[VariableBase],
                  locals_: dict[str, VariableBase], cells: dict[str, VariableBase | None], kw_names: tuple,
                  n_statements: int, n_inputs: int, lineno: int | None) -> None:
         super().__init__(str(cause))
@@ -128,6 +128,7 @@ class OpcodeExecutor:
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
+        self.stop_at: int | None = None
 
     @classmethod
     def for_frame(cls, frame: FrameInfo, graph: FunctionGraph) -> "OpcodeExecutor":
@@ -192,6 +193,11 @@ class OpcodeExecutor:
         graph = self.graph
         while True:
             instr = self.instructions[self.pc]
+            if top and instr.offset == self.stop_at:
+                # Asked to stop before this instruction (the head of a loop whose body breaks the graph).
+                raise GraphBreak(None, instr, list(self.stack), dict(self.locals),
+                                 {n: c.content for n, c in self.cells.items()}, self.kw_names,
+                                 len(graph.statements), len(graph.inputs), self.lineno)
             self.pc += 1
             line = pyversion.instruction_line(instr)
             if line is not None:

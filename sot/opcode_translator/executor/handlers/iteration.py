@@ -20,6 +20,8 @@ def for_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if not isinstance(iterator, IteratorVariable):
         # e.g. the real iterator a natively-run comprehension receives: stepping it would consume it
         raise FallbackError(f"stepping {iterator!r} is not supported (only iterators made during simulation)")
+    if executor.parent is None and iterator.loop_offset is None:
+        iterator.loop_offset = instr.offset  # a break in this loop's body makes the body a function
     item = iterator.next()
     if item is None:
         executor.pop()

@@ -81,6 +81,9 @@ def delete_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("LOAD_CONST")
 def load_const(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    if instr.argval is pyversion.call_without_self:  # 3.10: generated code's stand-in for a NULL
+        executor.push(NullVariable(executor.graph))
+        return
     executor.push(VariableFactory.from_value(instr.argval, executor.graph, ConstTracker(instr.argval)))
 
 

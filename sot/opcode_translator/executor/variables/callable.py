@@ -289,7 +289,7 @@ def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[st
             yield TupleVariable([ConstantVariable(index, graph, DummyTracker()), item], graph, DummyTracker((item,)))
             index += 1
 
-    return IteratorVariable(produce(), graph, "enumerate")
+    return IteratorVariable(produce(), graph, "enumerate", None if kwargs else (enumerate, list(args)))
 
 
 @builtin_rule(zip)
@@ -311,7 +311,7 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
                 items.append(item)
             yield TupleVariable(items, graph, DummyTracker(tuple(items)))
 
-    return IteratorVariable(produce(), graph, "zip")
+    return IteratorVariable(produce(), graph, "zip", (zip, list(args)))
 
 
 @builtin_rule(map)
@@ -330,7 +330,7 @@ def _map(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
                 items.append(item)
             yield fn.call(items, {})
 
-    return IteratorVariable(produce(), graph, "map")
+    return IteratorVariable(produce(), graph, "map", (map, list(args)))
 
 
 @builtin_rule(filter)
@@ -347,14 +347,16 @@ def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, 
             if truth:
                 yield item
 
-    return IteratorVariable(produce(), graph, "filter")
+    return IteratorVariable(produce(), graph, "filter", (filter, list(args)))
 
 
 @builtin_rule(reversed)
 def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable
 
-    return IteratorVariable(iter(_items_of(args[0])[::-1]), graph, "reversed")
+    from .iterator import lazy
+
+    return IteratorVariable(lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed", (reversed, list(args)))
 
 
 @builtin_rule(list)

@@ -5,7 +5,7 @@ point of the program as the real interpreter would.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Any, TYPE_CHECKING, Callable, Iterator
 
 from ....errors import FallbackError
 from ..tracker import DummyTracker
@@ -19,20 +19,34 @@ if TYPE_CHECKING:
 class IteratorVariable(VariableBase):
     """A Python iterator simulated by a generator of variables."""
 
-    def __init__(self, source: Iterator[VariableBase], graph: "FunctionGraph", description: str) -> None:
-        super().__init__(graph, DummyTracker())
+    def __init__(self, source: Iterator[VariableBase], graph: "FunctionGraph", description: str,
+                 rebuild: tuple[Callable[..., Any], list[VariableBase]] | None = None) -> None:
+        super().__init__(graph, DummyTracker(tuple(rebuild[1]) if rebuild else ()))
         self._source = source
         self.description = description
+        # How generated code makes the same iterator, valid while nothing was consumed from it:
+        # ``fn(*args)`` (e.g. ``enumerate(ys)``), when a loop over it runs natively.
+        self.rebuild = rebuild
+        self.consumed = False
+        self.loop_offset: int | None = None  # the FOR_ITER of the translated frame stepping it, if any
 
     def next(self) -> VariableBase | None:
         """The next item, or None when exhausted."""
+        self.consumed = True
         return next(self._source, None)
 
     def unpack(self) -> list[VariableBase]:
+        self.consumed = True
         return list(self._source)
 
-    def _reconstruct_computed(self, codegen: object) -> None:
-        raise FallbackError(f"an iterator ({self.description}) cannot leave the translated frame yet")
+    def children(self) -> list[VariableBase]:
+        return list(self.rebuild[1]) if self.rebuild else []
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        if self.rebuild is None or self.consumed:
+            raise FallbackError(f"an iterator ({self.description}) cannot leave the translated frame yet")
+        fn, args = self.rebuild
+        codegen.call_helper(fn, args)
 
     def __repr__(self) -> str:
         return f"IteratorVariable({self.description})"
@@ -44,13 +58,13 @@ def iterate(var: VariableBase) -> IteratorVariable:
     if isinstance(var, IteratorVariable):
         return var
     if isinstance(var, TensorVariable):
-        return IteratorVariable(iter(var.unpack()), graph, "tensor iterator")
+        return IteratorVariable(lazy(var.unpack), graph, "tensor iterator", (iter, [var]))
     keys = getattr(var, "iter_items", None)
     if keys is not None:
-        return IteratorVariable(iter(keys()), graph, f"iterator over {type(var).__name__}")
+        return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
     raise FallbackError(f"iterating over {var!r} is not supported yet")
 
 
-def lazy(producer: Callable[[], Iterator[VariableBase]]) -> Iterator[VariableBase]:
-    """Defer building an iterator until the first ``next``."""
+def lazy(producer: Callable[[], list[VariableBase]]) -> Iterator[VariableBase]:
+    """Defer reading the items (and guarding on them) until the first ``next``."""
     yield from producer()

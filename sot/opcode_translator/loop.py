@@ -1,0 +1,111 @@
+"""Graph breaks inside ``for`` loops: the loop runs natively, its body becomes a function of its own.
+
+Paddle's SOT makes the whole frame fall back when a break happens in a loop body. Here the code before the
+loop is compiled as usual, the generated code then iterates natively and calls a *loop body function* once
+per item, and the code after the loop continues in a resume function. The body function is the original
+code entered at the top of the body, with the loop head (``FOR_ITER``) and the loop exit rewritten into
+returns, so it is translated by the hook like any frame (its own breaks get their own resume functions).
+
+A body function receives ``(None, item, *live)``: ``None`` stands for the iterator the body never touches,
+and ``live`` are the locals live at the loop head. It returns ``(flag, value, live_values)``: flag 0 = next
+item, 1 = ``break``, 2 = ``return value``.
+"""
+from __future__ import annotations
+
+import dis
+import types
+from functools import lru_cache
+
+from bytecode import Instr
+
+from ..errors import FallbackError
+from . import pyversion
+from .resume import build_entry_code
+
+CONTINUE, BREAK, RETURN = 0, 1, 2
+
+
+def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
+    """Offset of the first instruction after the loop whose head is at ``for_iter_offset``."""
+    for instr in dis.get_instructions(code):
+        if instr.offset == for_iter_offset:
+            return instr.argval
+    raise FallbackError("loop head not found")
+
+
+def check_loop_supported(code: types.CodeType, for_iter_offset: int) -> None:
+    """Loops inside ``try``/``with`` blocks (an exception would leave the body function) stay fallbacks."""
+    if not pyversion.LOOP_BODY_FUNCTIONS:
+        raise FallbackError("a graph break inside a for loop is not supported on this Python version yet")
+    for start, end, _ in pyversion.exception_table(code):
+        if start <= for_iter_offset < end:
+            raise FallbackError("a graph break inside a for loop within a try/with block is not supported yet")
+
+
+def _result(flag: int, live: tuple[str, ...], lineno: int) -> list:
+    """Instructions returning ``(flag, None, (live...))`` (the dummy iterator was popped before)."""
+    out = [Instr("LOAD_CONST", flag, lineno=lineno), Instr("LOAD_CONST", None, lineno=lineno)]
+    out += [Instr("LOAD_FAST", name, lineno=lineno) for name in live]
+    out += [Instr("BUILD_TUPLE", len(live), lineno=lineno), Instr("BUILD_TUPLE", 3, lineno=lineno),
+            Instr("RETURN_VALUE", lineno=lineno)]
+    return out
+
+
+@lru_cache(maxsize=256)
+def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...]) -> types.CodeType:
+    """The loop body function of the loop at ``for_iter_offset``."""
+    exit_offset = loop_exit(code, for_iter_offset)
+    offsets = [i.offset for i in dis.get_instructions(code)]
+    body_start = offsets[offsets.index(for_iter_offset) + 1]
+    region = {o for o in offsets if for_iter_offset < o < exit_offset}
+
+    def edit(body: list, index: dict[int, int]) -> None:
+        head = body[index[for_iter_offset]]
+        line = head.lineno or code.co_firstlineno
+        # Back at the loop head: pop the stand-in iterator and hand the locals back for the next item.
+        body[index[for_iter_offset]] = _Block([Instr("POP_TOP", lineno=line), *_result(CONTINUE, live, line)])
+        # Reaching the exit inside the body means ``break`` (the iterator was already popped).
+        exit_instr = body[index[exit_offset]]
+        body[index[exit_offset]] = _Block([*_result(BREAK, live, line), exit_instr])
+        for offset in region:
+            instr = body[index[offset]]
+            if isinstance(instr, Instr) and instr.name == "RETURN_VALUE":
+                ln = instr.lineno
+                body[index[offset]] = _Block([
+                    Instr("LOAD_CONST", RETURN, lineno=ln), Instr("SWAP", 2, lineno=ln),
+                    Instr("LOAD_CONST", (), lineno=ln), Instr("BUILD_TUPLE", 3, lineno=ln),
+                    Instr("RETURN_VALUE", lineno=ln)])
+
+    role = f"for-loop body at line {_line(code, body_start)}"
+    return build_entry_code(code, body_start, (False, False), live, role, _flatten(edit), len(live) + 4)
+
+
+class _Block(list):
+    """Several instructions standing at one position of the body while it is being edited."""
+
+
+def _flatten(edit):  # type: ignore[no-untyped-def]
+    def apply(body: list, index: dict[int, int]) -> None:
+        edit(body, index)
+        # Expand blocks in place (from the end so earlier positions stay valid for the caller's label).
+        for position in sorted((i for i, item in enumerate(body) if isinstance(item, _Block)), reverse=True):
+            block = body[position]
+            body[position:position + 1] = list(block)
+            _shift(index, position, len(block) - 1)
+
+    return apply
+
+
+def _shift(index: dict[int, int], position: int, by: int) -> None:
+    for offset, at in index.items():
+        if at > position:
+            index[offset] = at + by
+
+
+def _line(code: types.CodeType, offset: int) -> int | None:
+    for instr in dis.get_instructions(code):
+        if instr.offset >= offset:
+            line = pyversion.instruction_line(instr)
+            if line is not None:
+                return line
+    return None

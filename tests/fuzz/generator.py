@@ -1,0 +1,726 @@
+"""A seeded generator of random Python programs over Paddle tensors and Python values.
+
+``generate(seed)`` returns a `Program`: the source of a module defining ``f`` (plus helpers) and two input
+sets. The same seed always gives the same program and inputs.
+
+Every generated program is valid Python that terminates: fresh variable names are never shadowed, names
+assigned inside a block are only used inside it, loops are bounded (``range`` of a small int, ``while`` on a
+counter incremented first, ``for`` over a list whose body cannot mutate any list, or over a copy), helpers
+only call helpers defined before them. Exceptions are part of the game: risky operations (an integer
+division by a value that may be zero, an index that may be out of range, a missing key, ``max`` of an empty
+list, a ``raise`` under a condition...) appear with a per-program probability; the eager run is the oracle.
+
+Types the generator tracks (all tensors of one input set share one 1-D shape ``[N]``):
+``T`` a float32 tensor of shape [N], ``T0`` a 0-d float32 tensor, ``I`` int, ``F`` float, ``B`` bool,
+``L`` list of ints, ``D`` dict str -> int, ``TL`` list of ``T``, ``O`` an ``Obj`` instance.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Callable
+
+PRELUDE = '''\
+import math
+import paddle
+import paddle.nn.functional as F
+from sot import psdb
+
+COUNTER = 0
+GLIST = []
+GDICT = {}
+GSCALE = 1.0
+GT = None
+
+
+class FuzzError(Exception):
+    pass
+
+
+class Obj:
+    def __init__(self, a, t):
+        self.a = a
+        self.t = t
+        self.items = [a]
+
+    def bump(self, k):
+        self.a += k
+        return self.a
+
+    @property
+    def double(self):
+        return self.a * 2
+
+    def scale(self, t):
+        return t * self.a
+
+
+def make_adder(k):
+    def add(v):
+        return v + k
+    return add
+
+
+ADD = make_adder(1)
+GOBJ = Obj(0, None)
+'''
+
+KEYS = ("a", "b", "c")
+MISSING_KEY = "z"
+PARAMS = {"x": "T", "y": "T", "w": "T", "n": "I", "s": "F", "lst": "L", "d": "D", "obj": "O", "tl": "TL"}
+GLOBAL_READABLE = {"GLIST": "L", "GDICT": "D", "GOBJ": "O"}
+
+
+@dataclasses.dataclass
+class InputSet:
+    """Values of one call; tensors as (shape, values) so every run builds fresh copies."""
+
+    n_elems: int
+    x: list[float]
+    y: list[float]
+    w: list[float]
+    n: int
+    s: float
+    lst: list[int]
+    d: dict[str, int]
+    obj_a: int
+    obj_t: list[float]
+    tl: list[list[float]]
+    gscale: float
+    adder: int
+    gobj_a: int
+
+
+@dataclasses.dataclass
+class Program:
+    seed: int
+    source: str
+    inputs: list[InputSet]  # [A, B]
+    min_graph_size: int
+
+    def describe_inputs(self) -> str:
+        return "\n".join(f"# input set {'AB'[i]}: {dataclasses.asdict(s)}" for i, s in enumerate(self.inputs))
+
+
+@dataclasses.dataclass
+class Helper:
+    name: str
+    arg_types: list[str]
+    ret: str
+    mutates: bool  # mutates a list or dict (forbidden while iterating a live list/dict)
+
+
+class Gen:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.r = random.Random(seed)
+        self.names = 0
+        self.scopes: list[dict[str, str]] = []
+        self.helpers: list[Helper] = []
+        self.no_mut = 0  # > 0 while inside a loop over a live list or dict
+        self.in_loop = 0
+        self.in_helper = False
+        self.budget = 0
+        self.local_floor = 1
+        # per-program knobs
+        self.risk = self.r.choice([0.0, 0.02, 0.05, 0.1])
+        self.p_try = self.r.choice([0.0, 0.0, 0.05, 0.1])
+        self.p_tensor_branch = self.r.choice([0.0, 0.2, 0.4])
+        self.max_depth = self.r.choice([1, 2, 3])
+
+    # -- names and scopes -------------------------------------------------------------------------------
+    def fresh(self, prefix: str = "v") -> str:
+        self.names += 1
+        return f"{prefix}{self.names}"
+
+    def vars_of(self, ty: str) -> list[str]:
+        found = []
+        for scope in self.scopes:
+            found.extend(name for name, t in scope.items() if t == ty)
+        return found
+
+    def declare(self, name: str, ty: str) -> None:
+        self.scopes[-1][name] = ty
+
+    def chance(self, p: float) -> bool:
+        return self.r.random() < p
+
+    def pick(self, options: list[tuple[float, Callable[[], str]]]) -> str:
+        total = sum(w for w, _ in options if w > 0)
+        x = self.r.random() * total
+        for weight, make in options:
+            if weight <= 0:
+                continue
+            x -= weight
+            if x <= 0:
+                return make()
+        return options[-1][1]()
+
+    def helpers_returning(self, ty: str) -> list[Helper]:
+        return [h for h in self.helpers if h.ret == ty and not (self.no_mut and h.mutates)]
+
+    def call_helper(self, h: Helper, d: int) -> str:
+        return f"{h.name}({', '.join(self.expr(t, d - 1) for t in h.arg_types)})"
+
+    # -- expressions --------------------------------------------------------------------------------------
+    def expr(self, ty: str, d: int) -> str:
+        return getattr(self, f"e_{ty}")(max(d, 0))
+
+    def small_int(self) -> str:
+        return str(self.r.choice([-2, -1, 0, 1, 1, 2, 2, 3, 4, 5]))
+
+    def e_T(self, d: int) -> str:
+        leaves = self.vars_of("T")
+        if d == 0 or self.chance(0.25):
+            return self.r.choice(leaves)
+        s = d - 1
+        tls = self.vars_of("TL")
+        helpers = self.helpers_returning("T")
+        return self.pick([
+            (3, lambda: f"({self.e_T(s)} + {self.e_Tany(s)})"),
+            (2, lambda: f"({self.e_T(s)} - {self.e_Tany(s)})"),
+            (2, lambda: f"({self.e_T(s)} * {self.e_num(s)})"),
+            (1, lambda: f"({self.e_num(s)} * {self.e_T(s)})"),
+            (1, lambda: f"({self.e_T(s)} * {self.e_T(s)})"),
+            (2, lambda: f"paddle.tanh({self.e_T(s)})"),
+            (1, lambda: f"F.relu({self.e_T(s)})"),
+            (1, lambda: f"{self.e_T(s)}.clip(-2.0, 2.0)"),
+            (1, lambda: f"({self.e_T(s)} / ({self.e_T(s)}.abs() + 1))"),
+            (1, lambda: f"paddle.maximum({self.e_T(s)}, {self.e_T(s)})"),
+            (1, lambda: f"paddle.where({self.e_T(s)} > {self.e_F(0)}, {self.e_T(s)}, {self.e_T(s)})"),
+            (1, lambda: f"(-{self.e_T(s)})"),
+            (0.5, lambda: f"({self.e_T(s)} ** 2)"),
+            (1, lambda: f"{self.e_O(0)}.t" if self.vars_of("O") else "x"),
+            (1, lambda: self.safe_tl_index(tls)),
+            (self.risk * 3, lambda: f"{self.r.choice(tls)}[{self.e_I(0)}]"),
+            (2 if helpers else 0, lambda: self.call_helper(self.r.choice(helpers), d)),
+            (1 if self.vars_of("LAMT") else 0, lambda: f"{self.r.choice(self.vars_of('LAMT'))}({self.e_T(s)})"),
+            (0.5, lambda: f"ADD({self.e_T(s)})"),
+            (0.7, lambda: f"{self.e_O(0)}.scale({self.e_T(s)})"),
+            (0.5, lambda: f"paddle.full_like({self.e_T(s)}, {self.e_F(0)})"),
+            (0.5, lambda: f"({self.e_T(s)} * GSCALE)"),
+            (0.4, lambda: f"paddle.flip({self.e_T(s)}, axis=0)"),
+            (0.4, lambda: f"{self.e_T(s)}.cumsum(0)"),
+            (0.3, lambda: f"paddle.concat([{self.e_T(s)}, {self.e_T(s)}])[:{self.r.choice(leaves)}.shape[0]]"),
+            (0.3, lambda: f"paddle.ones_like({self.e_T(s)})"),
+            (0.3, lambda: f"{self.e_T(s)}.detach()"),
+            (0.4, lambda: f"({self.e_T(s)} if {self.e_B(s)} else {self.e_T(s)})"),
+            (0.3, lambda: f"paddle.sum(paddle.stack([{self.e_T(s)}, {self.e_T(s)}]), axis=0)"),
+        ])
+
+    def safe_tl_index(self, tls: list[str]) -> str:
+        tl = self.r.choice(tls)
+        return f"({tl}[{self.e_I(0)} % len({tl})] if {tl} else {self.r.choice(self.vars_of('T'))})"
+
+    def e_T0(self, d: int) -> str:
+        leaves = self.vars_of("T0")
+        if (d == 0 or self.chance(0.2)) and leaves:
+            return self.r.choice(leaves)
+        s = max(d - 1, 0)
+        tvars = self.vars_of("T")
+        return self.pick([
+            (3, lambda: f"{self.e_T(s)}.sum()"),
+            (2, lambda: f"{self.e_T(s)}.mean()"),
+            (1, lambda: f"{self.e_T(s)}.max()"),
+            (1, lambda: f"paddle.dot({self.e_T(s)}, {self.e_T(s)})"),
+            (1, lambda: (lambda t: f"{t}[{self.e_I(0)} % {t}.shape[0]]")(self.r.choice(tvars))),
+            (self.risk * 3, lambda: f"{self.r.choice(tvars)}[{self.e_I(0)}]"),
+            (1 if d > 0 else 0, lambda: f"({self.e_T0(s)} + {self.e_T0(s)})"),
+            (1 if d > 0 else 0, lambda: f"({self.e_T0(s)} * {self.e_num(s)})"),
+            (1 if d > 0 else 0, lambda: f"paddle.tanh({self.e_T0(s)})"),
+            (0.5, lambda: f"paddle.to_tensor({self.e_F(0)})"),
+            (0.3, lambda: f"paddle.to_tensor({self.e_I(0)}, dtype='float32')"),
+        ])
+
+    def e_Tany(self, d: int) -> str:
+        return self.e_T0(d) if self.chance(0.3) else self.e_T(d)
+
+    def e_num(self, d: int) -> str:
+        return self.e_I(d) if self.chance(0.5) else self.e_F(d)
+
+    def e_I(self, d: int) -> str:
+        leaves = self.vars_of("I")
+        if d == 0 or self.chance(0.3):
+            return self.r.choice(leaves) if leaves and self.chance(0.7) else self.small_int()
+        s = d - 1
+        ls, ds, os_ = self.vars_of("L"), self.vars_of("D"), self.vars_of("O")
+        helpers = self.helpers_returning("I")
+        key = self.r.choice(KEYS)
+        return self.pick([
+            (3, lambda: f"({self.e_I(s)} + {self.e_I(s)})"),
+            (2, lambda: f"({self.e_I(s)} - {self.e_I(s)})"),
+            (1, lambda: f"({self.e_I(s)} * {self.r.choice([2, 3, -1])})"),
+            (1, lambda: f"({self.e_I(s)} // (abs({self.e_I(s)}) + 1))"),
+            (1, lambda: f"({self.e_I(s)} % {self.r.choice([2, 3, 5])})"),
+            (self.risk * 10, lambda: f"({self.e_I(s)} // {self.e_I(s)})"),
+            (self.risk * 5, lambda: f"({self.e_I(s)} % {self.e_I(s)})"),
+            (2, lambda: f"len({self.e_L(s)})"),
+            (1, lambda: (lambda l_: f"({l_}[{self.e_I(0)} % len({l_})] if {l_} else 0)")(self.r.choice(ls))),
+            (self.risk * 10, lambda: f"{self.e_L(s)}[{self.e_I(s)}]"),
+            (1, lambda: f"{self.r.choice(ds)}.get({key!r}, {self.small_int()})"),
+            (self.risk * 8, lambda: f"{self.e_D(s)}[{self.r.choice(KEYS + (MISSING_KEY,))!r}]"),
+            (1, lambda: f"{self.r.choice(os_)}.a"),
+            (0.5, lambda: f"{self.r.choice(os_)}.double"),
+            (0.7, lambda: f"{self.r.choice(os_)}.bump({self.e_I(s)})"),
+            (1, lambda: f"min({self.e_I(s)}, {self.e_I(s)})"),
+            (1, lambda: f"max({self.e_I(s)}, {self.e_I(s)})"),
+            (0.5, lambda: f"abs({self.e_I(s)})"),
+            (1, lambda: f"sum({self.e_L(s)})"),
+            (self.risk * 5, lambda: f"max({self.e_L(s)})"),
+            (0.5, lambda: f"int({self.e_F(s)})"),
+            (0.5, lambda: f"({self.e_I(s)} if {self.e_B(s)} else {self.e_I(s)})"),
+            (0.5, lambda: f"len({self.r.choice(self.vars_of('TL'))})"),
+            (0.7, lambda: f"{self.r.choice(self.vars_of('T'))}.shape[0]"),
+            (0.5, lambda: f"{self.e_L(s)}.count({self.e_I(0)})"),
+            (self.risk * 4, lambda: f"{self.e_L(s)}.index({self.e_I(0)})"),
+            (0.3, lambda: f"sum(c * 2 for c in {self.e_L(s)})"),
+            (0.3, lambda: f"len({self.e_D(s)})"),
+            (self.p_tensor_branch, lambda: f"int({self.e_T0(s)} > 0)"),
+            (self.p_tensor_branch * 0.5, lambda: f"int({self.e_T0(s)}.item() * 3)"),
+            (2 if helpers else 0, lambda: self.call_helper(self.r.choice(helpers), d)),
+            (1 if self.vars_of("LAMI") else 0, lambda: f"{self.r.choice(self.vars_of('LAMI'))}({self.e_I(s)})"),
+            (0.3, lambda: "COUNTER"),
+            (0.3, lambda: f"ADD({self.e_I(s)})"),
+        ])
+
+    def e_F(self, d: int) -> str:
+        leaves = self.vars_of("F")
+        if d == 0 or self.chance(0.3):
+            return self.r.choice(leaves) if leaves and self.chance(0.6) else \
+                self.r.choice(["0.5", "1.5", "-0.25", "2.0", "0.0", "3.0"])
+        s = d - 1
+        return self.pick([
+            (2, lambda: f"({self.e_F(s)} + {self.e_num(s)})"),
+            (1, lambda: f"({self.e_F(s)} - {self.e_num(s)})"),
+            (1, lambda: f"({self.e_F(s)} * {self.r.choice(['0.5', '2.0', '-1.0'])})"),
+            (1, lambda: f"({self.e_I(s)} / (abs({self.e_I(s)}) + 1))"),
+            (self.risk * 8, lambda: f"({self.e_num(s)} / {self.e_I(s)})"),
+            (self.risk * 4, lambda: f"({self.e_F(s)} / {self.e_F(s)})"),
+            (1, lambda: f"float({self.e_I(s)})"),
+            (0.5, lambda: f"math.sqrt(abs({self.e_F(s)}))"),
+            (0.5, lambda: f"round({self.e_F(s)}, 2)"),
+            (0.5, lambda: "GSCALE"),
+            (self.p_tensor_branch, lambda: f"float({self.e_T0(s)})"),
+            (self.p_tensor_branch * 0.5, lambda: f"{self.e_T0(s)}.item()"),
+            (0.3, lambda: f"({self.e_F(s)} if {self.e_B(s)} else {self.e_F(s)})"),
+        ])
+
+    def e_B(self, d: int) -> str:
+        s = max(d - 1, 0)
+        ops = ["<", "<=", ">", ">=", "==", "!="]
+        return self.pick([
+            (3, lambda: f"{self.e_I(s)} {self.r.choice(ops)} {self.e_I(s)}"),
+            (1, lambda: f"{self.e_F(s)} {self.r.choice(ops[:4])} {self.e_num(s)}"),
+            (1, lambda: f"{self.r.choice(KEYS + (MISSING_KEY,))!r} in {self.e_D(s)}"),
+            (1, lambda: f"{self.e_I(s)} in {self.e_L(s)}"),
+            (1 if d > 0 else 0, lambda: f"not ({self.e_B(s)})"),
+            (1 if d > 0 else 0, lambda: f"({self.e_B(s)}) and ({self.e_B(s)})"),
+            (1 if d > 0 else 0, lambda: f"({self.e_B(s)}) or ({self.e_B(s)})"),
+            (1, lambda: f"len({self.e_L(s)}) > {self.r.choice([0, 1, 2, 3])}"),
+            (0.5, lambda: f"hasattr({self.r.choice(self.vars_of('O'))}, 'extra')"),
+            (0.5, lambda: f"isinstance({self.e_num(s)}, int)"),
+            (self.p_tensor_branch * 3, lambda: f"{self.e_T0(s)} > {self.e_F(0)}"),
+            (self.p_tensor_branch, lambda: f"({self.e_T(s)} > 0).any()"),
+            (0.3, lambda: f"{self.r.choice(self.vars_of('T'))}.shape[0] > 3"),
+            (0.3, lambda: f"{self.r.choice(self.vars_of('T'))}.stop_gradient"),
+            (0.3, lambda: f"bool({self.e_L(s)})"),
+        ])
+
+    def e_L(self, d: int) -> str:
+        leaves = self.vars_of("L")
+        if d == 0 or self.chance(0.35):
+            return self.r.choice(leaves)
+        s = d - 1
+        c = self.fresh("c")
+        return self.pick([
+            (2, lambda: f"[{', '.join(self.e_I(s) for _ in range(self.r.randint(0, 3)))}]"),
+            (2, lambda: f"[{c} * 2 for {c} in {self.e_L(s)}]"),
+            (2, lambda: f"[{c} for {c} in {self.e_L(s)} if {c} % 2 == {self.r.choice([0, 1])}]"),
+            (1, lambda: f"list(range({self.e_I(s)} % 5))"),
+            (0 if self.growing() else 1, lambda: f"({self.e_L(s)} + {self.e_L(s)})"),
+            (1, lambda: f"{self.e_L(s)}[1:]"),
+            (0.5, lambda: f"{self.e_L(s)}[::-1]"),
+            (1, lambda: f"sorted({self.e_L(s)})"),
+            (0.5, lambda: f"list({self.e_D(s)}.values())"),
+            (0.5, lambda: f"{self.r.choice(self.vars_of('O'))}.items"),
+            (0.5, lambda: f"list(map(lambda {c}: {c} + 1, {self.e_L(s)}))"),
+            (0.3, lambda: f"[{c} for {c} in range(3)]"),
+            (0.3, lambda: f"[len({self.r.choice(self.vars_of('TL'))})]"),
+        ])
+
+    def e_D(self, d: int) -> str:
+        leaves = self.vars_of("D")
+        if d == 0 or self.chance(0.4):
+            return self.r.choice(leaves)
+        s = d - 1
+        k, v = self.fresh("k"), self.fresh("c")
+        return self.pick([
+            (2, lambda: "{" + ", ".join(f"{key!r}: {self.e_I(s)}" for key in
+                                        self.r.sample(KEYS, self.r.randint(0, 3))) + "}"),
+            (2, lambda: f"{{{k}: {v} * 2 for {k}, {v} in {self.e_D(s)}.items()}}"),
+            (1, lambda: f"dict({self.e_D(s)})"),
+            (1, lambda: f"{{**{self.e_D(s)}, {self.r.choice(KEYS)!r}: {self.e_I(s)}}}"),
+        ])
+
+    def e_TL(self, d: int) -> str:
+        leaves = self.vars_of("TL")
+        if d == 0 or self.chance(0.4):
+            return self.r.choice(leaves)
+        s = d - 1
+        c = self.fresh("c")
+        return self.pick([
+            (2, lambda: f"[{', '.join(self.e_T(s) for _ in range(self.r.randint(0, 3)))}]"),
+            (2, lambda: f"[{c} * 2 for {c} in {self.e_TL(s)}]"),
+            (1, lambda: f"[{self.e_T(s)} * {c} for {c} in range({self.e_I(0)} % 4)]"),
+            (1, lambda: f"{self.e_TL(s)}[1:]"),
+        ])
+
+    def e_O(self, d: int) -> str:
+        leaves = self.vars_of("O")
+        if d == 0 or self.chance(0.8):
+            return self.r.choice(leaves)
+        return f"Obj({self.e_I(d - 1)}, {self.e_T(d - 1)})"
+
+    # -- statements ---------------------------------------------------------------------------------------
+    def block(self, ind: int, n: int, new_scope: bool = True) -> list[str]:
+        if new_scope:
+            self.scopes.append({})
+        lines: list[str] = []
+        for _ in range(n):
+            lines += self.stmt(ind)
+        if not lines:
+            lines = [" " * ind + "pass"]
+        if new_scope:
+            self.scopes.pop()
+        return lines
+
+    def assignable(self, ty: str) -> list[str]:
+        """Names of this function (a helper must not rebind its closure variables: they would become local)."""
+        found = []
+        for scope in self.scopes[self.local_floor:]:
+            found.extend(name for name, t in scope.items() if t == ty and name not in GLOBAL_READABLE)
+        return found
+
+    def growing(self) -> bool:
+        """Inside a loop or a helper (which loops may call), lists must not double: only literals extend."""
+        return bool(self.in_loop or self.in_helper)
+
+    def list_arg(self) -> str:
+        if self.growing():
+            return f"[{', '.join(self.e_I(1) for _ in range(self.r.randint(0, 2)))}]"
+        return self.e_L(1)
+
+    def stmt(self, ind: int) -> list[str]:
+        self.budget -= 1
+        p = " " * ind
+        depth = ind // 4 - 1
+        e = self.expr
+        nest = 1.0 if depth < self.max_depth and self.budget > 0 else 0.0
+        mut = 0.0 if self.no_mut else 1.0
+        ls, ds, os_, tls = self.vars_of("L"), self.vars_of("D"), self.vars_of("O"), self.vars_of("TL")
+        key = self.r.choice(KEYS)
+        risky_key = self.r.choice(KEYS + (MISSING_KEY,))
+        options: list[tuple[float, Callable[[], list[str]]]] = [
+            (6, lambda: self.s_assign(p)),
+            (3, lambda: self.s_reassign(p)),
+            (2, lambda: self.s_augassign(p)),
+            (1.5 * mut, lambda: [p + self.r.choice([
+                f"{self.r.choice(ls)}.append({e('I', 2)})",
+                f"{self.r.choice(ls)}.insert({self.small_int()}, {e('I', 1)})",
+                f"{self.r.choice(ls)}.extend({self.list_arg()})",
+                (lambda t_: f"{t_} += {self.list_arg()}" if t_ else "pass")(self.assignable("L")[:1] and
+                                                                         self.r.choice(self.assignable("L"))),
+                f"{self.r.choice(ls)}.sort()",
+                f"{self.r.choice(ls)}.reverse()",
+                f"{self.r.choice(ls)}[:] = {self.list_arg()}",
+                f"{self.r.choice(os_)}.items.append({e('I', 1)})",
+                "GLIST.append(" + e("I", 1) + ")",
+            ])]),
+            (0.7 * mut, lambda: (lambda l_: [p + f"if {l_}:", p + f"    {l_}[{e('I', 1)} % len({l_})] = {e('I', 1)}"])(
+                self.r.choice(ls))),
+            (0.5 * mut, lambda: (lambda l_: [p + f"if {l_}:", p + f"    {l_}.pop()"])(self.r.choice(ls))),
+            (self.risk * 10 * mut, lambda: [p + self.r.choice([
+                f"{self.r.choice(ls)}.pop()",
+                f"{self.r.choice(ls)}[{e('I', 1)}] = {e('I', 1)}",
+                f"del {self.r.choice(ls)}[{e('I', 1)}]",
+                f"{self.r.choice(ls)}.remove({e('I', 0)})",
+                f"del {self.r.choice(ds)}[{risky_key!r}]",
+            ])]),
+            (1.5 * mut, lambda: [p + self.r.choice([
+                f"{self.r.choice(ds)}[{key!r}] = {e('I', 2)}",
+                f"{self.r.choice(ds)}.pop({risky_key!r}, None)",
+                f"{self.r.choice(ds)}.update({e('D', 1)})",
+                f"{self.r.choice(ds)}.setdefault({key!r}, {e('I', 1)})",
+                f"GDICT[{key!r}] = {e('I', 1)}",
+            ])]),
+            (0.5 * mut, lambda: [p + f"{self.r.choice(tls)}.append({e('T', 1)})"]),
+            (0.3 * mut, lambda: (lambda t_: [p + f"if {t_}:", p + f"    {t_}[0] = {e('T', 1)}"])(self.r.choice(tls))),
+            (2, lambda: [p + self.r.choice([
+                f"{self.r.choice(os_)}.a = {e('I', 2)}",
+                f"{self.r.choice(os_)}.t = {e('T', 2)}",
+                f"{self.r.choice(os_)}.extra = {e('I', 1)}",
+                f"setattr({self.r.choice(os_)}, 'a', {e('I', 1)})",
+                f"{self.r.choice(os_)}.bump({e('I', 1)})",
+            ])]),
+            (self.risk * 3, lambda: [p + f"del {self.r.choice(os_)}.extra"]),
+            (1.5, lambda: [p + self.r.choice([
+                f"COUNTER += {e('I', 1)}",
+                f"GT = {e('T', 2)}",
+                f"GOBJ.a = {e('I', 1)}",
+            ])]),
+            (2, lambda: self.s_print(p)),
+            (0.3, lambda: [p + f"{self.r.choice(self.vars_of('T'))}[0] = {e('F', 1)}"]),
+            (0.2, lambda: [p + f"{self.r.choice(self.vars_of('T'))}.add_({e('T', 1)})"]),
+            (0.5, lambda: [p + "psdb.breakgraph()"]),
+            (self.risk * 5, lambda: [p + f"if {e('B', 2)}:", p + f"    raise {self.r.choice(['ValueError', 'FuzzError', 'KeyError'])}(f'bad {{{e('I', 1)}}}')"]),
+            (self.risk * 3, lambda: [p + f"assert {e('B', 2)}, f'assert {{{e('I', 1)}}}'"]),
+            (0.5 if not self.in_helper else 0, lambda: [p + f"if {e('B', 2)}:", p + f"    return {self.return_expr()}"]),
+            (0.7 if self.in_loop else 0, lambda: [p + f"if {e('B', 1)}:", p + "    " + self.r.choice(["break", "continue"])]),
+            (4 * nest, lambda: self.s_if(ind)),
+            (2.5 * nest, lambda: self.s_for(ind)),
+            (1 * nest, lambda: self.s_while(ind)),
+            (self.p_try * 30 * nest, lambda: self.s_try(ind)),
+            (1 * nest, lambda: self.s_no_grad(ind)),
+        ]
+        helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
+        if helpers:
+            options.append((1, lambda: [p + self.call_helper(self.r.choice(helpers), 2)]))
+        total = sum(w for w, _ in options if w > 0)
+        x = self.r.random() * total
+        for weight, make in options:
+            if weight <= 0:
+                continue
+            x -= weight
+            if x <= 0:
+                return make()
+        return options[0][1]()
+
+    def s_assign(self, p: str) -> list[str]:
+        ty = self.r.choice(["T", "T", "T", "T0", "I", "I", "F", "L", "D", "TL", "O"])
+        value = self.expr(ty, self.r.randint(1, 3))
+        name = self.fresh()
+        self.declare(name, ty)
+        return [p + f"{name} = {value}"]
+
+    def s_reassign(self, p: str) -> list[str]:
+        ty = self.r.choice(["T", "T", "T0", "I", "I", "F", "L", "D"])
+        targets = self.assignable(ty)
+        if not targets:
+            return self.s_assign(p)
+        return [p + f"{self.r.choice(targets)} = {self.expr(ty, self.r.randint(1, 3))}"]
+
+    def s_augassign(self, p: str) -> list[str]:
+        ty = self.r.choice(["T", "T", "T0", "I", "I", "F"])
+        targets = self.assignable(ty)
+        if not targets:
+            return self.s_assign(p)
+        target = self.r.choice(targets)
+        op = self.r.choice(["+=", "-=", "*="])
+        value = {"T": lambda: self.e_Tany(1), "T0": lambda: self.e_T0(1), "I": lambda: self.e_I(1),
+                 "F": lambda: self.e_num(1)}[ty]()
+        return [p + f"{target} {op} {value}"]
+
+    def s_print(self, p: str) -> list[str]:
+        tag = f"p{self.fresh('')}"
+        e = self.expr
+        return [p + self.r.choice([
+            f"print({tag!r}, {e('I', 2)}, {e('L', 1)})",
+            f"print(f'{tag} {{{e('I', 1)}}} {{{e('F', 1)}:.3f}}')",
+            f"print({tag!r}, sorted({e('D', 1)}.items()))",
+            f"print({tag!r}, {self.r.choice(self.vars_of('T'))}.shape, len({self.r.choice(self.vars_of('TL'))}))",
+            f"print({tag!r}, {self.r.choice(self.vars_of('O'))}.a, COUNTER, sep='|')",
+            f"print(f'{tag} {{float({e('T0', 1)}):.2f}}')",
+        ])]
+
+    def s_if(self, ind: int) -> list[str]:
+        p = " " * ind
+        lines = [p + f"if {self.e_B(2)}:"] + self.block(ind + 4, self.r.randint(1, 3))
+        if self.chance(0.3):
+            lines += [p + f"elif {self.e_B(2)}:"] + self.block(ind + 4, self.r.randint(1, 2))
+        if self.chance(0.5):
+            lines += [p + "else:"] + self.block(ind + 4, self.r.randint(1, 3))
+        return lines
+
+    def loop_body(self, ind: int, header: list[str], scope: dict[str, str], live: bool) -> list[str]:
+        self.scopes.append(scope)
+        self.in_loop += 1
+        self.no_mut += live
+        lines = header + self.block(ind + 4, self.r.randint(1, 3), new_scope=False)
+        self.no_mut -= live
+        self.in_loop -= 1
+        self.scopes.pop()
+        return lines
+
+    def s_for(self, ind: int) -> list[str]:
+        p = " " * ind
+        a, b = self.fresh("e"), self.fresh("e")
+        live = self.chance(0.5)
+        wrap = (lambda s: s) if live else (lambda s: f"list({s})")
+        kind = self.r.choice(["list", "range", "enumerate", "dict", "tensors", "zip"])
+        if kind == "list":
+            return self.loop_body(ind, [p + f"for {a} in {wrap(self.e_L(1))}:"], {a: "I"}, live)
+        if kind == "range":
+            return self.loop_body(ind, [p + f"for {a} in range({self.e_I(1)} % 4):"], {a: "I"}, False)
+        if kind == "enumerate":
+            return self.loop_body(ind, [p + f"for {a}, {b} in enumerate({wrap(self.e_L(1))}):"],
+                                  {a: "I", b: "I"}, live)
+        if kind == "dict":
+            return self.loop_body(ind, [p + f"for {a}, {b} in {wrap(self.e_D(1) + '.items()')}:"],
+                                  {b: "I"}, live)
+        if kind == "tensors":
+            return self.loop_body(ind, [p + f"for {a} in {wrap(self.e_TL(1))}:"], {a: "T"}, live)
+        return self.loop_body(ind, [p + f"for {a}, {b} in zip({wrap(self.e_L(1))}, {wrap(self.e_TL(1))}):"],
+                              {a: "I", b: "T"}, live)
+
+    def s_while(self, ind: int) -> list[str]:
+        p = " " * ind
+        counter = self.fresh("w")
+        header = [p + f"{counter} = 0", p + f"while {counter} < {self.r.choice(['2', '3', self.e_I(1) + ' % 4'])}:",
+                  p + f"    {counter} += 1"]
+        return self.loop_body(ind, header, {counter: "I"}, False)
+
+    def s_try(self, ind: int) -> list[str]:
+        p = " " * ind
+        exc = self.fresh("ex")
+        caught = self.r.choice(["ZeroDivisionError", "IndexError", "KeyError", "(ZeroDivisionError, IndexError, "
+                                "KeyError, ValueError)", "Exception", "(ValueError, FuzzError)"])
+        saved, self.risk = self.risk, max(self.risk, 0.1)
+        lines = [p + "try:"] + self.block(ind + 4, self.r.randint(1, 3))
+        self.risk = saved
+        self.scopes.append({})
+        handler = [p + f"    print('caught', type({exc}).__name__, {exc})"] if self.chance(0.6) else []
+        lines += [p + f"except {caught} as {exc}:"] + handler + self.block(ind + 4, self.r.randint(0, 2))
+        self.scopes.pop()
+        if self.chance(0.3):
+            lines += [p + "else:"] + self.block(ind + 4, 1)
+        if self.chance(0.3):
+            lines += [p + "finally:"] + self.block(ind + 4, 1)
+        return lines
+
+    def s_no_grad(self, ind: int) -> list[str]:
+        p = " " * ind
+        return [p + "with paddle.no_grad():"] + self.block(ind + 4, self.r.randint(1, 3))
+
+    def return_expr(self) -> str:
+        picks = []
+        for _ in range(self.r.randint(1, 4)):
+            ty = self.r.choice(["T", "T", "T0", "I", "F", "L", "D", "TL", "O"])
+            if ty == "O":
+                picks.append(f"{self.e_O(0)}.a")
+            elif self.chance(0.5) and self.vars_of(ty):
+                picks.append(self.r.choice(self.vars_of(ty)))
+            else:
+                picks.append(self.expr(ty, 1))
+        if len(picks) == 1 and self.chance(0.5):
+            return picks[0]
+        if self.chance(0.2):
+            return "{" + ", ".join(f"'r{i}': {v}" for i, v in enumerate(picks)) + "}"
+        return "(" + ", ".join(picks) + ",)"
+
+    # -- functions ----------------------------------------------------------------------------------------
+    def helper_def(self, name: str, ind: int, nested: bool) -> list[str]:
+        """A helper taking 1-3 typed arguments and returning one typed value."""
+        p = " " * ind
+        n_args = self.r.randint(1, 3)
+        arg_types = [self.r.choice(["T", "T", "I", "F", "L", "TL"]) for _ in range(n_args)]
+        args = [self.fresh("a") for _ in arg_types]
+        ret = self.r.choice(["T", "T", "I", "T0"])
+        scope = dict(zip(args, arg_types))
+        if not nested:  # module level: only module globals are visible besides the arguments
+            outer, self.scopes = self.scopes, [dict(GLOBAL_READABLE), scope]
+        else:
+            outer = None
+            self.scopes.append(scope)
+        prologue: list[str] = []
+        if not self.vars_of("T"):
+            t = self.fresh("h")
+            prologue.append(p + f"    {t} = paddle.ones([1])")
+            self.scopes[-1][t] = "T"
+        if not self.vars_of("TL"):
+            t = self.fresh("h")
+            prologue.append(p + f"    {t} = []")
+            self.scopes[-1][t] = "TL"
+        saved = self.in_helper, self.in_loop, self.no_mut, self.local_floor
+        self.in_helper, self.in_loop, self.no_mut, self.local_floor = True, 0, 0, len(self.scopes) - 1
+        globals_line = [p + "    global COUNTER, GT"]
+        body = self.block(ind + 4, self.r.randint(0, 3), new_scope=False)
+        ret_value = self.expr(ret, 2)
+        self.in_helper, self.in_loop, self.no_mut, self.local_floor = saved
+        if outer is not None:
+            self.scopes = outer
+        else:
+            self.scopes.pop()
+        text = "\n".join(body + [ret_value])
+        mutates = any(tok in text for tok in (".append(", ".insert(", ".extend(", "+=", ".sort(", ".reverse(",
+                                              "[:] =", ".pop(", "del ", ".update(", ".setdefault(", "] =",
+                                              ".remove(")) \
+            or any(h.mutates and f"{h.name}(" in text for h in self.helpers)
+        self.helpers.append(Helper(name, arg_types, ret, mutates))
+        return [p + f"def {name}({', '.join(args)}):"] + globals_line + prologue + body + [p + f"    return {ret_value}"]
+
+    def generate(self) -> str:
+        lines = [PRELUDE, ""]
+        # module-level helpers
+        self.scopes = []
+        for _ in range(self.r.randint(0, 2)):
+            self.budget = 4
+            lines += self.helper_def(self.fresh("gh"), 0, nested=False) + ["", ""]
+        self.scopes = [dict(GLOBAL_READABLE), dict(PARAMS)]
+        lines.append(f"def f({', '.join(PARAMS)}):")
+        lines.append("    global COUNTER, GT")
+        # closures and nested helpers
+        if self.chance(0.4):
+            acc = self.fresh("acc")
+            lines.append(f"    {acc} = {self.e_I(1)}")
+            self.declare(acc, "I")
+            bump = self.fresh("bump")
+            k = self.fresh("a")
+            lines += [f"    def {bump}({k}):", f"        nonlocal {acc}", f"        {acc} += {k}",
+                      f"        return {acc}"]
+            self.helpers.append(Helper(bump, ["I"], "I", False))
+        for _ in range(self.r.randint(0, 2)):
+            self.budget = 3
+            lines += self.helper_def(self.fresh("h"), 4, nested=True)
+        if self.chance(0.3):
+            lam = self.fresh("lam")
+            lines.append(f"    {lam} = lambda t: {self.r.choice(['t * 2', 't + x', 'paddle.tanh(t) * s'])}")
+            self.declare(lam, "LAMT")
+        if self.chance(0.3):
+            lam = self.fresh("lam")
+            lines.append(f"    {lam} = lambda k: {self.r.choice(['k + 1', 'k * n', 'k - len(lst)'])}")
+            self.declare(lam, "LAMI")
+        self.budget = self.r.randint(6, 22)
+        while self.budget > 0:
+            lines += self.stmt(4)
+        lines.append(f"    return {self.return_expr()}")
+        return "\n".join(lines) + "\n"
+
+
+def _vec(r: random.Random, n: int) -> list[float]:
+    return [round(r.uniform(-2, 2), 3) for _ in range(n)]
+
+
+def make_inputs(r: random.Random, n_elems: int) -> InputSet:
+    return InputSet(
+        n_elems=n_elems,
+        x=_vec(r, n_elems), y=_vec(r, n_elems), w=_vec(r, n_elems),
+        n=r.randint(-3, 6), s=round(r.uniform(-2, 2), 2),
+        lst=[r.randint(-3, 6) for _ in range(r.randint(0, 5))],
+        d={k: r.randint(-3, 6) for k in KEYS if r.random() < 0.7},
+        obj_a=r.randint(-2, 4), obj_t=_vec(r, n_elems),
+        tl=[_vec(r, n_elems) for _ in range(r.randint(0, 3))],
+        gscale=r.choice([1.0, 2.0, 0.5]), adder=r.choice([1, 2]), gobj_a=r.randint(0, 3),
+    )
+
+
+def generate(seed: int) -> Program:
+    gen = Gen(seed)
+    source = gen.generate()
+    r = random.Random(seed * 7919 + 1)
+    first = make_inputs(r, r.choice([3, 4, 5]))
+    if r.random() < 0.3:
+        second = first  # the same values again: pure cache hits
+    else:
+        second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]))
+    min_graph_size = 0 if seed % 2 == 0 else 10
+    return Program(seed, source, [first, second], min_graph_size)
