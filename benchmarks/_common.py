@@ -244,3 +244,104 @@ def resolve_timing_args(args: argparse.Namespace) -> tuple[int, int]:
     if r < 1 or c < 1:
         raise SystemExit("--rounds and --calls must be positive")
     return r, c
+
+
+# -- paired comparisons between any two variants ------------------------------------------------------------
+def paired_ratio(samples: Sequence[float], baseline: Sequence[float]) -> float:
+    """Median over rounds of ``samples[r] / baseline[r]`` (both from the same round)."""
+    return statistics.median(x / y for x, y in zip(samples, baseline))
+
+
+def paired_ratio_to_best(samples: Sequence[float], *baselines: Sequence[float]) -> float:
+    """Median over rounds of ``samples[r] / min(b[r] for b in baselines)``: the ratio to the better baseline
+    of each round."""
+    return statistics.median(x / min(b) for x, *b in zip(samples, *baselines))
+
+
+def paired_difference_us(samples: Sequence[float], baseline: Sequence[float]) -> float:
+    """Median over rounds of ``samples[r] - baseline[r]``, in microseconds."""
+    return statistics.median(x - y for x, y in zip(samples, baseline)) * 1e6
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+# -- memory: the resident-set high-water mark of this process ---------------------------------------------
+def proc_status_kb(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...), or None where there is none."""
+    try:
+        with open("/proc/self/status") as f:
+            for text in f:
+                if text.startswith(field + ":"):
+                    return int(text.split(":", 1)[1].split()[0])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's ``VmHWM`` to its current RSS (Linux >= 4.0: ``echo 5 > /proc/self/clear_refs``).
+    False when that is not possible; ``VmHWM`` then still holds the peak since the process started."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_kb() -> int | None:
+    """Peak resident set size: ``VmHWM``, else ``ru_maxrss`` of ``getrusage`` (kB on Linux)."""
+    value = proc_status_kb("VmHWM")
+    if value is None:
+        import resource
+
+        value = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return value
+
+
+# -- translators: hooks and Paddle SOT's own counters ------------------------------------------------------
+def paddle_sot_translate_count() -> int | None:
+    """Frames Paddle's SOT translated since import (an internal of Paddle; None if it moved)."""
+    try:
+        from paddle.jit.sot.opcode_translator.executor.executor_cache import OpcodeExecutorCache
+
+        return OpcodeExecutorCache().translate_count
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def paddle_sot_compiled_graphs() -> int | None:
+    """Sub-graphs Paddle's SOT has compiled (entries of its SIR compile cache; internal, None if it moved)."""
+    try:
+        from paddle.jit.sot.symbolic.compile_cache import CompileSIRCache
+
+        return len(CompileSIRCache().cache)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def hooks_left_installed() -> list[str]:
+    """What is still installed after a translated call returned: a PEP 523 evaluator, sot's callback,
+    Paddle's eval-frame callback. Empty when everything is back to normal."""
+    problems = []
+    if not interpreter_eval_frame_is_default():
+        problems.append("a PEP 523 frame evaluator is still installed")
+    try:
+        from sot.eval_frame_ext import get_callback
+
+        if get_callback() is not None:
+            problems.append("sot's callback is still set")
+    except ImportError:
+        pass
+    try:
+        import paddle
+
+        previous = paddle.framework.core.set_eval_frame(None)
+        if previous is not None:
+            paddle.framework.core.set_eval_frame(previous)
+            problems.append("Paddle's eval-frame callback is still set")
+    except Exception:  # noqa: BLE001
+        pass
+    return problems

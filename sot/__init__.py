@@ -30,10 +30,12 @@ def reset() -> None:
     from .symbolic.compile import clear_compiled
 
     from .opcode_translator.callback import forget_warnings
+    from .opcode_translator.executor.dynamic_shape import forget as forget_dynamic_dims
 
     reset_cache()
     clear_compiled()
     forget_warnings()
+    forget_dynamic_dims()
     reset_counters()
 
 

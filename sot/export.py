@@ -17,11 +17,12 @@ How it works:
    values; ``paddle.jit.save`` builds it with ``to_static(full_graph=True)`` and saves program and
    parameters. A ``pylayer`` statement is rebuilt with ``static_pylayer`` as in sot's own programs.
 
-The saved model takes the tensors of ``example_inputs`` (flattened, in order) as inputs, with their shapes
-and dtypes, and returns the tensors of the function's result (flattened, in order; a single tensor when
-there is one). Non-tensor arguments are constants of the graph (sot guarded them), as are non-tensor
-results (dropped from the outputs). A Layer is exported in the mode it is in: call ``.eval()`` first for
-inference (dropout off, batch norm on running statistics).
+The saved model takes the tensors of ``example_inputs`` (flattened, in order; also one the graph does not
+read, in which case the program is saved unpruned) as inputs, with their shapes and dtypes, and returns the
+tensors of the function's result (flattened, in order; a single tensor when there is one). Non-tensor
+arguments are constants of the graph (sot guarded them), as are non-tensor results (dropped from the
+outputs). A Layer is exported in the mode it is in: call ``.eval()`` first for inference (dropout off, batch
+norm on running statistics).
 """
 from __future__ import annotations
 
@@ -162,8 +163,11 @@ def _capture(fn: Any, example_inputs: tuple) -> tuple[Any, Any, list, list, Any]
         records.append((frame.code, translation))
         program = translation.program
         if isinstance(program, CompiledProgram) and not any(p is program for p, _ in swapped):
-            swapped.append((program, type(program)))
-            program.__class__ = _recording_class(type(program))
+            try:  # never let an export problem escape into the frame callback
+                program.__class__ = _recording_class(type(program))
+            except TypeError:
+                return  # not recorded: reported below as a graph that did not run
+            swapped.append((program, type(program).__mro__[1]))
 
     add_listener(listen)
     try:
@@ -274,7 +278,8 @@ class _ExportedGraph(paddle.nn.Layer):
 def _with_arity(n_feeds: int) -> type:
     """`_ExportedGraph` whose ``forward`` takes ``input_0, ..., input_{n-1}``."""
     names = ", ".join(f"input_{i}" for i in range(n_feeds))
-    source = f"def forward(self{', ' if names else ''}{names}):\n    return _replay(self, ({names}{',' if names else ''}))\n"
+    params = f"self, {names}" if names else "self"
+    source = f"def forward({params}):\n    return _replay(self, ({names}{',' if names else ''}))\n"
     namespace: dict[str, Any] = {"_replay": _replay}
     exec(compile(source, "<sot.export>", "exec"), namespace)
     forward = paddle.jit.not_to_static(namespace["forward"])  # traced as is, like sot's own SIR runner
@@ -349,7 +354,10 @@ def export(fn_or_layer: Any, *example_inputs: Any, path: str) -> ExportedProgram
     layer, specs, baked = _build(translation, inputs, outputs, result, example_inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        paddle.jit.save(layer, path, input_spec=specs)
+        # Paddle refuses to prune a program with an input no output depends on; such an input (an unused
+        # argument, a tensor passed twice) stays an input of the saved model, so skip pruning then.
+        used = {key for kind, key in layer._sot_inputs + layer._sot_results if kind == "feed"}
+        paddle.jit.save(layer, path, input_spec=specs, skip_prune_program=len(used) < len(specs))
     return ExportedProgram(path, translation.sir, specs, len(layer._sot_results), baked)
 
 

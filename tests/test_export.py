@@ -114,6 +114,9 @@ class PyLayerNet(paddle.nn.Layer):
         return self.fc2(h) * 0.5
 
 
+PRINT_LINE = 'print("y is"'
+
+
 def with_print(x: paddle.Tensor) -> paddle.Tensor:
     y = paddle.exp(x) * 2
     print("y is", y.shape)
@@ -152,6 +155,20 @@ def test_function_small_graph_and_passthrough_outputs(tmp_path: Any) -> None:
     check_loaded(path, (x,), (x * 3, x * 3, x))
 
 
+def test_unused_and_non_tensor_arguments(tmp_path: Any) -> None:
+    """Every tensor argument is an input of the saved model, even one the graph does not read; a Python
+    number argument is a constant of the graph."""
+
+    def scaled(x: paddle.Tensor, unused: paddle.Tensor, factor: float) -> paddle.Tensor:
+        return paddle.tanh(x) * factor
+
+    x, other = paddle.randn([4]), paddle.randn([2, 2])
+    path = str(tmp_path / "unused")
+    info = sot.export(scaled, x, other, 3.0, path=path)
+    assert [list(spec.shape) for spec in info.input_spec] == [[4], [2, 2]]
+    check_loaded(path, (x, other), scaled(x, other, 3.0))
+
+
 def test_layer_parameters_are_baked_in(tmp_path: Any) -> None:
     paddle.seed(3)
     layer = Direct()
@@ -175,7 +192,7 @@ def test_layer_with_builtin_sublayers_and_batchnorm_eval(tmp_path: Any) -> None:
     fast(x)
     fast(x)  # cached: export still translates its own call and leaves this cache alone
     info = sot.export(fast, x, path=path)
-    assert [s.kind for s in info.sir.statements].count("layer") == 6
+    assert [s.kind for s in info.sir.statements].count("layer") == 5
     check_loaded(path, (x,), net(x))
     x2 = paddle.randn([2, 3, 6, 6])
     check_loaded(path, (x2,), net(x2))
@@ -224,7 +241,7 @@ def test_graph_break_is_refused_with_its_line(tmp_path: Any, capsys: Any) -> Non
         sot.export(with_print, x, path=path)
     assert isinstance(info.value, sot.SotError)
     message = str(info.value)
-    where = f"{__file__}:{line_of(with_print, 'print(')}"
+    where = f"{__file__}:{line_of(with_print, PRINT_LINE)}"
     assert "graph break" in message and where in message and "print" in message
     assert len(info.value.problems) == 1 and info.value.problems[0].location == where
     assert not os.path.exists(path + ".json") and not os.path.exists(path + ".pdmodel")

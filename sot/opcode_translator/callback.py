@@ -13,6 +13,7 @@ from ..log import enabled, log
 from ..stats import counters
 from ..symbolic.compile import INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
+from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
 from .skip_files import should_skip
 from .transform import Translation, describe_code, translate_frame
@@ -64,6 +65,8 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
         log_guard_misses(code, guards, globals_, closure, args)
     if _cache_limit_reached(code, frame, guards):
         return SKIP
+    if guards:
+        learn_from_miss(code, guards, globals_, closure, args)
     counters.translate_count += 1
     translation = translate_frame(frame)
     for listener in list(_listeners):

@@ -264,10 +264,9 @@ def emit_dup_top(emit: Emit) -> None:
 
 def emit_load_closure(emit: Emit, var: Any) -> None:
     """Push the cell of ``var`` (a `bytecode` ``CellVar``/``FreeVar``) for a closure tuple."""
-    if PY >= (3, 13):
-        emit("LOAD_FAST", var.name)
-    else:
-        emit("LOAD_CLOSURE", var)
+    # (3.13: LOAD_CLOSURE is gone; LOAD_FAST on the cell's slot, which `bytecode` spells with the CellVar or
+    # FreeVar itself; a plain name would make a new, unbound local)
+    emit("LOAD_FAST" if PY >= (3, 13) else "LOAD_CLOSURE", var)
 
 
 def emit_make_function(emit: Emit, code: types.CodeType, has_closure: bool) -> None:

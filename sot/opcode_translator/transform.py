@@ -269,6 +269,8 @@ def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
         return 4, 0
     if name == "LOAD_SUPER_ATTR":  # a method load runs as a plain one (_translate_break)
         return 3, 1
+    if name == "LOAD_ATTR" and not pyversion.pushes_null(instr):  # e.g. a dynamic ``x.shape``
+        return 1, 1
     if name == "STORE_SUBSCR":
         return 3, 0
     if name in ("STORE_ATTR", "DELETE_SUBSCR"):

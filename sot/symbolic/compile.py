@@ -22,7 +22,7 @@ class CompiledProgram:
 
     def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
-        specs = [InputSpec(list(sir.metas[s].shape), sir.metas[s].dtype, s.name,
+        specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
         @paddle.jit.not_to_static

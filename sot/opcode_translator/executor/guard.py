@@ -53,6 +53,9 @@ class GuardBuilder:
         self.namespace: dict[str, Any] = {}
         self._const_names: dict[int, str] = {}
         self.exprs: list[str] = []
+        # (input path, expression, shape) of every tensor shape guard: compared with a missing call's
+        # inputs to find dimensions that vary (dynamic_shape.py).
+        self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
         self._seen: set[str] = set()
 
     # -- naming -----------------------------------------------------------------------------------------
@@ -121,6 +124,12 @@ class Guard:
         self.readable = [builder.readable(e) for e in builder.exprs]
         self._params = params
         self._namespace = builder.namespace
+        self.shape_checks = list(builder.shape_checks)
+
+    def evaluate(self, expr: str, globals_: dict, closure: Any, args: tuple) -> Any:
+        """The value of one guard expression (e.g. a tensor's path) for a new call."""
+        fn = eval(f"lambda {self._params}: ({expr})", dict(self._namespace))
+        return fn(globals_, closure, *args)
 
     def first_failure(self, globals_: dict, closure: Any, args: tuple) -> str | None:
         """The first guard (readable) that fails for these inputs, or None when all pass."""

@@ -160,10 +160,17 @@ class TensorVariable(VariableBase):
         return type(self.value) if self.value is not None else paddle.Tensor
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        from ..dynamic_shape import shape_matches
+
         meta = self.meta
+        builder.shape_checks.append((self.tracker.describe(), expr, tuple(meta.shape)))
+        if -1 in meta.shape:
+            shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {tuple(meta.shape)!r})"
+        else:
+            shape_guard = f"{expr}.shape == {list(meta.shape)!r}"
         return [
             f"type({expr}) is {builder.constant(self.get_py_type())}",
-            f"{expr}.shape == {list(meta.shape)!r}",
+            shape_guard,
             f"{expr}.dtype is {builder.constant(meta.dtype)}",
             f"{expr}.stop_gradient is {meta.stop_gradient!r}",
         ]
@@ -199,11 +206,22 @@ class TensorVariable(VariableBase):
     def unpack(self) -> list[VariableBase]:
         if not self.meta.shape or self.meta.shape[0] < 0:
             raise FallbackError("unpacking a tensor of unknown length")
-        self._used_meta()
-        return [self.getitem(ConstantVariable(i, self.graph, DummyTracker())) for i in range(self.meta.shape[0])]
+        length = self.concrete_shape()[0]
+        return [self.getitem(ConstantVariable(i, self.graph, DummyTracker())) for i in range(length)]
 
     def _used_meta(self) -> None:
         self.graph.add_guard(self)
+
+    def concrete_shape(self) -> tuple[int, ...]:
+        """The shape as Python ints. A dynamic dimension of an input is pinned again (its value guarded);
+        one of a computed tensor is only known at run time: the graph breaks there."""
+        self._used_meta()
+        if -1 not in self.meta.shape:
+            return self.meta.shape
+        if self.value is None:
+            raise BreakGraphError("a dynamic dimension of a computed tensor is read as a Python value")
+        self.meta = MetaInfo(tuple(self.value.shape), self.meta.dtype, self.meta.stop_gradient)
+        return self.meta.shape
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.symbol.name}: {self.meta})"
@@ -241,9 +259,8 @@ def _place(var: TensorVariable) -> VariableBase:
 def _shape(var: TensorVariable) -> VariableBase:
     from .container import SizeVariable
 
-    var._used_meta()
     graph = var.graph
-    items: list[VariableBase] = [ConstantVariable(dim, graph, DummyTracker((var,))) for dim in var.meta.shape]
+    items: list[VariableBase] = [ConstantVariable(dim, graph, DummyTracker((var,))) for dim in var.concrete_shape()]
     return SizeVariable(items, graph, DummyTracker((var,)))
 
 
@@ -251,7 +268,7 @@ _TENSOR_ATTRIBUTES = {
     "shape": lambda var: _shape(var),
     "dtype": _meta_value(lambda m: m.dtype),
     "ndim": _meta_value(lambda m: len(m.shape)),
-    "size": _meta_value(lambda m: math.prod(m.shape)),
+    "size": lambda var: ConstantVariable(math.prod(var.concrete_shape()), var.graph, DummyTracker((var,))),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
@@ -261,7 +278,13 @@ _TENSOR_ATTRIBUTES = {
 @VariableFactory.register(100)
 def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if isinstance(value, paddle.Tensor):
-        meta = MetaInfo(tuple(value.shape), value.dtype, bool(value.stop_gradient))
+        shape = tuple(value.shape)
+        if tracker.is_traceable():
+            from ..dynamic_shape import dynamic_dims
+
+            dims = dynamic_dims(graph.frame.code, tracker.describe())
+            shape = tuple(-1 if i in dims and d not in (0, 1) else d for i, d in enumerate(shape))
+        meta = MetaInfo(shape, value.dtype, bool(value.stop_gradient))
         return TensorVariable(meta, graph, tracker, value=value)
     return None
 

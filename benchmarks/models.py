@@ -1,0 +1,708 @@
+"""Whole models: eager vs Paddle's AST to_static vs Paddle's SOT vs sot (issue 8, "Speed").
+
+    python benchmarks/models.py                      # full run (~10 min on 2 CPU cores)
+    python benchmarks/models.py --quick              # smoke run: tiny inputs only, few rounds (~2-3 min)
+    python benchmarks/models.py --models resnet18,lstm --sizes large --rounds 21
+    python benchmarks/models.py --models gpt --profile sot     # cProfile sot's forward instead of timing
+
+Workloads: the models of ``tests/models/zoo.py`` (resnet18, mobilenet_v2, vgg11, squeezenet, transformer,
+lstm, gru, gpt, data_dependent_branch), each at the zoo's tiny inputs and at larger ones (8x3x32x32 images;
+batch 8 x 32 tokens for the text models; 256 rows for data_dependent_branch), plus two micro workloads:
+``small_ops_200`` (200 elementwise ops on [8, 64]) and ``tensor_if`` (a few ops around one tensor-valued
+``if``). Each workload is run by four variants, every one on its own deep copy of the same seeded model:
+
+    eager   the layer itself
+    AST     paddle.jit.to_static(layer, full_graph=True)
+    PSOT    paddle.jit.to_static(layer, full_graph=False)   (Paddle's own SOT)
+    sot     sot.symbolic_translate(layer)
+
+Measured per workload and variant (method in README.md):
+
+* steady state, forward: median per call over interleaved rounds (train mode, gradients recorded, as in a
+  training loop's forward);
+* steady state, train step: forward + loss + backward + Adam step + clear_grad, median per step;
+* first call and first train step, and the peak memory: each (workload, variant) in a fresh subprocess, so
+  no translator cache and no allocator pool is shared with another variant. The child first warms up the
+  variant's machinery on a throwaway 13-op layer (so one-time library initialisation is not charged to the
+  first model measured), builds the model, resets the RSS high-water mark (``/proc/self/clear_refs``), then
+  times the first forward and the first train step and runs 3 more of each; peak = ``VmHWM`` - ``VmRSS`` at
+  the reset;
+* parity with eager: the first forward output and 3 Adam-step losses of each variant against eager's
+  (rtol 1e-4, atol 1e-5, the model tests' tolerance);
+* what the translators did: ``sot.stats()`` (translations, compiled graphs, breaks, fallbacks, and whether
+  anything was translated again while timing) and Paddle SOT's translation / compiled-graph counters.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import gc
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import warnings  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+import paddle.nn as nn  # noqa: E402
+
+import sot  # noqa: E402
+
+from _common import (  # noqa: E402
+    REPO,
+    Variant,
+    cprofile_top,
+    format_table,
+    hooks_left_installed,
+    interleave,
+    machine_description,
+    paddle_sot_compiled_graphs,
+    paddle_sot_translate_count,
+    paired_ratio,
+    paired_ratio_to_best,
+    peak_rss_kb,
+    proc_status_kb,
+    reset_peak_rss,
+    verdict,
+)
+
+
+def _load_zoo() -> Any:
+    """``tests/models/zoo.py`` loaded by path (a package named ``models`` would clash with this script)."""
+    path = os.path.join(REPO, "tests", "models", "zoo.py")
+    spec = importlib.util.spec_from_file_location("sot_bench_zoo", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look the module up
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo = _load_zoo()
+
+VARIANTS = [("eager", "eager"), ("ast", "AST"), ("psot", "Paddle SOT"), ("sot", "sot")]
+LABEL = dict(VARIANTS)
+RTOL, ATOL = 1e-4, 1e-5
+LEARNING_RATE = 1e-3
+CHILD_STEPS = 3  # forward calls and train steps after the first ones, in a memory child
+
+
+# -- workloads --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str    # unique: "<model>/<size>"
+    model: str
+    size: str
+    build: Callable[[], nn.Layer]
+    inputs: Callable[[], tuple]
+    loss: Callable[[Any, tuple], paddle.Tensor]
+
+
+def _vgg11(in_features: int) -> nn.Layer:
+    """As the zoo's vgg11 (stock ``VGG.forward``, no 7x7 pool, a small classifier), for any input size."""
+    from paddle.vision.models.vgg import VGG, cfgs, make_layers
+
+    model = VGG(make_layers(cfgs["A"]), num_classes=0, with_pool=False)
+    model.num_classes = zoo.NUM_CLASSES
+    model.classifier = nn.Sequential(nn.Linear(in_features, 64), nn.ReLU(), nn.Dropout(), nn.Linear(64, 64),
+                                     nn.ReLU(), nn.Dropout(), nn.Linear(64, zoo.NUM_CLASSES))
+    return model
+
+
+class SmallOps200(nn.Layer):
+    """200 elementwise ops on a [8, 64] input (50 x 4 ops; one parameter so that there is a train step)."""
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.w = self.create_parameter([width], default_initializer=nn.initializer.Constant(0.01))
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = x
+        for _ in range(50):
+            h = h * 0.9
+            h = h + self.w
+            h = paddle.tanh(h)
+            h = h - 0.05
+        return h
+
+
+class TensorIf(nn.Layer):
+    """A handful of ops around one ``if`` on a tensor value (a graph break for the bytecode translators, a
+    ``cond`` op for AST). The condition reads the input only, so training never flips the branch."""
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.w = self.create_parameter([width], default_initializer=nn.initializer.Constant(0.5))
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = x * self.w
+        if x.mean() > 0:
+            h = h + 1.0
+        else:
+            h = h - 1.0
+        return h * 2.0
+
+
+def _large_features() -> tuple:
+    x = np.random.default_rng(0).standard_normal((LARGE_ROWS, 8)).astype("float32")
+    return (paddle.to_tensor(np.abs(x) + 0.1),)
+
+
+def _gpt_inputs(batch: int, length: int) -> Callable[[], tuple]:
+    def make() -> tuple:
+        ids = zoo.randint(0, zoo.VOCAB, (batch, length + 1), seed=3)
+        return ids[:, :-1], ids[:, 1:]
+
+    return make
+
+
+# The "large" inputs. Vision: batch 8 of 32x32 images (4x the zoo's 2x3x32x32). 8x3x64x64 (16x) made one full
+# run take far more than 10 minutes on 2 cores (vgg11: 0.63 s per forward, 2 s per train step in eager).
+LARGE_IMAGE = (8, 32)
+LARGE_TEXT = (8, 32)  # batch, sequence length
+LARGE_ROWS = 256      # data_dependent_branch: rows of 8 features (the zoo: 4)
+
+
+def _workloads() -> list[Workload]:
+    out: list[Workload] = []
+    vision_builders = {
+        "resnet18": lambda: paddle.vision.models.resnet18(num_classes=zoo.NUM_CLASSES),
+        "mobilenet_v2": lambda: paddle.vision.models.mobilenet_v2(scale=0.5, num_classes=zoo.NUM_CLASSES),
+        "vgg11": None,
+        "squeezenet": lambda: paddle.vision.models.squeezenet1_1(num_classes=zoo.NUM_CLASSES),
+    }
+    for name, builder in vision_builders.items():
+        spec = zoo.ZOO[name]
+        out.append(Workload(f"{name}/tiny", name, "tiny", spec.build, spec.inputs, spec.loss))
+        if name == "vgg11":  # five 2x2 max-pools: 512 x (size/32)^2 features into the classifier
+            large_build = zoo.seeded(lambda: _vgg11(512 * (LARGE_IMAGE[1] // 32) ** 2))
+        else:
+            large_build = zoo.seeded(builder)
+        out.append(Workload(f"{name}/large", name, "large", large_build, lambda: zoo.image(*LARGE_IMAGE),
+                            spec.loss))
+
+    spec = zoo.ZOO["transformer"]
+    out.append(Workload("transformer/tiny", "transformer", "tiny", spec.build, spec.inputs, spec.loss))
+    out.append(Workload("transformer/large", "transformer", "large",
+                        zoo.seeded(lambda: zoo.TransformerSeq2Seq(max_len=LARGE_TEXT[1])),
+                        lambda: (zoo.token_ids(*LARGE_TEXT, seed=1, pad_tail=False),
+                                 zoo.token_ids(*LARGE_TEXT, seed=2, pad_tail=False)), spec.loss))
+    for name in ("lstm", "gru"):
+        spec = zoo.ZOO[name]
+        out.append(Workload(f"{name}/tiny", name, "tiny", spec.build, spec.inputs, spec.loss))
+        out.append(Workload(f"{name}/large", name, "large", spec.build, lambda: (zoo.token_ids(*LARGE_TEXT),), spec.loss))
+    spec = zoo.ZOO["gpt"]
+    out.append(Workload("gpt/tiny", "gpt", "tiny", spec.build, spec.inputs, spec.loss))
+    out.append(Workload("gpt/large", "gpt", "large", zoo.seeded(lambda: zoo.GPT({**zoo.GPT_CONFIG, "block_size": LARGE_TEXT[1]})),
+                        _gpt_inputs(*LARGE_TEXT), spec.loss))
+    spec = zoo.ZOO["data_dependent_branch"]
+    out.append(Workload("data_dependent_branch/tiny", "data_dependent_branch", "tiny", spec.build, spec.inputs,
+                        spec.loss))
+    out.append(Workload("data_dependent_branch/large", "data_dependent_branch", "large", spec.build,
+                        _large_features, spec.loss))
+
+    out.append(Workload("small_ops_200/-", "small_ops_200", "-", zoo.seeded(SmallOps200),
+                        lambda: (zoo.randn(8, 64, seed=4),), zoo.mean_square_loss))
+    out.append(Workload("tensor_if/-", "tensor_if", "-", zoo.seeded(TensorIf),
+                        lambda: (zoo.randn(8, 64, seed=5).abs() + 0.1,), zoo.mean_square_loss))
+    return out
+
+
+WORKLOADS = {w.name: w for w in _workloads()}
+
+
+def select_workloads(models: str | None, sizes: str | None) -> list[Workload]:
+    chosen = list(WORKLOADS.values())
+    if models:
+        wanted = [m.strip() for m in models.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in WORKLOADS and m not in {w.model for w in chosen}]
+        if unknown:
+            raise SystemExit(f"--models: unknown {', '.join(unknown)}; known: "
+                             f"{', '.join(dict.fromkeys(w.model for w in WORKLOADS.values()))} "
+                             f"(or model/size, e.g. resnet18/large)")
+        chosen = [w for w in chosen if w.model in wanted or w.name in wanted]
+    if sizes:
+        keep = {s.strip() for s in sizes.split(",")} | {"-"}
+        chosen = [w for w in chosen if w.size in keep]
+    return chosen
+
+
+def describe_inputs(inputs: tuple) -> str:
+    return ", ".join("x".join(str(d) for d in t.shape) for t in inputs if isinstance(t, paddle.Tensor))
+
+
+# -- variants ---------------------------------------------------------------------------------------------
+def make_variant(key: str, model: nn.Layer) -> Callable[..., Any]:
+    if key == "eager":
+        return model
+    if key == "ast":
+        return paddle.jit.to_static(model, full_graph=True)
+    if key == "psot":
+        return paddle.jit.to_static(model, full_graph=False)
+    if key == "sot":
+        return sot.symbolic_translate(model)
+    raise ValueError(key)
+
+
+def make_train_step(fn: Callable[..., Any], model: nn.Layer, inputs: tuple,
+                    loss_fn: Callable[[Any, tuple], paddle.Tensor]) -> Callable[[], paddle.Tensor]:
+    opt = paddle.optimizer.Adam(learning_rate=LEARNING_RATE, parameters=model.parameters())
+
+    def step() -> paddle.Tensor:
+        loss = loss_fn(fn(*inputs), inputs)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        return loss
+
+    return step
+
+
+def max_difference(out: Any, ref: Any) -> tuple[bool, float]:
+    """(all close, max abs difference) over the tensor leaves of two outputs."""
+    a, b = zoo.tensor_leaves(out), zoo.tensor_leaves(ref)
+    if len(a) != len(b):
+        return False, math.inf
+    ok, worst = True, 0.0
+    for x, y in zip(a, b):
+        xn, yn = x.numpy(), y.numpy()
+        if xn.shape != yn.shape:
+            return False, math.inf
+        if xn.size:
+            worst = max(worst, float(np.max(np.abs(xn.astype("float64") - yn.astype("float64")))))
+        ok = ok and bool(np.allclose(xn, yn, rtol=RTOL, atol=ATOL))
+    return ok, worst
+
+
+class _WarmUp(nn.Layer):
+    """A throwaway 13-op layer: warms up a translator's machinery (imports, executor, compile pipeline) in a
+    memory child before the model is measured. 13 ops: above both translators' minimum graph size (10)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = self.create_parameter([4])
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = x * self.w
+        for _ in range(6):
+            h = paddle.tanh(h) + 1.0
+        return h
+
+
+def warm_up_machinery(key: str) -> None:
+    keys = ["eager"] if key == "eager" else ["eager", key]
+    for k in keys:
+        layer = _WarmUp()
+        fn = make_variant(k, layer)
+        step = make_train_step(fn, layer, (paddle.ones([2, 4]),), zoo.mean_square_loss)
+        for _ in range(2):
+            step()
+
+
+# -- the memory / first-call child ------------------------------------------------------------------------
+def child_main(workload_name: str, key: str) -> int:
+    """Fresh process, one (workload, variant): first-call times and the peak RSS over the first calls."""
+    wl = WORKLOADS[workload_name]
+    result: dict[str, Any] = {"workload": workload_name, "variant": key}
+    try:
+        warm_up_machinery(key)
+        gc.collect()
+        model = wl.build()
+        model.train()
+        inputs = wl.inputs()
+        fn = make_variant(key, model)
+        step = make_train_step(fn, model, inputs, wl.loss)
+        gc.collect()
+        result["peak_reset"] = reset_peak_rss()
+        base_kb = proc_status_kb("VmRSS") if result["peak_reset"] else peak_rss_kb()
+        start = time.perf_counter()
+        fn(*inputs)
+        result["first_call_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        step()
+        result["first_step_s"] = time.perf_counter() - start
+        for _ in range(CHILD_STEPS):
+            fn(*inputs)
+            step()
+        peak_kb = peak_rss_kb()
+        result["base_rss_mb"] = base_kb / 1024
+        result["peak_delta_mb"] = (peak_kb - base_kb) / 1024
+        result["retained_mb"] = (proc_status_kb("VmRSS") - base_kb) / 1024
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    print("CHILD-RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def run_child(workload_name: str, key: str, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", workload_name, key]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "GLOG_minloglevel": os.environ.get("GLOG_minloglevel", "2")})
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:g} s"}
+    for text in reversed(proc.stdout.splitlines()):
+        if text.startswith("CHILD-RESULT "):
+            return json.loads(text[len("CHILD-RESULT "):])
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"child exited {proc.returncode}: {tail[:120]}"}
+
+
+# -- one workload in the main process ---------------------------------------------------------------------
+@dataclasses.dataclass
+class Result:
+    workload: Workload
+    inputs: str = ""
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    match: dict[str, tuple[bool, float]] = dataclasses.field(default_factory=dict)
+    first_in_process_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    fwd: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    train: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    fwd_calls: int = 0
+    train_calls: int = 0
+    sot_stats: sot.Stats | None = None
+    sot_retranslated: int = 0
+    psot_translations: int | None = None
+    psot_graphs: int | None = None
+    psot_retranslated: int | None = None
+    child: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+def _error_text(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0][:100] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def _delta(after: int | None, before: int | None) -> int | None:
+    return None if after is None or before is None else after - before
+
+
+def prepare(wl: Workload) -> tuple[Result, dict[str, Callable[..., Any]], dict[str, Callable[[], Any]], tuple]:
+    """Fresh copies, first calls, parity checks; returns the forward callables and train steps that work."""
+    res = Result(wl)
+    base = wl.build()
+    base.train()
+    inputs = wl.inputs()
+    res.inputs = describe_inputs(inputs)
+    fwd: dict[str, Callable[..., Any]] = {}
+    steps: dict[str, Callable[[], Any]] = {}
+    first_out: dict[str, Any] = {}
+    losses: dict[str, list[float]] = {}
+    for key, _ in VARIANTS:
+        model = copy.deepcopy(base)
+        model.train()
+        try:
+            if key == "sot":
+                sot.reset()
+            pd_t, pd_g = paddle_sot_translate_count(), paddle_sot_compiled_graphs()
+            fn = make_variant(key, model)
+            start = time.perf_counter()
+            first_out[key] = fn(*inputs)
+            res.first_in_process_s[key] = time.perf_counter() - start
+            step = make_train_step(fn, model, inputs, wl.loss)
+            losses[key] = [float(step()) for _ in range(3)]
+            fn(*inputs)  # one more forward: both translators have seen train mode after a backward
+            if key == "psot":
+                res.psot_translations = _delta(paddle_sot_translate_count(), pd_t)
+                res.psot_graphs = _delta(paddle_sot_compiled_graphs(), pd_g)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            res.errors[key] = _error_text(exc)
+            if os.environ.get("SOT_BENCH_TRACEBACK"):
+                traceback.print_exc()
+            continue
+        problems = hooks_left_installed()
+        if problems:
+            raise RuntimeError(f"{wl.name}, {key}: after the first calls " + "; ".join(problems))
+        fwd[key], steps[key] = fn, step
+    if "eager" not in fwd:
+        raise RuntimeError(f"{wl.name}: eager failed: {res.errors.get('eager')}")
+    for key in fwd:
+        ok_out, diff_out = max_difference(first_out[key], first_out["eager"])
+        ok_loss = bool(np.allclose(losses[key], losses["eager"], rtol=RTOL, atol=ATOL))
+        diff_loss = float(np.max(np.abs(np.array(losses[key]) - np.array(losses["eager"]))))
+        res.match[key] = (ok_out and ok_loss, max(diff_out, diff_loss))
+    return res, fwd, steps, inputs
+
+
+def _per_call(fn: Callable[[], Any], calls: int = 3) -> float:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(wl: Workload, rounds: int, target_s: float, progress: bool) -> Result:
+    res, fwd, steps, inputs = prepare(wl)
+    sot_before = sot.stats() if "sot" in fwd else None
+    pd_before = paddle_sot_translate_count()
+
+    def check(variant: Variant, calls: int) -> None:
+        problems = hooks_left_installed()
+        if problems:
+            raise RuntimeError(f"{wl.name}: after timing {variant.label}: " + "; ".join(problems))
+
+    # Calls per batch: about target_s of eager work (at least one call).
+    fwd_est = _per_call(lambda: fwd["eager"](*inputs))
+    step_est = _per_call(steps["eager"])
+    res.fwd_calls = max(1, min(5000, round(target_s / fwd_est)))
+    res.train_calls = max(1, min(2000, round(2 * target_s / step_est)))
+    fwd_variants = [Variant(k, LABEL[k], fn, inputs, None if k == "eager" else "eager") for k, fn in fwd.items()]
+    for v in fwd_variants:  # a few more warm calls, untimed
+        for _ in range(min(3, res.fwd_calls)):
+            v.fn(*v.args)
+    res.fwd = interleave(fwd_variants, rounds, res.fwd_calls, after_batch=check, progress=progress)
+    train_variants = [Variant(k, LABEL[k], st, (), None if k == "eager" else "eager") for k, st in steps.items()]
+    res.train = interleave(train_variants, rounds, res.train_calls, after_batch=check, progress=progress)
+
+    if sot_before is not None:
+        res.sot_stats = sot.stats()
+        res.sot_retranslated = res.sot_stats.translate_count - sot_before.translate_count
+    res.psot_retranslated = _delta(paddle_sot_translate_count(), pd_before) if "psot" in fwd else None
+    return res
+
+
+# -- report -----------------------------------------------------------------------------------------------
+def _ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) * 1e3:.3f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _steady_table(results: list[Result], which: str) -> tuple[str, list[tuple[str, float]]]:
+    rows, worse = [], []
+    for r in results:
+        s = getattr(r, which)
+        if not s:
+            continue
+        e = s["eager"]
+        cells = [r.workload.model, r.inputs, _ms(e)]
+        for key in ("ast", "psot", "sot"):
+            cells.append(_x(paired_ratio(s[key], e)) if key in s else r.errors.get(key, "n/a")[:24])
+        if "sot" in s:
+            best = [e] + ([s["ast"]] if "ast" in s else [])
+            vs_best = paired_ratio_to_best(s["sot"], *best)
+            vs_psot = paired_ratio(s["sot"], s["psot"]) if "psot" in s else None
+            cells += [_x(vs_best), _x(vs_psot), verdict(vs_best <= 1.05)]
+            if vs_best > 1.05:
+                worse.append((r.workload.name, vs_best))
+        else:
+            cells += ["-", "-", "-"]
+        rows.append(cells)
+    headers = ["model", "inputs", "eager ms", "AST / eager", "PSOT / eager", "sot / eager", "sot / min(eager,AST)",
+               "sot / PSOT", "<= 1.05"]
+    return format_table(headers, rows, right=[False, False] + [True] * 6 + [False]), worse
+
+
+def _first_call_table(results: list[Result], isolated: bool) -> str:
+    rows = []
+    for r in results:
+        cells = [r.workload.model, r.inputs]
+        for field in ("first_call_s", "first_step_s"):
+            for key, _ in VARIANTS:
+                if isolated:
+                    c = r.child.get(key, {})
+                    cells.append(f"{c[field]:.2f}" if field in c else ("err" if "error" in c else "-"))
+                else:
+                    value = r.first_in_process_s.get(key) if field == "first_call_s" else None
+                    cells.append(f"{value:.2f}" if value is not None else "-")
+        if isolated:
+            s, a = r.child.get("sot", {}).get("first_call_s"), r.child.get("ast", {}).get("first_call_s")
+        else:
+            s, a = r.first_in_process_s.get("sot"), r.first_in_process_s.get("ast")
+        ratio = s / a if s is not None and a else None
+        cells += [_x(ratio), verdict(ratio <= 1.0) if ratio is not None else "-"]
+        rows.append(cells)
+    headers = ["model", "inputs", "eager s", "AST s", "PSOT s", "sot s",
+               "step: eager s", "AST s", "PSOT s", "sot s", "sot / AST (1st call)", "<= 1"]
+    return format_table(headers, rows, right=[False, False] + [True] * 9 + [False])
+
+
+def _memory_table(results: list[Result]) -> str:
+    rows = []
+    for r in results:
+        cells = [r.workload.model, r.inputs]
+        for key, _ in VARIANTS:
+            c = r.child.get(key, {})
+            cells.append(f"{c['peak_delta_mb']:.1f}" if "peak_delta_mb" in c else ("err" if "error" in c else "-"))
+        for key, _ in VARIANTS:
+            c = r.child.get(key, {})
+            cells.append(f"{c['retained_mb']:.1f}" if "retained_mb" in c else "-")
+        s = r.child.get("sot", {}).get("peak_delta_mb")
+        p = r.child.get("psot", {}).get("peak_delta_mb")
+        ok = s is not None and p is not None and s <= p
+        cells += [_x(s / p) if s is not None and p else "-", verdict(ok) if s is not None and p is not None else "-"]
+        rows.append(cells)
+    headers = ["model", "inputs", "peak eager MB", "AST MB", "PSOT MB", "sot MB",
+               "retained eager MB", "AST MB", "PSOT MB", "sot MB", "sot / PSOT peak", "<= PSOT"]
+    return format_table(headers, rows, right=[False, False] + [True] * 9 + [False])
+
+
+def _match_cell(r: Result, key: str) -> str:
+    if key in r.errors:
+        return "error"
+    ok, diff = r.match.get(key, (False, math.inf))
+    return "yes" if ok and diff == 0 else (f"yes ({diff:.0e})" if ok else f"NO ({diff:.1e})")
+
+
+def _stats_table(results: list[Result]) -> str:
+    rows = []
+    for r in results:
+        st = r.sot_stats
+        sot_cells = ([st.translate_count - r.sot_retranslated, st.compiled_graphs, st.graph_breaks, st.fallbacks,
+                      r.sot_retranslated] if st is not None else ["-"] * 5)
+        pd_cells = [r.psot_translations if r.psot_translations is not None else "-",
+                    r.psot_graphs if r.psot_graphs is not None else "-",
+                    r.psot_retranslated if r.psot_retranslated is not None else "-"]
+        rows.append([r.workload.model, r.inputs, _match_cell(r, "ast"), _match_cell(r, "psot"), _match_cell(r, "sot"),
+                     *sot_cells, *pd_cells])
+    headers = ["model", "inputs", "AST = eager", "PSOT = eager", "sot = eager", "sot translations", "graphs",
+               "breaks", "fallbacks", "retranslated while timed", "PSOT translations", "PSOT graphs",
+               "PSOT retranslated"]
+    return format_table(headers, rows, right=[False] * 5 + [True] * 8)
+
+
+def report(results: list[Result], rounds: int, target_s: float, isolated: bool) -> str:
+    fwd_table, fwd_worse = _steady_table(results, "fwd")
+    train_table, train_worse = _steady_table(results, "train")
+    calls = ", ".join(f"{r.workload.name} {r.fwd_calls}/{r.train_calls}" for r in results)
+    lines = [
+        machine_description(),
+        f"rounds: {rounds}; calls per batch (forward/train) sized to ~{target_s * 1e3:g} ms / ~{2 * target_s * 1e3:g} ms "
+        f"of eager work: {calls}",
+        "",
+        "Steady state, forward (train mode, gradients recorded): eager median ms per call; the other columns are "
+        "medians over rounds of per-round ratios",
+        "",
+        fwd_table,
+        "",
+        "Steady state, train step (forward + loss + backward + Adam step + clear_grad): eager median ms per step, "
+        "per-round ratios",
+        "",
+        train_table,
+        "",
+    ]
+    if isolated:
+        lines += ["First forward call and first train step (s), each variant in a fresh process after warming up its "
+                  "machinery on a throwaway layer", "", _first_call_table(results, True), "",
+                  "Peak memory: RSS high-water mark minus RSS just before the first call (MB), over the first call, "
+                  f"the first train step and {CHILD_STEPS} more forward calls and train steps, each variant in a "
+                  "fresh process; 'retained' = RSS at the end minus RSS before", "", _memory_table(results), ""]
+    else:
+        lines += ["First forward call (s), in this process (--no-isolate: Paddle's caches may be warm from a "
+                  "previous workload of the same model; no memory figures)", "", _first_call_table(results, False), ""]
+    lines += ["Parity with eager (first output and 3 Adam-step losses, rtol 1e-4 atol 1e-5; max abs diff) and what "
+              "the translators did (sot.stats() after the warm-up; PSOT = Paddle SOT's own counters)", "",
+              _stats_table(results), ""]
+    for r in results:
+        for key, text in r.errors.items():
+            lines.append(f"{r.workload.name}: {LABEL[key]} failed: {text}")
+    lines.append(f"target 'sot steady state <= 1.05 x min(eager, AST)', forward: "
+                 f"{verdict(not fwd_worse)}" + (f" (worse: {', '.join(f'{n} {v:.2f}x' for n, v in fwd_worse)})"
+                                                if fwd_worse else ""))
+    lines.append(f"target 'sot steady state <= 1.05 x min(eager, AST)', train step: "
+                 f"{verdict(not train_worse)}" + (f" (worse: {', '.join(f'{n} {v:.2f}x' for n, v in train_worse)})"
+                                                  if train_worse else ""))
+    return "\n".join(lines)
+
+
+def dump_json(path: str, results: list[Result]) -> None:
+    data = []
+    for r in results:
+        data.append({
+            "workload": r.workload.name, "inputs": r.inputs, "errors": r.errors,
+            "match": {k: [ok, d] for k, (ok, d) in r.match.items()},
+            "first_in_process_s": r.first_in_process_s, "fwd_s": r.fwd, "train_s": r.train,
+            "fwd_calls": r.fwd_calls, "train_calls": r.train_calls,
+            "sot_stats": dataclasses.asdict(r.sot_stats) if r.sot_stats else None,
+            "sot_retranslated": r.sot_retranslated, "psot_translations": r.psot_translations,
+            "psot_graphs": r.psot_graphs, "psot_retranslated": r.psot_retranslated, "child": r.child,
+        })
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", help="comma-separated models (resnet18, ..., small_ops_200, tensor_if) or "
+                                         "model/size (resnet18/large); default all")
+    parser.add_argument("--sizes", help="comma-separated sizes: tiny, large (default both; tiny with --quick)")
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 11; 5 with --quick)")
+    parser.add_argument("--target-ms", type=float, default=None,
+                        help="eager work per forward batch, ms (default 20; 10 with --quick); train batches get 2x")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny inputs, few rounds")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="skip the per-variant subprocesses (no memory figures; first calls in this process)")
+    parser.add_argument("--child-timeout", type=float, default=300.0, help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the raw samples and counters to this file")
+    parser.add_argument("--profile", metavar="VARIANT", choices=[k for k, _ in VARIANTS],
+                        help="instead of timing, cProfile forward calls of one variant on the selected workloads")
+    parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        return child_main(*args.child)
+
+    rounds = args.rounds if args.rounds is not None else (5 if args.quick else 11)
+    target_s = (args.target_ms if args.target_ms is not None else (10.0 if args.quick else 20.0)) / 1e3
+    if rounds < 1 or target_s <= 0:
+        parser.error("--rounds and --target-ms must be positive")
+    sizes = args.sizes if args.sizes is not None else ("tiny" if args.quick else None)
+    workloads = select_workloads(args.models, sizes)
+
+    if args.profile:
+        for wl in workloads:
+            res, fwd, _, inputs = prepare(wl)
+            if args.profile not in fwd:
+                print(f"{wl.name}: {args.profile} failed: {res.errors.get(args.profile)}")
+                continue
+            calls = max(1, round(0.5 / _per_call(lambda: fwd[args.profile](*inputs))))
+            print(f"== {wl.name} ({res.inputs}): cProfile of {calls} forward calls of {LABEL[args.profile]}")
+            print(cprofile_top(fwd[args.profile], inputs, calls, top=25))
+            if args.profile == "sot":
+                print(f"sot.stats(): {sot.stats()}")
+        return 0
+
+    started = time.perf_counter()
+    results = []
+    for wl in workloads:
+        t0 = time.perf_counter()
+        results.append(measure(wl, rounds, target_s, False))
+        gc.collect()
+        if args.progress:
+            print(f"[{time.perf_counter() - started:6.1f} s] timed {wl.name} in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr, flush=True)
+    if not args.no_isolate:
+        for r in results:
+            t0 = time.perf_counter()
+            for key, _ in VARIANTS:
+                r.child[key] = run_child(r.workload.name, key, args.child_timeout)
+            if args.progress:
+                print(f"[{time.perf_counter() - started:6.1f} s] children of {r.workload.name} in "
+                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    print(report(results, rounds, target_s, not args.no_isolate))
+    print(f"\n(total run time {time.perf_counter() - started:.0f} s)")
+    if args.json:
+        dump_json(args.json, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Dynamic dimensions: a dimension seen with a second value becomes symbolic instead of specialised.
+
+On a cache miss, the shape guards of the code's existing entries are compared with the new inputs: a
+dimension that differs (and is not 0 or 1, which stay specialised) is remembered as dynamic for that input
+(identified by its path, e.g. ``x`` or ``self.w``). The next translation then gives it ``-1`` in the meta
+and in the program's input spec, so later values hit the same entry. Reading such a dimension as a Python
+value (``x.shape[0]``) pins it again for that entry (a guard on its value).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import paddle
+
+from ...config import config
+
+_dynamic: dict[tuple[types.CodeType, str], frozenset[int]] = {}
+
+
+def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
+    if not config.dynamic_shape:
+        return frozenset()
+    return _dynamic.get((code, path), frozenset())
+
+
+def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any, args: tuple) -> None:
+    """Mark the dimensions in which the new call's inputs differ from what existing entries were made for."""
+    if not config.dynamic_shape:
+        return
+    for guard in guards:
+        for path, expr, shape in getattr(guard, "shape_checks", ()):
+            try:
+                value = guard.evaluate(expr, globals_, closure, args)
+            except Exception:
+                continue
+            if not isinstance(value, paddle.Tensor) or len(value.shape) != len(shape):
+                continue
+            changed = {i for i, (old, new) in enumerate(zip(shape, value.shape))
+                       if old != -1 and old != new and old not in (0, 1) and new not in (0, 1)}
+            if changed:
+                key = (code, path)
+                _dynamic[key] = _dynamic.get(key, frozenset()) | frozenset(changed)
+
+
+def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
+    """The guard of a tensor with dynamic dims: same rank, equal static dims, dynamic dims not 0 or 1."""
+    if len(shape) != len(pattern):
+        return False
+    for dim, want in zip(shape, pattern):
+        if want == -1:
+            if dim < 2:
+                return False
+        elif dim != want:
+            return False
+    return True
+
+
+def forget() -> None:
+    """``sot.reset()``."""
+    _dynamic.clear()
