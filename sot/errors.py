@@ -47,7 +47,15 @@ class FallbackError(Exception):
 
 class UserCodeError(FallbackError):
     """User code raised during simulation (e.g. ``1 // 0``): the frame runs eagerly and raises it there,
-    with the user's own traceback. Never turned into an `UnsupportedError` by strict mode."""
+    with the user's own traceback. Never turned into an `UnsupportedError` by strict mode.
+
+    ``original`` is the exception the user code raised, when known: a ``try`` block of the simulated code
+    can then catch it (handlers/exceptions.py)."""
+
+    def __init__(self, reason: str, location: "SourceLocation | None" = None,
+                 original: BaseException | None = None) -> None:
+        super().__init__(reason, location)
+        self.original = original
 
 
 class BreakGraphError(FallbackError):

@@ -25,11 +25,9 @@ GENERATOR = ("generator code: generator functions run natively (calling one is a
              "consumed inside a frame are not simulated yet")
 EXCEPTION = ("exception handling is not simulated yet: the instruction runs only once an exception was "
              "raised, and an exception raised during simulation ends it (the frame runs eagerly)")
-SETS = "sets are not simulated yet"
-DICT_UNPACK = "dict unpacking ({**d}, f(**d)) and dict comprehensions are not simulated yet"
-STAR_UNPACK = "starred assignment (a, *rest = ...) is not simulated yet"
-IMPORT = "import statements inside functions are not simulated yet"
-MATCH = "match statements are not simulated yet"
+EXCEPTION_GROUPS = ("except* (exception groups) is not simulated: it only runs once an exception group was "
+                    "raised, which ends the simulation (the frame runs eagerly)")
+MATCH = "3.10: match statements on 3.10 are not simulated (3.11+ are)"
 CLASS_DEF = "defining a class inside a function is not simulated yet"
 MODULE_OR_CLASS_BODY = "only in module or class bodies, which are never translated"
 INTERACTIVE = "only in the interactive interpreter"
@@ -43,16 +41,9 @@ FALLBACKS: dict[str, str] = {
     "GEN_START": GENERATOR, "YIELD_FROM": GENERATOR, "YIELD_VALUE": GENERATOR, "GET_YIELD_FROM_ITER": GENERATOR,
     "RETURN_GENERATOR": GENERATOR, "SEND": GENERATOR, "END_SEND": GENERATOR, "CLEANUP_THROW": GENERATOR,
     # exception handlers
-    "PUSH_EXC_INFO": EXCEPTION, "POP_EXCEPT": EXCEPTION, "RERAISE": EXCEPTION, "CHECK_EXC_MATCH": EXCEPTION,
-    "CHECK_EG_MATCH": EXCEPTION, "PREP_RERAISE_STAR": EXCEPTION, "WITH_EXCEPT_START": EXCEPTION,
+    "CHECK_EG_MATCH": EXCEPTION_GROUPS, "PREP_RERAISE_STAR": EXCEPTION_GROUPS,
     "JUMP_IF_NOT_EXC_MATCH": EXCEPTION,
-    # containers and unpacking
-    "BUILD_SET": SETS, "SET_ADD": SETS, "SET_UPDATE": SETS,
-    "DICT_MERGE": DICT_UNPACK, "DICT_UPDATE": DICT_UNPACK, "MAP_ADD": DICT_UNPACK,
-    "UNPACK_EX": STAR_UNPACK,
     # statements
-    "IMPORT_NAME": IMPORT, "IMPORT_FROM": IMPORT,
-    "MATCH_CLASS": MATCH, "MATCH_KEYS": MATCH, "MATCH_MAPPING": MATCH, "MATCH_SEQUENCE": MATCH, "GET_LEN": MATCH,
     "COPY_DICT_WITHOUT_KEYS": MATCH,
     "LOAD_BUILD_CLASS": CLASS_DEF,
     # module and class bodies, interactive mode

@@ -303,3 +303,27 @@ def test_resume_code_at_every_offset_round_trips(fn):
 
     _, index = _abstract_instructions(fn.__code__)
     assert index
+
+
+def _other_interpreter(version: str) -> str | None:
+    import glob
+    import os
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")))
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("version", ["3.9", "3.14"])
+def test_unsupported_python_gets_a_clear_import_error(version):
+    import os
+    import subprocess
+
+    python = _other_interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} installed under pyenv")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([python, "-c", "import sot"], cwd=root, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode != 0
+    assert "ImportError: sot supports CPython 3.10, 3.11, 3.12, 3.13" in proc.stderr, proc.stderr

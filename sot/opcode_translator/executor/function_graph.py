@@ -214,7 +214,8 @@ class FunctionGraph:
             return fn(*args, **kwargs)
         except Exception as exc:
             # Eager execution of the frame raises the same exception, with the user's traceback.
-            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", self.location) from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", self.location,
+                                original=exc) from None
 
     def build_sir(self, outputs: list[Symbol]) -> StatementIR:
         return StatementIR(self.name, list(self.inputs), list(self.statements), outputs, dict(self.metas),

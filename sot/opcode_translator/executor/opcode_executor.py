@@ -129,6 +129,7 @@ class OpcodeExecutor:
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
+        self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
 
     @classmethod
     def for_frame(cls, frame: FrameInfo, graph: FunctionGraph) -> "OpcodeExecutor":
@@ -172,6 +173,20 @@ class OpcodeExecutor:
 
     def location(self) -> SourceLocation:
         return SourceLocation(self.code.co_filename, self.lineno)
+
+    def _enter_handler(self, instr: dis.Instruction, exc: BaseException) -> bool:
+        """Route ``exc``, raised by ``instr``, to this frame's handler as the exception table says."""
+        for entry in _handler_entries(self.code):
+            if entry.start <= instr.offset < entry.end:
+                from .handlers.exceptions import exception_variable
+
+                del self.stack[entry.depth:]
+                if entry.lasti:
+                    self.push(VariableFactory.from_value(instr.offset, self.graph, DummyTracker()))
+                self.push(exception_variable(self, exc))
+                self.jump_to(entry.target)
+                return True
+        return False
 
     def user_stack(self) -> list[SourceLocation]:
         """The simulated call stack, outermost first (for reports of breaks inside inlined calls)."""
@@ -222,6 +237,12 @@ class OpcodeExecutor:
                 graph.side_effects.rollback(effects)
                 raise GraphBreak(exc, instr, stack, locals_, cells, kw_names, n_statements, n_inputs,
                                  self.lineno) from None
+            except UserCodeError as exc:
+                if exc.location is None:
+                    exc.location = self.location()
+                if exc.original is None or not self._enter_handler(instr, exc.original):
+                    raise
+                continue
             except FallbackError as exc:
                 if exc.location is None:
                     exc.location = self.location()
@@ -230,9 +251,14 @@ class OpcodeExecutor:
                 return result.value
 
 
+def _handler_entries(code: types.CodeType) -> list:
+    parse = getattr(dis, "_parse_exception_table", None)
+    return parse(code) if parse is not None else []
+
+
 def _register_all_handlers() -> None:
     from .handlers import (calls, containers, control_flow, exceptions, functions, intrinsics,  # noqa: F401
-                           iteration, load_store, operators, stack, strings)
+                           iteration, load_store, match_import, operators, stack, strings)
 
 
 _register_all_handlers()

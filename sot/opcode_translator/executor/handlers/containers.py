@@ -7,7 +7,7 @@ from ....errors import FallbackError, UserCodeError
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
-from ..variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
+from ..variables.container import DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable
 
 
 @handles("BUILD_TUPLE")
@@ -90,3 +90,81 @@ def build_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 
 __all__ = ["SequenceVariable"]
+
+
+@handles("BUILD_SET")
+def build_set(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    items = executor.pop_n(instr.arg)
+    executor.push(SetVariable.of(items, executor.graph, DummyTracker(tuple(items))))
+
+
+@handles("SET_ADD")
+def set_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    item = executor.pop()
+    target = executor.peek(instr.arg)
+    if not isinstance(target, SetVariable):
+        raise FallbackError(f"SET_ADD on {target!r}")
+    target.add_items([item])
+
+
+@handles("SET_UPDATE")
+def set_update(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from ..variables.iterator import iterate
+
+    source = executor.pop()
+    target = executor.peek(instr.arg)
+    if not isinstance(target, SetVariable):
+        raise FallbackError(f"SET_UPDATE on {target!r}")
+    target.add_items(iterate(source).unpack())
+
+
+def _merge_into(target: object, source: object, reject_duplicates: bool) -> None:
+    if not isinstance(target, DictVariable) or target.tracker.is_traceable():
+        raise FallbackError(f"dict merge into {target!r}")
+    if not isinstance(source, DictVariable):
+        raise FallbackError(f"dict unpacking of {source!r} is not supported yet")
+    if reject_duplicates:
+        for key in source.items:
+            if key in target.items:
+                raise UserCodeError(f"user code raised TypeError: got multiple values for keyword argument {key!r}",
+                                    original=TypeError(f"got multiple values for keyword argument '{key}'"))
+    target.graph.add_guard(source)
+    target.items.update(source.items)
+
+
+@handles("DICT_MERGE")
+def dict_merge(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    source = executor.pop()
+    _merge_into(executor.peek(instr.arg), source, reject_duplicates=True)
+
+
+@handles("DICT_UPDATE")
+def dict_update(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    source = executor.pop()
+    _merge_into(executor.peek(instr.arg), source, reject_duplicates=False)
+
+
+@handles("MAP_ADD")
+def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    value = executor.pop()
+    key = executor.pop()
+    target = executor.peek(instr.arg)
+    if not isinstance(target, DictVariable) or target.tracker.is_traceable():
+        raise FallbackError(f"MAP_ADD on {target!r}")
+    target.items[_constant_key(key)] = value
+
+
+@handles("UNPACK_EX")
+def unpack_ex(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    before, after = instr.arg & 0xFF, instr.arg >> 8
+    source = executor.pop()
+    items = source.unpack()
+    if len(items) < before + after:
+        raise UserCodeError(f"user code raised ValueError: not enough values to unpack (expected at least "
+                            f"{before + after}, got {len(items)})")
+    rest = items[before:len(items) - after]
+    values = items[:before] + [ListVariable(rest, executor.graph, DummyTracker(tuple(rest)))] + items[len(items) - after:]
+    for item in reversed(values):
+        if item.tracker.is_traceable():
+            executor.graph.add_guard(item)
+        executor.push(item)

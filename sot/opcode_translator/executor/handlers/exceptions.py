@@ -1,13 +1,33 @@
-"""Raising. An exception raised by user code during simulation ends the simulation of the frame: the frame
-then runs eagerly and raises it for real, with the user's own traceback (never an internal error)."""
+"""Exceptions: ``raise``, ``try``/``except`` and the exceptional exit of ``with`` blocks.
+
+An exception raised by user code during simulation (`UserCodeError` carrying the real exception) is routed
+through the exception table of the frame it was raised in, exactly as the interpreter would: to a handler
+of that frame, or up to the caller's call site. When no simulated frame handles it, the translated frame
+runs eagerly and raises it for real, with the user's own traceback (never an internal error).
+"""
 from __future__ import annotations
 
 import dis
 
-from ....errors import UserCodeError
+from ....errors import FallbackError, UserCodeError
 from ..opcode_executor import OpcodeExecutor, handles
-from ..tracker import ConstTracker
-from ..variables.base import VariableFactory
+from ..tracker import ConstTracker, DummyTracker
+from ..variables.base import VariableBase, VariableFactory
+from ..variables.basic import ConstantVariable, ObjectVariable
+
+
+def exception_variable(executor: OpcodeExecutor, exc: BaseException) -> VariableBase:
+    return ObjectVariable(exc, executor.graph, DummyTracker())
+
+
+def _exception_of(var: VariableBase) -> BaseException:
+    value = var.get_py_value()
+    if isinstance(value, type) and issubclass(value, BaseException):
+        value = value()
+    if not isinstance(value, BaseException):
+        raise UserCodeError("user code raised TypeError: exceptions must derive from BaseException",
+                            original=TypeError("exceptions must derive from BaseException"))
+    return value
 
 
 @handles("LOAD_ASSERTION_ERROR")
@@ -18,5 +38,55 @@ def load_assertion_error(executor: OpcodeExecutor, instr: dis.Instruction) -> No
 @handles("RAISE_VARARGS")
 def raise_varargs(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     values = executor.pop_n(instr.arg)
-    what = "a re-raise" if not values else repr(values[0])
-    raise UserCodeError(f"user code raised {what}")
+    if not values:  # a bare ``raise``: the exception being handled
+        if not executor.handling:
+            raise UserCodeError("user code raised RuntimeError: No active exception to reraise")
+        raise UserCodeError("user code re-raised", original=executor.handling[-1])
+    exc = _exception_of(values[0])
+    if len(values) == 2:
+        exc.__cause__ = None if values[1].get_py_value() is None else _exception_of(values[1])
+    raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
+
+
+@handles("PUSH_EXC_INFO")
+def push_exc_info(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    exc = executor.pop()
+    previous = executor.handling[-1] if executor.handling else None
+    executor.push(VariableFactory.from_value(previous, executor.graph, DummyTracker()) if previous is None
+                  else exception_variable(executor, previous))
+    executor.handling.append(exc.get_py_value())
+    executor.push(exc)
+
+
+@handles("POP_EXCEPT")
+def pop_except(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.pop()
+    if executor.handling:
+        executor.handling.pop()
+
+
+@handles("CHECK_EXC_MATCH")
+def check_exc_match(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    classes = executor.pop().get_py_value()
+    exc = executor.peek().get_py_value()
+    executor.push(ConstantVariable(isinstance(exc, classes), executor.graph, DummyTracker()))
+
+
+@handles("RERAISE")
+def reraise(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    exc = executor.pop().get_py_value()
+    if not isinstance(exc, BaseException):
+        raise FallbackError("RERAISE of something that is not an exception")
+    raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
+
+
+@handles("WITH_EXCEPT_START")
+def with_except_start(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    # Stack: __exit__, (lasti), previous exception, exception: call __exit__(type, value, traceback).
+    exc_var = executor.peek(1)
+    exit_var = executor.peek(4)
+    exc = exc_var.get_py_value()
+    graph = executor.graph
+    args = [VariableFactory.from_value(type(exc), graph, DummyTracker()), exc_var,
+            ConstantVariable(None, graph, DummyTracker())]
+    executor.push(exit_var.call(args, {}))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..guard import GuardBuilder
 
 CONSTANT_TYPES: tuple[type, ...] = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
-                                    slice, range)
+                                    slice, range, frozenset)
 
 
 class ConstantVariable(VariableBase):
@@ -61,7 +61,7 @@ class ConstantVariable(VariableBase):
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
 
     def iter_items(self) -> list[VariableBase]:
-        if not isinstance(self.value, (str, bytes, range)):
+        if not isinstance(self.value, (str, bytes, range, frozenset)):
             raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         self.graph.add_guard(self)
         return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]

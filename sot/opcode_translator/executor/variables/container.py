@@ -73,7 +73,7 @@ class SequenceVariable(VariableBase):
         try:
             return self.items[index]
         except (IndexError, TypeError) as exc:
-            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
 
     def children(self) -> list[VariableBase]:
         return list(self.items)
@@ -161,7 +161,7 @@ class DictVariable(VariableBase):
         self.graph.add_guard(self)
         self.graph.add_guard(key)
         if key.value not in self.items:
-            raise UserCodeError(f"user code raised KeyError: {key.value!r}")
+            raise UserCodeError(f"user code raised KeyError: {key.value!r}", original=KeyError(key.value))
         return self.items[key.value]
 
     def children(self) -> list[VariableBase]:
@@ -260,7 +260,7 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
         try:
             return items.pop(index)
         except IndexError as exc:
-            raise UserCodeError(f"user code raised IndexError: {exc}") from None
+            raise UserCodeError(f"user code raised IndexError: {exc}", original=exc) from None
     elif name == "clear":
         items.clear()
     elif name == "reverse":
@@ -282,7 +282,7 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
                 return ConstantVariable(method(*[_constant_value(a, "argument") for a in args]), graph,
                                         DummyTracker((var,)))
         except ValueError as exc:
-            raise UserCodeError(f"user code raised ValueError: {exc}") from None
+            raise UserCodeError(f"user code raised ValueError: {exc}", original=exc) from None
     elif name == "copy":
         return ListVariable(list(items), graph, DummyTracker((var,)))
     else:
@@ -324,7 +324,7 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
             return items.pop(key)
         if len(args) > 1:
             return args[1]
-        raise UserCodeError(f"user code raised KeyError: {key!r}")
+        raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
     if name == "setdefault":
         key = _constant_value(args[0], "dict key")
         if key not in items:
@@ -347,6 +347,8 @@ class ContainerMethodVariable(VariableBase):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if isinstance(self.container, SetVariable):
+            return _set_method(self.container, self.name, args)
         if isinstance(self.container, DictVariable):
             return _dict_method(self.container, self.name, args, kwargs)
         if isinstance(self.container, ListVariable):
@@ -358,7 +360,7 @@ class ContainerMethodVariable(VariableBase):
             try:
                 result = getattr(values, self.name)(*[_constant_value(a, "argument") for a in args])
             except ValueError as exc:
-                raise UserCodeError(f"user code raised ValueError: {exc}") from None
+                raise UserCodeError(f"user code raised ValueError: {exc}", original=exc) from None
             return ConstantVariable(result, self.graph, DummyTracker((self.container,)))
         raise FallbackError(f"{type(self.container).__name__}.{self.name}() is not supported yet")
 
@@ -393,7 +395,7 @@ def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | N
     _record_mutation(self)
     if value is None:
         if k not in self.items:
-            raise UserCodeError(f"user code raised KeyError: {k!r}")
+            raise UserCodeError(f"user code raised KeyError: {k!r}", original=KeyError(k))
         del self.items[k]
     else:
         self.items[k] = value
@@ -413,3 +415,95 @@ def _dict_write_back(self: DictVariable, codegen: "CodeGen") -> None:
     codegen.emit("POP_TOP")
 
 
+
+
+class SetVariable(VariableBase):
+    """A set of Python constants (a set holding tensors or objects is not simulated)."""
+
+    is_mutable_container = True
+
+    def __init__(self, values: set, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.values = values
+
+    @classmethod
+    def of(cls, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker) -> "SetVariable":
+        return cls({_constant_value(item, "set element") for item in items}, graph, tracker)
+
+    def get_py_value(self) -> Any:
+        return set(self.values)
+
+    def get_py_type(self) -> type:
+        return set
+
+    def length(self) -> int:
+        return len(self.values)
+
+    def iter_items(self) -> list[VariableBase]:
+        # The real iteration order, since the set holds exactly these values.
+        return [ConstantVariable(v, self.graph, DummyTracker((self,))) for v in set(self.values)]
+
+    unpack = iter_items
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is set", f"{expr} == {builder.constant(frozenset(self.values))}"]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        for value in self.values:
+            codegen.load_const(value)
+        codegen.build("BUILD_SET", len(self.values))
+
+    def bool(self) -> bool:
+        return bool(self.values)
+
+    def add_items(self, items: list[VariableBase]) -> None:
+        if self.tracker.is_traceable():
+            raise FallbackError("mutating a set from outside the frame is not supported yet")
+        old = set(self.values)
+        self.graph.side_effects.mutate(self, lambda: (self.values.clear(), self.values.update(old)))
+        self.values.update(_constant_value(item, "set element") for item in items)
+
+    def getattr(self, name: str) -> VariableBase:
+        from .callable import PureFunctionVariable
+
+        if name in ("add", "update", "discard", "remove", "clear", "pop"):
+            return ContainerMethodVariable(self, name)
+        return PureFunctionVariable(getattr(frozenset(self.values), name), self.graph, DummyTracker((self,)))
+
+    def __repr__(self) -> str:
+        return f"SetVariable({self.values!r})"
+
+
+def _set_method(var: SetVariable, name: str, args: list[VariableBase]) -> VariableBase:
+    graph = var.graph
+    if var.tracker.is_traceable():
+        raise FallbackError("mutating a set from outside the frame is not supported yet")
+    old = set(var.values)
+    graph.side_effects.mutate(var, lambda: (var.values.clear(), var.values.update(old)))
+    if name == "add":
+        var.values.add(_constant_value(args[0], "set element"))
+    elif name == "update":
+        from .iterator import iterate
+
+        for source in args:
+            var.values.update(_constant_value(i, "set element") for i in iterate(source).unpack())
+    elif name in ("discard", "remove"):
+        value = _constant_value(args[0], "set element")
+        if name == "remove" and value not in var.values:
+            raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
+        var.values.discard(value)
+    elif name == "clear":
+        var.values.clear()
+    else:
+        if not var.values:
+            raise UserCodeError("user code raised KeyError: 'pop from an empty set'",
+                                original=KeyError("pop from an empty set"))
+        return ConstantVariable(var.values.pop(), graph, DummyTracker((var,)))
+    return _none(graph)
+
+
+@VariableFactory.register(94)
+def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) is set and all(type(v) in (int, str, float, bool, bytes, type(None)) for v in value):
+        return SetVariable(set(value), graph, tracker)
+    return None
