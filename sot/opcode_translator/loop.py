@@ -26,20 +26,25 @@ CONTINUE, BREAK, RETURN = 0, 1, 2
 
 
 def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
-    """Offset of the first instruction after the loop whose head is at ``for_iter_offset``."""
-    for instr in dis.get_instructions(code):
+    """Offset of the first instruction after the loop whose head is at ``for_iter_offset``: where an
+    exhausted ``FOR_ITER`` continues (on 3.12+ past the ``END_FOR`` at its target) and ``break`` jumps."""
+    instructions = list(dis.get_instructions(code))
+    offsets = [instr.offset for instr in instructions]
+    for instr in instructions:
         if instr.offset == for_iter_offset:
-            return instr.argval
+            return offsets[offsets.index(instr.argval) + pyversion.FOR_ITER_EXIT_SKIP]
     raise FallbackError("loop head not found")
 
 
 def check_loop_supported(code: types.CodeType, for_iter_offset: int) -> None:
     """Loops inside ``try``/``with`` blocks (an exception would leave the body function) stay fallbacks."""
-    if not pyversion.LOOP_BODY_FUNCTIONS:
-        raise FallbackError("a graph break inside a for loop is not supported on this Python version yet")
-    for start, end, _ in pyversion.exception_table(code):
-        if start <= for_iter_offset < end:
-            raise FallbackError("a graph break inside a for loop within a try/with block is not supported yet")
+    inside = any(start <= for_iter_offset < end for start, end, _ in pyversion.exception_table(code))
+    if pyversion.HAS_BLOCK_STACK:  # 3.10: no exception table, a block stack
+        from .executor.liveness import block_stacks
+
+        inside = bool(block_stacks(code).get(for_iter_offset, (0, ()))[1])
+    if inside:
+        raise FallbackError("a graph break inside a for loop within a try/with block is not supported yet")
 
 
 def _result(flag: int, live: tuple[str, ...], lineno: int) -> list:
@@ -69,12 +74,23 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
         body[index[exit_offset]] = _Block([*_result(BREAK, live, line), exit_instr])
         for offset in region:
             instr = body[index[offset]]
-            if isinstance(instr, Instr) and instr.name == "RETURN_VALUE":
+            if isinstance(instr, Instr) and instr.name in ("RETURN_VALUE", "RETURN_CONST"):
+                block = _Block()
                 ln = instr.lineno
-                body[index[offset]] = _Block([
-                    Instr("LOAD_CONST", RETURN, lineno=ln), Instr("SWAP", 2, lineno=ln),
-                    Instr("LOAD_CONST", (), lineno=ln), Instr("BUILD_TUPLE", 3, lineno=ln),
-                    Instr("RETURN_VALUE", lineno=ln)])
+
+                def emit(name: str, *arg: object) -> None:
+                    block.append(Instr(name, *arg, lineno=ln))
+
+                if instr.name == "RETURN_CONST":  # 3.12+
+                    emit("LOAD_CONST", RETURN)
+                    emit("LOAD_CONST", instr.arg)
+                else:
+                    emit("LOAD_CONST", RETURN)
+                    pyversion.emit_swap_top_two(emit)
+                emit("LOAD_CONST", ())
+                emit("BUILD_TUPLE", 3)
+                emit("RETURN_VALUE")
+                body[index[offset]] = block
 
     role = f"for-loop body at line {_line(code, body_start)}"
     return build_entry_code(code, body_start, (False, False), live, role, _flatten(edit), len(live) + 4)

@@ -102,9 +102,6 @@ HAS_BLOCK_STACK = PY < (3, 11)
 #: How many instructions after its target an exhausted ``FOR_ITER`` skips (the ``END_FOR`` of 3.12, the
 #: ``END_FOR``/``POP_TOP`` pair of 3.13), i.e. where execution really continues.
 FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)
-#: A graph break inside a ``for`` body is handled by running the loop natively around a translated body
-#: function (loop.py); its bytecode rewriting is written for 3.11's ``FOR_ITER`` (no ``END_FOR``).
-LOOP_BODY_FUNCTIONS = PY == (3, 11)
 #: How many values ``END_FOR`` pops when it does run (3.12: two; 3.13: one, a ``POP_TOP`` follows).
 END_FOR_POPS = 2 if PY == (3, 12) else 1
 #: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
@@ -298,6 +295,40 @@ def plain_attribute_arg(arg: Any) -> Any:
     """The `bytecode` argument of a ``LOAD_ATTR``/``LOAD_SUPER_ATTR`` (3.12+: ``(method, ..., name)``) with
     the method bit cleared: the instruction then pushes the bound attribute alone."""
     return (False, *arg[1:]) if isinstance(arg, tuple) else arg
+
+
+def emit_jump(emit: Emit, label: Any, backward: bool = False) -> None:
+    """An unconditional jump to ``label`` (a `bytecode` Label), which is before it when ``backward``."""
+    if backward:
+        emit("JUMP_ABSOLUTE" if PY < (3, 11) else "JUMP_BACKWARD", label)
+    else:
+        emit("JUMP_FORWARD", label)
+
+
+def emit_pop_jump_forward_if(emit: Emit, truth: bool, label: Any) -> None:
+    """Pop the top of the stack and jump forward to ``label`` if its truth is ``truth``."""
+    if JUMP_NEEDS_BOOL:
+        emit("TO_BOOL")
+    if PY == (3, 11):
+        emit("POP_JUMP_FORWARD_IF_TRUE" if truth else "POP_JUMP_FORWARD_IF_FALSE", label)
+    else:
+        emit("POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE", label)
+
+
+def emit_for_iter_exit(emit: Emit) -> None:
+    """What must stand at the exhaustion target of a ``FOR_ITER`` (3.12+: the ``END_FOR`` it skips, and the
+    ``POP_TOP`` after it on 3.13); execution continues after it."""
+    if PY >= (3, 12):
+        emit("END_FOR")
+    if PY >= (3, 13):
+        emit("POP_TOP")
+
+
+def emit_swap_top_two(emit: Emit) -> None:
+    if PY < (3, 11):
+        emit("ROT_TWO")
+    else:
+        emit("SWAP", 2)
 
 
 def emit_truth_jump_prefix(emit: Emit, opname: str) -> None:

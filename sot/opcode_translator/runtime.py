@@ -28,3 +28,8 @@ def enter_grad_mode(enabled: bool) -> Any:
 def set_cell(cell: Any, value: Any) -> None:
     """``nonlocal`` assignment replayed on the real cell."""
     cell.cell_contents = value
+
+
+def new_object(cls: type) -> Any:
+    """An instance of ``cls`` without running ``__init__`` (its effects are replayed after it)."""
+    return object.__new__(cls)

@@ -197,7 +197,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
         codegen.reconstruct(var)
         codegen.store_fast(name)
-    head, after, stop, broke = Label(), Label(), Label(), Label()
+    head, after, stop, broke, done = Label(), Label(), Label(), Label(), Label()
     item, flag, value, state = codegen.new_temp(), codegen.new_temp(), codegen.new_temp(), codegen.new_temp()
 
     def restore_state() -> None:
@@ -211,8 +211,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.add(head)
     codegen.emit("FOR_ITER", after)
     codegen.store_fast(item)
-    codegen.push_null()
-    codegen.make_function(build_loop_body_code(code, for_iter_offset, live))
+    codegen.push_callable(lambda: codegen.make_function(build_loop_body_code(code, for_iter_offset, live)))
     codegen.load_const(None)
     codegen.emit("LOAD_FAST", item)
     for name in live:
@@ -223,22 +222,25 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.store_fast(value)
     codegen.store_fast(state)
     codegen.emit("LOAD_FAST", flag)
-    codegen.emit("POP_JUMP_FORWARD_IF_TRUE", stop)
+    pyversion.emit_pop_jump_forward_if(codegen.emit, True, stop)
     restore_state()
-    codegen.emit("JUMP_BACKWARD", head)
+    pyversion.emit_jump(codegen.emit, head, backward=True)
     codegen.add(stop)
     codegen.emit("POP_TOP")  # the iterator
     codegen.emit("LOAD_FAST", flag)
     codegen.load_const(RETURN)
     codegen.emit("IS_OP", 0)
-    codegen.emit("POP_JUMP_FORWARD_IF_FALSE", broke)
+    pyversion.emit_pop_jump_forward_if(codegen.emit, False, broke)
     codegen.emit("LOAD_FAST", value)
     codegen.return_value()
     codegen.add(broke)
     restore_state()
+    if pyversion.FOR_ITER_EXIT_SKIP:
+        pyversion.emit_jump(codegen.emit, done)
     codegen.add(after)
-    codegen.push_null()
-    codegen.make_function(build_resume_code(code, exit_offset, (), live_exit))
+    pyversion.emit_for_iter_exit(codegen.emit)  # (3.12+: the END_FOR an exhausted FOR_ITER skips)
+    codegen.add(done)
+    codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, (), live_exit)))
     for name in live_exit:
         codegen.emit("LOAD_FAST", name)
     codegen.call(len(live_exit))

@@ -472,8 +472,8 @@ class Gen:
             (0.3, lambda: [p + f"{self.r.choice(self.vars_of('T'))}[0] = {e('F', 1)}"]),
             (0.2, lambda: [p + f"{self.r.choice(self.vars_of('T'))}.add_({e('T', 1)})"]),
             (0.5, lambda: [p + "psdb.breakgraph()"]),
-            (self.risk * 5, lambda: [p + f"if {e('B', 2)}:", p + f"    raise {self.r.choice(['ValueError', 'FuzzError', 'KeyError'])}(f'bad {{{e('I', 1)}}}')"]),
-            (self.risk * 3, lambda: [p + f"assert {e('B', 2)}, f'assert {{{e('I', 1)}}}'"]),
+            (self.risk * 5, lambda: [p + f"if {e('B', 2)}:", p + f"    raise {self.r.choice(['ValueError', 'FuzzError', 'KeyError'])}(f\"bad {{{e('I', 1)}}}\")"]),
+            (self.risk * 3, lambda: [p + f"assert {e('B', 2)}, f\"assert {{{e('I', 1)}}}\""]),
             (0.5 if not self.in_helper else 0, lambda: [p + f"if {e('B', 2)}:", p + f"    return {self.return_expr()}"]),
             (0.7 if self.in_loop else 0, lambda: [p + f"if {e('B', 1)}:", p + "    " + self.r.choice(["break", "continue"])]),
             (4 * nest, lambda: self.s_if(ind)),
@@ -525,11 +525,11 @@ class Gen:
         e = self.expr
         return [p + self.r.choice([
             f"print({tag!r}, {e('I', 2)}, {e('L', 1)})",
-            f"print(f'{tag} {{{e('I', 1)}}} {{{e('F', 1)}:.3f}}')",
+            f'print(f"{tag} {{{e("I", 1)}}} {{{e("F", 1)}:.3f}}")',
             f"print({tag!r}, sorted({e('D', 1)}.items()))",
             f"print({tag!r}, {self.r.choice(self.vars_of('T'))}.shape, len({self.r.choice(self.vars_of('TL'))}))",
             f"print({tag!r}, {self.r.choice(self.vars_of('O'))}.a, COUNTER, sep='|')",
-            f"print(f'{tag} {{float({e('T0', 1)}):.2f}}')",
+            f'print(f"{tag} {{float({e("T0", 1)}):.2f}}")',
         ])]
 
     def s_if(self, ind: int) -> list[str]:

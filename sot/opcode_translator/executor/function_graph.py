@@ -152,6 +152,8 @@ class FunctionGraph:
             return var.py_type(self._to_sir_arg(item) for item in var.items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
+        if getattr(var, "created", False):
+            raise FallbackError("an object created during simulation passed to a Paddle API")
         if hasattr(var, "needs_identity"):
             var.needs_identity = True  # the very object is embedded in the program
         self.add_guard(var)

@@ -129,8 +129,8 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
 def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
     """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph."""
     obj = var.value
-    if not var.tracker.is_traceable():
-        raise FallbackError(f"setting an attribute of {type(obj).__name__} created during simulation is not "
+    if not var.tracker.is_traceable() and not getattr(var, "created", False):
+        raise FallbackError(f"setting an attribute of {type(obj).__name__} computed during simulation is not "
                             "supported yet")
     if isinstance(obj, (types.ModuleType, type)):
         raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
@@ -142,5 +142,6 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
                               "descriptor): runs natively")
     if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":
         raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
-    var.graph.add_guard(var)
+    if var.tracker.is_traceable():
+        var.graph.add_guard(var)
     var.graph.side_effects.store_attr(var, name, value)

@@ -301,6 +301,30 @@ def _object_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
     return ObjectVariable(value, graph, tracker)
 
 
+class NewObjectVariable(ObjectVariable):
+    """An instance created during simulation. ``value`` is a stand-in of the right class (its ``__init__``
+    did not run); its attributes live in the side-effect overlay, and the generated code creates the real
+    object and replays the assignments."""
+
+    is_mutable_container = True  # built once in generated code, so every reference is the same object
+
+    def __init__(self, placeholder: Any, cls_var: VariableBase, graph: "FunctionGraph") -> None:
+        super().__init__(placeholder, graph, DummyTracker((cls_var,)))
+        self.cls_var = cls_var
+        self.created = True
+
+    def children(self) -> list[VariableBase]:
+        return [self.cls_var]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import new_object
+
+        codegen.call_helper(new_object, [self.cls_var])
+
+    def __repr__(self) -> str:
+        return f"NewObjectVariable({type(self.value).__name__})"
+
+
 class NumpyArrayVariable(ObjectVariable):
     """A numpy array: guarded by type, shape and dtype while only passed around, and by its contents once
     its values are used (constant folding)."""

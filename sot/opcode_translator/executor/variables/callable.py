@@ -580,6 +580,8 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         folded = constant_fold(obj, var.graph, args, kwargs)
         if folded is not None:
             return folded
+    if isinstance(obj, type) and is_simple_class(obj):
+        return instantiate(var, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     call = getattr(type(obj), "__call__", None)
@@ -588,3 +590,98 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         return UserFunctionVariable(call, var.graph, DummyTracker((var,))).call([var, *args], kwargs)
     raise BreakGraphError(f"call of {getattr(obj, '__qualname__', None) or type(obj).__name__} runs natively "
                           "(not simulated)")
+
+
+def is_simple_class(cls: type) -> bool:
+    """A user class whose instances can be built during simulation: plain ``object.__new__``, no
+    metaclass, no builtin base other than ``object`` (and not a Layer, whose ``__init__`` registers)."""
+    import paddle as _paddle
+
+    if type(cls) is not type or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
+        return False
+    if issubclass(cls, (_paddle.nn.Layer, BaseException)):
+        return False
+    return all(base is object or base.__flags__ & (1 << 9) for base in cls.__mro__[1:])
+
+
+def instantiate(cls_var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``cls(*args)``: a new object whose ``__init__`` is inlined; the generated code builds it for real and
+    replays its attribute assignments, in program order."""
+    import types
+
+    from .basic import NewObjectVariable
+    from .function import UserFunctionVariable
+
+    cls = cls_var.value
+    graph = cls_var.graph
+    cls_var.needs_identity = True
+    graph.add_guard(cls_var)
+    obj = NewObjectVariable(object.__new__(cls), cls_var, graph)
+    init = cls.__init__
+    if isinstance(init, types.FunctionType):
+        result = UserFunctionVariable(init, graph, DummyTracker((cls_var,))).call([obj, *args], kwargs)
+        if not (isinstance(result, ConstantVariable) and result.value is None):
+            raise UserCodeError("user code raised TypeError: __init__() should return None",
+                                original=TypeError("__init__() should return None"))
+    elif init is object.__init__:
+        if args or kwargs:
+            raise UserCodeError(f"user code raised TypeError: {cls.__name__}() takes no arguments",
+                                original=TypeError(f"{cls.__name__}() takes no arguments"))
+    else:
+        raise BreakGraphError(f"{cls.__qualname__}.__init__ is not Python code: the instance is built natively")
+    return obj
+
+
+class SuperVariable(VariableBase):
+    """``super()`` inside a simulated method: attribute reads resolve after ``cls`` in ``type(self)``'s MRO."""
+
+    def __init__(self, cls: type, self_var: VariableBase, graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker((self_var,)))
+        self.cls = cls
+        self.self_var = self_var
+
+    def getattr(self, name: str) -> VariableBase:
+        import types
+
+        from .function import BoundMethodVariable, UserFunctionVariable
+
+        owner = self.self_var.get_py_value()
+        mro = type(owner).__mro__ if not isinstance(owner, type) else owner.__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    fn = UserFunctionVariable(attr, self.graph, DummyTracker((self,)))
+                    return BoundMethodVariable(fn, self.self_var, self.graph, DummyTracker((fn,)))
+                if attr is object.__init__:
+                    return PureFunctionVariable(lambda: None, self.graph, DummyTracker((self,)))
+                if not hasattr(type(attr), "__get__"):
+                    return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
+                raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
+        raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
+                            original=AttributeError(f"'super' object has no attribute '{name}'"))
+
+
+@builtin_rule(super)
+def _super(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    if len(args) == 2:
+        cls_var, self_var = args
+        graph.add_guard(cls_var)
+        return SuperVariable(cls_var.get_py_value(), self_var, graph)
+    if args or kwargs:
+        raise FallbackError("super() with one argument is not simulated")
+    executor = graph.current_executor
+    code = executor.code
+    cell = executor.cells.get("__class__")
+    if cell is None or cell.content is None or not code.co_argcount:
+        raise UserCodeError("user code raised RuntimeError: super(): __class__ cell not found",
+                            original=RuntimeError("super(): __class__ cell not found"))
+    first = code.co_varnames[0]
+    self_var = executor.locals.get(first)
+    if self_var is None and first in executor.cells:
+        self_var = executor.cells[first].content
+    if self_var is None:
+        raise FallbackError("super(): the first argument is not bound")
+    cls_var = cell.content
+    graph.add_guard(cls_var)
+    return SuperVariable(cls_var.get_py_value(), self_var, graph)
