@@ -45,14 +45,26 @@ def _make_runner(fn: Callable[..., Any], training: bool) -> Callable[..., Any]:
     return run
 
 
+def _layer_caller(layer: paddle.nn.Layer) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {"__name__": "sot_layer_call", "__sot_layer__": layer}
+    source = "def call_layer(*args, **kwargs):\n    return __sot_layer__(*args, **kwargs)\n"
+    exec(compile(source, f"<call of {type(layer).__name__}>", "exec"), namespace)
+    return namespace["call_layer"]
+
+
 class TranslatedLayer:
     """What `symbolic_translate` returns for a Layer: calls go through ``Layer.__call__`` (hooks run) and
     the layer's ``forward`` frame is translated; everything else is delegated to the layer."""
 
     def __init__(self, layer: paddle.nn.Layer, training: bool) -> None:
+        from .opcode_translator.executor.variables.layer import is_builtin_layer
+
         object.__setattr__(self, "_layer", layer)
         object.__setattr__(self, "__sot_translated__", layer)
-        object.__setattr__(self, "_run", _make_runner(layer, training))
+        # A built-in layer's own frames are Paddle's (never translated): call it from a small frame of ours
+        # that is translated, so the call becomes one `layer` statement of a compiled graph.
+        target = _layer_caller(layer) if is_builtin_layer(layer) else layer
+        object.__setattr__(self, "_run", _make_runner(target, training))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._run(*args, **kwargs)

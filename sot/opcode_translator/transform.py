@@ -75,7 +75,7 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
     sir = graph.build_sir(list(outputs))
     if not sir.statements or not sir.outputs:
         return sir, None
-    if force_compile or len(sir.statements) >= config.min_graph_size:
+    if force_compile or sir.op_count() >= config.min_graph_size:
         return sir, compile_sir(sir)
     return sir, EagerProgram(sir)
 
@@ -124,7 +124,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     sir, program = _program_for(graph, [result, *effects.values()])
     if not isinstance(program, CompiledProgram):
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
-        log(2, f"{code.co_name}: {len(sir.statements)} ops (< min_graph_size={config.min_graph_size}), "
+        log(2, f"{code.co_name}: {sir.op_count()} ops (< min_graph_size={config.min_graph_size}), "
                "runs eagerly")
         return Translation(code, graph.build_guard(), "eager", sir=sir)
     codegen = CodeGen(code, executor.lineno)

@@ -88,7 +88,8 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     return stop
 
 
-def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to_static: bool = False) -> Any:
+def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to_static: bool = False,
+               op_count: list[int] | None = None) -> Any:
     """Run ``call`` with every `MetaInfo` leaf of the arguments replaced by a placeholder.
 
     Returns the output structure with a `MetaInfo` per tensor leaf. Raises `MetaInferenceError` when the
@@ -112,7 +113,12 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to
             with _to_static_tracing(to_static):
                 out = call(*static_args, **static_kwargs)
                 # (inside: leaving the tracing context takes the parameters out of the program)
-                eager_stop_gradient = _eager_stop_gradients(paddle.static.default_main_program())
+                program = paddle.static.default_main_program()
+                eager_stop_gradient = _eager_stop_gradients(program)
+                if op_count is not None:  # the ops the call added (placeholders and parameters aside)
+                    op_count.append(sum(1 for op in program.global_block().ops
+                                        if op.name() not in ("pd_op.data", "builtin.parameter", "pd_op.full",
+                                                             "pd_op.full_int_array")))
         except Exception as exc:  # the op rejected these inputs: not ours to judge, eager will tell
             raise MetaInferenceError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -55,6 +55,7 @@ class Statement:
     location: SourceLocation | None = None
     function: str | None = None  # the user function (possibly inlined) the statement came from
     no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
+    weight: int = 1  # how many ops it puts in a program (a built-in layer or a PyLayer is many)
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
@@ -88,6 +89,10 @@ class StatementIR:
 
     def __len__(self) -> int:
         return len(self.statements)
+
+    def op_count(self) -> int:
+        """The size of the program: what ``min_graph_size`` compares with."""
+        return sum(stmt.weight for stmt in self.statements)
 
     def dump(self) -> str:
         """A readable listing, one line per statement, like a tiny Python program."""

@@ -97,6 +97,8 @@ class Program:
     source: str
     inputs: list[InputSet]  # [A, B]
     min_graph_size: int
+    # the translated runs: first call, cache hit, the other input set (guards), back to the first
+    runs: tuple[str, ...] = ("A", "A", "B", "A")
 
     def describe_inputs(self) -> str:
         return "\n".join(f"# input set {'AB'[i]}: {dataclasses.asdict(s)}" for i, s in enumerate(self.inputs))
@@ -123,7 +125,7 @@ class Gen:
         self.budget = 0
         self.local_floor = 1
         # per-program knobs
-        self.risk = self.r.choice([0.0, 0.02, 0.05, 0.1])
+        self.risk = self.r.choice([0.0, 0.0, 0.01, 0.03, 0.06])
         self.p_try = self.r.choice([0.0, 0.0, 0.05, 0.1])
         self.p_tensor_branch = self.r.choice([0.0, 0.2, 0.4])
         self.max_depth = self.r.choice([1, 2, 3])
@@ -577,7 +579,7 @@ class Gen:
         counter = self.fresh("w")
         header = [p + f"{counter} = 0", p + f"while {counter} < {self.r.choice(['2', '3', self.e_I(1) + ' % 4'])}:",
                   p + f"    {counter} += 1"]
-        return self.loop_body(ind, header, {counter: "I"}, False)
+        return self.loop_body(ind, header, {}, False)  # the counter is never reassigned
 
     def s_try(self, ind: int) -> list[str]:
         p = " " * ind

@@ -15,6 +15,7 @@ import dataclasses
 import io
 import linecache
 import math
+import re
 import signal
 import traceback
 import types
@@ -25,7 +26,7 @@ import paddle
 
 import sot
 
-from .generator import InputSet, Program, generate
+from .generator import PRELUDE, InputSet, Program, generate
 
 RTOL, ATOL = 1e-4, 1e-5
 TIMEOUT = 30  # seconds for one program (all its runs)
@@ -129,6 +130,11 @@ class Outcome:
         return "returned"
 
 
+def normalize_message(message: str) -> str:
+    """Paddle names tensors with a global counter (``generated_tensor_13``): not part of the behaviour."""
+    return re.sub(r"generated_tensor_\d+", "generated_tensor_N", message)
+
+
 def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     args = prepare(ns, inputs)
     known = {id(v): name for name, v in args.items()}
@@ -142,7 +148,7 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
         except Timeout:
             raise
         except Exception as exc:  # noqa: BLE001 - every user exception is part of the behaviour
-            error = (type(exc).__name__, str(exc))
+            error = (type(exc).__name__, normalize_message(str(exc)))
     snap = Snapshot(known)
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
@@ -223,14 +229,14 @@ def compare(actual: Outcome, expected: Outcome) -> str | None:
         return f"exception: translated {actual.brief()} but eager {expected.brief()}"
     if actual.stdout != expected.stdout:
         return f"stdout:\n--- translated ---\n{actual.stdout}--- eager ---\n{expected.stdout}"
-    for what in ("result", "state", "grad"):
-        a, e = getattr(actual, what), getattr(expected, what)
-        if what == "state":
-            a, e = sorted(a.items()), sorted(e.items())
-        found = diff(a, e, what)
+    found = diff(actual.result, expected.result, "result")
+    if found:
+        return found
+    for name in expected.state:
+        found = diff(actual.state[name], expected.state[name], f"state.{name}")
         if found:
             return found
-    return None
+    return diff(actual.grad, expected.grad, "grad")
 
 
 @dataclasses.dataclass
@@ -239,10 +245,18 @@ class Failure:
     run: str
     message: str
 
+    @property
+    def kind(self) -> str:
+        """What differed, coarsely (the reducer keeps a candidate only if it fails the same way)."""
+        if self.message.startswith("exception"):
+            return "exception"
+        return re.split(r"[:/\[ ]", self.message, maxsplit=1)[0]
+
     def __str__(self) -> str:
+        body = self.program.source.replace(PRELUDE, "# <PRELUDE of tests/fuzz/generator.py>\n")
         return (f"fuzz seed {self.program.seed} (min_graph_size={self.program.min_graph_size}), {self.run}: "
                 f"{self.message}\n--- program (reproduce: python -m tests.fuzz.run --seed "
-                f"{self.program.seed}) ---\n{self.program.source}{self.program.describe_inputs()}\n")
+                f"{self.program.seed}) ---\n{body}{self.program.describe_inputs()}\n")
 
 
 @dataclasses.dataclass
@@ -272,8 +286,6 @@ def watch_internal_errors() -> Iterator[InternalErrors]:
         remove_listener(errors)
 
 
-RUNS = ("A", "A", "B", "A")  # translated runs: first call, cache hit, the other input set, back to the first
-
 
 def check_program(program: Program, internal: InternalErrors | None = None) -> Failure | None:
     ns = load_module(program.source, f"seed-{program.seed}")
@@ -281,11 +293,11 @@ def check_program(program: Program, internal: InternalErrors | None = None) -> F
     sets = dict(zip("AB", program.inputs))
     try:
         with time_limit(TIMEOUT):
-            expected = {name: run_once(fn, ns, inputs) for name, inputs in sets.items()}
+            expected = {name: run_once(fn, ns, sets[name]) for name in sorted(set(program.runs))}
             sot.reset()
             with sot.config.patch(min_graph_size=program.min_graph_size), warnings_quiet():
                 translated = sot.symbolic_translate(fn)
-                for index, name in enumerate(RUNS):
+                for index, name in enumerate(program.runs):
                     try:
                         actual = run_once(translated, ns, sets[name])
                     except Timeout:

@@ -263,6 +263,30 @@ def test_break_inside_with_resumes_in_the_block(compile_all):
     assert stats.fallbacks == 0
 
 
+def break_in_loop_with_exits(x, xs, stop_at):
+    # a break inside a for body: the loop runs natively around a body function. 3.12+: the loop's exit is
+    # past END_FOR (and POP_TOP on 3.13), a `return None` inside the body is RETURN_CONST; 3.10: ROT_TWO
+    y = x + 1
+    for i, t in enumerate(xs):
+        y = y + t
+        psdb.breakgraph()
+        if i == stop_at:
+            break
+        if i > 5:
+            return None
+    return y * 2
+
+
+def test_break_inside_loop_with_break_and_return(compile_all):
+    xs = [_x(3, seed=1), _x(3, seed=2), _x(3, seed=3)]
+    expected = break_in_loop_with_exits(_x(3), xs, 1)
+    fast = sot.symbolic_translate(break_in_loop_with_exits)
+    for _ in range(2):
+        assert_same(fast(_x(3), xs, 1), expected)
+    assert sot.stats().fallbacks == 0, sot.stats()
+    assert_same(fast(_x(3), list(range(8)), 99), break_in_loop_with_exits(_x(3), list(range(8)), 99))
+
+
 class _Base(paddle.nn.Layer):
     def __init__(self):
         super().__init__()

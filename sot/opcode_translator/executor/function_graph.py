@@ -104,6 +104,7 @@ class FunctionGraph:
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
         self._query_guards: list[tuple[Callable[[], Any], Any]] = []
+        self._pins: list[tuple[VariableBase, int, int]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
 
     # -- symbols and guards ------------------------------------------------------------------------------
@@ -132,9 +133,16 @@ class FunctionGraph:
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(f"{builder.constant(_grad_state)}() is {self.grad_enabled!r}")
+        for tensor, dim, size in self._pins:
+            builder.add(f"{builder.expr_of(tensor)}.shape[{dim}] == {size}")
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def pin_dimension(self, tensor: VariableBase, dim: int) -> None:
+        """A dynamic dimension of an input was used as a Python value: guard its value for this entry."""
+        self._pins.append((tensor, dim, tensor.value.shape[dim]))
+        self.add_guard(tensor)
 
     def add_query_guard(self, query: Callable[[], Any], answer: Any) -> None:
         """The simulation used ``query()`` (a read of global state): re-ask it at every call."""
@@ -143,6 +151,9 @@ class FunctionGraph:
 
     # -- recording ---------------------------------------------------------------------------------------
     def _to_sir_arg(self, var: VariableBase) -> Any:
+        tensor = getattr(var, "tensor", None)
+        if isinstance(tensor, TensorVariable) and type(var).__name__ == "SymbolicIntVariable":
+            var = tensor  # a symbolic int is passed as its 0-D tensor (Paddle takes those in shapes)
         if isinstance(var, TensorVariable):
             if var.tracker.is_traceable() and var.symbol not in self.inputs:
                 self.add_guard(var)
@@ -169,17 +180,18 @@ class FunctionGraph:
 
         meta_args = map_structure(meta_of, sir_args)
         meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
-        out_meta = self._infer(kind, name, target, meta_args, meta_kwargs)
+        out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs)
         if not self.grad_mode:  # under no_grad eager outputs never require gradients
             out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          map_structure(lambda var: var.symbol, outputs), self.location,
-                                         function, no_grad=not self.grad_mode))
+                                         function, no_grad=not self.grad_mode, weight=weight))
         return self._wrap_outputs(outputs)
 
-    def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> Any:
+    def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
+        """Output metas of the call, and how many ops it puts in a program (a layer is many ops)."""
         key = _meta_key(kind, target, args, kwargs)
         if key is not None and key in _meta_cache:
             return _meta_cache[key]
@@ -187,15 +199,19 @@ class FunctionGraph:
         if kind == "method":
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
                 return getattr(obj, target)(*rest, **kw)
+        op_count: list[int] = []
         try:
-            result = infer_meta(call, args, kwargs, to_static=(kind == "layer"))
+            result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:
             if kind != "layer" and _fails_eagerly(call, args, kwargs):  # a layer may update its state
                 raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
+        # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
+        weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
+        answer = (result, weight)
         if key is not None:
-            _meta_cache[key] = result
-        return result
+            _meta_cache[key] = answer
+        return answer
 
     def _wrap_outputs(self, outputs: Any) -> VariableBase:
         if type(outputs) is tuple:

@@ -38,6 +38,11 @@ UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 
 
 def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
+    from ..variables.symbolic_int import symbolic_arithmetic
+
+    symbolic = symbolic_arithmetic(fn, operands)
+    if symbolic is not None:
+        return symbolic
     folded = constant_fold(fn, executor.graph, operands, {})
     if folded is not None:
         return folded

@@ -259,9 +259,11 @@ def _place(var: TensorVariable) -> VariableBase:
 def _shape(var: TensorVariable) -> VariableBase:
     from .container import SizeVariable
 
-    graph = var.graph
-    items: list[VariableBase] = [ConstantVariable(dim, graph, DummyTracker((var,))) for dim in var.concrete_shape()]
-    return SizeVariable(items, graph, DummyTracker((var,)))
+    from .symbolic_int import dimension
+
+    var._used_meta()
+    items = [dimension(var, i) for i in range(len(var.meta.shape))]
+    return SizeVariable(items, var.graph, DummyTracker((var,)))
 
 
 _TENSOR_ATTRIBUTES = {
