@@ -6,12 +6,15 @@ static inputs to build the program (DESIGN.md §6). Structurally equal SIR share
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 import warnings
 from typing import Any, Iterator
 
 import paddle
 from paddle.static import InputSpec
 
+from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stats import counters
 from .sir import StatementIR, run_sir
@@ -35,8 +38,35 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        self._choice: str | None = None  # "compiled" or "eager", once measured
+        self._calls = 0
+        self._compiled_times: list[float] = []
+        self._eager_times: list[float] = []
 
     def __call__(self, inputs: list) -> list:
+        if self._choice is not None:
+            if self._choice == "eager":
+                return run_sir(self.sir, inputs)
+            return self._run_compiled(inputs)
+        return self._measure(inputs)
+
+    def _measure(self, inputs: list) -> list:
+        """The cost model: after warming up, time a few compiled calls, then a few eager runs of the same
+        ops (in blocks: alternating single calls hides the compiled program's thread hand-off), and keep the faster (on CPU a compiled program pays a fixed cost per call, so a small graph
+        can be slower than its ops run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
+        self._calls += 1
+        if config.min_graph_size <= 0 or self._calls <= _WARMUP_CALLS:
+            return self._run_compiled(inputs)
+        eager = self._calls > _WARMUP_CALLS + _SAMPLES
+        start = time.perf_counter()
+        outputs = run_sir(self.sir, inputs) if eager else self._run_compiled(inputs)
+        (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
+        if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
+            faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)
+            self._choice = "eager" if faster_eager else "compiled"
+        return outputs
+
+    def _run_compiled(self, inputs: list) -> list:
         if self._program is None:
             with warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
                 warnings.simplefilter("ignore")
@@ -75,6 +105,9 @@ def _flags(**flags: Any) -> Iterator[None]:
     finally:
         paddle.set_flags(saved)
 
+
+_WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
+_SAMPLES = 4  # timed runs of each kind before choosing
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
