@@ -21,10 +21,8 @@ import sys
 
 # -- reasons -----------------------------------------------------------------------------------------------
 ASYNC = "async code (coroutines, async generators, async for/with) is never translated"
-GENERATOR = ("generator code: generator functions run natively (calling one is a graph break) and generators "
-             "consumed inside a frame are not simulated yet")
-EXCEPTION = ("exception handling is not simulated yet: the instruction runs only once an exception was "
-             "raised, and an exception raised during simulation ends it (the frame runs eagerly)")
+GENERATOR = ("delegating generators (yield from / await) are not simulated: a generator running one falls back to "
+             "eager; plain generators consumed inside the frame are simulated")
 EXCEPTION_GROUPS = ("except* (exception groups) is not simulated: it only runs once an exception group was "
                     "raised, which ends the simulation (the frame runs eagerly)")
 MATCH = "3.10: match statements on 3.10 are not simulated (3.11+ are)"
@@ -38,11 +36,10 @@ FALLBACKS: dict[str, str] = {
     "BEFORE_ASYNC_WITH": ASYNC, "SETUP_ASYNC_WITH": ASYNC, "GET_AITER": ASYNC, "GET_ANEXT": ASYNC,
     "GET_AWAITABLE": ASYNC, "END_ASYNC_FOR": ASYNC, "ASYNC_GEN_WRAP": ASYNC,
     # generators
-    "GEN_START": GENERATOR, "YIELD_FROM": GENERATOR, "YIELD_VALUE": GENERATOR, "GET_YIELD_FROM_ITER": GENERATOR,
-    "RETURN_GENERATOR": GENERATOR, "SEND": GENERATOR, "END_SEND": GENERATOR, "CLEANUP_THROW": GENERATOR,
+    "GEN_START": GENERATOR, "YIELD_FROM": GENERATOR, "SEND": GENERATOR, "END_SEND": GENERATOR,
+    "CLEANUP_THROW": GENERATOR,
     # exception handlers
     "CHECK_EG_MATCH": EXCEPTION_GROUPS, "PREP_RERAISE_STAR": EXCEPTION_GROUPS,
-    "JUMP_IF_NOT_EXC_MATCH": EXCEPTION,
     # statements
     "COPY_DICT_WITHOUT_KEYS": MATCH,
     "LOAD_BUILD_CLASS": CLASS_DEF,

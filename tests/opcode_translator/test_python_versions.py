@@ -351,3 +351,59 @@ def test_unsupported_python_gets_a_clear_import_error(version):
                           env={**os.environ, "PYTHONPATH": root})
     assert proc.returncode != 0
     assert "ImportError: sot supports CPython 3.10, 3.11, 3.12, 3.13" in proc.stderr, proc.stderr
+
+
+# -- exceptions (3.10: routed through the simulated block stack; 3.11+: through the exception table) ----------
+class _Manager:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append(exc_type.__name__ if exc_type else "exit")
+        return exc_type is KeyError  # swallows KeyError only
+
+
+def caught_exceptions(x, key):
+    table = {"a": 1}
+    try:
+        y = x * table[key]
+    except KeyError:
+        y = x - 1
+    finally:
+        y = y + 1
+    try:
+        try:
+            z = table[key] * 2
+        except (ValueError, TypeError) as err:
+            z = str(err)
+    except KeyError as err:
+        z = len(err.args)
+    log = []
+    with _Manager(log):
+        w = x * 3
+        log.append(table[key])
+    return y, z, w, log
+
+
+def test_exceptions_routed_to_handlers(compile_all):
+    run(caught_exceptions, _x(3), "a")
+    sot.reset()
+    run(caught_exceptions, _x(3), "missing")
+
+
+def uncaught(x, key):
+    table = {"a": 1}
+    try:
+        return x * table[key]
+    except ValueError:
+        return x
+
+
+def test_uncaught_exception_is_the_eager_one(compile_all):
+    fast = sot.symbolic_translate(uncaught)
+    with pytest.raises(KeyError, match="missing"):
+        fast(_x(3), "missing")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dis
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
 from .. import pyversion
@@ -19,6 +19,7 @@ from .variables.base import VariableBase, VariableFactory
 from .variables.function import CellVariable, FrameCellVariable
 
 Handler = Callable[["OpcodeExecutor", dis.Instruction], "Any"]
+EXCEPT_HANDLER = -1  # 3.10: the block of a running exception handler (see OpcodeExecutor.blocks)
 OPCODE_HANDLERS: dict[str, Handler] = {}
 
 
@@ -59,6 +60,13 @@ class GraphBreak(Exception):
 
 class Return:
     """What a handler returns to end the simulation with a value."""
+
+    def __init__(self, value: VariableBase) -> None:
+        self.value = value
+
+
+class Yield:
+    """What ``YIELD_VALUE`` returns: the simulated generator pauses with a value (see `simulate_generator`)."""
 
     def __init__(self, value: VariableBase) -> None:
         self.value = value
@@ -130,6 +138,8 @@ class OpcodeExecutor:
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
         self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
+        # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
+        self.blocks: list[tuple[int, int]] = []
 
     @classmethod
     def for_frame(cls, frame: FrameInfo, graph: FunctionGraph) -> "OpcodeExecutor":
@@ -176,6 +186,8 @@ class OpcodeExecutor:
 
     def _enter_handler(self, instr: dis.Instruction, exc: BaseException) -> bool:
         """Route ``exc``, raised by ``instr``, to this frame's handler as the exception table says."""
+        if pyversion.HAS_BLOCK_STACK:
+            return self._enter_block_handler(exc)
         for entry in _handler_entries(self.code):
             if entry.start <= instr.offset < entry.end:
                 from .handlers.exceptions import exception_variable
@@ -186,6 +198,36 @@ class OpcodeExecutor:
                 self.push(exception_variable(self, exc))
                 self.jump_to(entry.target)
                 return True
+        return False
+
+    def _enter_block_handler(self, exc: BaseException) -> bool:
+        """3.10: unwind the block stack to the innermost try/with block and enter its handler, as the
+        interpreter does: leaving a running handler restores the exception it was handling; the handler
+        starts with the previous exception info and the new one (traceback, value, type; no traceback
+        objects in simulation) above the stack level of its block."""
+        from .handlers.exceptions import exception_variable
+        from .variables.basic import ConstantVariable
+
+        graph = self.graph
+        while self.blocks:
+            handler, level = self.blocks.pop()
+            del self.stack[level:]
+            if handler == EXCEPT_HANDLER:
+                if self.handling:
+                    self.handling.pop()
+                continue
+            self.blocks.append((EXCEPT_HANDLER, len(self.stack)))
+            previous = self.handling[-1] if self.handling else None
+            for value in (None, previous, None if previous is None else type(previous)):
+                self.push(ConstantVariable(None, graph, DummyTracker()) if value is None else
+                          exception_variable(self, value) if isinstance(value, BaseException) else
+                          VariableFactory.from_value(value, graph, DummyTracker()))
+            self.handling.append(exc)
+            self.push(ConstantVariable(None, graph, DummyTracker()))
+            self.push(exception_variable(self, exc))
+            self.push(VariableFactory.from_value(type(exc), graph, DummyTracker()))
+            self.jump_to(handler)
+            return True
         return False
 
     def user_stack(self) -> list[SourceLocation]:
@@ -249,6 +291,24 @@ class OpcodeExecutor:
                 raise
             if isinstance(result, Return):
                 return result.value
+            if isinstance(result, Yield):
+                return result  # type: ignore[return-value]  # only in a simulated generator
+
+
+def simulate_generator(executor: OpcodeExecutor) -> "Iterator[VariableBase]":
+    """Drive a generator function's executor lazily: each ``next`` runs it up to its next ``yield``, at
+    the same point of the consumer's program as in the real interpreter."""
+    graph = executor.graph
+    while True:
+        consumer = graph.current_executor
+        try:
+            result = executor.run()
+        finally:
+            graph.current_executor = consumer
+        if not isinstance(result, Yield):
+            return
+        yield result.value
+        executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
 
 
 def _handler_entries(code: types.CodeType) -> list:

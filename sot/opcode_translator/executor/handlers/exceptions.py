@@ -10,7 +10,8 @@ from __future__ import annotations
 import dis
 
 from ....errors import FallbackError, UserCodeError
-from ..opcode_executor import OpcodeExecutor, handles
+from ... import pyversion
+from ..opcode_executor import EXCEPT_HANDLER, OpcodeExecutor, handles
 from ..tracker import ConstTracker, DummyTracker
 from ..variables.base import VariableBase, VariableFactory
 from ..variables.basic import ConstantVariable, ObjectVariable
@@ -60,9 +61,41 @@ def push_exc_info(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("POP_EXCEPT")
 def pop_except(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    executor.pop()
+    if pyversion.HAS_BLOCK_STACK:
+        # 3.10: leave the handler's block; the three values below restore the previous exception info
+        handler, _ = executor.blocks.pop()
+        if handler != EXCEPT_HANDLER:
+            raise FallbackError("POP_EXCEPT outside an exception handler")
+        executor.pop_n(3)
+    else:
+        executor.pop()
     if executor.handling:
         executor.handling.pop()
+
+
+# -- 3.10's block stack (3.11+ use the exception table: see OpcodeExecutor._enter_handler) ---------------------
+@handles("SETUP_FINALLY")
+def setup_finally(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.blocks.append((instr.argval, len(executor.stack)))
+
+
+@handles("POP_BLOCK")
+def pop_block(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    executor.blocks.pop()
+
+
+@handles("JUMP_IF_NOT_EXC_MATCH")
+def jump_if_not_exc_match(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.10's ``except E:`` test: the exception type and the class (or tuple) to match, both popped."""
+    classes = executor.pop().get_py_value()
+    exc_type = executor.pop().get_py_value()
+    try:
+        matches = issubclass(exc_type, classes)
+    except TypeError:
+        raise UserCodeError("user code raised TypeError: catching classes that do not inherit from "
+                            "BaseException is not allowed") from None
+    if not matches:
+        executor.jump_to(instr.argval)
 
 
 @handles("CHECK_EXC_MATCH")
@@ -74,7 +107,10 @@ def check_exc_match(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("RERAISE")
 def reraise(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    exc = executor.pop().get_py_value()
+    if pyversion.HAS_BLOCK_STACK:  # 3.10: traceback, value, type on the stack
+        exc = executor.pop_n(3)[1].get_py_value()
+    else:
+        exc = executor.pop().get_py_value()
     if not isinstance(exc, BaseException):
         raise FallbackError("RERAISE of something that is not an exception")
     raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
@@ -83,8 +119,9 @@ def reraise(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("WITH_EXCEPT_START")
 def with_except_start(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     # Stack: __exit__, (lasti), previous exception, exception: call __exit__(type, value, traceback).
-    exc_var = executor.peek(1)
-    exit_var = executor.peek(4)
+    # 3.10: __exit__, previous exception info, then traceback, value, type (three values each).
+    exc_var = executor.peek(2) if pyversion.HAS_BLOCK_STACK else executor.peek(1)
+    exit_var = executor.peek(7) if pyversion.HAS_BLOCK_STACK else executor.peek(4)
     exc = exc_var.get_py_value()
     graph = executor.graph
     args = [VariableFactory.from_value(type(exc), graph, DummyTracker()), exc_var,

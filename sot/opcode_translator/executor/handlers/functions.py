@@ -6,9 +6,10 @@ import dis
 
 from ....errors import FallbackError
 from ... import pyversion
-from ..opcode_executor import OpcodeExecutor, handles
+from ..opcode_executor import OpcodeExecutor, Yield, handles
 from ..tracker import DummyTracker
 from ..variables.base import VariableBase
+from ..variables.basic import ConstantVariable
 from ..variables.container import DictVariable, TupleVariable
 from ..variables.function import CellVariable, NestedFunctionVariable
 
@@ -68,10 +69,36 @@ def set_function_attribute(executor: OpcodeExecutor, instr: dis.Instruction) -> 
     executor.push(fn)
 
 
-@handles("BEFORE_WITH", "SETUP_WITH")  # 3.10: SETUP_WITH also pushes a block (not simulated)
+@handles("BEFORE_WITH")
 def before_with(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     from ..variables.context import enter_context
 
     exit_var, entered = enter_context(executor.pop())
     executor.push(exit_var)
     executor.push(entered)
+
+
+@handles("SETUP_WITH")
+def setup_with(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.10: ``BEFORE_WITH`` plus a try block whose handler calls ``__exit__`` (kept above ``__exit__``)."""
+    before_with(executor, instr)
+    executor.blocks.append((instr.argval, len(executor.stack) - 1))
+
+
+@handles("RETURN_GENERATOR")
+def return_generator(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """The start of a simulated generator: the real one would return itself here; the ``POP_TOP`` that
+    follows pops this placeholder."""
+    executor.push(ConstantVariable(None, executor.graph, DummyTracker()))
+
+
+@handles("YIELD_VALUE")
+def yield_value(executor: OpcodeExecutor, instr: dis.Instruction) -> Yield:
+    return Yield(executor.pop())
+
+
+@handles("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from ..variables.iterator import iterate
+
+    executor.push(iterate(executor.pop()))

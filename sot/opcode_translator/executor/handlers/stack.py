@@ -7,11 +7,9 @@ from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import NullVariable
 
 
-@handles("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG", "SETUP_FINALLY", "POP_BLOCK")
+@handles("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG")
 def nop(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    """Nothing to simulate: these only matter to the real interpreter. (3.10's ``SETUP_FINALLY`` and
-    ``POP_BLOCK`` push and pop an exception handler, which the simulation never reaches: an exception
-    raised by user code ends it. A graph break inside such a block falls back, see `resume`.)"""
+    """Nothing to simulate: these only matter to the real interpreter."""
 
 
 @handles("POP_TOP")

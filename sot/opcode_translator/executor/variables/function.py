@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
+CO_GENERATOR = 0x20
 CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200
 
 
@@ -149,13 +150,19 @@ class FunctionVariableBase(VariableBase):
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
             raise BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
-        if self.code.co_flags & CO_GENERATOR_LIKE:
-            raise BreakGraphError(f"call of generator or coroutine function {self.function_name()}() runs natively")
+        generator = self.code.co_flags & CO_GENERATOR_LIKE == CO_GENERATOR
+        if self.code.co_flags & CO_GENERATOR_LIKE and not generator:
+            raise BreakGraphError(f"call of coroutine function {self.function_name()}() runs natively")
         graph = self.graph
         defaults, kwdefaults = self.defaults()
         bound = _bind_arguments(self.code, self.function_name(), args, kwargs, defaults, kwdefaults, graph)
         parent = graph.current_executor
         child = OpcodeExecutor(self.code, graph, self.resolver(), bound, self.freevar_cells(), parent=parent)
+        if generator:  # a generator consumed in the frame (e.g. ``sum(t * 2 for t in ts)``): simulated lazily
+            from ..opcode_executor import simulate_generator
+            from .iterator import IteratorVariable
+
+            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}")
         try:
             return child.run()
         finally:
