@@ -29,10 +29,11 @@ def reset() -> None:
     from .stats import reset_counters
     from .symbolic.compile import clear_compiled
 
-    from .opcode_translator.callback import forget_warnings
+    from .opcode_translator.callback import forget_warnings, purge_cache_records
     from .opcode_translator.executor.dynamic_shape import forget as forget_dynamic_dims
 
     reset_cache()
+    purge_cache_records()
     clear_compiled()
     forget_warnings()
     forget_dynamic_dims()

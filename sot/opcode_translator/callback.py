@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
+import weakref
 import types
 import warnings
 from typing import Any, Callable
 
 from ..config import config
 from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
-from ..eval_frame_ext import SKIP, cache_entries
+from ..eval_frame_ext import SKIP, cache_entries, cache_size
 from ..log import enabled, log
 from ..stats import counters
 from ..symbolic.compile import INFERENCE_CALLBACK
@@ -27,9 +28,21 @@ _listeners: list[Callable[[Translation, FrameInfo], None]] = []
 _warned_limit: set[types.CodeType] = set()
 
 
+# Codes with cache entries: `sot.reset()` empties their records right away (the hook would only do it on
+# their next call), so what the entries hold (compiled programs, layers they call) is freed at once.
+translated_codes: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
 def forget_warnings() -> None:
     """``sot.reset()``: a frame that hits the cache limit again is reported again."""
     _warned_limit.clear()
+
+
+def purge_cache_records() -> None:
+    """After ``reset_cache()``: empty every known code's (now stale) record."""
+    for code in list(translated_codes):
+        cache_size(code)
+    translated_codes.clear()
 
 
 def add_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
@@ -77,6 +90,7 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
         _on_break(code, translation)
     elif translation.kind == "compiled":
         log(1, f"translated {describe_code(code)}: one graph of {len(translation.sir)} ops")
+    translated_codes.add(code)
     guard = translation.guard.check
     guard.guard = translation.guard  # type: ignore[attr-defined]  # lets a later miss explain itself
     # For sot.explain; without the code objects, which would make a cycle through the code's extra slot

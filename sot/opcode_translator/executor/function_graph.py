@@ -59,6 +59,14 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def amp_state() -> tuple[str, str]:
+    """The automatic-mixed-precision state of the tracer (``paddle.amp.auto_cast`` sets it)."""
+    tracer = paddle.base.framework.global_var._dygraph_tracer_
+    if tracer is None:
+        return ("O0", "float32")
+    return (str(tracer._amp_level), str(tracer._amp_dtype))
+
+
 def _grad_state() -> bool:
     """Whether autograd records operations now (what ``paddle.no_grad`` switches off)."""
     tracer = paddle.base.framework.global_var._dygraph_tracer_
@@ -97,13 +105,15 @@ class FunctionGraph:
         # Grad mode decides whether outputs require gradients; every entry is guarded on it.
         self.grad_enabled = paddle.is_grad_enabled()
         self.grad_mode = self.grad_enabled  # changed by simulated ``with paddle.no_grad():`` blocks
+        # Mixed precision changes the dtype ops compute in: guarded; translating under it is not modelled.
+        self.amp = amp_state()
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
-        self._query_guards: list[tuple[Callable[[], Any], Any]] = []
+        self._query_guards: list[tuple[Callable[[], Any], Any]] = [(amp_state, self.amp)]
         self._pins: list[tuple[VariableBase, int, int]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
 
@@ -173,6 +183,9 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
+        if self.amp[0] != "AmpLevel.O0":
+            raise FallbackError("mixed precision (paddle.amp.auto_cast) is not modelled in graphs yet: "
+                                "the frame runs eagerly", self.location)
         sir_args = tuple(self._to_sir_arg(a) for a in args)
         sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
         def meta_of(leaf: Any) -> Any:

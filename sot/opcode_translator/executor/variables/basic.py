@@ -139,6 +139,8 @@ class ObjectVariable(VariableBase):
 
 
 _MISSING = object()
+_SEVERAL_DEVICES = bool(paddle.is_compiled_with_cuda() or paddle.is_compiled_with_xpu()
+                        or paddle.device.get_all_custom_device_type())
 
 
 class TensorVariable(VariableBase):
@@ -168,8 +170,12 @@ class TensorVariable(VariableBase):
             shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {tuple(meta.shape)!r})"
         else:
             shape_guard = f"{expr}.shape == {list(meta.shape)!r}"
+        place = []
+        if _SEVERAL_DEVICES and self.value is not None:  # on a CPU-only build every tensor is on the CPU
+            place = [f"{expr}.place._equals({builder.constant(self.value.place)})"]
         return [
             f"type({expr}) is {builder.constant(self.get_py_type())}",
+            *place,
             shape_guard,
             f"{expr}.dtype is {builder.constant(meta.dtype)}",
             f"{expr}.stop_gradient is {meta.stop_gradient!r}",

@@ -1,0 +1,116 @@
+"""Guard kinds not covered elsewhere: dynamic dimensions, symbolic ints, weak references, grad mode."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import paddle
+
+import sot
+from conftest import assert_same
+
+
+def _t(*shape, seed=0):
+    return paddle.to_tensor(np.random.RandomState(seed).randn(*shape).astype("float32"))
+
+
+def test_batch_dimension_becomes_dynamic(compile_all):
+    lin = paddle.nn.Linear(8, 4)
+
+    def f(x):
+        return paddle.nn.functional.relu(lin(x)) * 2 + 1
+
+    fast = sot.symbolic_translate(f)
+    for batch in (3, 5, 7):
+        x = _t(batch, 8, seed=batch)
+        assert_same(fast(x), f(x))
+    stats = sot.stats()
+    # 3 specialised, 5 makes the batch dimension dynamic, 7 hits that entry
+    assert stats.translate_count == 2 and stats.cache_hits == 1, stats
+
+
+def test_zero_and_one_stay_specialised(compile_all):
+    def f(x):
+        return x * 2
+
+    fast = sot.symbolic_translate(f)
+    for batch in (3, 5, 1, 7):
+        x = _t(batch, 2)
+        assert_same(fast(x), f(x))
+    assert sot.stats().translate_count == 3  # 3, the dynamic entry, and 1 on its own
+
+
+def test_symbolic_int_in_shape_arithmetic(compile_all):
+    def f(x):
+        b, t, c = x.shape
+        return (x * 2).reshape([b * t, c]).sum(axis=0)
+
+    fast = sot.symbolic_translate(f)
+    for length in (4, 6, 8, 10):
+        x = _t(2, length, 3, seed=length)
+        assert_same(fast(x), f(x))
+    assert sot.stats().translate_count == 2
+
+
+def test_dynamic_dimension_used_as_python_value_is_pinned(compile_all):
+    def f(x):
+        n = x.shape[0]
+        if n > 4:  # a Python decision on the dimension: guarded
+            return x * 2
+        return x - 1
+
+    fast = sot.symbolic_translate(f)
+    for batch in (3, 5, 6, 2):
+        x = _t(batch, 2)
+        assert_same(fast(x), f(x))
+    assert sot.stats().fallbacks == 0
+
+
+def test_dynamic_shape_can_be_switched_off(compile_all):
+    def f(x):
+        return x * 2
+
+    with sot.config.patch(dynamic_shape=False):
+        fast = sot.symbolic_translate(f)
+        for batch in (3, 5, 7):
+            assert_same(fast(_t(batch, 2)), f(_t(batch, 2)))
+    assert sot.stats().translate_count == 3
+
+
+def test_guards_hold_layers_weakly(compile_all):
+    class Net(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = paddle.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x) + 1
+
+    net = Net()
+    fast = sot.symbolic_translate(net)
+    fast(_t(3, 2))
+    ref = weakref.ref(net.fc)
+    del fast, net
+    gc.collect()
+    sot.reset()  # compiled programs hold built-in layers they call; a reset releases them
+    gc.collect()
+    assert ref() is None
+
+
+def test_grad_mode_change_misses(compile_all):
+    w = _t(2, 2)
+    w.stop_gradient = False
+
+    def f(x):
+        return (x @ w).sum()
+
+    fast = sot.symbolic_translate(f)
+    x = _t(3, 2)
+    with paddle.no_grad():
+        assert fast(x).stop_gradient
+    out = fast(x)
+    assert not out.stop_gradient
+    out.backward()
+    assert w.grad is not None
+    assert sot.stats().translate_count == 2
