@@ -9,6 +9,11 @@ def write_back_list(target: list, content: list) -> None:
     target[:] = content
 
 
+def extend_list(target: list, added: list) -> None:
+    """Replay appends to a list from outside (its earlier content was never read)."""
+    target.extend(added)
+
+
 def write_back_dict(target: dict, content: dict) -> None:
     target.clear()
     target.update(content)

@@ -115,6 +115,7 @@ class FunctionGraph:
         self.side_effects = SideEffects()
         self._query_guards: list[tuple[Callable[[], Any], Any]] = [(amp_state, self.amp)]
         self._pins: list[tuple[VariableBase, int, int]] = []
+        self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
 
     # -- symbols and guards ------------------------------------------------------------------------------
@@ -143,11 +144,19 @@ class FunctionGraph:
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(f"{builder.constant(_grad_state)}() is {self.grad_enabled!r}")
+        for var, template in self._expr_guards:
+            if var.tracker.is_traceable():
+                builder.add(template.format(builder.expr_of(var)))
         for tensor, dim, size in self._pins:
             builder.add(f"{builder.expr_of(tensor)}.shape[{dim}] == {size}")
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def add_expr_guard(self, var: VariableBase, template: str) -> None:
+        """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""
+        self.add_guard(var)
+        self._expr_guards.append((var, template))
 
     def pin_dimension(self, tensor: VariableBase, dim: int) -> None:
         """A dynamic dimension of an input was used as a Python value: guard its value for this entry."""

@@ -24,6 +24,7 @@ class SequenceVariable(VariableBase):
         super().__init__(graph, tracker)
         self.items = items
         self.initial_length: int | None = None  # for a container from the frame: its length at the start
+        self.length_used = False  # the simulation depended on the length (or the items): guard it
 
     @classmethod
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "SequenceVariable":
@@ -35,18 +36,23 @@ class SequenceVariable(VariableBase):
         return var
 
     def get_py_value(self) -> Any:
+        self.length_used = True
         return self.py_type(item.get_py_value() for item in self.items)
 
     def get_py_type(self) -> type:
         return self.py_type
 
     def length(self) -> int:
+        self.length_used = True
         self.graph.add_guard(self)
         return len(self.items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         length = self.initial_length if self.initial_length is not None else len(self.items)
-        return [f"type({expr}) is {self.py_type.__name__}", f"len({expr}) == {length}"]
+        guards = [f"type({expr}) is {self.py_type.__name__}"]
+        if self.length_used or self.py_type is tuple:
+            guards.append(f"len({expr}) == {length}")
+        return guards
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for item in self.items:
@@ -57,6 +63,7 @@ class SequenceVariable(VariableBase):
         return self.length() > 0
 
     def unpack(self) -> list[VariableBase]:
+        self.length_used = True
         self.graph.add_guard(self)
         return list(self.items)
 
@@ -65,6 +72,7 @@ class SequenceVariable(VariableBase):
     def getitem(self, key: VariableBase) -> VariableBase:
         if not isinstance(key, ConstantVariable):
             raise FallbackError(f"indexing a {self.py_type.__name__} with {key!r} is not supported yet")
+        self.length_used = True
         self.graph.add_guard(self)
         self.graph.add_guard(key)
         index = key.value
@@ -98,6 +106,7 @@ class ListVariable(SequenceVariable):
     py_type = list
     build_op = "BUILD_LIST"
     is_mutable_container = True
+    appended_only = True  # external list: mutated only by append/extend so far
 
     def write_back(self, codegen: "CodeGen") -> None:
         """Make the real list hold the simulated content (it came from outside and was mutated)."""
@@ -212,9 +221,10 @@ class SizeVariable(ListVariable):
 
 
 # -- methods and mutation ------------------------------------------------------------------------------------
-def _record_mutation(var: VariableBase) -> None:
+def _record_mutation(var: VariableBase, appends_only: bool = False) -> None:
     """Snapshot ``var``'s simulated content so a rollback can restore it; external containers are also
-    marked for write-back."""
+    marked for write-back. A list from outside that is only appended to is written back by appending, so
+    its length and items need no guard (a log list growing at every call does not retranslate)."""
     if isinstance(var, DictVariable):
         old = dict(var.items)
 
@@ -223,10 +233,19 @@ def _record_mutation(var: VariableBase) -> None:
             var.items.update(old)
     else:
         old_items = list(var.items)
+        old_pure = getattr(var, "appended_only", False)
 
         def undo() -> None:
             var.items[:] = old_items
-    var.graph.add_guard(var)
+            if isinstance(var, ListVariable):
+                var.appended_only = old_pure
+
+        if isinstance(var, ListVariable):
+            var.appended_only = var.appended_only and appends_only
+    if not (isinstance(var, ListVariable) and var.appended_only):
+        if isinstance(var, SequenceVariable):
+            var.length_used = True
+        var.graph.add_guard(var)
     var.graph.side_effects.mutate(var, undo)
 
 
@@ -246,7 +265,7 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
     graph = var.graph
     items = var.items
     if name in ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"):
-        _record_mutation(var)
+        _record_mutation(var, appends_only=name in ("append", "extend"))
     if name == "append":
         items.append(args[0])
     elif name == "extend":
@@ -402,9 +421,13 @@ def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | N
 
 
 def _list_write_back(self: ListVariable, codegen: "CodeGen") -> None:
-    from ...runtime import write_back_list
+    from ...runtime import extend_list, write_back_list
 
-    codegen.call_helper(write_back_list, [self, ListVariable(list(self.items), self.graph, DummyTracker())])
+    if self.appended_only and self.initial_length is not None:
+        added = ListVariable(list(self.items[self.initial_length:]), self.graph, DummyTracker())
+        codegen.call_helper(extend_list, [self, added])
+    else:
+        codegen.call_helper(write_back_list, [self, ListVariable(list(self.items), self.graph, DummyTracker())])
     codegen.emit("POP_TOP")
 
 

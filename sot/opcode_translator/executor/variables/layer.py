@@ -7,14 +7,16 @@ layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain t
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import paddle
 
 from ....errors import FallbackError, UserCodeError
-from ..tracker import DummyTracker, GetItemTracker, Tracker
+from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
+from .container import TupleVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -85,8 +87,45 @@ class LayerVariable(ObjectVariable):
         layer = self.value
         graph = self.graph
         graph.add_guard(self)
-        if layer._forward_pre_hooks or layer._forward_post_hooks:
-            raise FallbackError(f"{type(layer).__name__} has forward hooks: not simulated yet")
+        graph.add_expr_guard(self, "len({}._forward_pre_hooks) == %d" % len(layer._forward_pre_hooks))
+        graph.add_expr_guard(self, "len({}._forward_post_hooks) == %d" % len(layer._forward_post_hooks))
+        if not layer._forward_pre_hooks and not layer._forward_post_hooks:
+            return self._call_forward(args, kwargs)
+        # ``Layer.__call__`` with hooks: pre-hooks may replace the inputs, post-hooks the output.
+        if layer._forward_pre_hooks_with_kwargs_flag or layer._forward_post_hooks_with_kwargs_flag:
+            raise FallbackError(f"{type(layer).__name__} has forward hooks taking keyword arguments: not "
+                                "simulated yet")
+        inputs: VariableBase = TupleVariable(list(args), graph, DummyTracker(tuple(args)))
+        for hook_var in self._hooks("_forward_pre_hooks"):
+            result = hook_var.call([self, inputs], {})
+            if not (isinstance(result, ConstantVariable) and result.value is None):
+                inputs = result if isinstance(result, TupleVariable) else TupleVariable(
+                    [result], graph, DummyTracker((result,)))
+        output = self._call_forward(list(inputs.items), kwargs)
+        for hook_var in self._hooks("_forward_post_hooks"):
+            result = hook_var.call([self, inputs, output], {})
+            if not (isinstance(result, ConstantVariable) and result.value is None):
+                output = result
+        return output
+
+    def _hooks(self, store: str) -> list[VariableBase]:
+        """The hooks of ``store`` in order, each guarded by identity (through its path in the dict)."""
+        from .function import SourceOnlyVariable
+
+        hooks = getattr(self.value, store)
+        owner = SourceOnlyVariable(hooks, self.graph, GetAttrTracker(self, store) if self.tracker.is_traceable()
+                                   else DummyTracker((self,)))
+        variables = []
+        for hook_id, hook in hooks.items():
+            tracker = GetItemTracker(owner, hook_id) if self.tracker.is_traceable() else DummyTracker((self,))
+            var = VariableFactory.from_value(hook, self.graph, tracker)
+            self.graph.add_guard(var)
+            variables.append(var)
+        return variables
+
+    def _call_forward(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        layer = self.value
+        graph = self.graph
         if isinstance(layer, paddle.nn.Sequential) and type(layer).forward is paddle.nn.Sequential.forward:
             if len(args) != 1 or kwargs:
                 raise FallbackError("Sequential called with other than one positional argument")
@@ -96,12 +135,42 @@ class LayerVariable(ObjectVariable):
             return value
         if is_builtin_layer(layer):
             self.needs_identity = True
-            return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", layer,
+            # With hooks (simulated above) the statement must not run them again through ``__call__``.
+            target = layer if not (layer._forward_pre_hooks or layer._forward_post_hooks) else _forward_of(layer)
+            return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)
 
     def __repr__(self) -> str:
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+class _LayerForward:
+    """Calls a layer's ``forward`` without ``__call__``'s hooks; stands for the layer in a SIR statement."""
+
+    def __init__(self, layer: paddle.nn.Layer) -> None:
+        self.layer = layer
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.layer.forward(*args, **kwargs)
+
+    def sublayers(self, include_self: bool = False) -> list:
+        return self.layer.sublayers(include_self=include_self)
+
+    @property
+    def training(self) -> bool:
+        return self.layer.training
+
+
+_forwards: "weakref.WeakKeyDictionary[paddle.nn.Layer, _LayerForward]" = weakref.WeakKeyDictionary()
+
+
+def _forward_of(layer: paddle.nn.Layer) -> _LayerForward:
+    """One stable wrapper per layer, so equal SIR still compares equal."""
+    forward = _forwards.get(layer)
+    if forward is None:
+        forward = _forwards[layer] = _LayerForward(layer)
+    return forward
 
 
 @VariableFactory.register(65)
