@@ -37,17 +37,22 @@ class ExplainReport:
         return [r.translation for r in self.translations if r.translation.kind == "compiled"]
 
     @property
+    def breaks(self) -> list[Translation]:
+        return [r.translation for r in self.translations if r.translation.kind == "break"]
+
+    @property
     def fallbacks(self) -> list[Translation]:
         return [r.translation for r in self.translations if r.translation.kind == "fallback"]
 
     def summary(self) -> str:
         n_frames = len(self.translations)
-        n_graphs = len(self.graphs)
-        n_ops = sum(len(t.sir) for t in self.graphs if t.sir is not None)
+        graphs = self.graphs + [t for t in self.breaks if t.program is not None]
+        n_ops = sum(len(t.sir) for t in graphs if t.sir is not None)
         n_eager = sum(1 for r in self.translations if r.translation.kind == "eager")
-        text = (f"Calling {self.function} translated {n_frames} frame(s): {n_graphs} compiled graph(s) "
-                f"holding {n_ops} op(s), {n_eager} frame(s) kept eager because their graph was smaller than "
-                f"min_graph_size, and {len(self.fallbacks)} fallback(s).")
+        text = (f"Calling {self.function} translated {n_frames} frame(s): {len(graphs)} compiled graph(s) "
+                f"holding {n_ops} op(s), {len(self.breaks)} graph break(s) (the code before each is a graph, "
+                f"the rest continues in a resume function), {n_eager} frame(s) kept eager because their graph "
+                f"was smaller than min_graph_size, and {len(self.fallbacks)} fallback(s).")
         if self.fallbacks:
             text += " Fallbacks run the whole frame eagerly; the reasons below say which line to change."
         if n_frames == 0:
@@ -73,7 +78,8 @@ class ExplainReport:
                 kind = f" ({translation.kind})" if translation is not None else ""
                 lines.append(f"   {name} entry {number}{kind}, guarded by:")
                 lines.extend(f"      {text}" for text in (guard.readable or ["(no guard: always valid)"]))
-                shown = any(r.translation is translation for r in self.translations)
+                shown = translation is not None and any(
+                    r.translation.sir is translation.sir for r in self.translations)
                 if translation is not None and translation.sir is not None and translation.sir.statements \
                         and not shown:
                     lines.extend("      " + line for line in translation.sir.dump().splitlines())

@@ -31,6 +31,8 @@ def describe_value(value: Any) -> str:
         return value.__qualname__
     if isinstance(value, types.ModuleType):
         return value.__name__
+    if getattr(value, "__module__", "") == __name__.rsplit(".", 1)[0] + ".function_graph":
+        return value.__name__.lstrip("_")  # sot's own state queries: grad_state(), amp_state()
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
     if isinstance(value, paddle.nn.Layer):
@@ -98,12 +100,12 @@ class GuardBuilder:
         expr = re.sub(r"__closure\[(\d+)\]\.cell_contents", lambda m: names[int(m.group(1))], expr)
 
         def const(match: re.Match) -> str:
-            value = self.namespace[match.group(0).rstrip("(").rstrip()]
-            if isinstance(value, weakref.ref):
-                value = value()
-            return describe_value(value)
+            value = self.namespace[match.group(1)]
+            if isinstance(value, weakref.ref) and match.group(2):  # an object held weakly: the object
+                return describe_value(value())
+            return describe_value(value) + (match.group(2) or "")  # e.g. a query function, called
 
-        return re.sub(r"__c\d+(\(\))?", lambda m: const(re.match(r"__c\d+", m.group(0))), expr)
+        return re.sub(r"(__c\d+)(\(\))?", const, expr)
 
     def build(self) -> "Guard":
         return Guard(self)
