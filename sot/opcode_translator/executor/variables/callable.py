@@ -298,38 +298,29 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 
     if kwargs:
         raise FallbackError("zip(strict=...) is not supported yet")
-    sources = [iterate(a) for a in args]
+    rows = _in_step([iterate(a) for a in args])
+    produce = (TupleVariable(items, graph, DummyTracker(tuple(items))) for items in rows)
+    return IteratorVariable(produce, graph, "zip", (zip, list(args)))
 
-    def produce() -> Any:
-        while True:
-            items = []
-            for source in sources:
-                item = source.next()
-                if item is None:
-                    return
-                items.append(item)
-            yield TupleVariable(items, graph, DummyTracker(tuple(items)))
 
-    return IteratorVariable(produce(), graph, "zip", (zip, list(args)))
+def _in_step(sources: list[Any]) -> Any:
+    """One list of items per step of several iterators, until the shortest is exhausted (zip, map)."""
+    while True:
+        items = []
+        for source in sources:
+            item = source.next()
+            if item is None:
+                return
+            items.append(item)
+        yield items
 
 
 @builtin_rule(map)
 def _map(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable, iterate
 
-    fn, sources = args[0], [iterate(a) for a in args[1:]]
-
-    def produce() -> Any:
-        while True:
-            items = []
-            for source in sources:
-                item = source.next()
-                if item is None:
-                    return
-                items.append(item)
-            yield fn.call(items, {})
-
-    return IteratorVariable(produce(), graph, "map", (map, list(args)))
+    fn, rows = args[0], _in_step([iterate(a) for a in args[1:]])
+    return IteratorVariable((fn.call(items, {}) for items in rows), graph, "map", (map, list(args)))
 
 
 @builtin_rule(filter)
@@ -472,14 +463,17 @@ class BuiltinVariable(CallableVariable):
         return BUILTIN_DISPATCH[self.value](self.graph, args, kwargs)
 
 
+def member_of(table: Any, value: Any) -> bool:
+    """``value in table`` for the dispatch tables (an unhashable value is in none of them)."""
+    try:
+        return value in table
+    except TypeError:
+        return False
+
+
 @VariableFactory.register(80)
 def _builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    try:
-        if value in BUILTIN_DISPATCH:
-            return BuiltinVariable(value, graph, tracker)
-    except TypeError:  # unhashable
-        return None
-    return None
+    return BuiltinVariable(value, graph, tracker) if member_of(BUILTIN_DISPATCH, value) else None
 
 
 # Pure functions of C modules: folded on known values.
@@ -514,12 +508,7 @@ def _guarded_queries() -> set[Any]:
 
 @VariableFactory.register(72)
 def _query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    try:
-        if value in _guarded_queries():
-            return GuardedQueryVariable(value, graph, tracker)
-    except TypeError:
-        return None
-    return None
+    return GuardedQueryVariable(value, graph, tracker) if member_of(_guarded_queries(), value) else None
 
 
 @VariableFactory.register(70)
@@ -542,12 +531,7 @@ class PsdbVariable(CallableVariable):
 def _psdb_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     from ....psdb import SIMULATED
 
-    try:
-        if value in SIMULATED:
-            return PsdbVariable(value, graph, tracker)
-    except TypeError:
-        return None
-    return None
+    return PsdbVariable(value, graph, tracker) if member_of(SIMULATED, value) else None
 
 
 
