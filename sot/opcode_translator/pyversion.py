@@ -58,8 +58,6 @@ SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 10), (3, 11), (3, 12), (3,
 Emit = Callable[..., None]
 
 # -- calls -------------------------------------------------------------------------------------------------
-#: The opname of a positional call.
-CALL_OPNAME = "CALL_FUNCTION" if PY < (3, 11) else "CALL"
 #: 3.11 only: every ``CALL`` is preceded by ``PRECALL`` with the same argument.
 HAS_PRECALL = PY == (3, 11)
 #: 3.11, 3.12: keyword names of the next ``CALL`` come from a ``KW_NAMES`` instruction (a constant).

@@ -59,18 +59,16 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     return False
 
 
-def amp_state() -> tuple[str, str]:
-    """The automatic-mixed-precision state of the tracer (``paddle.amp.auto_cast`` sets it)."""
+def autograd_state() -> tuple:
+    """What the tracer decides about every op: (grad enabled, AMP level, AMP dtype), as raw values so the
+    per-call guard compares one tuple."""
     tracer = paddle.base.framework.global_var._dygraph_tracer_
     if tracer is None:
-        return ("O0", "float32")
-    return (str(tracer._amp_level), str(tracer._amp_dtype))
+        return (False, None, None)
+    return (tracer._has_grad, tracer._amp_level, tracer._amp_dtype)
 
 
-def _grad_state() -> bool:
-    """Whether autograd records operations now (what ``paddle.no_grad`` switches off)."""
-    tracer = paddle.base.framework.global_var._dygraph_tracer_
-    return bool(tracer._has_grad) if tracer is not None else False
+_AMP_OFF = paddle.base.core.AmpLevel.O0
 
 
 def _meta_key(kind: str, target: Any, args: Any, kwargs: Any) -> tuple | None:
@@ -103,17 +101,19 @@ class FunctionGraph:
         self.guard_builder = GuardBuilder(frame.code)
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
         # Grad mode decides whether outputs require gradients; every entry is guarded on it.
-        self.grad_enabled = paddle.is_grad_enabled()
+        # Grad mode and mixed precision (which changes the dtype ops compute in) are guarded together;
+        # translating under AMP is not modelled yet.
+        self.state = autograd_state()
+        self.grad_enabled = bool(self.state[0])
         self.grad_mode = self.grad_enabled  # changed by simulated ``with paddle.no_grad():`` blocks
-        # Mixed precision changes the dtype ops compute in: guarded; translating under it is not modelled.
-        self.amp = amp_state()
+        self.amp_enabled = self.state[1] not in (None, _AMP_OFF)
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
-        self._query_guards: list[tuple[Callable[[], Any], Any]] = [(amp_state, self.amp)]
+        self._query_guards: list[tuple[Callable[[], Any], Any]] = []
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
@@ -143,7 +143,7 @@ class FunctionGraph:
                 continue
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
-        builder.add(f"{builder.constant(_grad_state)}() is {self.grad_enabled!r}")
+        builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -192,7 +192,7 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if self.amp[0] != "AmpLevel.O0":
+        if self.amp_enabled:
             raise FallbackError("mixed precision (paddle.amp.auto_cast) is not modelled in graphs yet: "
                                 "the frame runs eagerly", self.location)
         sir_args = tuple(self._to_sir_arg(a) for a in args)

@@ -32,7 +32,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, types.ModuleType):
         return value.__name__
     if getattr(value, "__module__", "") == __name__.rsplit(".", 1)[0] + ".function_graph":
-        return value.__name__.lstrip("_")  # sot's own state queries: grad_state(), amp_state()
+        return value.__name__.lstrip("_")  # sot's own state query: autograd_state()
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
     if isinstance(value, paddle.nn.Layer):
@@ -54,7 +54,9 @@ class GuardBuilder:
         self._params = {name: f"__a{i}" for i, name in enumerate(self.arg_names)}
         self.namespace: dict[str, Any] = {}
         self._const_names: dict[int, str] = {}
-        self.exprs: list[str] = []
+        self.exprs: list[str] = []  # checks, and ``name := path`` bindings
+        self._bindings: dict[str, str] = {}
+        self._bound_names: dict[int, str] = {}
         # (input path, expression, shape) of every tensor shape guard: compared with a missing call's
         # inputs to find dimensions that vary (dynamic_shape.py).
         self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
@@ -82,7 +84,24 @@ class GuardBuilder:
         return f"{expr} is {self.constant(ref)}()"
 
     def expr_of(self, var: Any) -> str:
-        return var.tracker.guard_expr(self)
+        """The expression reaching ``var``; a compound path is bound to a local of the guard once, so a
+        deep object (``self.blocks[3].fc``) is reached by one lookup per step, not one per check."""
+        name = self._bound_names.get(id(var))
+        if name is not None:
+            return name
+        expr = var.tracker.guard_expr(self)
+        if expr.isidentifier():
+            return expr
+        name = f"__v{len(self._bindings)}"
+        self._bindings[name] = expr
+        self._bound_names[id(var)] = name
+        self.exprs.append(f"{name} := {expr}")  # a binding, in order among the checks
+        return name
+
+    def expand(self, expr: str) -> str:
+        """``expr`` with its bound locals replaced by the paths they stand for."""
+        # (paths are chains of attribute and item accesses: no parentheses needed)
+        return re.sub(r"__v\d+", lambda m: self.expand(self._bindings[m.group(0)]), expr)
 
     # -- collecting -------------------------------------------------------------------------------------
     def add(self, expr: str) -> None:
@@ -94,6 +113,7 @@ class GuardBuilder:
 
     def readable(self, expr: str) -> str:
         """``expr`` with parameter and constant names replaced by what a user would write."""
+        expr = re.sub(r"\._(?:sub_layers|parameters|buffers)\['(\w+)'\]", r".\1", self.expand(expr))
         expr = re.sub(r"__a(\d+)", lambda m: self.arg_names[int(m.group(1))], expr)
         expr = re.sub(r"__globals\[('[^']*')\]", lambda m: m.group(1)[1:-1], expr)
         names = self.code.co_freevars
@@ -116,17 +136,25 @@ class Guard:
 
     def __init__(self, builder: GuardBuilder) -> None:
         params = ", ".join([builder.GLOBALS, builder.CLOSURE, *builder._params.values()])
-        body = " and ".join(f"({e})" for e in builder.exprs) or "True"
-        source = f"def __sot_guard({params}):\n    return {body}\n"
+        lines = [f"def __sot_guard({params}):"]
+        for expr in builder.exprs:
+            if " := " in expr and expr.startswith("__v"):
+                name, path = expr.split(" := ", 1)
+                lines.append(f"    {name} = {path}")
+            else:
+                lines.append(f"    if not ({expr}): return False")
+        lines.append("    return True")
+        source = "\n".join(lines) + "\n"
         namespace = dict(builder.namespace)
         exec(compile(source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
         self.check: Callable[..., bool] = namespace["__sot_guard"]
         self.source = source
-        self.exprs = list(builder.exprs)
-        self.readable = [builder.readable(e) for e in builder.exprs]
+        checks = [e for e in builder.exprs if not (" := " in e and e.startswith("__v"))]
+        self.exprs = [builder.expand(e) for e in checks]  # self-contained, for explaining a miss
+        self.readable = [builder.readable(e) for e in checks]
         self._params = params
         self._namespace = builder.namespace
-        self.shape_checks = list(builder.shape_checks)
+        self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
 
     def evaluate(self, expr: str, globals_: dict, closure: Any, args: tuple) -> Any:
         """The value of one guard expression (e.g. a tensor's path) for a new call."""

@@ -35,6 +35,12 @@ class Tracker:
         raise NotImplementedError(type(self).__name__)
 
 
+def _is_layer(value: Any) -> bool:
+    import paddle
+
+    return isinstance(value, paddle.nn.Layer)
+
+
 class DummyTracker(Tracker):
     """A value computed during simulation; it has no source in the frame."""
 
@@ -154,7 +160,15 @@ class GetAttrTracker(Tracker):
         self.attr = attr
 
     def guard_expr(self, builder: "GuardBuilder") -> str:
-        return f"{builder.expr_of(self.base)}.{self.attr}"
+        base = builder.expr_of(self.base)
+        owner = getattr(self.base, "value", None)
+        # A layer's sublayers, parameters and buffers: read from their dicts (the layer's Python
+        # ``__getattr__`` costs a call per access).
+        for store in ("_sub_layers", "_parameters", "_buffers"):
+            members = getattr(owner, "__dict__", {}).get(store) if owner is not None else None
+            if isinstance(members, dict) and self.attr in members and _is_layer(owner):
+                return f"{base}.{store}[{self.attr!r}]"
+        return f"{base}.{self.attr}"
 
     def gen_load(self, codegen: "CodeGen") -> None:
         codegen.reconstruct(self.base)
