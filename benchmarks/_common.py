@@ -48,17 +48,22 @@ class Variant:
     baseline: str | None = None
 
 
-def time_calls(fn: Callable[..., Any], args: tuple, calls: int, disable_gc: bool = True) -> float:
-    """Seconds per call of ``fn(*args)``, averaged over ``calls`` back-to-back calls (loop included)."""
+def time_calls(fn: Callable[..., Any], args: tuple, calls: int, disable_gc: bool = True,
+               cpu_out: list[float] | None = None) -> float:
+    """Seconds per call of ``fn(*args)``, averaged over ``calls`` back-to-back calls (loop included).
+    With ``cpu_out``, the process CPU time per call (all threads, ``time.process_time``) is appended to it."""
     loop = itertools.repeat(None, calls)
     gc_was_enabled = gc.isenabled()
     if disable_gc:
         gc.disable()
     try:
+        cpu_start = time.process_time() if cpu_out is not None else 0.0
         start = time.perf_counter()
         for _ in loop:
             fn(*args)
         elapsed = time.perf_counter() - start
+        if cpu_out is not None:
+            cpu_out.append((time.process_time() - cpu_start) / calls)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -67,16 +72,21 @@ def time_calls(fn: Callable[..., Any], args: tuple, calls: int, disable_gc: bool
 
 def interleave(variants: Sequence[Variant], rounds: int, calls: int,
                after_batch: Callable[[Variant, int], None] | None = None,
-               progress: bool = False) -> dict[str, list[float]]:
+               progress: bool = False, cpu_samples: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Per-call seconds of each variant, one sample per round; rounds are round-robin over the variants
     with the starting variant rotated each round. ``after_batch(variant, calls)`` runs after each timed
-    batch, outside the timing (for consistency checks)."""
+    batch, outside the timing (for consistency checks). A ``cpu_samples`` dict receives the per-call
+    process CPU time of the same batches (less sensitive than wall time to other processes' load)."""
     samples: dict[str, list[float]] = {v.key: [] for v in variants}
+    if cpu_samples is not None:
+        for v in variants:
+            cpu_samples.setdefault(v.key, [])
     n = len(variants)
     for r in range(rounds):
         order = [variants[(r + i) % n] for i in range(n)]
         for variant in order:
-            samples[variant.key].append(time_calls(variant.fn, variant.args, calls))
+            cpu_out = cpu_samples[variant.key] if cpu_samples is not None else None
+            samples[variant.key].append(time_calls(variant.fn, variant.args, calls, cpu_out=cpu_out))
             if after_batch is not None:
                 after_batch(variant, calls)
         gc.collect()
@@ -261,6 +271,15 @@ def paired_ratio_to_best(samples: Sequence[float], *baselines: Sequence[float]) 
 def paired_difference_us(samples: Sequence[float], baseline: Sequence[float]) -> float:
     """Median over rounds of ``samples[r] - baseline[r]``, in microseconds."""
     return statistics.median(x - y for x, y in zip(samples, baseline)) * 1e6
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages and the CPU count: other processes on the machine skew timings."""
+    try:
+        one, five, fifteen = os.getloadavg()
+        return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} logical CPUs"
+    except OSError:
+        return "load average unknown"
 
 
 def verdict(ok: bool) -> str:

@@ -36,6 +36,7 @@ import warnings
 
 os.environ.setdefault("GLOG_minloglevel", "2")
 warnings.filterwarnings("ignore", message="No ccache found")
+warnings.filterwarnings("ignore", message="Tensor do not have 'place' interface")  # Paddle SOT, sweep
 
 import numpy as np  # noqa: E402
 import paddle  # noqa: E402
@@ -52,6 +53,7 @@ from _common import (  # noqa: E402
     format_table,
     hooks_left_installed,
     interleave,
+    load_average,
     machine_description,
     paddle_sot_compiled_graphs,
     paddle_sot_translate_count,
@@ -250,7 +252,8 @@ class Check:
 
 
 # -- report -----------------------------------------------------------------------------------------------
-def report(setup: Setup, samples: dict[str, list[float]], rounds: int, calls: int, check: Check) -> str:
+def report(setup: Setup, samples: dict[str, list[float]], rounds: int, calls: int, check: Check,
+           load_start: str) -> str:
     div = setup.per_call_divisor
     by_key = {v.key: v for v in setup.variants}
 
@@ -300,6 +303,7 @@ def report(setup: Setup, samples: dict[str, list[float]], rounds: int, calls: in
     pd_first, pd_eighth = added("p8a"), added("p8h")
     lines = [
         machine_description(),
+        f"{load_start} at the start, {load_average()} at the end",
         f"rounds: {rounds}, calls per variant per round: {calls} (the 8-entry rows: {max(1, calls // 8)} driver calls "
         f"of 8 calls of f each); sweep: lengths {setup.seq_lengths[0]}..{setup.seq_lengths[-1]} "
         f"({n} shapes), one pass per call, {max(1, calls // 400)} passes per batch",
@@ -360,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if rounds < 1 or calls < 1 or step < 1:
         parser.error("--rounds, --calls and --seq-step must be positive")
 
+    load_start = load_average()
     setup = Setup(list(range(8, 65, step)))
     if args.profile:
         chosen = {v.key: v for v in setup.variants}.get(args.profile)
@@ -379,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, list[float]] = {}
     for name, group in groups.items():
         samples.update(interleave(group, rounds, batch[name], after_batch=check, progress=args.progress))
-    print(report(setup, samples, rounds, calls, check))
+    print(report(setup, samples, rounds, calls, check, load_start))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Whole models: eager vs Paddle's AST to_static vs Paddle's SOT vs sot (issue 8, "Speed").
 
-    python benchmarks/models.py                      # full run (~10 min on 2 CPU cores)
-    python benchmarks/models.py --quick              # smoke run: tiny inputs only, few rounds (~2-3 min)
+    python benchmarks/models.py                      # full run (~8-9 min on 2 CPU cores)
+    python benchmarks/models.py --quick              # smoke run: tiny inputs only, few rounds (~3 min)
+    python benchmarks/models.py --quick --no-memory  # the same without the per-variant processes (~1 min)
     python benchmarks/models.py --models resnet18,lstm --sizes large --rounds 21
     python benchmarks/models.py --models gpt --profile sot     # cProfile sot's forward instead of timing
 
@@ -18,8 +19,12 @@ batch 8 x 32 tokens for the text models; 256 rows for data_dependent_branch), pl
 
 Measured per workload and variant (method in README.md):
 
+* each workload is timed in its own process (one subprocess per workload, so no program, cache or thread
+  pool of an earlier workload is around), its four variants interleaved round-robin, each variant's batch
+  sized to ~20 ms of its own time; before timing, every variant runs 1 + 12 forward calls and 3 train
+  steps (sot's cost model decides compiled vs eager per graph within its first 11 calls);
 * steady state, forward: median per call over interleaved rounds (train mode, gradients recorded, as in a
-  training loop's forward);
+  training loop's forward), wall time; the process CPU time of the same batches is reported too;
 * steady state, train step: forward + loss + backward + Adam step + clear_grad, median per step;
 * first call and first train step, and the peak memory: each (workload, variant) in a fresh subprocess, so
   no translator cache and no allocator pool is shared with another variant. The child first warms up the
@@ -63,6 +68,7 @@ import sot  # noqa: E402
 
 from _common import (  # noqa: E402
     REPO,
+    load_average,
     Variant,
     cprofile_top,
     format_table,
@@ -97,6 +103,10 @@ LABEL = dict(VARIANTS)
 RTOL, ATOL = 1e-4, 1e-5
 LEARNING_RATE = 1e-3
 CHILD_STEPS = 3  # forward calls and train steps after the first ones, in a memory child
+# Untimed forward calls of every variant after the 3 parity train steps and before timing: sot's cost model
+# times each graph's first calls (3 warm-up, 4 compiled, 4 eager) and then keeps the faster way to run it;
+# the steady state is what comes after that.
+SETTLE_CALLS = 12
 
 
 # -- workloads --------------------------------------------------------------------------------------------
@@ -346,8 +356,8 @@ def child_main(workload_name: str, key: str) -> int:
     return 0
 
 
-def run_child(workload_name: str, key: str, timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", workload_name, key]
+def run_child(args: list[str], timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "GLOG_minloglevel": os.environ.get("GLOG_minloglevel", "2")})
@@ -357,7 +367,7 @@ def run_child(workload_name: str, key: str, timeout: float) -> dict[str, Any]:
         if text.startswith("CHILD-RESULT "):
             return json.loads(text[len("CHILD-RESULT "):])
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"child exited {proc.returncode}: {tail[:120]}"}
+    return {"error": f"child exited {proc.returncode}: {tail[:160]}"}
 
 
 # -- one workload in the main process ---------------------------------------------------------------------
@@ -368,16 +378,32 @@ class Result:
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     match: dict[str, tuple[bool, float]] = dataclasses.field(default_factory=dict)
     first_in_process_s: dict[str, float] = dataclasses.field(default_factory=dict)
-    fwd: dict[str, list[float]] = dataclasses.field(default_factory=dict)
-    train: dict[str, list[float]] = dataclasses.field(default_factory=dict)
-    fwd_calls: int = 0
-    train_calls: int = 0
-    sot_stats: sot.Stats | None = None
+    fwd: dict[str, list[float]] = dataclasses.field(default_factory=dict)    # seconds per call, one per round
+    train: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # seconds per step, one per round
+    fwd_cpu: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # the same batches, CPU seconds
+    train_cpu: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    fwd_calls: dict[str, int] = dataclasses.field(default_factory=dict)      # calls per timed batch
+    train_calls: dict[str, int] = dataclasses.field(default_factory=dict)
+    sot_stats: dict[str, int] | None = None
+    sot_graphs: list[str] = dataclasses.field(default_factory=list)  # per compiled graph: statements, choice
     sot_retranslated: int = 0
     psot_translations: int | None = None
     psot_graphs: int | None = None
     psot_retranslated: int | None = None
+    phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
     child: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["workload"] = self.workload.name
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Result":
+        data = dict(data)
+        data["workload"] = WORKLOADS[data["workload"]]
+        data["match"] = {k: tuple(v) for k, v in data.get("match", {}).items()}
+        return cls(**data)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -413,7 +439,8 @@ def prepare(wl: Workload) -> tuple[Result, dict[str, Callable[..., Any]], dict[s
             res.first_in_process_s[key] = time.perf_counter() - start
             step = make_train_step(fn, model, inputs, wl.loss)
             losses[key] = [float(step()) for _ in range(3)]
-            fn(*inputs)  # one more forward: both translators have seen train mode after a backward
+            for _ in range(SETTLE_CALLS):  # past sot's cost model (it picks compiled or eager per graph)
+                fn(*inputs)
             if key == "psot":
                 res.psot_translations = _delta(paddle_sot_translate_count(), pd_t)
                 res.psot_graphs = _delta(paddle_sot_compiled_graphs(), pd_g)
@@ -445,8 +472,34 @@ def _per_call(fn: Callable[[], Any], calls: int = 3) -> float:
     return statistics.median(times)
 
 
-def measure(wl: Workload, rounds: int, target_s: float, progress: bool) -> Result:
+def _batched(fn: Callable[..., Any], args: tuple, calls: int) -> Callable[[], None]:
+    def batch() -> None:
+        for _ in range(calls):
+            fn(*args)
+
+    return batch
+
+
+def _timed(variants: dict[str, tuple[Callable[..., Any], tuple]], rounds: int, target_s: float,
+           check: Callable[[Variant, int], None]) -> tuple[dict[str, list[float]], dict[str, list[float]],
+                                                            dict[str, int]]:
+    """Interleaved rounds; each variant's batch is sized to about ``target_s`` of its own time (at least one
+    call), so a variant 20x slower than eager does not stretch the run 20-fold. Seconds per call, wall
+    time and process CPU time (all threads) of the same batches."""
+    calls = {k: max(1, min(5000, round(target_s / _per_call(lambda: fn(*args))))) for k, (fn, args) in variants.items()}
+    batches = [Variant(k, LABEL[k], _batched(fn, args, calls[k])) for k, (fn, args) in variants.items()]
+    for v in batches:  # one untimed batch each
+        v.fn()
+    cpu: dict[str, list[float]] = {}
+    raw = interleave(batches, rounds, 1, after_batch=check, cpu_samples=cpu)
+    per_call = {k: [t / calls[k] for t in samples] for k, samples in raw.items()}
+    return per_call, {k: [t / calls[k] for t in samples] for k, samples in cpu.items()}, calls
+
+
+def measure(wl: Workload, rounds: int, target_s: float) -> Result:
+    t0 = time.perf_counter()
     res, fwd, steps, inputs = prepare(wl)
+    t1 = time.perf_counter()
     sot_before = sot.stats() if "sot" in fwd else None
     pd_before = paddle_sot_translate_count()
 
@@ -455,24 +508,43 @@ def measure(wl: Workload, rounds: int, target_s: float, progress: bool) -> Resul
         if problems:
             raise RuntimeError(f"{wl.name}: after timing {variant.label}: " + "; ".join(problems))
 
-    # Calls per batch: about target_s of eager work (at least one call).
-    fwd_est = _per_call(lambda: fwd["eager"](*inputs))
-    step_est = _per_call(steps["eager"])
-    res.fwd_calls = max(1, min(5000, round(target_s / fwd_est)))
-    res.train_calls = max(1, min(2000, round(2 * target_s / step_est)))
-    fwd_variants = [Variant(k, LABEL[k], fn, inputs, None if k == "eager" else "eager") for k, fn in fwd.items()]
-    for v in fwd_variants:  # a few more warm calls, untimed
-        for _ in range(min(3, res.fwd_calls)):
-            v.fn(*v.args)
-    res.fwd = interleave(fwd_variants, rounds, res.fwd_calls, after_batch=check, progress=progress)
-    train_variants = [Variant(k, LABEL[k], st, (), None if k == "eager" else "eager") for k, st in steps.items()]
-    res.train = interleave(train_variants, rounds, res.train_calls, after_batch=check, progress=progress)
-
+    res.fwd, res.fwd_cpu, res.fwd_calls = _timed({k: (fn, inputs) for k, fn in fwd.items()}, rounds, target_s, check)
+    t2 = time.perf_counter()
+    res.train, res.train_cpu, res.train_calls = _timed({k: (st, ()) for k, st in steps.items()}, rounds, 2 * target_s,
+                                                       check)
+    t3 = time.perf_counter()
+    res.phase_s = {"first calls and parity": t1 - t0, "forward timing": t2 - t1, "train timing": t3 - t2}
     if sot_before is not None:
-        res.sot_stats = sot.stats()
-        res.sot_retranslated = res.sot_stats.translate_count - sot_before.translate_count
+        st = sot.stats()
+        res.sot_stats = dataclasses.asdict(st)
+        res.sot_retranslated = st.translate_count - sot_before.translate_count
     res.psot_retranslated = _delta(paddle_sot_translate_count(), pd_before) if "psot" in fwd else None
+    res.sot_graphs = sot_graph_choices()
     return res
+
+
+def sot_graph_choices() -> list[str]:
+    """Each graph sot compiled in this process: its statement count and how its cost model runs it
+    (``compiled``, ``eager``, or ``undecided``). Reads sot internals; empty if they moved."""
+    try:
+        from sot.symbolic import compile as sot_compile
+
+        programs = list(sot_compile._compiled.values())
+    except Exception:  # noqa: BLE001
+        return []
+    return [f"{len(p.sir)}:{getattr(p, '_choice', None) or 'undecided'}" for p in programs]
+
+
+def timing_child_main(workload_name: str, rounds: int, target_s: float) -> int:
+    """One workload's interleaved timing in a fresh process (no program, cache or thread pool of another
+    workload around)."""
+    try:
+        data = measure(WORKLOADS[workload_name], rounds, target_s).to_json()
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        data = {"workload": workload_name, "errors": {"eager": _error_text(exc)}}
+    print("CHILD-RESULT " + json.dumps(data), flush=True)
+    return 0
 
 
 # -- report -----------------------------------------------------------------------------------------------
@@ -487,7 +559,7 @@ def _x(value: float | None) -> str:
 def _steady_table(results: list[Result], which: str) -> tuple[str, list[tuple[str, float]]]:
     rows, worse = [], []
     for r in results:
-        s = getattr(r, which)
+        s, c = getattr(r, which), getattr(r, which + "_cpu")
         if not s:
             continue
         e = s["eager"]
@@ -498,15 +570,17 @@ def _steady_table(results: list[Result], which: str) -> tuple[str, list[tuple[st
             best = [e] + ([s["ast"]] if "ast" in s else [])
             vs_best = paired_ratio_to_best(s["sot"], *best)
             vs_psot = paired_ratio(s["sot"], s["psot"]) if "psot" in s else None
-            cells += [_x(vs_best), _x(vs_psot), verdict(vs_best <= 1.05)]
+            cpu_best = [c["eager"]] + ([c["ast"]] if "ast" in c else [])
+            cells += [_x(vs_best), _x(vs_psot), verdict(vs_best <= 1.05),
+                      _x(paired_ratio(c["sot"], c["eager"])), _x(paired_ratio_to_best(c["sot"], *cpu_best))]
             if vs_best > 1.05:
                 worse.append((r.workload.name, vs_best))
         else:
-            cells += ["-", "-", "-"]
+            cells += ["-"] * 5
         rows.append(cells)
     headers = ["model", "inputs", "eager ms", "AST / eager", "PSOT / eager", "sot / eager", "sot / min(eager,AST)",
-               "sot / PSOT", "<= 1.05"]
-    return format_table(headers, rows, right=[False, False] + [True] * 6 + [False]), worse
+               "sot / PSOT", "<= 1.05", "CPU time: sot / eager", "sot / min(eager,AST)"]
+    return format_table(headers, rows, right=[False, False] + [True] * 6 + [False, True, True]), worse
 
 
 def _first_call_table(results: list[Result], isolated: bool) -> str:
@@ -564,30 +638,32 @@ def _stats_table(results: list[Result]) -> str:
     rows = []
     for r in results:
         st = r.sot_stats
-        sot_cells = ([st.translate_count - r.sot_retranslated, st.compiled_graphs, st.graph_breaks, st.fallbacks,
-                      r.sot_retranslated] if st is not None else ["-"] * 5)
+        sot_cells = ([st["translate_count"] - r.sot_retranslated, st["compiled_graphs"], st["graph_breaks"],
+                      st["fallbacks"], r.sot_retranslated] if st is not None else ["-"] * 5)
         pd_cells = [r.psot_translations if r.psot_translations is not None else "-",
                     r.psot_graphs if r.psot_graphs is not None else "-",
                     r.psot_retranslated if r.psot_retranslated is not None else "-"]
+        choices = " ".join(r.sot_graphs) or "-"
         rows.append([r.workload.model, r.inputs, _match_cell(r, "ast"), _match_cell(r, "psot"), _match_cell(r, "sot"),
-                     *sot_cells, *pd_cells])
+                     *sot_cells, choices, *pd_cells])
     headers = ["model", "inputs", "AST = eager", "PSOT = eager", "sot = eager", "sot translations", "graphs",
-               "breaks", "fallbacks", "retranslated while timed", "PSOT translations", "PSOT graphs",
-               "PSOT retranslated"]
-    return format_table(headers, rows, right=[False] * 5 + [True] * 8)
+               "breaks", "fallbacks", "retranslated while timed", "sot graphs (ops:run as)", "PSOT translations",
+               "PSOT graphs", "PSOT retranslated"]
+    return format_table(headers, rows, right=[False] * 5 + [True] * 5 + [False] + [True] * 3)
 
 
-def report(results: list[Result], rounds: int, target_s: float, isolated: bool) -> str:
+def report(results: list[Result], rounds: int, target_s: float, isolated: bool, load_start: str) -> str:
     fwd_table, fwd_worse = _steady_table(results, "fwd")
     train_table, train_worse = _steady_table(results, "train")
-    calls = ", ".join(f"{r.workload.name} {r.fwd_calls}/{r.train_calls}" for r in results)
     lines = [
         machine_description(),
-        f"rounds: {rounds}; calls per batch (forward/train) sized to ~{target_s * 1e3:g} ms / ~{2 * target_s * 1e3:g} ms "
-        f"of eager work: {calls}",
+        f"{load_start} at the start, {load_average()} at the end (other processes on the machine skew wall times; "
+        "the CPU-time columns are less sensitive to them)",
+        f"rounds: {rounds}; each variant's timed batch is sized to ~{target_s * 1e3:g} ms (forward) / "
+        f"~{2 * target_s * 1e3:g} ms (train step) of its own time, at least one call; one process per workload",
         "",
-        "Steady state, forward (train mode, gradients recorded): eager median ms per call; the other columns are "
-        "medians over rounds of per-round ratios",
+        "Steady state, forward (train mode, gradients recorded): eager median ms per call (wall time); the other "
+        "columns are medians over rounds of per-round ratios, wall time, then process CPU time of the same batches",
         "",
         fwd_table,
         "",
@@ -604,10 +680,12 @@ def report(results: list[Result], rounds: int, target_s: float, isolated: bool) 
                   f"the first train step and {CHILD_STEPS} more forward calls and train steps, each variant in a "
                   "fresh process; 'retained' = RSS at the end minus RSS before", "", _memory_table(results), ""]
     else:
-        lines += ["First forward call (s), in this process (--no-isolate: Paddle's caches may be warm from a "
-                  "previous workload of the same model; no memory figures)", "", _first_call_table(results, False), ""]
+        lines += ["First forward call (s), measured in the timing process (--no-memory: variants one after the "
+                  "other in one process, so later ones may find library state warm; no memory figures)", "",
+                  _first_call_table(results, False), ""]
     lines += ["Parity with eager (first output and 3 Adam-step losses, rtol 1e-4 atol 1e-5; max abs diff) and what "
-              "the translators did (sot.stats() after the warm-up; PSOT = Paddle SOT's own counters)", "",
+              "the translators did (sot.stats() after the warm-up; 'ops:run as' = statements of each sot graph and "
+              "what sot's cost model chose for it; PSOT = Paddle SOT's own counters)", "",
               _stats_table(results), ""]
     for r in results:
         for key, text in r.errors.items():
@@ -622,19 +700,8 @@ def report(results: list[Result], rounds: int, target_s: float, isolated: bool) 
 
 
 def dump_json(path: str, results: list[Result]) -> None:
-    data = []
-    for r in results:
-        data.append({
-            "workload": r.workload.name, "inputs": r.inputs, "errors": r.errors,
-            "match": {k: [ok, d] for k, (ok, d) in r.match.items()},
-            "first_in_process_s": r.first_in_process_s, "fwd_s": r.fwd, "train_s": r.train,
-            "fwd_calls": r.fwd_calls, "train_calls": r.train_calls,
-            "sot_stats": dataclasses.asdict(r.sot_stats) if r.sot_stats else None,
-            "sot_retranslated": r.sot_retranslated, "psot_translations": r.psot_translations,
-            "psot_graphs": r.psot_graphs, "psot_retranslated": r.psot_retranslated, "child": r.child,
-        })
     with open(path, "w") as f:
-        json.dump(data, f, indent=1)
+        json.dump([r.to_json() for r in results], f, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -647,23 +714,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-ms", type=float, default=None,
                         help="eager work per forward batch, ms (default 20; 10 with --quick); train batches get 2x")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny inputs, few rounds")
-    parser.add_argument("--no-isolate", action="store_true",
-                        help="skip the per-variant subprocesses (no memory figures; first calls in this process)")
-    parser.add_argument("--child-timeout", type=float, default=300.0, help=argparse.SUPPRESS)
+    parser.add_argument("--no-memory", action="store_true",
+                        help="skip the per-variant subprocesses: no memory figures, first calls from the timing process")
+    parser.add_argument("--in-process", action="store_true",
+                        help="time every workload in this process instead of one subprocess per workload (programs, "
+                             "caches and thread pools of earlier workloads then stay around and slow later ones)")
+    parser.add_argument("--child-timeout", type=float, default=600.0, help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write the raw samples and counters to this file")
     parser.add_argument("--profile", metavar="VARIANT", choices=[k for k, _ in VARIANTS],
                         help="instead of timing, cProfile forward calls of one variant on the selected workloads")
     parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
-    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "VARIANT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-mem", nargs=2, metavar=("WORKLOAD", "VARIANT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-time", metavar="WORKLOAD", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    if args.child:
-        return child_main(*args.child)
+    if args.child_mem:
+        return child_main(*args.child_mem)
 
     rounds = args.rounds if args.rounds is not None else (5 if args.quick else 11)
     target_s = (args.target_ms if args.target_ms is not None else (10.0 if args.quick else 20.0)) / 1e3
     if rounds < 1 or target_s <= 0:
         parser.error("--rounds and --target-ms must be positive")
+    if args.child_time:
+        return timing_child_main(args.child_time, rounds, target_s)
     sizes = args.sizes if args.sizes is not None else ("tiny" if args.quick else None)
     workloads = select_workloads(args.models, sizes)
 
@@ -681,23 +754,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     started = time.perf_counter()
+    load_start = load_average()
+
+    def note(text: str) -> None:
+        if args.progress:
+            print(f"[{time.perf_counter() - started:6.1f} s] {text}", file=sys.stderr, flush=True)
+
     results = []
     for wl in workloads:
         t0 = time.perf_counter()
-        results.append(measure(wl, rounds, target_s, False))
-        gc.collect()
-        if args.progress:
-            print(f"[{time.perf_counter() - started:6.1f} s] timed {wl.name} in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr, flush=True)
-    if not args.no_isolate:
+        if args.in_process:
+            res = measure(wl, rounds, target_s)
+            gc.collect()
+        else:
+            data = run_child(["--child-time", wl.name, "--rounds", str(rounds), "--target-ms", str(target_s * 1e3)],
+                             args.child_timeout)
+            if "error" in data and "workload" not in data:
+                data = {"workload": wl.name, "errors": {"eager": data["error"]}}
+            res = Result.from_json(data)
+        results.append(res)
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in res.phase_s.items())
+        note(f"timed {wl.name} in {time.perf_counter() - t0:.1f} s ({phases})")
+    failed = [r for r in results if not r.fwd]
+    results = [r for r in results if r.fwd]
+    if not args.no_memory:
         for r in results:
             t0 = time.perf_counter()
             for key, _ in VARIANTS:
-                r.child[key] = run_child(r.workload.name, key, args.child_timeout)
-            if args.progress:
-                print(f"[{time.perf_counter() - started:6.1f} s] children of {r.workload.name} in "
-                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    print(report(results, rounds, target_s, not args.no_isolate))
+                r.child[key] = run_child(["--child-mem", r.workload.name, key], args.child_timeout)
+            note(f"first calls and memory of {r.workload.name} in {time.perf_counter() - t0:.1f} s")
+    print(report(results, rounds, target_s, not args.no_memory, load_start))
+    for r in failed:
+        print(f"{r.workload.name}: not timed: {'; '.join(f'{LABEL[k]}: {v}' for k, v in r.errors.items())}")
     print(f"\n(total run time {time.perf_counter() - started:.0f} s)")
     if args.json:
         dump_json(args.json, results)
