@@ -12,7 +12,7 @@ from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
 from ..eval_frame_ext import SKIP, cache_entries, cache_size
 from ..log import enabled, log
 from ..stats import counters
-from ..symbolic.compile import INFERENCE_CALLBACK
+from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
@@ -81,7 +81,8 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
     if guards:
         learn_from_miss(code, guards, globals_, closure, args)
     counters.translate_count += 1
-    translation = translate_frame(frame)
+    with BUILD_LOCK:
+        translation = translate_frame(frame)
     for listener in list(_listeners):
         listener(translation, frame)
     if translation.kind == "fallback":

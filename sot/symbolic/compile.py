@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
 import time
 import warnings
 from typing import Any, Iterator
@@ -38,6 +39,7 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        self._lock = threading.Lock()
         self._choice: str | None = None  # "compiled" or "eager", once measured
         self._calls = 0
         self._compiled_times: list[float] = []
@@ -67,8 +69,14 @@ class CompiledProgram:
         return outputs
 
     def _run_compiled(self, inputs: list) -> list:
+        # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
+        # threads would share them (wrong results were observed), so runs of one program are serialised.
+        with self._lock:
+            return self._run_compiled_locked(inputs)
+
+    def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
-            with warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
+            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
@@ -80,7 +88,7 @@ class CompiledProgram:
                 # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                 # (observed with reshape + softmax): build the runnable programs without it.
                 self._built_modes.add(training)
-                with _flags(FLAGS_pir_apply_inplace_pass=False):
+                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
                     outputs = self._program.sot_call(inputs)
             else:
                 outputs = self._program.sot_call(inputs)
@@ -105,6 +113,10 @@ def _flags(**flags: Any) -> Iterator[None]:
     finally:
         paddle.set_flags(saved)
 
+
+# Building static programs goes through Paddle's process-wide default programs: one thread at a time
+# (translation, which infers metas on throwaway static programs, takes it too).
+BUILD_LOCK = threading.RLock()
 
 _WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
 _SAMPLES = 4  # timed runs of each kind before choosing
