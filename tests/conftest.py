@@ -78,3 +78,14 @@ def compile_all() -> Any:
     """Compile every graph, however small (``min_graph_size=0``)."""
     with sot.config.patch(min_graph_size=0):
         yield
+
+
+_KNOWN_BUGS = {line.strip() for line in open(os.path.join(os.path.dirname(__file__), "known_bugs.txt"))
+               if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config: Any, items: list) -> None:
+    """Mark the tests listed in known_bugs.txt: expected to fail until their bug is fixed."""
+    for item in items:
+        if item.nodeid in _KNOWN_BUGS:
+            item.add_marker(pytest.mark.xfail(strict=True, reason="known bug, see tests/known_bugs.txt"))

@@ -123,6 +123,8 @@ class Outcome:
     stdout: str
     state: Any
     grad: Any
+    where: tuple[str, int] | None = None  # innermost frame of the program's own file for an exception
+    tb: str = ""
 
     def brief(self) -> str:
         if self.error:
@@ -141,6 +143,7 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     known.update({id(ns[g]): g for g in ("GLIST", "GDICT", "GOBJ")})
     out = io.StringIO()
     error = None
+    where, tb_text = None, ""
     result: Any = None
     with contextlib.redirect_stdout(out):
         try:
@@ -149,6 +152,10 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
             raise
         except Exception as exc:  # noqa: BLE001 - every user exception is part of the behaviour
             error = (type(exc).__name__, normalize_message(str(exc)))
+            tb_text = traceback.format_exc()
+            user_frames = [fs for fs in traceback.extract_tb(exc.__traceback__)
+                           if fs.filename == fn_filename(fn)]
+            where = (user_frames[-1].name, user_frames[-1].lineno) if user_frames else None
     snap = Snapshot(known)
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
@@ -157,7 +164,12 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])
-    return Outcome(result_tree, error, out.getvalue(), state, grad)
+    return Outcome(result_tree, error, out.getvalue(), state, grad, where, tb_text)
+
+
+def fn_filename(fn: Any) -> str:
+    fn = getattr(fn, "__sot_translated__", fn)
+    return fn.__code__.co_filename
 
 
 def gradient_of(result: Any, w: paddle.Tensor) -> Any:
@@ -226,7 +238,10 @@ def short(value: Any, limit: int = 300) -> str:
 
 def compare(actual: Outcome, expected: Outcome) -> str | None:
     if actual.error != expected.error:
-        return f"exception: translated {actual.brief()} but eager {expected.brief()}"
+        return f"exception: translated {actual.brief()} but eager {expected.brief()}\n{actual.tb}"
+    if actual.where != expected.where:
+        return (f"exception-line: {expected.brief()}, the innermost user frame of the traceback is "
+                f"{actual.where} but eager {expected.where}\n{actual.tb}")
     if actual.stdout != expected.stdout:
         return f"stdout:\n--- translated ---\n{actual.stdout}--- eager ---\n{expected.stdout}"
     found = diff(actual.result, expected.result, "result")
@@ -248,6 +263,8 @@ class Failure:
     @property
     def kind(self) -> str:
         """What differed, coarsely (the reducer keeps a candidate only if it fails the same way)."""
+        if self.message.startswith("exception-line"):
+            return "exception-line"
         if self.message.startswith("exception"):
             return "exception"
         return re.split(r"[:/\[ ]", self.message, maxsplit=1)[0]
@@ -287,12 +304,12 @@ def watch_internal_errors() -> Iterator[InternalErrors]:
 
 
 
-def check_program(program: Program, internal: InternalErrors | None = None) -> Failure | None:
+def check_program(program: Program, timeout: int = TIMEOUT) -> Failure | None:
     ns = load_module(program.source, f"seed-{program.seed}")
     fn = ns["f"]
     sets = dict(zip("AB", program.inputs))
     try:
-        with time_limit(TIMEOUT):
+        with time_limit(timeout):
             expected = {name: run_once(fn, ns, sets[name]) for name in sorted(set(program.runs))}
             sot.reset()
             with sot.config.patch(min_graph_size=program.min_graph_size), warnings_quiet():
@@ -324,8 +341,8 @@ def warnings_quiet() -> Iterator[None]:
         yield
 
 
-def check_seed(seed: int, internal: InternalErrors | None = None) -> Failure | None:
-    return check_program(generate(seed), internal)
+def check_seed(seed: int) -> Failure | None:
+    return check_program(generate(seed))
 
 
 def eager_only(program: Program) -> list[tuple[str, str] | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 
 os.environ.setdefault("GLOG_minloglevel", "2")
@@ -21,7 +22,7 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore", message="No ccache found")
 
 from .generator import PRELUDE, Program, generate  # noqa: E402
-from .harness import Failure, check_program, eager_only  # noqa: E402
+from .harness import Failure, check_program, eager_only, time_limit  # noqa: E402
 
 BAD_EAGER = ("NameError", "UnboundLocalError", "SyntaxError")
 
@@ -37,24 +38,32 @@ def _block_end(lines: list[str], i: int) -> int:
     return j
 
 
-def _candidates(lines: list[str]) -> list[list[str]]:
-    out = []
-    for i in range(len(lines) - 1, -1, -1):
-        line = lines[i]
-        if not line.strip() or line.startswith(("def f(", "    global")) or line.strip().startswith("return") \
-                and _indent(line) == 4:
-            continue
-        end = _block_end(lines, i)
-        rest = lines[:i] + lines[end:]
-        # an emptied block gets a ``pass``
-        if i > 0 and lines[i - 1].rstrip().endswith(":") and (i >= len(rest) or _indent(rest[i]) <= _indent(lines[i - 1])):
-            rest = rest[:i] + [" " * _indent(line) + "pass"] + rest[i:]
-        out.append(rest)
-        # also: keep the body, drop the header (unwrap an if/for/while/with/try)
-        if line.rstrip().endswith(":") and end > i + 1:
-            body = [b[4:] if b.startswith(" " * (_indent(line) + 4)) else b for b in lines[i + 1:end]]
-            out.append(lines[:i] + body + lines[end:])
-    return out
+def _delete(lines: list[str], i: int) -> list[str] | None:
+    """``lines`` without the statement at ``i`` (and its block); an emptied block gets a ``pass``."""
+    line = lines[i]
+    if re.fullmatch(r"\s*w\d+ \+= 1", line):  # a while loop's counter: deleting it would loop forever
+        return None
+    if not line.strip() or line.startswith(("def f(", "    global")) or \
+            (line.strip().startswith("return") and _indent(line) == 4):
+        return None
+    end = _block_end(lines, i)
+    rest = lines[:i] + lines[end:]
+    if i > 0 and lines[i - 1].rstrip().endswith(":") and \
+            (i >= len(rest) or _indent(rest[i]) <= _indent(lines[i - 1])):
+        rest = rest[:i] + [" " * _indent(line) + "pass"] + rest[i:]
+    return rest
+
+
+def _unwrap(lines: list[str], i: int) -> list[str] | None:
+    """``lines`` with the header at ``i`` (if/for/while/with/try) replaced by its body."""
+    line = lines[i]
+    if not line.rstrip().endswith(":") or line.lstrip().startswith("def ") or _indent(line) < 4:
+        return None
+    end = _block_end(lines, i)
+    if end <= i + 1:
+        return None
+    body = [b[4:] if b.startswith(" " * (_indent(line) + 4)) else b for b in lines[i + 1:end]]
+    return lines[:i] + body + lines[end:]
 
 
 class Reducer:
@@ -68,12 +77,13 @@ class Reducer:
         self.checks += 1
         try:
             compile(candidate.source, "<candidate>", "exec")
-            eager = eager_only(candidate)
+            with time_limit(5):
+                eager = eager_only(candidate)
         except Exception:  # noqa: BLE001 - an invalid candidate
             return None
         if any(e and e[0] in BAD_EAGER and e[0] not in self.bad_eager_ok for e in eager):
             return None
-        failure = check_program(candidate)
+        failure = check_program(candidate, timeout=10)
         return failure if failure is not None and failure.kind == self.kind else None
 
     def run(self) -> tuple[Program, Failure]:
@@ -89,13 +99,19 @@ class Reducer:
         changed = True
         while changed:
             changed = False
-            body = current.source[len(PRELUDE):].split("\n")
-            for lines in _candidates(body):
-                candidate = dataclasses.replace(current, source=PRELUDE + "\n".join(lines))
-                found = self.fails(candidate)
-                if found:
-                    current, last, changed = candidate, found, True
-                    break
+            for edit in (_delete, _unwrap):
+                lines = current.source[len(PRELUDE):].split("\n")
+                for i in range(len(lines) - 1, -1, -1):  # backwards: an edit leaves earlier indices valid
+                    if i >= len(lines):
+                        continue
+                    edited = edit(lines, i)
+                    if edited is None or edited == lines:
+                        continue
+                    candidate = dataclasses.replace(current, source=PRELUDE + "\n".join(edited))
+                    found = self.fails(candidate)
+                    if found:
+                        current, last, changed, lines = candidate, found, True, edited
+                print(f"... {len(lines)} lines after {self.checks} checks", file=sys.stderr, flush=True)
         return current, last
 
 

@@ -1,0 +1,321 @@
+"""Exceptions: a user exception raised inside translated code has the eager type, message and a traceback
+through the user's own lines, wherever it is raised (in a compiled graph, at a graph break, in a resume
+function); an internal error of the translator never crashes user code (the frame falls back with a logged
+reason), except in strict mode where it propagates."""
+from __future__ import annotations
+
+import inspect
+import traceback
+from typing import Any, Callable
+
+import paddle
+import pytest
+
+import sot
+from sot import psdb
+
+
+def _line_of(fn: Callable[..., Any], text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return start + offset
+    raise AssertionError(f"{text!r} not in the source of {fn.__name__}")
+
+
+def _raised(fn: Callable[..., Any], *args: Any) -> BaseException:
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+    raise AssertionError(f"{getattr(fn, '__name__', fn)} did not raise")
+
+
+def check_same_exception(fn: Callable[..., Any], make_args: Callable[[], tuple], line_text: str,
+                         warm_args: Callable[[], tuple] | None = None, min_graph_size: int = 0) -> BaseException:
+    """Eager and translated raise the same type and message, and the translated traceback goes through the
+    user's line ``line_text`` of ``fn`` (function name, file and line number)."""
+    expected = _raised(fn, *make_args())
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(fn)
+        if warm_args is not None:
+            translated(*warm_args())  # translate (and compile) first: the failing call is then a cache hit
+        for attempt in range(2):  # the first failing call and the cached one
+            actual = _raised(translated, *make_args())
+            assert type(actual) is type(expected), f"{type(actual).__name__}: {actual} != " \
+                                                   f"{type(expected).__name__}: {expected}"
+            assert str(actual) == str(expected)
+            line = _line_of(fn, line_text)
+            frames = [(fs.filename, fs.name, fs.lineno) for fs in traceback.extract_tb(actual.__traceback__)]
+            assert (fn.__code__.co_filename, fn.__name__, line) in frames, \
+                f"attempt {attempt + 1}: no frame {fn.__name__} at line {line} in the traceback:\n" + \
+                "".join(traceback.format_tb(actual.__traceback__))
+    return actual
+
+
+# -- in a graph: a kernel error at run time ----------------------------------------------------------------
+def gather_in_graph(x, idx):
+    y = x + 1
+    z = paddle.gather(y, idx)  # out-of-range index values: only the kernel knows
+    return z * 2
+
+
+def test_kernel_error_in_a_compiled_graph_cache_hit() -> None:
+    check_same_exception(gather_in_graph, lambda: (paddle.ones([4]), paddle.to_tensor([10])), "paddle.gather",
+                         warm_args=lambda: (paddle.ones([4]), paddle.to_tensor([1])))
+
+
+def test_kernel_error_in_a_compiled_graph_first_call() -> None:
+    check_same_exception(gather_in_graph, lambda: (paddle.ones([4]), paddle.to_tensor([10])), "paddle.gather")
+
+
+def test_kernel_error_replay_runs_no_translation() -> None:
+    """Replaying the failed graph eagerly (to get the eager error) must not translate sot's own replay frames:
+    no new translation and no graph break for a cache hit."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(gather_in_graph)
+        translated(paddle.ones([4]), paddle.to_tensor([1]))
+        before = sot.stats()
+        with pytest.raises(IndexError):
+            translated(paddle.ones([4]), paddle.to_tensor([10]))
+        after = sot.stats()
+    assert (after.translate_count, after.graph_breaks) == (before.translate_count, before.graph_breaks), \
+        f"{before} -> {after}"
+
+
+def index_in_graph(x, i):
+    y = x * 2
+    return y[i]  # a shape error found while simulating
+
+
+def test_index_error_found_during_simulation() -> None:
+    check_same_exception(index_in_graph, lambda: (paddle.ones([4]), 7), "return y[i]")
+
+
+def reshape_in_graph(x):
+    y = x + 1
+    z = paddle.reshape(y, [3, 5])
+    return z
+
+
+def test_shape_error_in_a_graph() -> None:
+    check_same_exception(reshape_in_graph, lambda: (paddle.ones([4]),), "paddle.reshape")
+
+
+# -- between graphs: the breaking instruction itself raises natively ---------------------------------------
+@sot.skip_function
+def native_helper(v):
+    raise ValueError(f"bad value {v}")
+
+
+def raise_at_break(x, n):
+    y = x * 2
+    native_helper(n)
+    return y + 1
+
+
+def test_exception_from_a_native_call_at_a_graph_break() -> None:
+    exc = check_same_exception(raise_at_break, lambda: (paddle.ones([3]), 4), "native_helper(n)")
+    names = [fs.name for fs in traceback.extract_tb(exc.__traceback__)]
+    assert "native_helper" in names
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("cannot print me")
+
+
+def raise_in_print(x, obj):
+    y = x * 2
+    print("value:", obj)
+    return y
+
+
+def test_exception_from_print_at_a_graph_break(capsys: Any) -> None:
+    check_same_exception(raise_in_print, lambda: (paddle.ones([3]), Unprintable()), 'print("value:"')
+
+
+# -- in a resume function ----------------------------------------------------------------------------------
+def key_error_after_break(x, d):
+    y = x + 1
+    print("before")
+    z = y * 2
+    return d["missing"] + z
+
+
+def test_key_error_in_a_resume_function(capsys: Any) -> None:
+    check_same_exception(key_error_after_break, lambda: (paddle.ones([3]), {"a": 1}), 'd["missing"]')
+
+
+def zero_division_after_break(x, n):
+    y = x + 1
+    psdb.breakgraph()
+    scale = 10 // n
+    return y * scale
+
+
+def test_zero_division_in_a_resume_function() -> None:
+    check_same_exception(zero_division_after_break, lambda: (paddle.ones([3]), 0), "10 // n",
+                         warm_args=lambda: (paddle.ones([3]), 2))
+
+
+def kernel_error_after_break(x, idx):
+    y = x + 1
+    psdb.breakgraph()
+    z = paddle.gather(y * 2, idx)
+    return z
+
+
+def test_kernel_error_in_a_resume_function_graph() -> None:
+    check_same_exception(kernel_error_after_break, lambda: (paddle.ones([4]), paddle.to_tensor([9])),
+                         "paddle.gather", warm_args=lambda: (paddle.ones([4]), paddle.to_tensor([0])))
+
+
+def raise_after_break_in_loop(x, items):
+    total = x
+    for item in items:
+        print("item", item)
+        total = total + 1 / item
+    return total
+
+
+def test_exception_in_a_loop_body_after_a_break(capsys: Any) -> None:
+    check_same_exception(raise_after_break_in_loop, lambda: (paddle.ones([3]), [1, 2, 0]), "1 / item",
+                         warm_args=lambda: (paddle.ones([3]), [1, 2, 4]))
+
+
+# -- in an inlined helper: the traceback goes through both user functions ----------------------------------
+def failing_helper(lst, i):
+    return lst[i] * 2
+
+
+def calls_failing_helper(x, lst, i):
+    y = x * 2
+    v = failing_helper(lst, i)
+    return y + v
+
+
+def test_exception_in_an_inlined_helper_has_both_frames() -> None:
+    exc = check_same_exception(calls_failing_helper, lambda: (paddle.ones([3]), [1, 2], 5),
+                               "failing_helper(lst, i)")
+    helper_line = _line_of(failing_helper, "return lst[i]")
+    frames = [(fs.name, fs.lineno) for fs in traceback.extract_tb(exc.__traceback__)]
+    assert ("failing_helper", helper_line) in frames, frames
+
+
+class Plain:
+    pass
+
+
+def attribute_error_after_mutation(x, lst, obj):
+    lst.append(1)
+    y = x * 2
+    del obj.missing
+    return y
+
+
+def test_exception_points_at_the_raising_line_not_the_return() -> None:
+    """An effect replayed at the end of a graph must raise with the line that caused it."""
+    check_same_exception(attribute_error_after_mutation, lambda: (paddle.ones([3]), [], Plain()),
+                         "del obj.missing")
+
+
+def mutation_then_error(x, lst):
+    lst.append(7)
+    y = x * 2
+    return lst[5] + y
+
+
+def test_mutations_before_an_exception_are_applied() -> None:
+    eager_list: list[int] = []
+    with pytest.raises(IndexError):
+        mutation_then_error(paddle.ones([3]), eager_list)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(mutation_then_error)
+        for _ in range(2):
+            lst: list[int] = []
+            with pytest.raises(IndexError):
+                translated(paddle.ones([3]), lst)
+            assert lst == eager_list
+
+
+# -- internal errors: never crash user code ---------------------------------------------------------------
+def simple(x, lst):
+    y = x * 2
+    lst.append(1)
+    return y + 1
+
+
+def breaking(x, lst):
+    y = x * 2
+    psdb.breakgraph()
+    lst.append(1)
+    return y + 1
+
+
+def _boom(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("injected internal error")
+
+
+def _injection_points() -> dict[str, tuple[Any, str, Any]]:
+    import sot.opcode_translator.callback as callback
+    import sot.opcode_translator.transform as transform
+    from sot.opcode_translator.codegen import CodeGen
+    from sot.opcode_translator.executor.function_graph import FunctionGraph
+    from sot.opcode_translator.executor.opcode_executor import OpcodeExecutor
+
+    return {
+        "OpcodeExecutor.for_frame": (OpcodeExecutor, "for_frame", classmethod(_boom)),
+        "OpcodeExecutor.run": (OpcodeExecutor, "run", _boom),
+        "compile_sir": (transform, "compile_sir", _boom),
+        "CodeGen.to_code": (CodeGen, "to_code", _boom),
+        "build_resume_code": (transform, "build_resume_code", _boom),
+        "FunctionGraph.build_guard": (FunctionGraph, "build_guard", _boom),
+        "translate_frame": (callback, "translate_frame", _boom),
+    }
+
+
+INJECTION_POINTS = ["OpcodeExecutor.for_frame", "OpcodeExecutor.run", "compile_sir", "CodeGen.to_code",
+                    "build_resume_code", "FunctionGraph.build_guard", "translate_frame"]
+
+
+def _inject(monkeypatch: Any, point: str) -> None:
+    owner, attr, replacement = _injection_points()[point]
+    monkeypatch.setattr(owner, attr, replacement)
+
+
+CASES = [(point, fn) for fn in (simple, breaking) for point in INJECTION_POINTS
+         if not (fn is simple and point == "build_resume_code")]  # no resume function without a break
+
+
+@pytest.mark.parametrize("point,fn", CASES, ids=[f"{fn.__name__}-{point}" for point, fn in CASES])
+def test_internal_error_falls_back_with_correct_results(monkeypatch: Any, capsys: Any, point: str,
+                                                        fn: Any) -> None:
+    """A RuntimeError raised by an internal function (monkeypatched) while translating: the call still returns
+    the eager result and effects, and the reason is logged at log_level=1."""
+    x = paddle.ones([3])
+    expected_list: list[int] = []
+    expected = fn(x, expected_list).numpy()
+    _inject(monkeypatch, point)
+    with sot.config.patch(min_graph_size=0, log_level=1):
+        translated = sot.symbolic_translate(fn)
+        for _ in range(2):
+            lst: list[int] = []
+            out = translated(x, lst)
+            assert (out.numpy() == expected).all() and lst == expected_list
+    err = capsys.readouterr().err
+    assert "injected internal error" in err, f"the fallback reason is not logged:\n{err}"
+
+
+def test_internal_error_propagates_in_strict_mode(monkeypatch: Any) -> None:
+    _inject(monkeypatch, "OpcodeExecutor.for_frame")
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        with pytest.raises(RuntimeError, match="injected internal error"):
+            sot.symbolic_translate(simple)(paddle.ones([3]), [])
+
+
+def test_internal_error_is_counted_as_a_fallback(monkeypatch: Any) -> None:
+    _inject(monkeypatch, "OpcodeExecutor.for_frame")
+    with sot.config.patch(min_graph_size=0):
+        sot.symbolic_translate(simple)(paddle.ones([3]), [])
+    assert sot.stats().fallbacks == 1

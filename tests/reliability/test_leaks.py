@@ -1,0 +1,221 @@
+"""Leaks: the hit path keeps memory and reference counts flat; translated code, guards and caches never keep
+user objects alive; ``sot.reset()`` frees compiled programs."""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import weakref
+
+import paddle
+import pytest
+
+import sot
+from sot import psdb
+
+ALLOWED_RSS_GROWTH = 4 * 1024 * 1024  # bytes, over 1e5 calls
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class Box:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+def small(x, lst, box):
+    y = x * box.k + len(lst)
+    return y - 1
+
+
+def small_with_break(x, lst, box):
+    y = x * box.k
+    psdb.breakgraph()
+    return y + len(lst)
+
+
+def small_with_effects(x, lst, box):
+    box.k = box.k  # an attribute store replayed after the graph
+    lst[0] = lst[0]  # a list write-back
+    return x * 2 + 1
+
+
+def _hammer(fn, calls: int, min_graph_size: int) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(fn)
+        x, lst, box = paddle.ones([8]), [1, 2], Box(2)
+        expected = fn(x, lst, box).numpy()
+        for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
+            translated(x, lst, box)
+        gc.collect()
+        before_rss = rss()
+        before_refs = [sys.getrefcount(v) for v in (x, lst, box)]
+        translations = sot.stats().translate_count
+        for _ in range(calls):
+            out = translated(x, lst, box)
+        del out
+        gc.collect()
+        after_rss = rss()
+        after_refs = [sys.getrefcount(v) for v in (x, lst, box)]
+        assert (translated(x, lst, box).numpy() == expected).all()
+    assert sot.stats().translate_count == translations, "the calls were expected to be cache hits"
+    assert after_refs == before_refs, f"refcounts of the inputs grew: {before_refs} -> {after_refs}"
+    growth = after_rss - before_rss
+    assert growth <= ALLOWED_RSS_GROWTH, f"RSS grew by {growth / 2**20:.1f} MiB over {calls} calls"
+
+
+def test_1e5_cache_hits_keep_rss_and_refcounts_flat() -> None:
+    _hammer(small, 100_000, min_graph_size=10)
+
+
+def test_1e5_calls_of_a_compiled_graph_keep_rss_and_refcounts_flat() -> None:
+    _hammer(small, 100_000, min_graph_size=0)
+
+
+def test_calls_through_a_graph_break_keep_rss_and_refcounts_flat() -> None:
+    _hammer(small_with_break, 30_000, min_graph_size=0)
+
+
+def test_calls_replaying_side_effects_keep_rss_and_refcounts_flat() -> None:
+    _hammer(small_with_effects, 30_000, min_graph_size=0)
+
+
+class Net(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return paddle.tanh(self.fc(x)) * self.scale
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_deleting_a_translated_layer_frees_it(min_graph_size: int) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
+        net = Net()
+        translated = sot.symbolic_translate(net)
+        x = paddle.ones([2, 4])
+        translated(x)
+        translated(x)  # a cache hit as well
+        layer_ref, sub_ref, weight_ref = weakref.ref(net), weakref.ref(net.fc), weakref.ref(net.fc.weight)
+        del net, translated
+        gc.collect()
+        assert layer_ref() is None, "the translated layer is kept alive"
+        assert sub_ref() is None, "a sublayer of the translated layer is kept alive"
+        assert weight_ref() is None, "a parameter of the translated layer is kept alive"
+
+
+def test_deleting_a_layer_called_from_a_translated_function_frees_it() -> None:
+    with sot.config.patch(min_graph_size=0):
+        net = Net()
+
+        def step(model, x):
+            return model(x).sum()
+
+        translated = sot.symbolic_translate(step)
+        translated(net, paddle.ones([2, 4]))
+        layer_ref, sub_ref = weakref.ref(net), weakref.ref(net.fc)
+        del net
+        gc.collect()
+        assert layer_ref() is None, "a layer passed as an argument is kept alive by the cache"
+        assert sub_ref() is None, "a sublayer of a layer passed as an argument is kept alive by the cache"
+
+
+class Payload:
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+
+def _make_closure():
+    payload = Payload(3.0)
+
+    def inner(x):
+        return x * payload.v + 1
+
+    return inner, payload
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_deleting_a_translated_closure_frees_it_and_its_cells(min_graph_size: int) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
+        fn, payload = _make_closure()
+        translated = sot.symbolic_translate(fn)
+        x = paddle.ones([3])
+        assert (translated(x).numpy() == fn(x).numpy()).all()
+        translated(x)
+        fn_ref, payload_ref = weakref.ref(fn), weakref.ref(payload)
+        del fn, payload, translated
+        gc.collect()
+        assert fn_ref() is None, "the translated closure is kept alive"
+        assert payload_ref() is None, "an object captured by the closure is kept alive"
+
+
+def _compiled_frame(x, box):
+    return x * box.k + 1
+
+
+def _breaking_frame(x, box):
+    y = x * box.k
+    psdb.breakgraph()
+    return y + 1
+
+
+def _falling_back_frame(x, box):
+    y = x * box.k
+    psdb.fallback()
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [_compiled_frame, _breaking_frame, _falling_back_frame],
+                         ids=["compiled", "graph_break", "fallback"])
+def test_arguments_of_a_translated_frame_are_not_kept_alive(fn) -> None:
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        box, x = Box(3), paddle.ones([3])
+        translated(x, box)
+        translated(x, box)
+        box_ref, x_ref = weakref.ref(box), weakref.ref(x)
+        del box, x
+        gc.collect()
+        assert box_ref() is None, "a user object passed as an argument is kept alive by the cache"
+        assert x_ref() is None, "a tensor passed as an argument is kept alive by the cache"
+
+
+def test_reset_frees_compiled_programs() -> None:
+    from sot.symbolic.compile import CompiledProgram
+
+    def graph(x):
+        return paddle.tanh(x * 2) + 1
+
+    with sot.config.patch(min_graph_size=0):
+        explained = sot.explain(graph, paddle.ones([3]))
+        program = explained.graphs[0].program
+        assert isinstance(program, CompiledProgram)
+        program_ref = weakref.ref(program)
+        del explained, program
+        gc.collect()
+        assert program_ref() is not None, "the cache should hold the program until reset (test is vacuous)"
+        sot.reset()
+        gc.collect()
+        assert program_ref() is None, "sot.reset() does not free the compiled program"
+
+
+def test_reset_frees_programs_of_breaking_functions() -> None:
+    def broken(x):
+        y = paddle.tanh(x * 2)
+        psdb.breakgraph()
+        return y + 1
+
+    with sot.config.patch(min_graph_size=0):
+        explained = sot.explain(broken, paddle.ones([3]))
+        programs = [r.translation.program for r in explained.translations if r.translation.program is not None]
+        assert programs, "expected a compiled program before the break"
+        refs = [weakref.ref(p) for p in programs]
+        del explained, programs
+        sot.reset()
+        gc.collect()
+        assert all(r() is None for r in refs)

@@ -1,0 +1,247 @@
+"""Threads: concurrent calls of translated functions give eager results; translation is safe under concurrency;
+a thread that never called a translated function is never hooked.
+
+The concurrent scenarios run in a subprocess each (all started at once by a module fixture), so that a crash
+of the interpreter (a segmentation fault under concurrency) fails one test instead of killing the session.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from typing import Any, Callable
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+from sot import psdb
+
+N_THREADS = 4
+
+
+def scale_shift(x, n):
+    y = x * n + 1
+    if n > 2:
+        y = paddle.tanh(y)
+    return y.sum()
+
+
+def append_and_subtract(x, lst):
+    lst.append(len(lst))
+    return x - sum(lst)
+
+
+def with_break(x, n):
+    y = x * 2
+    psdb.breakgraph()
+    return y + n
+
+
+class Acc:
+    def __init__(self) -> None:
+        self.total = 0
+
+
+def attribute_update(x, acc, n):
+    acc.total += n
+    return x * acc.total
+
+
+def _run_threads(worker: Callable[[int], None]) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(N_THREADS)
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait()
+            worker(i)
+        except BaseException as exc:  # noqa: BLE001 - reported in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(N_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+def _inputs() -> list[paddle.Tensor]:
+    return [paddle.to_tensor(np.arange(4, dtype="float32") + i) for i in range(N_THREADS)]
+
+
+def _check_same_function(min_graph_size: int, warm: bool, iterations: int = 60) -> None:
+    xs = _inputs()
+    expected = {(i, n): scale_shift(xs[i], n).numpy() for i in range(N_THREADS) for n in range(5)}
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(scale_shift)
+        if warm:
+            for n in range(5):
+                translated(xs[0], n)
+        wrong: list[Any] = []
+
+        def worker(i: int) -> None:
+            for k in range(iterations):
+                n = (i + k) % 5
+                got = translated(xs[i], n).numpy()
+                if not np.allclose(got, expected[(i, n)]):
+                    wrong.append((i, k, n, got, expected[(i, n)]))
+
+        _run_threads(worker)
+    assert not wrong, f"{len(wrong)} wrong results, e.g. {wrong[:3]}"
+
+
+def scenario_same_function_warm(min_graph_size: int) -> None:
+    _check_same_function(min_graph_size, warm=True)
+
+
+def scenario_same_function_cold(min_graph_size: int) -> None:
+    _check_same_function(min_graph_size, warm=False)
+
+
+def scenario_different_functions(min_graph_size: int) -> None:
+    xs = _inputs()
+    with sot.config.patch(min_graph_size=min_graph_size):
+        fns = [sot.symbolic_translate(f) for f in (scale_shift, append_and_subtract, with_break, attribute_update)]
+        wrong: list[Any] = []
+
+        def worker(i: int) -> None:
+            for k in range(40):
+                x = xs[i]
+                if i == 0:
+                    got, want = fns[0](x, k % 5), scale_shift(x, k % 5)
+                elif i == 1:
+                    l1, l2 = [k], [k]
+                    got, want = fns[1](x, l1), append_and_subtract(x, l2)
+                    if l1 != l2:
+                        wrong.append(("list", l1, l2))
+                elif i == 2:
+                    got, want = fns[2](x, k % 3), with_break(x, k % 3)
+                else:
+                    a1, a2 = Acc(), Acc()
+                    got, want = fns[3](x, a1, k % 4), attribute_update(x, a2, k % 4)
+                    if a1.total != a2.total:
+                        wrong.append(("attr", a1.total, a2.total))
+                if not np.allclose(got.numpy(), want.numpy()):
+                    wrong.append((i, k, got.numpy(), want.numpy()))
+
+        _run_threads(worker)
+    assert not wrong, f"{len(wrong)} wrong results, e.g. {wrong[:3]}"
+
+
+SCENARIOS = [(name, mgs) for name in ("same_function_warm", "same_function_cold", "different_functions")
+             for mgs in (0, 10)]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def scenario_processes() -> Any:
+    """Start every concurrent scenario at once, each in its own interpreter."""
+    env = dict(os.environ, GLOG_minloglevel="2", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procs = {}
+    for name, mgs in SCENARIOS:
+        code = (f"import sot; sot.reset(); import tests.reliability.test_threads as t; "
+                f"t.scenario_{name}({mgs}); print('SCENARIO OK')")
+        procs[(name, mgs)] = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize("name,min_graph_size", SCENARIOS, ids=[f"{n}-min_graph_size={m}" for n, m in SCENARIOS])
+def test_concurrent_calls_from_four_threads(scenario_processes: Any, name: str, min_graph_size: int) -> None:
+    """same_function_warm: one function translated first, then called from 4 threads; same_function_cold: the
+    4 threads translate it concurrently; different_functions: 4 functions (graph, list mutation, graph break,
+    attribute update), one per thread."""
+    proc = scenario_processes[(name, min_graph_size)]
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the scenario hung")
+    err_tail = "\n".join(line for line in err.splitlines() if "ccache" not in line and "warn" not in line)[-3000:]
+    assert proc.returncode == 0 and "SCENARIO OK" in out, \
+        f"exit code {proc.returncode} ({'crashed: signal ' + str(-proc.returncode) if proc.returncode < 0 else ''})" \
+        f"\n{err_tail}"
+
+
+def never_translated(x):
+    return x * 5 - 1
+
+
+def test_a_thread_that_never_translates_is_never_hooked() -> None:
+    from sot.eval_frame_ext import cache_entries, is_skipped
+
+    x = paddle.ones([4])
+    translated = sot.symbolic_translate(scale_shift)
+    translated(x, 1)
+    before = sot.stats().translate_count
+    stop = threading.Event()
+    plain_calls = [0]
+
+    def plain_thread() -> None:
+        while not stop.is_set():
+            never_translated(x)
+            plain_calls[0] += 1
+
+    t = threading.Thread(target=plain_thread)
+    t.start()
+    try:
+        for _ in range(300):
+            translated(x, 1)  # only cache hits in this thread
+    finally:
+        stop.set()
+        t.join()
+    assert plain_calls[0] > 0
+    assert sot.stats().translate_count == before, "frames of the plain thread reached the translator"
+    assert cache_entries(never_translated.__code__) == [] and not is_skipped(never_translated.__code__)
+
+
+def test_a_thread_is_unhooked_after_its_translated_call_returns() -> None:
+    from sot.eval_frame_ext import cache_entries, is_skipped
+
+    x = paddle.ones([4])
+    translated = sot.symbolic_translate(scale_shift)
+    result: list[Any] = []
+
+    def thread_body() -> None:
+        result.append(translated(x, 1).numpy())
+        result.append(never_translated(x).numpy())
+
+    t = threading.Thread(target=thread_body)
+    t.start()
+    t.join()
+    assert np.allclose(result[0], scale_shift(x, 1).numpy())
+    assert cache_entries(never_translated.__code__) == [] and not is_skipped(never_translated.__code__)
+
+
+def test_translation_in_one_thread_does_not_disturb_eager_code_in_another() -> None:
+    x = paddle.to_tensor(np.arange(4, dtype="float32"))
+    stop = threading.Event()
+    bad: list[Any] = []
+
+    def eager_loop() -> None:
+        while not stop.is_set():
+            got = (x * 2 + 1).numpy()
+            if not np.allclose(got, np.arange(4) * 2 + 1):
+                bad.append(got)
+
+    t = threading.Thread(target=eager_loop)
+    t.start()
+    try:
+        with sot.config.patch(min_graph_size=0):
+            translated = sot.symbolic_translate(scale_shift)
+            for n in range(8):
+                sot.reset()
+                translated(x, n)
+    finally:
+        stop.set()
+        t.join()
+    assert not bad
