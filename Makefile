@@ -1,6 +1,8 @@
-# Two entry points, both working on a fresh clone: `make demo` and `make test`.
-# Each creates .venv (Python 3.11) and installs sot with its pinned dependencies the first time, and
-# rebuilds the C extension whenever its sources change.
+# Two entry points, both working on a fresh clone: `make demo` and `make test` (what CI runs, see .ci/run).
+# `make demo` creates .venv (Python 3.11) and installs sot with its pinned dependencies the first time, and
+# rebuilds the C extension whenever its sources change. `make test` runs the suite on every supported
+# version: 3.11 in .venv, then 3.10, 3.12 and 3.13 in .venv-3.X (made by scripts/make_venvs.sh).
+# While developing: `make test-3.11` (or test-3.12, ...) runs one version, `make test-versions` the others.
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -9,7 +11,9 @@ STAMP := $(VENV)/.sot-installed
 EXT_SOURCES := $(wildcard sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h)
 export GLOG_minloglevel ?= 2
 
-.PHONY: demo test
+OTHER_PYTHONS ?= 3.10 3.12 3.13
+
+.PHONY: demo test test-3.11 test-versions $(addprefix test-,$(OTHER_PYTHONS))
 
 $(STAMP): pyproject.toml setup.py $(EXT_SOURCES)
 	@command -v $(PYTHON) >/dev/null || { echo "sot needs $(PYTHON) on PATH (set PYTHON=...)"; exit 1; }
@@ -21,5 +25,22 @@ $(STAMP): pyproject.toml setup.py $(EXT_SOURCES)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: $(STAMP)
+test-3.11: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# One extra version: create/refresh its venv (idempotent, rebuilds the extension when needed), run the suite.
+$(addprefix test-,$(OTHER_PYTHONS)): test-%:
+	scripts/make_venvs.sh $*
+	.venv-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Every extra version, even when one of them fails; fails at the end if any did.
+test-versions:
+	@failed=""; for v in $(OTHER_PYTHONS); do \
+		echo "== Python $$v"; \
+		$(MAKE) --no-print-directory test-$$v || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test suite failed on Python$$failed"; exit 1; fi
+
+test:
+	@status=0; echo "== Python 3.11"; $(MAKE) --no-print-directory test-3.11 || status=1; \
+	$(MAKE) --no-print-directory test-versions || status=1; exit $$status

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Create one virtual environment per extra CPython version, for running the
-# eval-frame hook tests (tests/eval_frame_ext) on versions other than 3.11:
+# test suite on versions other than 3.11 (`make test-versions`, CI):
 #
 #   .venv-3.10  .venv-3.12  .venv-3.13     (the 3.11 one is .venv, see Makefile)
 #
-# Each gets paddlepaddle==3.3.1, bytecode, numpy and pytest, and sot itself
+# Each gets sot's dependencies as pinned in pyproject.toml (paddlepaddle==3.3.1,
+# bytecode, numpy) plus pytest, and sot itself
 # installed editable without dependencies (`pip install -e . --no-deps`),
 # which builds sot/eval_frame_ext/_eval_frame.cpython-3XX-*.so in the source
 # tree. Idempotent: an existing venv, installed packages and an up-to-date
@@ -17,13 +18,14 @@
 # PYTHON_3_10=/path/to/python (etc.) to choose one explicitly.
 #
 # Then, for example:
-#   .venv-3.12/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest
+#   .venv-3.12/bin/python -m pytest -q tests          (or: make test-3.12)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
-PACKAGES=(paddlepaddle==3.3.1 bytecode numpy pytest)
+# (keep in line with pyproject.toml's dependencies and test extra)
+PACKAGES=("paddlepaddle==3.3.1" "bytecode>=0.16,<0.20" "numpy>=1.24" "pytest>=8")
 
 say() { printf '[make_venvs] %s\n' "$*"; }
 
@@ -52,8 +54,10 @@ packages_present() {
     "$py" - "${PACKAGES[@]}" <<'PY'
 import sys
 from importlib import metadata
+import re
 for req in sys.argv[1:]:
-    name, _, want = req.partition("==")
+    name = re.split(r"[=<>!~]", req, maxsplit=1)[0]
+    want = req.split("==", 1)[1] if "==" in req else ""
     try:
         have = metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -121,6 +125,6 @@ for v in "${versions[@]}"; do
     make_one "$v" || status=1
 done
 if [[ $status -eq 0 ]]; then
-    say "done. Run the hook tests with e.g.: .venv-${versions[0]}/bin/python -m pytest tests/eval_frame_ext -p no:cacheprovider --noconftest"
+    say "done. Run the tests with e.g.: .venv-${versions[0]}/bin/python -m pytest -q tests"
 fi
 exit $status

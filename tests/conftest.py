@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("GLOG_minloglevel", "2")
 
@@ -88,4 +89,6 @@ def pytest_collection_modifyitems(config: Any, items: list) -> None:
     """Mark the tests listed in known_bugs.txt: expected to fail until their bug is fixed."""
     for item in items:
         if item.nodeid in _KNOWN_BUGS:
-            item.add_marker(pytest.mark.xfail(strict=True, reason="known bug, see tests/known_bugs.txt"))
+            # Listed from runs on 3.11: strict there; on other versions a listed test may already pass.
+            strict = sys.version_info[:2] == (3, 11)
+            item.add_marker(pytest.mark.xfail(strict=strict, reason="known bug, see tests/known_bugs.txt"))

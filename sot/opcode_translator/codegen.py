@@ -33,6 +33,8 @@ class CodeGen:
         self.output_index: dict[Symbol, int] = {}
         # Mutable containers built by the generated code, stored once so aliases stay one object.
         self._built: dict[int, str] = {}
+        # ... and those variables, kept alive: a key is an id(), which a dead variable would hand to a new one
+        self._built_vars: list[Any] = []
         self._temps = 0
         source = Bytecode.from_code(original)
         self._template = source
@@ -109,6 +111,7 @@ class CodeGen:
             pyversion.emit_dup_top(self.emit)
             self.store_fast(name)
             self._built[id(var)] = name
+            self._built_vars.append(var)
 
     def spill(self, var: Any) -> None:
         """Evaluate ``var`` now into a temporary; later reconstructions read the temporary."""
@@ -118,6 +121,7 @@ class CodeGen:
         name = self.new_temp()
         self.store_fast(name)
         self._built[id(var)] = name
+        self._built_vars.append(var)
 
     def call_helper(self, helper: Any, args: list[Any]) -> None:
         """``helper(*args)`` for a runtime helper function; the result is left on the stack."""

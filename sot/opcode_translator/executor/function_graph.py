@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import weakref
 from typing import Any, Callable
 
 import paddle
@@ -69,6 +70,14 @@ def autograd_state() -> tuple:
 
 
 _AMP_OFF = paddle.base.core.AmpLevel.O0
+
+
+def _reference(target: Any) -> Callable[[], Any]:
+    """A weak reference to ``target`` when it allows one (a layer must not be kept alive by the cache)."""
+    try:
+        return weakref.ref(target)
+    except TypeError:
+        return lambda: target
 
 
 def _meta_key(kind: str, target: Any, args: Any, kwargs: Any) -> tuple | None:
@@ -216,7 +225,9 @@ class FunctionGraph:
         """Output metas of the call, and how many ops it puts in a program (a layer is many ops)."""
         key = _meta_key(kind, target, args, kwargs)
         if key is not None and key in _meta_cache:
-            return _meta_cache[key]
+            owner, cached = _meta_cache[key]
+            if owner() is target:  # (the key holds id(target): a new object may reuse a dead one's id)
+                return cached
         call: Callable[..., Any] = target
         if kind == "method":
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
@@ -232,7 +243,7 @@ class FunctionGraph:
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)
         if key is not None:
-            _meta_cache[key] = answer
+            _meta_cache[key] = (_reference(target), answer)
         return answer
 
     def _wrap_outputs(self, outputs: Any) -> VariableBase:
