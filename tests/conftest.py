@@ -81,8 +81,21 @@ def compile_all() -> Any:
         yield
 
 
-_KNOWN_BUGS = {line.strip() for line in open(os.path.join(os.path.dirname(__file__), "known_bugs.txt"))
-               if line.strip() and not line.startswith("#")}
+def _known_bugs() -> set[str]:
+    """Node ids of known_bugs.txt for this Python; a line ending in ``@3.X`` applies to that version only."""
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bugs = set()
+    for line in open(os.path.join(os.path.dirname(__file__), "known_bugs.txt")):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        node, _, version = line.partition(" @")
+        if not version or version == here:
+            bugs.add(node.strip())
+    return bugs
+
+
+_KNOWN_BUGS = _known_bugs()
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
