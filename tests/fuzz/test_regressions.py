@@ -11,6 +11,7 @@ import numpy as np
 import paddle
 
 import sot
+from sot import psdb
 
 
 def _outcome(fn: Callable[..., Any], args: tuple) -> tuple[Any, Any, str]:
@@ -32,6 +33,8 @@ def _same(a: Any, b: Any) -> bool:
         return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(b, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in b)
+    if isinstance(b, Plain):
+        return type(a) is type(b) and _same(vars(a), vars(b))
     return type(a) is type(b) and a == b
 
 
@@ -70,8 +73,24 @@ def iadd_argument_list(x, lst):
 
 
 def test_inplace_add_to_an_argument_list_is_written_back() -> None:
-    """Seeds 22, 64: ``lst += [...]`` on a list argument is lost when the frame is compiled."""
+    """Seeds 22, 64, 318, 402, 802, 820, 824, 2248: ``lst += [...]`` on a list argument is lost when the frame
+    is compiled (``lst`` stays ``[6, 5]``)."""
     assert_parity(iadd_argument_list, lambda: (paddle.ones([2]), [6, 5]), min_graph_size=0)
+
+
+def iadd_argument_list_and_return_it(x, lst):
+    lst += lst
+    psdb.breakgraph()
+    return lst
+
+
+def test_inplace_add_keeps_the_identity_of_the_list() -> None:
+    """Seed 937: after ``lst += lst`` the name still refers to the argument; translated, the returned list is
+    a new one (and the argument is unchanged)."""
+    lst = [1, 2]
+    with sot.config.patch(min_graph_size=10):
+        result = sot.symbolic_translate(iadd_argument_list_and_return_it)(paddle.ones([2]), lst)
+    assert result is lst and lst == [1, 2, 1, 2], (result, lst)
 
 
 def iadd_argument_list_then_break(x, lst):
@@ -81,7 +100,7 @@ def iadd_argument_list_then_break(x, lst):
 
 
 def test_inplace_add_to_an_argument_list_before_a_graph_break_is_written_back() -> None:
-    """Seed 243: the same before a graph break (default min_graph_size)."""
+    """Seeds 243, 543, 669, 3135: the same before a graph break (default min_graph_size)."""
     assert_parity(iadd_argument_list_then_break, lambda: (paddle.ones([2]), [6, 5]), min_graph_size=10)
 
 
@@ -228,3 +247,140 @@ def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward(
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(inplace_after_use_across_a_break)
         assert _backward_outcome(translated) == expected
+
+
+# -- effects deferred past the code that should observe or catch them -------------------------------------
+def delete_missing_attribute_in_try(x):
+    try:
+        obj = Plain(1)
+        del obj.extra
+    except AttributeError:
+        pass
+    return x + 1
+
+
+def test_exception_of_a_deferred_effect_is_caught_by_the_enclosing_try() -> None:
+    """Seed 908: ``del obj.extra`` inside ``try/except AttributeError`` is replayed after the graph, outside
+    the ``try``: the AttributeError escapes to the caller instead of being caught."""
+    assert_parity(delete_missing_attribute_in_try, lambda: (paddle.ones([2]),), min_graph_size=0)
+
+
+def store_in_finally_after_a_failing_setitem(w, d):
+    try:
+        w[0] = 1.0  # in-place write to a leaf that requires grad: ValueError
+    finally:
+        d["a"] = 0
+    return w
+
+
+def _leaf() -> paddle.Tensor:
+    w = paddle.ones([2])
+    w.stop_gradient = False
+    return w
+
+
+def test_finally_block_effects_survive_an_exception() -> None:
+    """Seed 1145: the dict store of the ``finally`` block is lost when the ``try`` body raises (eagerly the
+    caller sees ``d == {'a': 0}`` and the ValueError; translated ``d`` keeps ``{'a': 4}``)."""
+    for min_graph_size in (0, 10):
+        assert_parity(store_in_finally_after_a_failing_setitem, lambda: (_leaf(), {"a": 4}),
+                      min_graph_size=min_graph_size)
+
+
+def _make_counter_closure(n):
+    acc = n
+
+    def bump(k):
+        nonlocal acc
+        acc += k
+
+    def read_after_bump(x):
+        bump(4)
+        return acc, x * 2
+
+    return read_after_bump
+
+
+def test_nonlocal_store_by_an_inlined_closure_is_seen_by_the_translated_frame() -> None:
+    """Seed 1916: the translated frame ``read_after_bump`` reads the cell ``acc`` after the inlined ``bump``
+    assigned it through ``nonlocal``: it reads the stale value (5 instead of 9)."""
+    x = paddle.ones([2])
+    expected = _make_counter_closure(5)(x)[0]
+    with sot.config.patch(min_graph_size=0):
+        got = sot.symbolic_translate(_make_counter_closure(5))(x)[0]
+    assert got == expected == 9, got
+
+
+# -- guards -------------------------------------------------------------------------------------------------
+def sorted_dict_items(x, d):
+    return x.sum(), sorted(d.items())
+
+
+def print_sorted_dict_items(x, d):
+    print(sorted(d.items()))
+    return x.sum()
+
+
+def test_sorted_dict_items_are_guarded_by_value() -> None:
+    """Seed 1554: ``sorted(d.items())`` is folded to a constant without a guard on the values: a second call
+    with ``{'a': -3}`` returns (or prints) the items of the first call, ``[('a', 5)]``."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(sorted_dict_items)
+        for d in ({"a": 5}, {"a": -3}):
+            assert translated(paddle.ones([2]), d)[1] == sorted(d.items())
+
+
+def test_printed_sorted_dict_items_are_guarded_by_value() -> None:
+    """Seed 1554 (as found, default min_graph_size): the same through ``print``."""
+    translated = sot.symbolic_translate(print_sorted_dict_items)
+    for d in ({"a": 5}, {"a": -3}):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            translated(paddle.ones([2]), d)
+        assert out.getvalue() == f"{sorted(d.items())}\n"
+
+
+def append_tensor_to_argument_list(y, tl):
+    tl.append(y * 1)
+    return 1
+
+
+def test_appending_to_a_list_then_calling_with_a_shorter_list() -> None:
+    """Seeds 1744, 1966: compiled for a list of 3 tensors, the call with an empty list hits the cache entry
+    and raises ``IndexError: list index out of range`` (no length guard, but items read by index)."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(append_tensor_to_argument_list)
+        for n in (3, 0):
+            tl = [paddle.ones([2]) for _ in range(n)]
+            assert translated(paddle.ones([2]), tl) == 1
+            assert len(tl) == n + 1
+
+
+# -- builtins ----------------------------------------------------------------------------------------------
+def max_of_empty_list_in_try(x, lst):
+    try:
+        max(lst)
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    return x
+
+
+def test_max_of_an_empty_list_has_the_eager_error() -> None:
+    """Seeds 1984, 2320, 3023: ``max([])`` raises ``TypeError: max expected at least 1 argument, got 0``
+    instead of ``ValueError: max() arg is an empty sequence`` (simulated as ``max(*items)``)."""
+    assert_parity(max_of_empty_list_in_try, lambda: (paddle.ones([2]), []), min_graph_size=0)
+
+
+def read_then_setattr_then_break(x, box, n):
+    old = box.a
+    setattr(box, "a", n)
+    print("p")
+    return old
+
+
+def test_value_read_before_setattr_keeps_its_value_across_a_break() -> None:
+    """Seed 3333: ``old = box.a`` read before ``setattr(box, 'a', n)`` is rebuilt from ``box.a`` after the
+    break, so it returns the new value (7 instead of 3). (``box.a = n`` is handled; the builtin is not.)"""
+    for min_graph_size in (0, 10):
+        assert_parity(read_then_setattr_then_break, lambda: (paddle.ones([2]), Plain(3), 7),
+                      min_graph_size=min_graph_size)
