@@ -81,8 +81,16 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
     if guards:
         learn_from_miss(code, guards, globals_, closure, args)
     counters.translate_count += 1
-    with BUILD_LOCK:
-        translation = translate_frame(frame)
+    try:
+        with BUILD_LOCK:
+            translation = translate_frame(frame)
+    except Exception as exc:  # a bug of ours outside the simulation (e.g. building the guard)
+        if config.strict_mode:
+            raise
+        counters.fallbacks += 1
+        log(1, f"fallback in {describe_code(code)}: internal error: {type(exc).__name__}: {exc} "
+               "(the frame runs eagerly, not cached)")
+        return None
     for listener in list(_listeners):
         listener(translation, frame)
     if translation.kind == "fallback":

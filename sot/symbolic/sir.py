@@ -195,6 +195,9 @@ def _located_caller(filename: str, lineno: int, name: str) -> Callable[..., Any]
     exec(compile(source, filename, "exec"), namespace)
     function = namespace["_located"]
     function.__code__ = function.__code__.replace(co_name=name)
+    from ..opcode_translator.skip_files import skip_code  # it carries a user file name: never translate it
+
+    skip_code(function.__code__)
     return function
 
 
