@@ -45,6 +45,7 @@ line of an instruction  starts_line         positions.lineno    positions.lineno
 from __future__ import annotations
 
 import dis
+import functools
 import gc
 import sys
 import types
@@ -126,6 +127,17 @@ def instruction_line(instr: dis.Instruction) -> int | None:
     return instr.starts_line  # 3.10: only the first instruction of a line has it
 
 
+@functools.lru_cache(maxsize=512)
+def line_numbers(code: types.CodeType) -> dict[int, int | None]:
+    """The source line of every instruction offset of ``code`` (3.10's ``dis`` gives it only where a line
+    starts, which leaves an instruction reached by a jump without one)."""
+    lines: dict[int, int | None] = {}
+    for start, end, line in code.co_lines():
+        for offset in range(start, end, 2):
+            lines[offset] = line
+    return lines
+
+
 def pushes_null(instr: dis.Instruction) -> bool:
     """Whether a ``LOAD_GLOBAL``/``LOAD_ATTR``/``LOAD_SUPER_ATTR`` also pushes a NULL (or ``self``) for a
     following call."""
@@ -168,6 +180,12 @@ def exception_table(code: types.CodeType) -> list[tuple[int, int, int]]:
 
 
 _qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+
+
+def remember_qualname(code: types.CodeType, qualname: str) -> None:
+    """Record the qualified name of a code object sot made (3.10 cannot store it in the code)."""
+    if not hasattr(code, "co_qualname"):
+        _qualnames[code] = qualname
 
 
 def code_qualname(code: types.CodeType) -> str:
@@ -327,6 +345,32 @@ def emit_swap_top_two(emit: Emit) -> None:
         emit("ROT_TWO")
     else:
         emit("SWAP", 2)
+
+
+#: 3.13's super-instructions: two local-variable instructions in one, each index in 4 bits.
+SUPER_INSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+                      "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+                      "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+
+
+def split_super_instructions(items: list) -> list:
+    """The `bytecode` items with 3.13's super-instructions split in two plain ones.
+
+    Needed when copied code gets new local indices (a resume function's arguments come first): `bytecode`
+    (0.19) packs a second index of 16 wrongly (it overflows into the first), which silently swaps locals."""
+    if not SUPER_INSTRUCTIONS.keys() & {getattr(item, "name", None) for item in items}:
+        return items
+    from bytecode import Instr
+
+    out = []
+    for item in items:
+        pair = SUPER_INSTRUCTIONS.get(getattr(item, "name", None)) if isinstance(item, Instr) else None
+        if pair is None:
+            out.append(item)
+        else:
+            out += [Instr(pair[0], item.arg[0], location=item.location),
+                    Instr(pair[1], item.arg[1], location=item.location)]
+    return out
 
 
 def emit_truth_jump_prefix(emit: Emit, opname: str) -> None:

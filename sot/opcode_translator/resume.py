@@ -26,13 +26,28 @@ CO_VARKEYWORDS = 0x08
 
 
 def _abstract_instructions(code: types.CodeType) -> tuple[Bytecode, dict[int, int]]:
-    """The abstract bytecode and, for each instruction offset, the index of its `Instr` in it."""
+    """The abstract bytecode and, for each instruction offset, the index of its `Instr` in it.
+
+    `bytecode` folds ``EXTENDED_ARG`` prefixes into the instruction they extend: their offsets (where a jump
+    to that instruction, or the instruction after a break, starts) map to it too."""
     abstract = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
-    real = [instr for instr in dis.get_instructions(code) if instr.opname not in ("EXTENDED_ARG", "CACHE")]
+    real: list[tuple[dis.Instruction, list[int]]] = []
+    prefixes: list[int] = []
+    for instr in dis.get_instructions(code):
+        if instr.opname == "EXTENDED_ARG":
+            prefixes.append(instr.offset)
+        elif instr.opname != "CACHE":
+            real.append((instr, prefixes))
+            prefixes = []
     positions = [i for i, item in enumerate(abstract) if isinstance(item, Instr)]
     if len(real) != len(positions):
         raise RuntimeError(f"instruction mismatch while mapping {code.co_name}: {len(real)} vs {len(positions)}")
-    return abstract, {instr.offset: pos for instr, pos in zip(real, positions)}
+    index = {}
+    for (instr, extended_by), pos in zip(real, positions):
+        index[instr.offset] = pos
+        for offset in extended_by:
+            index[offset] = pos
+    return abstract, index
 
 
 def abstract_instruction(code: types.CodeType, offset: int) -> Instr:
@@ -93,7 +108,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
             n_stack += 1
     emit("JUMP_FORWARD", target)
 
-    resume = Bytecode(prologue + body)
+    resume = Bytecode(prologue + pyversion.split_super_instructions(body))
     resume.argnames = [STACK_ARG.format(i) for i in range(n_stack)] + list(live)
     resume.argcount = len(resume.argnames)
     resume.posonlyargcount = 0
@@ -113,7 +128,10 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     # exactly instead: every point of the body has the original's stack (the prologue rebuilds it), so the
     # original's stack size and exception-table depths hold.
     stacksize = max(code.co_stacksize, len(stack_layout)) + extra_stack
-    return resume.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    new_code = resume.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    # (3.10 code objects carry no qualified name: give reports and logs this one)
+    pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
+    return new_code
 
 
 def _line_at(code: types.CodeType, offset: int) -> int | None:

@@ -408,3 +408,28 @@ def test_uncaught_exception_is_the_eager_one(compile_all):
     fast = sot.symbolic_translate(uncaught)
     with pytest.raises(KeyError, match="missing"):
         fast(_x(3), "missing")
+
+
+def many_locals_across_a_break(x):
+    # The resume function's arguments (two stack values, then the live locals sorted by name) move b14 to
+    # local index 16: on 3.13 `b13 + b14` is a LOAD_FAST_LOAD_FAST whose second index no longer fits 4 bits.
+    b00, b01, b02, b03, b04 = x + 0, x + 1, x + 2, x + 3, x + 4
+    b05, b06, b07, b08, b09 = x + 5, x + 6, x + 7, x + 8, x + 9
+    b10, b11, b12, b13, b14 = x + 10, x + 11, x + 12, x + 13, x + 14
+    pair = (x, psdb.breakgraph())
+    total = b00 + b01 + b02 + b03 + b04 + b05 + b06 + b07 + b08 + b09 + b10 + b11 + b12
+    return total * (b13 + b14), pair[0]
+
+
+def test_locals_keep_their_values_when_resume_arguments_renumber_them(compile_all):
+    run(many_locals_across_a_break, _x(3), breaks=1)
+
+
+def test_split_super_instructions():
+    from bytecode import Instr
+
+    items = [Instr("LOAD_FAST", "a"), Instr("NOP")]
+    assert pyversion.split_super_instructions(items) is items
+    if pyversion.PY >= (3, 13):
+        split = pyversion.split_super_instructions([Instr("STORE_FAST_LOAD_FAST", ("a", "b"))])
+        assert [(i.name, i.arg) for i in split] == [("STORE_FAST", "a"), ("LOAD_FAST", "b")]

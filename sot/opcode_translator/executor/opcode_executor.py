@@ -125,6 +125,7 @@ class OpcodeExecutor:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
         self.instructions = list(dis.get_instructions(code))
         self._index_of_offset = {instr.offset: i for i, instr in enumerate(self.instructions)}
+        self._lines = pyversion.line_numbers(code)
         self.stack: list[VariableBase] = []
         self.locals: dict[str, VariableBase] = dict(locals_)
         self.cells: dict[str, CellVariable] = dict(freevar_cells)
@@ -256,7 +257,7 @@ class OpcodeExecutor:
                                  {n: c.content for n, c in self.cells.items()}, self.kw_names,
                                  len(graph.statements), len(graph.inputs), self.lineno)
             self.pc += 1
-            line = pyversion.instruction_line(instr)
+            line = self._lines.get(instr.offset)
             if line is not None:
                 self.lineno = line
             graph.location = self.location()
