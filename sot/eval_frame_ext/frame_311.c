@@ -173,16 +173,7 @@ sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
     sh->is_entry = false;
     sh->owner = FRAME_OWNED_BY_THREAD;
 
-    PyObject **dst = sh->localsplus;
-    memset(dst, 0, (size_t)nlocals * sizeof(PyObject *));
-    PyObject **src = orig->localsplus;
-    for (int i = 0; i < nargs; i++) {
-        int j = map[i];
-        if (j >= 0) {
-            Py_XINCREF(src[i]);
-            dst[j] = src[i];
-        }
-    }
+    sot_localsplus_copy_args(sh->localsplus, nlocals, orig->localsplus, map, nargs);
 
     PyObject *result = _PyEval_EvalFrameDefault(tstate, sh, 0);
     sot_shadow_clear(sh);

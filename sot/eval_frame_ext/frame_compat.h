@@ -383,6 +383,21 @@ sot_localsplus_arg_map(PyCodeObject *orig, PyCodeObject *target, int nargs, int 
     return 0;
 }
 
+/* The shadow frame's locals (3.11-3.13): all empty but the arguments, copied
+ * (new references) to the slots the argument map gives them. */
+static inline void
+sot_localsplus_copy_args(PyObject **dst, int nlocals, PyObject **src, const int *map, int nargs)
+{
+    memset(dst, 0, (size_t)nlocals * sizeof(PyObject *));
+    for (int i = 0; i < nargs; i++) {
+        int j = map[i];
+        if (j >= 0) {
+            Py_XINCREF(src[i]);
+            dst[j] = src[i];
+        }
+    }
+}
+
 #ifdef SOT_PY311
 /* The caller of the hook (_PyEval_Vector) clears and pops the frame. */
 static inline void

@@ -69,13 +69,9 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     """
     stop: dict[str, bool] = {}  # keyed by Value.id: the Python wrappers of one value are not one object
     for op in program.global_block().ops:
-        if op.name() == "pd_op.data":
-            for result in op.results():
-                stop[result.id] = bool(result.stop_gradient)
-            continue
         inputs = [operand.source() for operand in op.operands()]
         inputs = [v for v in inputs if v.initialized()]  # optional inputs left empty
-        if not inputs:  # parameters and constants: their own flag is the eager one
+        if not inputs:  # placeholders, parameters, constants: their own flag is the eager one
             for result in op.results():
                 stop[result.id] = bool(result.stop_gradient)
             continue

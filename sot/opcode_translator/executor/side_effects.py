@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .variables.base import VariableBase
 
 DELETED = object()  # overlay marker: the attribute or global was deleted
+ABSENT = object()  # lookup result: nothing stored, read the real value
 
 
 @dataclasses.dataclass
@@ -49,13 +50,13 @@ class SideEffects:
     # -- recording --------------------------------------------------------------------------------------
     def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None") -> None:
         key = (id(obj.get_py_value()), name)
-        previous = self._attrs.get(key, _ABSENT)
+        previous = self._attrs.get(key, ABSENT)
         self._attrs[key] = value if value is not None else DELETED
         self.stores.append(AttrStore(obj, name, value))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
 
     def store_global(self, name: str, value: "VariableBase | None") -> None:
-        previous = self._globals.get(name, _ABSENT)
+        previous = self._globals.get(name, ABSENT)
         self._globals[name] = value if value is not None else DELETED
         self.stores.append(GlobalStore(name, value))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._globals, name, previous)))
@@ -80,18 +81,18 @@ class SideEffects:
 
     @staticmethod
     def _restore(table: dict, key: Any, previous: Any) -> None:
-        if previous is _ABSENT:
+        if previous is ABSENT:
             table.pop(key, None)
         else:
             table[key] = previous
 
     # -- reading through the overlay --------------------------------------------------------------------
     def lookup_attr(self, obj: Any, name: str) -> Any:
-        """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `_ABSENT`."""
-        return self._attrs.get((id(obj), name), _ABSENT)
+        """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""
+        return self._attrs.get((id(obj), name), ABSENT)
 
     def lookup_global(self, name: str) -> Any:
-        return self._globals.get(name, _ABSENT)
+        return self._globals.get(name, ABSENT)
 
     # -- rollback ---------------------------------------------------------------------------------------
     def checkpoint(self) -> int:
@@ -142,6 +143,3 @@ class SideEffects:
                 codegen.reconstruct(store.value)
                 codegen.emit("STORE_GLOBAL", store.name)
 
-
-_ABSENT = object()
-ABSENT = _ABSENT

@@ -501,14 +501,14 @@ class GuardedQueryVariable(CallableVariable):
         return VariableFactory.from_value(result, self.graph, DummyTracker())
 
 
-def _guarded_queries() -> set[Any]:
-    return {paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
-            paddle.base.framework.in_dygraph_mode, paddle.is_compiled_with_cuda}
+# Built once: the factory asks about every value it wraps.
+_GUARDED_QUERIES = frozenset({paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
+                              paddle.base.framework.in_dygraph_mode, paddle.is_compiled_with_cuda})
 
 
 @VariableFactory.register(72)
 def _query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    return GuardedQueryVariable(value, graph, tracker) if member_of(_guarded_queries(), value) else None
+    return GuardedQueryVariable(value, graph, tracker) if member_of(_GUARDED_QUERIES, value) else None
 
 
 @VariableFactory.register(70)

@@ -479,11 +479,15 @@ class SetVariable(VariableBase):
     def bool(self) -> bool:
         return bool(self.values)
 
-    def add_items(self, items: list[VariableBase]) -> None:
+    def record_mutation(self) -> None:
+        """About to change: sets from outside are not written back yet; a rollback restores the values."""
         if self.tracker.is_traceable():
             raise FallbackError("mutating a set from outside the frame is not supported yet")
         old = set(self.values)
         self.graph.side_effects.mutate(self, lambda: (self.values.clear(), self.values.update(old)))
+
+    def add_items(self, items: list[VariableBase]) -> None:
+        self.record_mutation()
         self.values.update(_constant_value(item, "set element") for item in items)
 
     def getattr(self, name: str) -> VariableBase:
@@ -499,10 +503,7 @@ class SetVariable(VariableBase):
 
 def _set_method(var: SetVariable, name: str, args: list[VariableBase]) -> VariableBase:
     graph = var.graph
-    if var.tracker.is_traceable():
-        raise FallbackError("mutating a set from outside the frame is not supported yet")
-    old = set(var.values)
-    graph.side_effects.mutate(var, lambda: (var.values.clear(), var.values.update(old)))
+    var.record_mutation()
     if name == "add":
         var.values.add(_constant_value(args[0], "set element"))
     elif name == "update":
