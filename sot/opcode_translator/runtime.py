@@ -3,6 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import paddle
+
+_full = paddle.full
+_INT64 = paddle.int64
+
 
 def write_back_list(target: list, content: list) -> None:
     """Give ``target`` the content the simulation computed for it, keeping its identity."""
@@ -19,6 +24,11 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+
+
+def int_tensor(value: int) -> Any:
+    """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
+    return _full([], value, _INT64)
 
 
 def enter_grad_mode(enabled: bool) -> Any:

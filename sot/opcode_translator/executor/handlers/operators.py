@@ -38,7 +38,7 @@ UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 
 
 def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
-    from ..variables.symbolic_int import symbolic_arithmetic
+    from ..variables.symbolic_int import symbolic_arithmetic, tensor_operand
 
     symbolic = symbolic_arithmetic(fn, operands)
     if symbolic is not None:
@@ -46,6 +46,8 @@ def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: l
     folded = constant_fold(fn, executor.graph, operands, {})
     if folded is not None:
         return folded
+    tensor = next(o for o in operands if isinstance(o, TensorVariable))
+    operands = [tensor_operand(tensor, o) for o in operands]
     return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
 
 
@@ -80,7 +82,7 @@ def legacy_binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 def to_bool(executor: OpcodeExecutor, value: VariableBase) -> VariableBase:
     """``bool(value)`` as a Python decision (guarded); a tensor's truth needs a graph break."""
-    if isinstance(value, ConstantVariable) and type(value.value) is bool:
+    if type(value) is ConstantVariable and type(value.value) is bool:  # (a symbolic int's value would pin it)
         return value
     truth = value.bool()
     executor.graph.add_guard(value)

@@ -39,6 +39,8 @@ class ConstantVariable(VariableBase):
             return [f"{expr} is {self.value!r}"]
         if type(self.value) is float and self.value != self.value:  # NaN never equals itself
             return [f"type({expr}) is float", f"{expr} != {expr}"]
+        if type(self.value) is int:  # compared with a missing call's inputs to find ints that vary
+            builder.int_checks.append((self.tracker.describe(), expr, self.value))
         return [f"type({expr}) is {builder.constant(type(self.value))}",
                 f"{expr} == {builder.constant(self.value)}"]
 
@@ -169,7 +171,7 @@ class TensorVariable(VariableBase):
         if -1 in meta.shape:
             shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {tuple(meta.shape)!r})"
         else:
-            shape_guard = f"{expr}.shape == {list(meta.shape)!r}"
+            shape_guard = f"{expr}.shape == {builder.constant_list(meta.shape)}"  # (no list built per call)
         place = []
         if _SEVERAL_DEVICES and self.value is not None:  # on a CPU-only build every tensor is on the CPU
             place = [f"{expr}.place._equals({builder.constant(self.value.place)})"]
@@ -299,6 +301,13 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
 
 @VariableFactory.register(90)
 def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) is int and value not in (0, 1) and tracker.is_traceable():
+        from ..dynamic_shape import is_dynamic_int
+
+        if is_dynamic_int(graph.frame.code, tracker.describe()):
+            from .symbolic_int import int_input
+
+            return int_input(value, graph, tracker)
     if type(value) in CONSTANT_TYPES or isinstance(value, np.generic):
         return ConstantVariable(value, graph, tracker)
     return None
