@@ -557,27 +557,23 @@ callback_set(PyObject *callback)
                      Py_TYPE(callback)->tp_name);
         return -1;
     }
-    PyObject *dict = PyThreadState_GetDict();
-    if (dict == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
-        }
-        return -1;
-    }
+    /* The slot stays in the thread-state dict once made: symbolic_translate sets and clears the
+     * callback around every call, and making a slot and a dict entry each time cost more than the
+     * rest of a cache hit. Clearing only empties it and gives up its share of the hook. */
     if (callback == NULL) {
         if (tls_slot == NULL) {
             return 0;
         }
-        /* Dropping the slot clears the thread-locals and releases the hook. */
-        PyObject *slot = tls_slot;
-        Py_INCREF(slot);
+        CallbackSlot *s = (CallbackSlot *)tls_slot;
+        PyObject *old = s->callback;
+        PyInterpreterState *interp = s->interp;
         tls_callback = NULL;
-        tls_slot = NULL;
-        int rc = PyDict_DelItem(dict, slot_key);
-        if (rc < 0) {
-            PyErr_Clear();
+        s->callback = NULL;
+        s->interp = NULL;
+        if (interp != NULL) {
+            hook_release(interp);
         }
-        Py_DECREF(slot);
+        Py_XDECREF(old);
         return 0;
     }
     if (tls_slot != NULL) {
@@ -586,8 +582,19 @@ callback_set(PyObject *callback)
         Py_INCREF(callback);
         s->callback = callback;
         tls_callback = callback;
+        if (s->interp == NULL) {
+            s->interp = PyInterpreterState_Get();
+            hook_acquire(s->interp);
+        }
         Py_XDECREF(old);
         return 0;
+    }
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
+        }
+        return -1;
     }
     CallbackSlot *s = PyObject_New(CallbackSlot, &CallbackSlot_Type);
     if (s == NULL) {

@@ -17,7 +17,8 @@ from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker
 from .variables.base import VariableBase
 from .variables.basic import TensorVariable
-from .variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable, contains_symbolic, pin_all
+from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
+                                     contains_symbolic, pin_all, pin_direct)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
 
 
@@ -229,6 +230,9 @@ class FunctionGraph:
         if symbolic and kind not in ("api", "method"):
             # A layer's own code would see a 0-D tensor where the user passed an int: pass the int.
             args, kwargs, symbolic = pin_all(list(args)), pin_all(dict(kwargs)), False
+        elif symbolic and target not in TAKES_SCALAR_TENSORS:
+            args, kwargs = pin_direct(list(args), dict(kwargs))
+            symbolic = contains_symbolic(args) or contains_symbolic(kwargs)
         n_inputs = len(self.inputs)
         try:
             sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs)

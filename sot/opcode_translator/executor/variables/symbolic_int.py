@@ -281,6 +281,22 @@ class SymbolicSliceVariable(ConstantVariable):
         return f"SymbolicSliceVariable({self.parts!r})"
 
 
+# Calls that take a 0-D int tensor where the user passed an int, with the same meaning. Anywhere else a
+# symbolic int passed directly as an argument is pinned: a tensor can mean something else there
+# (``repeat_interleave(x, n)`` takes a tensor as per-element repeats). Inside a list or tuple (a shape:
+# ``reshape([n, -1])``, ``full([n], v)``) and as a slice bound it stays symbolic.
+TAKES_SCALAR_TENSORS: set[Any] = {operator.getitem, paddle.full, paddle.full_like, paddle.arange,
+                                  paddle.to_tensor, paddle.linspace}
+
+
+def pin_direct(args: list[VariableBase], kwargs: dict[str, VariableBase]) -> tuple[list, dict]:
+    """``args``/``kwargs`` with the symbolic ints passed directly (not inside a shape) pinned."""
+    def pin(var: VariableBase) -> VariableBase:
+        return pin_all(var) if isinstance(var, SymbolicIntVariable) else var
+
+    return [pin(a) for a in args], {k: pin(v) for k, v in kwargs.items()}
+
+
 def pin_all(tree: Any) -> Any:
     """``tree`` (a variable, or a list/tuple/dict of them) with every symbolic int in it pinned."""
     from .container import DictVariable, SequenceVariable
