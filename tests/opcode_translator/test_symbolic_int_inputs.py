@@ -213,3 +213,37 @@ def test_guard_function_is_one_short_circuiting_expression(compile_all):
     assert guard(f.__globals__, None, _t(2), _t(2))
     assert not guard(f.__globals__, None, _t(2), _t(3))
     assert not guard(f.__globals__, None, _t(2), _t(2, dtype="float64"))
+
+
+def test_tensor_meta_check_in_c_matches_the_python_checks():
+    from sot.eval_frame_ext import tensor_matches
+
+    x = _t(5, 8)
+    cls, dtype = type(x), x.dtype
+    assert tensor_matches(x, cls, [5, 8], dtype, True)
+    assert not tensor_matches(x, cls, [5, 9], dtype, True)
+    assert not tensor_matches(x, cls, [5, 8, 1], dtype, True)
+    assert not tensor_matches(x, cls, [5, 8], paddle.float64, True)
+    assert not tensor_matches(x, cls, [5, 8], dtype, False)
+    assert not tensor_matches(x.numpy(), cls, [5, 8], dtype, True)
+    # a tuple is a pattern: -1 is a dynamic dimension, of any size but 0 and 1
+    assert tensor_matches(x, cls, (-1, 8), dtype, True)
+    assert not tensor_matches(_t(1, 8), cls, (-1, 8), dtype, True)
+    assert not tensor_matches(x, cls, (-1, 9), dtype, True)
+    assert tensor_matches(paddle.to_tensor(1.5), cls, [], dtype, True)
+
+
+def test_tensor_meta_check_sees_a_patched_tensor_property():
+    from sot.eval_frame_ext import tensor_matches
+
+    x = _t(2, 3)
+    cls, dtype = type(x), x.dtype
+    assert tensor_matches(x, cls, [2, 3], dtype, True)
+    original = cls.__dict__["stop_gradient"]
+    try:
+        cls.stop_gradient = property(lambda self: "patched")  # the getters are looked up again
+        assert not tensor_matches(x, cls, [2, 3], dtype, True)
+        assert tensor_matches(x, cls, [2, 3], dtype, "patched")
+    finally:
+        cls.stop_gradient = original
+    assert tensor_matches(x, cls, [2, 3], dtype, True)

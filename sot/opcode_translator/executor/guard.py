@@ -142,6 +142,18 @@ class GuardBuilder:
         return Guard(self)
 
 
+class CombinedCheck(str):
+    """A check the guard function runs as one fast expression (the string itself, e.g. one C call) that
+    stands for several plain ones (``parts``), which explain a miss and read well."""
+
+    parts: tuple[str, ...]
+
+    def __new__(cls, fast: str, parts: list[str]) -> "CombinedCheck":
+        check = super().__new__(cls, fast)
+        check.parts = tuple(parts)
+        return check
+
+
 def _is_binding(expr: str) -> bool:
     return expr.startswith("__v") and " := " in expr
 
@@ -171,7 +183,8 @@ class Guard:
         namespace = dict(builder.namespace)
         exec(compile(self.source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
         self.check: Callable[..., bool] = namespace["__sot_guard"]
-        checks = [e for e in builder.exprs if not _is_binding(e)]
+        checks = [part for e in builder.exprs if not _is_binding(e)
+                  for part in (e.parts if isinstance(e, CombinedCheck) else (e,))]
         self.exprs = [builder.expand(e) for e in checks]  # self-contained, for explaining a miss
         self.readable = [builder.readable(e) for e in checks]
         self._params = params

@@ -166,22 +166,28 @@ class TensorVariable(VariableBase):
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         from ..dynamic_shape import shape_matches
 
+        from ....eval_frame_ext import tensor_matches
+        from ..guard import CombinedCheck
+
         meta = self.meta
         builder.shape_checks.append((self.tracker.describe(), expr, tuple(meta.shape)))
+        cls = builder.constant(self.get_py_type())
+        dtype = builder.constant(meta.dtype)
         if -1 in meta.shape:
-            shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {tuple(meta.shape)!r})"
+            shape = builder.constant(tuple(meta.shape))  # a pattern: -1 is a dynamic dimension
+            shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {shape})"
         else:
-            shape_guard = f"{expr}.shape == {builder.constant_list(meta.shape)}"  # (no list built per call)
+            shape = builder.constant_list(meta.shape)
+            shape_guard = f"{expr}.shape == {shape}"
+        # Checked in one C call (the hot path); explained as the four checks it stands for.
+        meta_check = CombinedCheck(
+            f"{builder.constant(tensor_matches)}({expr}, {cls}, {shape}, {dtype}, {meta.stop_gradient!r})",
+            [f"type({expr}) is {cls}", shape_guard, f"{expr}.dtype is {dtype}",
+             f"{expr}.stop_gradient is {meta.stop_gradient!r}"])
         place = []
         if _SEVERAL_DEVICES and self.value is not None:  # on a CPU-only build every tensor is on the CPU
             place = [f"{expr}.place._equals({builder.constant(self.value.place)})"]
-        return [
-            f"type({expr}) is {builder.constant(self.get_py_type())}",
-            *place,
-            shape_guard,
-            f"{expr}.dtype is {builder.constant(meta.dtype)}",
-            f"{expr}.stop_gradient is {meta.stop_gradient!r}",
-        ]
+        return [meta_check, *place]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         codegen.load_graph_output(self.symbol)
