@@ -87,7 +87,12 @@ class GuardBuilder:
         return name
 
     def identity(self, expr: str, value: Any) -> str:
-        """``expr is value``, holding ``value`` by weak reference when it allows one."""
+        """``expr is value``, holding ``value`` by weak reference when it allows one. Modules and builtin
+        functions are held strongly (they live as long as the interpreter anyway): a plain ``is`` saves the
+        weak reference's call on every check."""
+        if isinstance(value, types.ModuleType) or (isinstance(value, types.BuiltinFunctionType) and isinstance(
+                getattr(value, "__self__", None), (types.ModuleType, type(None)))):  # (not a bound method)
+            return f"{expr} is {self.constant(value)}"
         try:
             ref = weakref.ref(value)
         except TypeError:
