@@ -163,10 +163,19 @@ def _is_binding(expr: str) -> bool:
     return expr.startswith("__v") and " := " in expr
 
 
+_ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d+ is (None|True|False|Ellipsis)"
+                             r"|__a\d+ not in \(0, 1\))$")
+
+
 def _guard_source(params: str, exprs: list[str]) -> str:
     """One function returning one ``and`` chain: the cheapest short-circuiting form CPython has (no
     statement or jump per check beyond the chain's own). A binding ``__vN := path`` becomes the always true
     term ``(__vN := path) is __vN``, so a falsy value (0, an empty list) cannot end the chain."""
+    # Argument type and value checks first: the cheapest, and the ones that tell apart the entries of one
+    # code object (``mode == 'm3'``), so a scan past failing entries stops early in each. They read only
+    # parameters and constants, so they can move ahead of the bindings.
+    early = [e for e in exprs if _ARGUMENT_CHECK.match(e)]
+    exprs = early + [e for e in exprs if not _ARGUMENT_CHECK.match(e)]
     terms = []
     for expr in exprs:
         if _is_binding(expr):
