@@ -247,3 +247,22 @@ def test_tensor_meta_check_sees_a_patched_tensor_property():
     finally:
         cls.stop_gradient = original
     assert tensor_matches(x, cls, [2, 3], dtype, True)
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10], ids=["compiled", "replayed_eagerly"])
+def test_floor_division_of_a_symbolic_int_reads_back_as_an_int(min_graph_size):
+    """Eager Paddle gives ``0-D tensor // int`` the shape [1]; the symbolic int must stay 0-D."""
+    class Holder:
+        pass
+
+    def f(x, n, obj):
+        obj.a = n // 3
+        return x + 1, n // 3 - 1, -n // 2
+
+    with sot.config.patch(min_graph_size=min_graph_size):
+        fast = sot.symbolic_translate(f)
+        for n in (-2, 6, 7, -9):
+            got, want = Holder(), Holder()
+            assert_same(fast(_t(2), n, got), f(_t(2), n, want))
+            assert type(got.a) is int and got.a == want.a
+    assert sot.stats().translate_count == 2

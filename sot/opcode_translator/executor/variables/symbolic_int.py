@@ -198,6 +198,11 @@ def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) ->
     graph = operands[0].graph
     parts = [o.tensor if isinstance(o, SymbolicIntVariable) else o for o in operands]
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, parts, {})
+    if fn in (operator.floordiv, operator.ifloordiv):
+        # Eager Paddle gives a 0-D tensor // a Python int the shape [1] (a static program keeps []): make
+        # it 0-D again, or reading it back as an int fails.
+        result = graph.call_tensor_op("api", "paddle.reshape", paddle.reshape,
+                                      [result, ConstantVariable([], graph, DummyTracker())], {})
     for o in operands:
         if not isinstance(o, SymbolicIntVariable):
             graph.add_guard(o)
