@@ -18,6 +18,7 @@ from paddle.static import InputSpec
 from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stats import counters
+from .callstack import shallow_op_callstacks
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
 
@@ -83,7 +84,8 @@ class CompiledProgram:
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
-            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
+            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                    shallow_op_callstacks():
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
@@ -95,7 +97,7 @@ class CompiledProgram:
                 # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                 # (observed with reshape + softmax): build the runnable programs without it.
                 self._built_modes.add(training)
-                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
+                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
                     outputs = self._program.sot_call(inputs)
             else:
                 outputs = self._program.sot_call(inputs)

@@ -10,6 +10,7 @@ person would write for it, compiled once:
         v0, v1 = inputs
         v2 = k0(v0, k1, axis=k2)                  # api / layer / pylayer / call
         v3 = v2.reshape([v1, k3])                 # method
+        del v2                                    # not used after this statement
         with no_grad():
             v4, v5, *_ = k4(v3)                   # statement recorded under paddle.no_grad()
         return [v4, v5]
@@ -98,11 +99,25 @@ class _ReplaySource:
             return f"{args[0]}.{stmt.target}({', '.join(args[1:])})"
         return f"{self.constant(stmt.target)}({', '.join(args)})"
 
+    def _dead_after(self) -> list[list[Symbol]]:
+        """For each statement, the symbols not needed after it (neither read later nor returned)."""
+        last_use: dict[Symbol, int] = {symbol: -1 for symbol in self.sir.inputs}
+        for index, stmt in enumerate(self.sir.statements):
+            for symbol in stmt.inputs() + stmt.output_symbols():
+                last_use[symbol] = index
+        kept = set(self.sir.outputs)
+        dead: list[list[Symbol]] = [[] for _ in self.sir.statements]
+        for symbol, index in last_use.items():
+            if symbol not in kept and index >= 0:
+                dead[index].append(symbol)
+        return dead
+
     def source(self, function_name: str) -> str:
         lines = [f"def {function_name}(inputs):"]
         inputs = "".join(f"{self.local(symbol)}, " for symbol in self.sir.inputs)
         lines.append(f"    ({inputs}) = inputs")
-        for stmt in self.sir.statements:
+        dead_after = self._dead_after()
+        for index, stmt in enumerate(self.sir.statements):
             assignment = f"{self.target(stmt.outputs)} = {self.call(stmt)}"
             if stmt.no_grad:
                 lines.append("    with no_grad():")
@@ -110,6 +125,10 @@ class _ReplaySource:
             else:
                 lines.append(f"    {assignment}")
             self.statement_at_line[len(lines)] = stmt
+            if dead_after[index]:
+                # Free intermediates as the original code would (a rebound name drops its tensor), so the
+                # allocator can reuse their memory.
+                lines.append(f"    del {', '.join(self.local(symbol) for symbol in dead_after[index])}")
         outputs = ", ".join(self.local(symbol) for symbol in self.sir.outputs)
         lines.append(f"    return [{outputs}]")
         return "\n".join(lines) + "\n"
