@@ -266,3 +266,15 @@ def test_floor_division_of_a_symbolic_int_reads_back_as_an_int(min_graph_size):
             assert_same(fast(_t(2), n, got), f(_t(2), n, want))
             assert type(got.a) is int and got.a == want.a
     assert sot.stats().translate_count == 2
+
+
+def test_symbolic_slice_in_an_eagerly_replayed_graph():
+    """Below min_graph_size the graph is replayed by generated Python: a slice bound is a symbol there too."""
+    def f(x, n):
+        y = x[:, :n] * 2
+        print("slice", n)  # a graph break: the small graph before it is replayed eagerly
+        return y + x[:, n:].sum()
+
+    x = _t(3, 8)
+    stats = _run(f, [(x, 2), (x, 3), (x, 5), (x, -2)])
+    assert stats.fallbacks == 0, stats
