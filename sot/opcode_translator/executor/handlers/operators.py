@@ -46,8 +46,9 @@ def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: l
     folded = constant_fold(fn, executor.graph, operands, {})
     if folded is not None:
         return folded
-    tensor = next(o for o in operands if isinstance(o, TensorVariable))
-    operands = [tensor_operand(tensor, o) for o in operands]
+    tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
+    if tensor is not None:
+        operands = [tensor_operand(tensor, o) for o in operands]
     return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
 
 
