@@ -278,3 +278,9 @@ def test_symbolic_slice_in_an_eagerly_replayed_graph():
     x = _t(3, 8)
     stats = _run(f, [(x, 2), (x, 3), (x, 5), (x, -2)])
     assert stats.fallbacks == 0, stats
+
+
+def test_an_int_beyond_int64_misses_the_symbolic_entry(compile_all):
+    x = _t(2, 2)
+    stats = _run(scale, [(x, 3), (x, 5), (x, 2 ** 70), (x, 7)])
+    assert stats.translate_count == 3 and stats.cache_hits == 1, stats

@@ -307,7 +307,7 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
 
 @VariableFactory.register(90)
 def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if type(value) is int and value not in (0, 1) and tracker.is_traceable():
+    if type(value) is int and value not in (0, 1) and -2 ** 63 <= value < 2 ** 63 and tracker.is_traceable():
         from ..dynamic_shape import is_dynamic_int
 
         if is_dynamic_int(graph.frame.code, tracker.describe()):

@@ -51,6 +51,9 @@ _CASTABLE_DTYPES = {paddle.float16, paddle.bfloat16, paddle.float32, paddle.floa
                     paddle.int16, paddle.int32, paddle.int64}
 
 
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
 class SymbolicIntVariable(ConstantVariable):
     """An int computed in the graph.
 
@@ -113,9 +116,9 @@ class SymbolicIntVariable(ConstantVariable):
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.form is not None and self.form[0] == "input":
-            # Valid for any int but 0 and 1, which stay specialised (as dimensions do); uses of the value
-            # added their own guards (pins, branch conditions).
-            return [f"type({expr}) is int", f"{expr} not in (0, 1)"]
+            # Valid for any int but 0 and 1, which stay specialised (as dimensions do), that fits the int64
+            # tensor the program gets; uses of the value added their own guards (pins, branch conditions).
+            return [f"type({expr}) is int", f"{expr} not in (0, 1)", f"{INT64_MIN} <= {expr} <= {INT64_MAX}"]
         return []
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
