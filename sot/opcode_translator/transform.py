@@ -38,6 +38,10 @@ class Translation:
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
 
+    def __post_init__(self) -> None:
+        if self.failure is not None:
+            self.failure.forget_frames()  # the translation lives as long as its cache entry
+
     @property
     def is_break(self) -> bool:
         return isinstance(self.failure, BreakGraphError)

@@ -10,6 +10,7 @@ import statistics
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Iterator
 
 import paddle
@@ -24,8 +25,9 @@ from .sir import StatementIR, run_sir
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
-    def __init__(self, sir: StatementIR) -> None:
+    def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
         self.sir = sir
+        self.key = key
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -44,6 +46,19 @@ class CompiledProgram:
         self._calls = 0
         self._compiled_times: list[float] = []
         self._eager_times: list[float] = []
+        # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
+        # when one of the layers is deleted, the program can never run again (its guard checks the layer's
+        # identity), so it lets its parameters go.
+        this = weakref.ref(self)
+        self._layer_watches = [call.watch(lambda _, this=this: _release(this)) for call in sir.layer_calls()]
+
+    def release(self) -> None:
+        """Drop the static program (and the parameters it holds); it must not be called again."""
+        if self.key is not None and _compiled.get(self.key) is self:
+            del _compiled[self.key]
+        self.static_function = None
+        self._program = None
+        self._layer_watches = []
 
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
@@ -76,6 +91,8 @@ class CompiledProgram:
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
+            if self.static_function is None:
+                raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
             with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
@@ -131,10 +148,16 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
     key = sir.structural_key()
     program = _compiled.get(key)
     if program is None:
-        program = CompiledProgram(sir)
+        program = CompiledProgram(sir, key)
         _compiled[key] = program
         counters.compiled_graphs += 1
     return program
+
+
+def _release(program_ref: "weakref.ref[CompiledProgram]") -> None:
+    program = program_ref()
+    if program is not None:
+        program.release()
 
 
 def clear_compiled() -> None:
