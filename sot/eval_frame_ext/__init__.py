@@ -3,9 +3,12 @@
 While a thread has a *callback* (``set_callback`` / ``callback_installed``),
 every new function frame of that thread is intercepted before it executes:
 
-* generator/coroutine frames, module and class bodies, and frames started
-  while the callback or a guard of this thread is running are never
-  intercepted;
+* generator/coroutine frames, module and class bodies, frames started
+  while the callback or a guard of this thread is running, and every frame
+  of a thread that has a trace or profile function (``sys.settrace``,
+  ``sys.setprofile``: debuggers, profilers, coverage.py) are never
+  intercepted: those tools see the code as written, and their callbacks
+  are never translated;
 * a code marked ``SKIP`` runs normally;
 * otherwise the cache entries of the frame's code are tried, most recently
   hit first: ``guard(globals, closure, *args)`` is called and the first

@@ -7,7 +7,9 @@
  *
  *   1. lets the frame run normally if it is not eligible (generator or
  *      coroutine code, module/class body, throw, not owned by the thread,
- *      or the thread is inside the callback or a guard right now);
+ *      the thread is inside the callback or a guard right now, or it has a
+ *      trace or profile function: debuggers, profilers and coverage see
+ *      the code as written);
  *   2. looks the frame's code up in its cache record (kept in the code
  *      object's extra slot): a SKIP mark means "run normally"; otherwise
  *      each entry's guard is called as guard(globals, closure, *args),
@@ -472,7 +474,7 @@ done:
 static PyObject *
 sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
 {
-    if (tls_callback == NULL || tls_busy || throwflag) {
+    if (tls_callback == NULL || tls_busy || throwflag || sot_thread_is_traced(tstate)) {
         return sot_eval_default(tstate, frame, throwflag);
     }
     PyCodeObject *co = sot_frame_code(frame);

@@ -887,6 +887,62 @@ def test_settrace_active_while_hooked_frames_run():
     assert ("line", traced_fn.__code__.co_firstlineno + 1) in events
 
 
+def doubled(a):
+    return a * 2
+
+
+def tripled(a):
+    return a * 3
+
+
+@pytest.mark.parametrize("install", [sys.settrace, sys.setprofile], ids=["settrace", "setprofile"])
+def test_a_traced_or_profiled_thread_runs_its_frames_as_written(install):
+    """With a trace or profile function set (a debugger, a profiler, coverage), frames are neither given to
+    the callback nor replaced by their cached code, and the tool's own callback is never intercepted."""
+    tool_calls = []
+
+    def tool(frame, event, arg):
+        tool_calls.append(event)
+        return None
+
+    rec = Recorder({doubled.__code__: (always, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3  # translated and cached
+        install(tool)
+        try:
+            assert doubled(2) == 4  # the cached entry is not used
+            assert doubled(3) == 6
+        finally:
+            install(None)
+        assert doubled(4) == 12  # and is used again once the tool is gone
+    assert tool_calls, "the tool saw nothing"
+    assert rec.codes() == [doubled.__code__], "the callback saw frames of the traced thread"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_frames_run_as_written_while_a_sys_monitoring_tool_listens():
+    """cProfile (3.12+) and coverage's sysmon core use sys.monitoring instead of a profile function."""
+    monitoring = sys.monitoring
+    tool = monitoring.DEBUGGER_ID
+    starts = []
+    rec = Recorder({doubled.__code__: (always, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3
+        monitoring.use_tool_id(tool, "sot-test")
+        try:
+            monitoring.register_callback(tool, monitoring.events.PY_START,
+                                         lambda code, offset: starts.append(code.co_name))
+            monitoring.set_events(tool, monitoring.events.PY_START)
+            assert doubled(2) == 4
+        finally:
+            monitoring.set_events(tool, 0)
+            monitoring.register_callback(tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(tool)
+        assert doubled(3) == 9
+    assert "doubled" in starts
+    assert rec.codes() == [doubled.__code__]
+
+
 def threaded_fn(x):
     return x * 3
 

@@ -141,6 +141,80 @@ def test_tracer_installed_by_the_user_inside_a_translated_function_sees_only_use
     assert seen == expected_seen
 
 
+_calls_seen: list[tuple[str, str]] = []
+
+
+def _recording_tracer(frame: Any, event: str, arg: Any) -> Any:
+    if event == "call":
+        _calls_seen.append((frame.f_code.co_name, frame.f_code.co_filename))
+    return None
+
+
+def _installs_a_tracer_after_tensor_work(x):
+    y = x * 2 + 1  # a graph worth compiling before the tracer is installed
+    sys.settrace(_recording_tracer)
+    z = helper(y)
+    sys.settrace(None)
+    return z - 1
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_frame_that_installs_a_tracer_runs_as_written(min_graph_size: int) -> None:
+    """No resume function or translated code of the frame shows up in the user's tracer: it sees the same
+    calls as eagerly."""
+    x = paddle.ones([3])
+    _calls_seen.clear()
+    expected = _installs_a_tracer_after_tensor_work(x)
+    expected_calls = list(_calls_seen)
+    assert expected_calls == [("helper", THIS_FILE)]
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(_installs_a_tracer_after_tensor_work)
+        for _ in range(2):  # the first call, then the cached entry
+            _calls_seen.clear()
+            assert np.allclose(translated(x).numpy(), expected.numpy())
+            assert _calls_seen == expected_calls
+
+
+def _stops_at_a_breakpoint(x, scale):
+    y = x * scale
+    breakpoint()
+    return y + 1
+
+
+def test_breakpoint_stops_in_the_users_own_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``breakpoint()`` inside a translated function stops in the real frame of the user's code, with the
+    user's locals, as it does eagerly (not in translated code or in a resume function)."""
+    stops: list[tuple[Any, dict[str, Any]]] = []
+
+    def hook(*args: Any, **kwargs: Any) -> None:
+        frame = sys._getframe(1)
+        stops.append((frame.f_code, dict(frame.f_locals)))
+
+    monkeypatch.setattr(sys, "breakpointhook", hook)
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(_stops_at_a_breakpoint)
+        for _ in range(2):
+            assert np.allclose(translated(x, 2.0).numpy(), 3.0)
+    assert [code for code, _ in stops] == [_stops_at_a_breakpoint.__code__] * 2
+    assert all(sorted(local_vars) == ["scale", "x", "y"] for _, local_vars in stops)
+
+
+def test_cprofile_counts_the_calls_of_translated_functions() -> None:
+    import cProfile
+    import pstats
+
+    x = paddle.ones([4])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(traced)
+        translated(x, 2)  # translated and cached before the profiler starts
+        profiler = cProfile.Profile()
+        result = profiler.runcall(translated, x, 2)
+    assert np.allclose(result.numpy(), traced(x, 2).numpy())
+    calls = {func[2]: stat[1] for func, stat in pstats.Stats(profiler).stats.items() if func[0] == THIS_FILE}
+    assert calls.get("traced") == 1 and calls.get("helper") == 1, calls
+
+
 # -- recursion --------------------------------------------------------------------------------------------
 def recursive(n, x):
     if n == 0:
