@@ -215,6 +215,64 @@ def test_cprofile_counts_the_calls_of_translated_functions() -> None:
     assert calls.get("traced") == 1 and calls.get("helper") == 1, calls
 
 
+_COVERED_MODULE = """\
+import paddle
+
+
+def helper(v):
+    return v * 3
+
+
+def model(x, n):
+    y = x + 1
+    z = helper(y)
+    if n > 0:
+        z = z - n
+    else:
+        z = z + n
+    return z.sum()
+"""
+_NEVER_RUN_LINE = 14  # the ``else`` branch
+
+
+def _measured_lines(core: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
+        tuple[set[int], set[int]]:
+    """(executed, missing) lines of the module above, run under coverage.py with the given core."""
+    import importlib.util
+
+    coverage = pytest.importorskip("coverage")
+    monkeypatch.setenv("COVERAGE_CORE", core)
+    path = tmp_path / f"covered_{core}_{translate}.py"
+    path.write_text(_COVERED_MODULE)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    measure = coverage.Coverage(data_file=None, include=[str(path)])
+    x = paddle.ones([4])
+    with sot.config.patch(min_graph_size=0):
+        model = sot.symbolic_translate(module.model) if translate else module.model
+        model(x, 2)  # translated (and cached) before the measurement starts
+        measure.start()
+        try:
+            for _ in range(2):
+                assert np.allclose(model(x, 2).numpy(), 16.0)
+        finally:
+            measure.stop()
+    _, statements, _, missing, _ = measure.analysis2(str(path))
+    return set(statements) - set(missing), set(missing)
+
+
+@pytest.mark.parametrize("core", ["ctrace", "sysmon"])
+def test_coverage_measures_the_lines_of_translated_functions(core: str, tmp_path: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if core == "sysmon" and sys.version_info < (3, 12):
+        pytest.skip("coverage's sys.monitoring core needs 3.12")
+    executed, missing = _measured_lines(core, tmp_path, monkeypatch, translate=True)
+    eager_executed, eager_missing = _measured_lines(core, tmp_path, monkeypatch, translate=False)
+    assert _NEVER_RUN_LINE in eager_missing, "the eager measurement is wrong (test is broken)"
+    assert (executed, missing) == (eager_executed, eager_missing)
+
+
 # -- recursion --------------------------------------------------------------------------------------------
 def recursive(n, x):
     if n == 0:
