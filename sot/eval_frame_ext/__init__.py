@@ -13,7 +13,9 @@ every new function frame of that thread is intercepted before it executes:
 * otherwise the cache entries of the frame's code are tried, most recently
   hit first: ``guard(globals, closure, *args)`` is called and the first
   entry whose guard returns true has its code run instead of the original
-  one (a guard that raises counts as false);
+  one (a guard that raises counts as false; one that raises RecursionError
+  makes the frame run normally, as does a callback that raises it: a full
+  stack near the recursion limit says nothing about the frame);
 * on a miss, ``callback(code, globals, builtins, closure, args)`` is called
   (with the hook disabled for this thread). It returns ``None`` (run the
   frame normally, cache nothing), ``SKIP`` (run it normally, and never ask

@@ -114,6 +114,8 @@ def translate_frame(frame: FrameInfo) -> Translation:
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
         return Translation(code, graph.build_guard(), "fallback", failure=exc)
+    except RecursionError:
+        raise  # out of stack: says nothing about the frame, whose fallback must not be cached (callback.py)
     except Exception as exc:  # a bug of ours must not break user code: fall back, loudly in strict mode
         if config.strict_mode:
             raise

@@ -18,6 +18,7 @@ from paddle.static import InputSpec
 
 from ..config import config
 from ..eval_frame_ext import get_callback
+from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from .sir import StatementIR, run_sir
 
@@ -93,9 +94,13 @@ class CompiledProgram:
         if self._program is None:
             if self.static_function is None:
                 raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
-            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
-                warnings.simplefilter("ignore")
-                _, self._program = self.static_function.get_concrete_program(inputs)
+            enter_room()  # building is deep Python code, run wherever the user's call happens to be
+            try:
+                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
+                    warnings.simplefilter("ignore")
+                    _, self._program = self.static_function.get_concrete_program(inputs)
+            finally:
+                leave_room()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
@@ -105,8 +110,12 @@ class CompiledProgram:
                 # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                 # (observed with reshape + softmax): build the runnable programs without it.
                 self._built_modes.add(training)
-                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
-                    outputs = self._program.sot_call(inputs)
+                enter_room()
+                try:
+                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
+                        outputs = self._program.sot_call(inputs)
+                finally:
+                    leave_room()
             else:
                 outputs = self._program.sot_call(inputs)
         except Exception:

@@ -943,6 +943,36 @@ def test_frames_run_as_written_while_a_sys_monitoring_tool_listens():
     assert rec.codes() == [doubled.__code__]
 
 
+def test_a_callback_without_stack_left_lets_the_frame_run_as_written():
+    """A RecursionError out of the callback means the stack is full (near the user's recursion limit), not
+    that the frame is wrong: the frame runs as written instead of failing where eager code would not."""
+    def out_of_stack(*args):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    with callback_installed(out_of_stack):
+        assert doubled(5) == 10
+    assert efx.cache_size(doubled.__code__) == 0
+
+
+def test_a_guard_without_stack_left_lets_the_frame_run_as_written():
+    """Such a guard is neither a hit nor a miss: no new translation is asked for."""
+    full = [False]
+
+    def guard(*args):
+        if full[0]:
+            raise RecursionError("maximum recursion depth exceeded")
+        return True
+
+    rec = Recorder({doubled.__code__: (guard, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3
+        full[0] = True
+        assert doubled(2) == 4
+        full[0] = False
+        assert doubled(3) == 9
+    assert rec.codes() == [doubled.__code__]
+
+
 def threaded_fn(x):
     return x * 3
 

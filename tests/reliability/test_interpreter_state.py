@@ -381,3 +381,23 @@ def test_translated_call_near_the_recursion_limit_behaves_like_eager(min_graph_s
                                                                      f"works up to {eager_max}"
                 continue
             assert np.allclose(out.numpy(), small(x).numpy())
+
+
+def _limit_inside(x):
+    y = x * 2
+    return y + 1, sys.getrecursionlimit()
+
+
+def test_user_code_runs_against_the_users_recursion_limit() -> None:
+    """sot raises the limit only while it translates or builds a program, and restores it exactly."""
+    limit = sys.getrecursionlimit()
+    x = paddle.ones([2])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(small)
+        for _ in range(2):
+            assert np.allclose(translated(x).numpy(), small(x).numpy())
+            assert sys.getrecursionlimit() == limit
+        sot.reset()
+        seen = [sot.symbolic_translate(_limit_inside)(x)[1] for _ in range(2)]  # translated, then cached
+    assert seen == [limit, limit]
+    assert sys.getrecursionlimit() == limit
