@@ -20,6 +20,8 @@ from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
+from .callstack import shallow_op_callstacks
+from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
 
 
@@ -47,6 +49,7 @@ class CompiledProgram:
         self._calls = 0
         self._compiled_times: list[float] = []
         self._eager_times: list[float] = []
+        self._replay_function: Replay | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -59,12 +62,18 @@ class CompiledProgram:
             del _compiled[self.key]
         self.static_function = None
         self._program = None
+        self._replay_function = None
         self._layer_watches = []
+
+    def _replay(self, inputs: list) -> list:
+        if self._replay_function is None:  # built only when the eager side is measured or chosen
+            self._replay_function = compile_replay(self.sir)
+        return self._replay_function(inputs)
 
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
             if self._choice == "eager":
-                return run_sir(self.sir, inputs)
+                return self._replay(inputs)
             return self._run_compiled(inputs)
         return self._measure(inputs)
 
@@ -77,7 +86,7 @@ class CompiledProgram:
             return self._run_compiled(inputs)
         eager = self._calls > _WARMUP_CALLS + _SAMPLES
         start = time.perf_counter()
-        outputs = run_sir(self.sir, inputs) if eager else self._run_compiled(inputs)
+        outputs = self._replay(inputs) if eager else self._run_compiled(inputs)
         (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
         if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
             faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)
@@ -96,7 +105,8 @@ class CompiledProgram:
                 raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
             enter_room()  # building is deep Python code, run wherever the user's call happens to be
             try:
-                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
+                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                        shallow_op_callstacks():
                     warnings.simplefilter("ignore")
                     _, self._program = self.static_function.get_concrete_program(inputs)
             finally:
@@ -112,7 +122,7 @@ class CompiledProgram:
                 self._built_modes.add(training)
                 enter_room()
                 try:
-                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
+                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
                         outputs = self._program.sot_call(inputs)
                 finally:
                     leave_room()
