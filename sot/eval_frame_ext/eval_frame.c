@@ -19,6 +19,9 @@
  *      which returns None (run normally), SKIP (never again until
  *      reset_cache) or (guard, new_code) (cache it and run new_code now).
  *
+ * A guard or the callback failing with RecursionError (the user's stack is
+ * nearly full) makes the frame run normally: neither a hit nor a miss.
+ *
  * Everything that depends on the interpreter's frame layout is in
  * frame_compat.h and frame_3XX.c.
  */
