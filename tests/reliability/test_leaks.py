@@ -307,3 +307,17 @@ def test_the_exception_of_a_fallback_frame_does_not_keep_its_arguments_alive() -
     del box
     gc.collect()
     assert box_ref() is None, "the user's exception (holding the argument) is kept by the cache"
+
+
+def test_reset_forgets_what_it_learnt_about_deleted_layers() -> None:
+    """Inferred output metas are keyed by the identity of the callable: ``sot.reset()`` drops them, so a
+    program creating and translating new layers does not grow sot's caches without bound."""
+    from sot.opcode_translator.executor import function_graph
+
+    with sot.config.patch(min_graph_size=0):
+        net = Net()
+        sot.symbolic_translate(net)(paddle.ones([2, 4]))
+        assert function_graph._meta_cache, "expected inferred metas (test is vacuous)"
+        del net
+        sot.reset()
+    assert not function_graph._meta_cache
