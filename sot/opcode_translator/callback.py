@@ -100,7 +100,7 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
         with BUILD_LOCK:
             translation = translate_frame(frame)
     except RecursionError:
-        raise
+        raise  # not an internal error: frame_callback runs the frame eagerly, uncached, even in strict mode
     except Exception as exc:  # a bug of ours outside the simulation (e.g. building the guard)
         if config.strict_mode:
             raise
