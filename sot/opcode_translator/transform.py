@@ -60,7 +60,9 @@ class EagerProgram:
         self.sir = sir
 
     def __call__(self, inputs: list) -> list:
-        return run_sir(self.sir, inputs)
+        # Located: a failing op raises with the user's line of that op in the traceback (the whole replay
+        # otherwise counts as one instruction of the translated frame, at the line of the graph's end).
+        return run_sir(self.sir, inputs, located=True)
 
     def __repr__(self) -> str:
         return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"

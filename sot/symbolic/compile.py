@@ -48,7 +48,7 @@ class CompiledProgram:
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
             if self._choice == "eager":
-                return run_sir(self.sir, inputs)
+                return run_sir(self.sir, inputs, located=True)  # errors show the op's user line
             return self._run_compiled(inputs)
         return self._measure(inputs)
 
@@ -61,7 +61,7 @@ class CompiledProgram:
             return self._run_compiled(inputs)
         eager = self._calls > _WARMUP_CALLS + _SAMPLES
         start = time.perf_counter()
-        outputs = run_sir(self.sir, inputs) if eager else self._run_compiled(inputs)
+        outputs = run_sir(self.sir, inputs, located=True) if eager else self._run_compiled(inputs)
         (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
         if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
             faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)

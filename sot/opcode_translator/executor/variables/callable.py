@@ -422,10 +422,15 @@ BUILTIN_DISPATCH[all] = _truth_reduce(False)
 def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         items = _items_of(args[0]) if len(args) == 1 else list(args)
-        folded = constant_fold(fn, graph, items, kwargs)
-        if folded is None:
+        if any(isinstance(item, TensorVariable) for item in items):
             raise FallbackError(f"{fn.__name__}() over tensors compares tensors as Python bools")
-        return folded
+        if len(args) != 1:
+            return constant_fold(fn, graph, items, kwargs)
+        # One iterable: called with it (as a tuple), so an empty one raises the eager error, not the one of a
+        # call without arguments.
+        from .container import TupleVariable
+
+        return constant_fold(fn, graph, [TupleVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
 
     return rule
 
