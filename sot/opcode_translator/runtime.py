@@ -1,6 +1,7 @@
 """Small helpers the generated code calls at run time (kept out of the bytecode for readability)."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -19,6 +20,13 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+def without_own_frame(exc: BaseException) -> BaseException:
+    """``exc``, raised by an instruction the calling generated code ran natively, minus that frame's entry
+    in its traceback: the resume function re-raising it in the user's handler adds the same line again."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        exc.__traceback__ = tb.tb_next
+    return exc
 
 
 def enter_grad_mode(enabled: bool) -> Any:
