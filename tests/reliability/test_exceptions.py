@@ -420,3 +420,42 @@ def test_internal_error_is_counted_as_a_fallback(monkeypatch: Any) -> None:
     with sot.config.patch(min_graph_size=0):
         sot.symbolic_translate(simple)(paddle.ones([3]), [])
     assert sot.stats().fallbacks == 1
+
+
+# -- errors found while simulating, caught by the user's own ``try`` -----------------------------------------
+class Slotted:
+    __slots__ = ("a",)
+
+
+class InitReturnsValue:
+    def __init__(self) -> None:
+        return 1  # type: ignore[return-value]
+
+
+def _kwargs_target(**kwargs: Any) -> int:
+    return len(kwargs)
+
+
+def errors_caught_in_the_frame(x, obj, extra):
+    messages = []
+    try:
+        obj.b = 1
+    except AttributeError as exc:
+        messages.append(str(exc))
+    try:
+        InitReturnsValue()
+    except TypeError as exc:
+        messages.append(str(exc))
+    try:
+        _kwargs_target(**{"k": 1}, **extra)
+    except TypeError as exc:
+        messages.append(str(exc))
+    return x + 1, messages
+
+
+def test_simulated_errors_have_the_eager_messages() -> None:
+    expected = errors_caught_in_the_frame(paddle.ones([2]), Slotted(), {"k": 2})[1]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(errors_caught_in_the_frame)
+        for _ in range(2):
+            assert translated(paddle.ones([2]), Slotted(), {"k": 2})[1] == expected

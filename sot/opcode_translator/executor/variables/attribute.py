@@ -146,6 +146,11 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         var.graph.add_guard(var)
     if value is None:
         _check_deletable(var, name)
+    elif descriptor is _MISSING and not isinstance(getattr(obj, "__dict__", None), dict):
+        # No instance dict and no slot of that name (``__slots__``): the real assignment fails, changing
+        # nothing, with the eager error; raised here, where the user's ``try`` and line are known.
+        var.graph.run_user_python(setattr, [obj, name, None], {})
+        raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
     var.graph.side_effects.store_attr(var, name, value)
 
 

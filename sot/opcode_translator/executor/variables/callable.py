@@ -610,8 +610,8 @@ def instantiate(cls_var: ObjectVariable, args: list[VariableBase], kwargs: dict[
     if isinstance(init, types.FunctionType):
         result = UserFunctionVariable(init, graph, DummyTracker((cls_var,))).call([obj, *args], kwargs)
         if not (isinstance(result, ConstantVariable) and result.value is None):
-            raise UserCodeError("user code raised TypeError: __init__() should return None",
-                                original=TypeError("__init__() should return None"))
+            message = f"__init__() should return None, not '{result.get_py_type().__name__}'"
+            raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
     elif init is object.__init__:
         if args or kwargs:
             raise UserCodeError(f"user code raised TypeError: {cls.__name__}() takes no arguments",
