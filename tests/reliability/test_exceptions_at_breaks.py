@@ -36,6 +36,8 @@ def _snapshot(value: Any) -> Any:
         return {k: _snapshot(v) for k, v in value.items()}
     if isinstance(value, (Unprintable, Printable)):
         return type(value).__name__
+    if hasattr(value, "__dict__") and not callable(value):
+        return type(value).__name__, _snapshot(vars(value))
     return value
 
 
@@ -234,3 +236,77 @@ def test_no_exception_path_still_compiles_the_graphs() -> None:
     assert np.allclose(out.numpy(), except_catches_the_breaking_instruction(paddle.ones([2]), Printable(), []))
     stats = sot.stats()
     assert stats.graph_breaks >= 1 and stats.compiled_graphs >= 1, stats
+
+
+# -- an op of a compiled graph fails at run time (only the kernel checks the values) --------------------------
+def kernel_error_caught_by_the_user(x, idx, log):
+    y = x + 1
+    try:
+        z = paddle.gather(y, idx)
+    except (IndexError, ValueError) as exc:
+        log.append(type(exc).__name__)
+        z = y * 0
+    return z * 2
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_kernel_error_inside_try_is_caught_by_the_user(min_graph_size: int) -> None:
+    assert_parity(kernel_error_caught_by_the_user, lambda: (paddle.ones([4]), paddle.to_tensor([9]), []),
+                  min_graph_size)
+    assert_parity(kernel_error_caught_by_the_user, lambda: (paddle.ones([4]), paddle.to_tensor([1]), []),
+                  min_graph_size)
+
+
+class Box:
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def effects_before_a_kernel_error(x, i, lst, d, box):
+    lst.append(len(lst))
+    d["before"] = 1
+    box.count += 1
+    y = x[i]  # i out of range: only the kernel of the compiled graph finds it
+    lst.append(-1)
+    d["after"] = 1
+    return y
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_effects_before_a_kernel_error_are_applied_once(min_graph_size: int) -> None:
+    assert_parity(effects_before_a_kernel_error, lambda: (paddle.ones([5]), -6, [], {}, Box()), min_graph_size)
+
+
+def kernel_error_after_a_break_in_finally(x, i, log):
+    y = x * 2
+    print("before")
+    try:
+        z = y[i]
+    finally:
+        log.append("finally")
+    return z
+
+
+def test_a_kernel_error_in_a_resume_function_runs_the_finally_block() -> None:
+    assert_parity(kernel_error_after_a_break_in_finally, lambda: (paddle.ones([5]), 7, []))
+    assert_parity(kernel_error_after_a_break_in_finally, lambda: (paddle.ones([5]), 2, []))
+
+
+def kernel_error_with_star_arguments(x, *rest, scale=1, **options):
+    y = x * scale
+    return paddle.gather(y, rest[0]) + options.get("shift", 0)
+
+
+def test_the_native_rerun_passes_every_kind_of_argument() -> None:
+    assert_parity(kernel_error_with_star_arguments,
+                  lambda: (paddle.ones([4]), paddle.to_tensor([7])), calls=2)
+    expected = _outcome(lambda *a: kernel_error_with_star_arguments(*a, scale=3, shift=1),
+                        (paddle.ones([4]), paddle.to_tensor([2])))
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(kernel_error_with_star_arguments)
+        assert _outcome(lambda *a: translated(*a, scale=3, shift=1), (paddle.ones([4]), paddle.to_tensor([2]))) \
+            == expected
+        bad = _outcome(lambda *a: translated(*a, scale=3, shift=1), (paddle.ones([4]), paddle.to_tensor([8])))
+    assert bad[1] is not None and bad[1] == _outcome(
+        lambda *a: kernel_error_with_star_arguments(*a, scale=3, shift=1),
+        (paddle.ones([4]), paddle.to_tensor([8])))[1]
