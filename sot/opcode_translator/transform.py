@@ -12,7 +12,8 @@ from ..config import config
 from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
 from ..symbolic.compile import CompiledProgram, compile_sir
-from ..symbolic.sir import StatementIR, Symbol, run_sir
+from ..symbolic.replay import compile_replay
+from ..symbolic.sir import StatementIR, Symbol
 from . import pyversion
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
@@ -55,15 +56,14 @@ def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) ->
 
 
 class EagerProgram:
-    """A recorded graph too small to be worth compiling: its statements replayed eagerly, one by one."""
+    """A recorded graph too small to be worth compiling: its statements replayed eagerly (`compile_replay`)."""
 
     def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
+        self._replay = compile_replay(sir)
 
     def __call__(self, inputs: list) -> list:
-        # Located: a failing op raises with the user's line of that op in the traceback (the whole replay
-        # otherwise counts as one instruction of the translated frame, at the line of the graph's end).
-        return run_sir(self.sir, inputs, located=True)
+        return self._replay(inputs)
 
     def __repr__(self) -> str:
         return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"
