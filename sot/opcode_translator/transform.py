@@ -325,9 +325,12 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     codegen = CodeGen(code, brk.lineno)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    # Every value any path needs is read now, once: before the effects and the native instruction change
+    # what the paths to them lead to, and on a line all later paths (the jump target, the exception
+    # handler) start from, so a container built here is one object that each of them sees.
+    for var in needed:
+        codegen.spill(var)
     if effects:
-        for var in needed:  # read before the effects change the paths they are reached by
-            codegen.spill(var)
         effects.emit(codegen)  # the native instruction may observe them
     # An instruction inside a try/with block runs natively here, outside the original's exception table: if
     # it raises, the exception goes to a function entering the original at that instruction by raising it

@@ -310,3 +310,31 @@ def test_the_native_rerun_passes_every_kind_of_argument() -> None:
     assert bad[1] is not None and bad[1] == _outcome(
         lambda *a: kernel_error_with_star_arguments(*a, scale=3, shift=1),
         (paddle.ones([4]), paddle.to_tensor([8])))[1]
+
+
+# -- values the generated code builds once and hands to every path out of a break ----------------------------
+def new_list_live_in_a_handler(x, obj):
+    items = [1, 2]
+    try:
+        print(obj)
+    except RuntimeError:
+        items.append(3)
+    return x + len(items), items
+
+
+def test_a_list_built_in_the_frame_reaches_the_handler() -> None:
+    assert_parity(new_list_live_in_a_handler, lambda: (paddle.ones([2]), Unprintable()))
+    assert_parity(new_list_live_in_a_handler, lambda: (paddle.ones([2]), Printable()))
+
+
+def new_list_live_on_both_branches(x):
+    items = [1, 2]
+    y = x * 2
+    if y.sum() > 0:  # a tensor condition: the jump runs natively, each branch resumes in its own function
+        items.append(5)
+    return y + len(items), items
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_list_built_in_the_frame_reaches_both_branches_of_a_tensor_condition(sign: int) -> None:
+    assert_parity(new_list_live_on_both_branches, lambda: (paddle.ones([2]) * sign,))
