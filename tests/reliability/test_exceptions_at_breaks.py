@@ -338,3 +338,22 @@ def new_list_live_on_both_branches(x):
 @pytest.mark.parametrize("sign", [1, -1])
 def test_a_list_built_in_the_frame_reaches_both_branches_of_a_tensor_condition(sign: int) -> None:
     assert_parity(new_list_live_on_both_branches, lambda: (paddle.ones([2]) * sign,))
+
+
+def _closure_with_a_failing_op(scale: int) -> Callable[..., Any]:
+    def failing(x, idx, log):
+        k = scale
+
+        def inner():
+            return k + 1
+
+        y = x * inner()
+        log.append(1)
+        return paddle.gather(y, idx)
+
+    return failing
+
+
+@pytest.mark.parametrize("index", [1, 9])
+def test_the_native_rerun_of_a_closure_sees_its_cells(index: int) -> None:
+    assert_parity(_closure_with_a_failing_op(2), lambda: (paddle.ones([3]), paddle.to_tensor([index]), []))
