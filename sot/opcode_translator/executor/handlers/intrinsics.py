@@ -22,8 +22,22 @@ def _list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     list_to_tuple(executor, instr)
 
 
+def _stopiteration_error(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """A ``StopIteration`` escaping a generator's body becomes a ``RuntimeError`` (PEP 479)."""
+    from ..variables.basic import ObjectVariable
+    from ..tracker import DummyTracker
+
+    exc = executor.pop().get_py_value()
+    if isinstance(exc, StopIteration):
+        error = RuntimeError("generator raised StopIteration")
+        error.__cause__ = exc
+        exc = error
+    executor.push(ObjectVariable(exc, executor.graph, DummyTracker()))
+
+
 # Intrinsics a function body may contain and that are simulated.
 INTRINSICS_1 = {
+    "INTRINSIC_STOPITERATION_ERROR": _stopiteration_error,  # the implicit handler around a generator's body
     "INTRINSIC_UNARY_POSITIVE": _unary_positive,  # +x (3.11: UNARY_POSITIVE)
     "INTRINSIC_LIST_TO_TUPLE": _list_to_tuple,  # f(*args) (3.11: LIST_TO_TUPLE)
 }
@@ -32,7 +46,6 @@ INTRINSICS_1 = {
 UNSUPPORTED_INTRINSICS = {
     "INTRINSIC_PRINT": "interactive mode only",
     "INTRINSIC_IMPORT_STAR": "module bodies only",
-    "INTRINSIC_STOPITERATION_ERROR": "generators are not translated",
     "INTRINSIC_ASYNC_GEN_WRAP": "async generators are not translated",
     "INTRINSIC_TYPEVAR": "PEP 695 generics are not simulated",
     "INTRINSIC_PARAMSPEC": "PEP 695 generics are not simulated",

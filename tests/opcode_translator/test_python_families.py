@@ -1,0 +1,140 @@
+"""The last opcode and variable families of issue 3: delegating generators (``yield from``), ``except*``,
+classes defined inside a function, the ``operator`` module, dunder methods of user classes, namedtuples,
+``functools.partial`` and enums.
+
+Each function is run eagerly and translated (twice, the second call from the cache) with every graph
+compiled; results must match and the frame must neither fall back nor break the graph more than stated.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+from conftest import assert_same
+
+
+def _t(*values: float) -> paddle.Tensor:
+    return paddle.to_tensor(np.array(values, dtype="float32"))
+
+
+X = _t(1.0, -2.0, 3.5)
+
+
+def captured(fn: Callable[..., Any], *args: Any, breaks: int = 0) -> Any:
+    """Parity of ``fn`` with eager Paddle, without a fallback and with ``breaks`` graph breaks."""
+    expected = fn(*args)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        assert_same(translated(*args), expected)
+        assert_same(translated(*args), expected)
+    stats = sot.stats()
+    assert stats.fallbacks == 0, "the frame fell back"
+    assert stats.graph_breaks == breaks
+    assert stats.cache_hits >= 1
+    return expected
+
+
+def same_error(fn: Callable[..., Any], *args: Any) -> BaseException:
+    """Translated ``fn`` raises exactly the eager exception (type and message)."""
+    with pytest.raises(BaseException) as eager:
+        fn(*args)
+    with pytest.raises(BaseException) as translated:
+        sot.symbolic_translate(fn)(*args)
+    assert type(translated.value) is type(eager.value)
+    assert str(translated.value) == str(eager.value)
+    return translated.value
+
+
+# -- yield from ---------------------------------------------------------------------------------------------
+def _inner(t):
+    yield t + 1
+    yield t * 2
+    return t - 5
+
+
+def _delegating(t):
+    returned = yield from _inner(t)
+    yield returned
+    yield from [t - 1, t]
+    yield from (t * k for k in range(2))
+
+
+def test_yield_from_a_generator_a_list_and_a_generator_expression():
+    def fn(t):
+        return sum(_delegating(t)), len(list(_delegating(t)))
+
+    captured(fn, X)
+
+
+def test_next_steps_a_delegating_generator_lazily():
+    log = []
+
+    def logged(t):
+        log.append("first")
+        yield t
+        log.append("second")
+        yield t + 1
+
+    def outer(t):
+        yield from logged(t)
+
+    def fn(t):
+        g = outer(t)
+        a = next(g)
+        log.append("between")
+        return a + next(g)
+
+    captured(fn, X)
+    assert log == ["first", "between", "second"] * 3
+
+
+def _raises_after_one(t):
+    yield t
+    raise ValueError("boom")
+
+
+def _delegates_raise(t):
+    yield from _raises_after_one(t)
+
+
+def test_exception_of_the_delegate_reaches_the_consumer():
+    def fn(t):
+        out = []
+        try:
+            for v in _delegates_raise(t):
+                out.append(v + 1)
+        except ValueError as e:
+            out.append(str(e))
+        return out
+
+    captured(fn, X)
+
+
+def _stops(t):
+    yield t
+    raise StopIteration
+
+
+def test_stop_iteration_inside_a_generator_is_a_runtime_error():
+    def fn(t):
+        try:
+            return list(_stops(t))
+        except StopIteration:
+            return "stop"
+        except RuntimeError as e:
+            return str(e)
+
+    assert captured(fn, X) == "generator raised StopIteration"
+
+
+def test_uncaught_error_of_a_delegate_is_the_eager_error():
+    def fn(t):
+        return list(_delegates_raise(t))
+
+    same_error(fn, X)
