@@ -138,3 +138,117 @@ def test_uncaught_error_of_a_delegate_is_the_eager_error():
         return list(_delegates_raise(t))
 
     same_error(fn, X)
+
+
+# -- except* ------------------------------------------------------------------------------------------------
+def _shape_of(exc: BaseException) -> Any:
+    """Type, message and nesting of an exception (group), comparable across runs."""
+    if isinstance(exc, BaseExceptionGroup):
+        return type(exc).__name__, exc.message, [_shape_of(inner) for inner in exc.exceptions]
+    return type(exc).__name__, str(exc)
+
+
+needs_except_star = pytest.mark.skipif(sys.version_info < (3, 11), reason="except* is new in 3.11")
+EXCEPT_STAR_CASES = {}
+if sys.version_info >= (3, 11):
+    exec(compile('''
+def handled_by_two_clauses(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a"), KeyError("b"), KeyError("c")])
+    except* ValueError:
+        t = t + 1
+    except* KeyError as e:
+        t = t * len(e.exceptions)
+    return t
+
+
+def naked_exception_is_wrapped(t):
+    try:
+        raise ValueError("naked")
+    except* ValueError as e:
+        r = t + len(e.exceptions), type(e).__name__, e.message
+    return r
+
+
+def nothing_raised(t):
+    try:
+        t = t + 1
+    except* ValueError:
+        t = t - 1
+    return t
+
+
+def reraised_part_keeps_the_shape(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a"), ExceptionGroup("h", [KeyError("b"), ValueError("d")])])
+    except* ValueError:
+        raise
+
+
+def unhandled_part_propagates(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a"), TypeError("b")])
+    except* ValueError:
+        t = t + 1
+    return t
+
+
+def new_exception_joins_the_rest(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a"), KeyError("b")])
+    except* ValueError:
+        raise TypeError("new")
+    except* KeyError:
+        raise
+
+
+def raise_by_name_is_a_new_raise(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a"), KeyError("b")])
+    except* ValueError as e:
+        raise e
+
+
+def naked_exception_not_matched(t):
+    try:
+        raise KeyError("k")
+    except* ValueError:
+        pass
+
+
+def catching_a_group_class_is_an_error(t):
+    try:
+        raise ExceptionGroup("g", [ValueError("a")])
+    except* ExceptionGroup:
+        pass
+''', __file__, "exec"), EXCEPT_STAR_CASES)
+
+CAUGHT_INSIDE = ["handled_by_two_clauses", "naked_exception_is_wrapped", "nothing_raised"]
+RAISING = ["reraised_part_keeps_the_shape", "unhandled_part_propagates", "new_exception_joins_the_rest",
+           "raise_by_name_is_a_new_raise", "naked_exception_not_matched", "catching_a_group_class_is_an_error"]
+
+
+@needs_except_star
+@pytest.mark.parametrize("name", CAUGHT_INSIDE)
+def test_except_star_handled_inside_the_frame(name):
+    captured(EXCEPT_STAR_CASES[name], X)
+
+
+@needs_except_star
+@pytest.mark.parametrize("name", RAISING)
+def test_except_star_result_leaves_the_frame_like_eager(name):
+    body = EXCEPT_STAR_CASES[name]
+
+    def fn(t):
+        try:
+            body(t)
+        except BaseException as e:  # the group the statement raised, caught and taken apart eagerly
+            error = e
+        return t + 1, error
+
+    expected_t, expected = fn(X)
+    with sot.config.patch(min_graph_size=0):
+        got_t, got = sot.symbolic_translate(fn)(X)
+    assert_same(got_t, expected_t)
+    assert _shape_of(got) == _shape_of(expected)
+    assert sot.stats().fallbacks == 0

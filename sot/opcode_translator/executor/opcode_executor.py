@@ -139,6 +139,8 @@ class OpcodeExecutor:
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
         self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
+        # except*: the parts of exception groups its clauses split off, by id (see handlers/exceptions.py)
+        self.except_star_parts: dict[int, BaseException] = {}
         # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
         self.blocks: list[tuple[int, int]] = []
 

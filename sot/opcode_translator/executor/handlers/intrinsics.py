@@ -52,7 +52,6 @@ UNSUPPORTED_INTRINSICS = {
     "INTRINSIC_TYPEVARTUPLE": "PEP 695 generics are not simulated",
     "INTRINSIC_SUBSCRIPT_GENERIC": "PEP 695 generics are not simulated",
     "INTRINSIC_TYPEALIAS": "PEP 695 type aliases are not simulated",
-    "INTRINSIC_PREP_RERAISE_STAR": "except* is not simulated",
     "INTRINSIC_TYPEVAR_WITH_BOUND": "PEP 695 generics are not simulated",
     "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS": "PEP 695 generics are not simulated",
     "INTRINSIC_SET_FUNCTION_TYPE_PARAMS": "PEP 695 generics are not simulated",
@@ -68,7 +67,22 @@ def call_intrinsic_1(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     handler(executor, instr)
 
 
+def _prep_reraise_star(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from .exceptions import push_reraise_star
+
+    push_reraise_star(executor)
+
+
+INTRINSICS_2 = {
+    "INTRINSIC_PREP_RERAISE_STAR": _prep_reraise_star,  # the end of try/except* (3.11: PREP_RERAISE_STAR)
+}
+
+
 @handles("CALL_INTRINSIC_2")
 def call_intrinsic_2(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    handler = INTRINSICS_2.get(instr.argrepr)
+    if handler is not None:
+        handler(executor, instr)
+        return
     reason = UNSUPPORTED_INTRINSICS.get(instr.argrepr, "not supported yet")
     raise FallbackError(f"CALL_INTRINSIC_2 {instr.argrepr}: {reason}")
