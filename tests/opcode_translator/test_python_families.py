@@ -252,3 +252,201 @@ def test_except_star_result_leaves_the_frame_like_eager(name):
     assert_same(got_t, expected_t)
     assert _shape_of(got) == _shape_of(expected)
     assert sot.stats().fallbacks == 0
+
+
+# -- dunder methods of user classes ------------------------------------------------------------------------
+class Box:
+    """Every protocol in Python: each call of a dunder is logged, to check the calls happen as in eager."""
+
+    log: list = []
+
+    def __init__(self, v):
+        self.v = v
+
+    def __getitem__(self, i):
+        Box.log.append("getitem")
+        return self.v * i
+
+    def __setitem__(self, i, value):
+        Box.log.append("setitem")
+        self.v = self.v + value * i
+
+    def __call__(self, y):
+        return self.v + y
+
+    def __len__(self):
+        return 3
+
+    def __iter__(self):
+        return iter([self.v, self.v * 2])
+
+    def __contains__(self, k):
+        return k == 1
+
+    def __add__(self, other):
+        Box.log.append("add")
+        if isinstance(other, (int, float, Box)):
+            return Box(self.v + (other.v if isinstance(other, Box) else other))
+        return NotImplemented
+
+    def __radd__(self, other):
+        Box.log.append("radd")
+        return Box(self.v + other)
+
+    def __iadd__(self, other):
+        Box.log.append("iadd")
+        self.v = self.v + other
+        return self
+
+    def __neg__(self):
+        return Box(-self.v)
+
+    def __lt__(self, other):
+        return self.v.shape[0] < other
+
+    def __eq__(self, other):
+        return isinstance(other, Box)
+
+    def __bool__(self):
+        return len(self.v.shape) > 0
+
+
+class LeftOnly:
+    def __init__(self, v):
+        self.v = v
+
+    def __mul__(self, other):
+        return NotImplemented
+
+
+class RightBox(Box):
+    def __radd__(self, other):
+        return "reflected first"
+
+
+def test_protocols_of_an_instance_created_in_the_frame():
+    def fn(t):
+        b = Box(t)
+        r = b[2] + b(1) + len(b)
+        for item in b:
+            r = r + item
+        c = (b + 1) + (2 + b)
+        b += 3
+        b[2] = t
+        return r, 1 in b, 5 in b, c.v, (-b).v, b == b, bool(b), b < 5, b.v
+
+    Box.log = []
+    captured(fn, X)
+    assert Box.log == ["getitem", "add", "radd", "add", "iadd", "setitem"] * 3
+
+
+def test_protocols_of_an_instance_passed_in():
+    def fn(b):
+        first, second = b
+        return b[3] + len(b) + b(2) + (b + b).v + first + second, list(b), sum(b)
+
+    captured(fn, Box(X))
+
+
+def test_reflected_method_of_a_subclass_runs_first():
+    def fn(t):
+        return Box(t) + RightBox(t), t + 1
+
+    captured(fn, X)
+
+
+class Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+class Evens:
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return 2 * i
+
+
+def test_iteration_through_next_and_through_getitem():
+    def fn(t):
+        return t * sum(Countdown(4)), list(Evens(3)), 4 in Evens(3), 3 in Evens(3), [t * k for k in Countdown(2)]
+
+    captured(fn, X)
+
+
+@pytest.mark.parametrize("expression", ["lhs * 2", "lhs < lhs", "lhs + 'a'"])
+def test_operator_without_a_method_is_the_eager_type_error(expression):
+    fn = eval(f"lambda lhs: {expression}")
+    same_error(fn, LeftOnly(X) if "*" in expression else Box(X))
+
+
+def test_len_must_return_a_non_negative_int():
+    class Negative:
+        def __len__(self):
+            return -1
+
+    def fn(t):
+        return len(Negative()), t
+
+    same_error(fn, X)
+
+
+# -- the operator module ------------------------------------------------------------------------------------
+import operator  # noqa: E402
+
+
+def test_operator_functions_on_tensors_and_values():
+    def fn(t):
+        return (operator.add(t, 1), operator.mul(t, 2), operator.truediv(t, 2), operator.neg(t), operator.abs(t),
+                operator.matmul(t, t), operator.lt(t, 1.0), operator.iadd(t, 1), operator.getitem([1, 2], 0),
+                operator.not_(1), operator.truth(0), operator.index(3), operator.contains([1, 2], 2))
+
+    captured(fn, X)
+
+
+def test_operator_getters_and_method_callers():
+    def fn(t):
+        pick = operator.itemgetter(0, 2)
+        return (operator.itemgetter(1)([t, 5]), operator.attrgetter("shape")(t), pick(t),
+                operator.methodcaller("reshape", [3, 1])(t), operator.methodcaller("sum", axis=0)(t))
+
+    captured(fn, X)
+
+
+def test_operator_functions_dispatch_to_user_dunders():
+    def fn(t):
+        b = Box(t)
+        return operator.add(b, 1).v, operator.getitem(b, 2), operator.contains(b, 1), operator.neg(b).v
+
+    captured(fn, X)
+
+
+class Named:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Named({self.name!r})"
+
+    def __index__(self):
+        return len(self.name)
+
+
+def test_conversions_inline_the_python_dunder():
+    def fn(t):
+        n = Named("abc")
+        return str(n), repr(n), int(n), operator.index(n), bool(Box(t)), t * int(n)
+
+    captured(fn, X)

@@ -114,10 +114,53 @@ class ObjectVariable(VariableBase):
         codegen.load_const(self.value)
 
     def bool(self) -> bool:
+        from .dunder import truth
+
         cls = type(self.value)
         if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
             return True  # the default truth of objects, e.g. modules and functions
+        result = truth(self)
+        if result is not None:
+            return result
         raise FallbackError(f"truth value of {cls.__name__} objects is not simulated yet")
+
+    # -- the protocols of user classes (their Python dunders are inlined: see dunder.py) -----------------
+    def getitem(self, key: VariableBase) -> VariableBase:
+        from .dunder import call_method, user_method
+
+        function = user_method(self, "__getitem__")
+        if function is None:
+            return super().getitem(key)
+        return call_method(self, function, [key])
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        from .dunder import call_method, user_method
+
+        function = user_method(self, "__setitem__" if value is not None else "__delitem__")
+        if function is None:
+            return super().setitem(key, value)
+        call_method(self, function, [key] if value is None else [key, value])
+
+    def length(self) -> int:
+        from .dunder import length
+
+        size = length(self)
+        if size is None:  # not a Python __len__: folded on the (guarded) object
+            self.graph.add_guard(self)
+            size = self.graph.run_user_python(len, [self.get_py_value()], {})
+        return size
+
+    def iterator(self) -> "VariableBase | None":
+        """``iter(self)`` for a user instance with Python ``__iter__``/``__getitem__``, else None."""
+        from .dunder import is_user_instance, iterate_instance
+
+        return iterate_instance(self) if is_user_instance(self) else None
+
+    def unpack(self) -> list[VariableBase]:
+        iterator = self.iterator()
+        if iterator is None:
+            return super().unpack()
+        return iterator.unpack()  # type: ignore[attr-defined]
 
     def getattr(self, name: str) -> VariableBase:
         from .attribute import load_attribute

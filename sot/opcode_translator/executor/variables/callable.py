@@ -138,8 +138,33 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
 
 
+def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
+    """An operator (a function of `operator`) on variables, dispatched like the interpreter does: user
+    dunders are inlined, symbolic ints stay in the graph, known values are folded, tensors become an
+    ``api`` statement calling the operator."""
+    from .dunder import dunder_operator
+    from .symbolic_int import symbolic_arithmetic
+
+    result = dunder_operator(fn, operands)
+    if result is not None:
+        return result
+    symbolic = symbolic_arithmetic(fn, operands)
+    if symbolic is not None:
+        return symbolic
+    folded = constant_fold(fn, graph, operands, {})
+    if folded is not None:
+        return folded
+    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+
+
 def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .dunder import dunder_operator
+
+        if not kwargs:
+            result = dunder_operator(fn, args)
+            if result is not None:
+                return result
         folded = constant_fold(fn, graph, args, kwargs)
         if folded is not None:
             return folded
@@ -158,11 +183,149 @@ def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
     return rule
 
 
-for _fn in (abs, operator.neg, operator.pos, operator.invert, pow):
-    BUILTIN_DISPATCH[_fn] = _fold_or_tensor(_fn, f"{getattr(_fn, '__module__', 'builtins')}.{_fn.__name__}")
+for _fn in (abs, pow):
+    BUILTIN_DISPATCH[_fn] = _fold_or_tensor(_fn, f"builtins.{_fn.__name__}")
+
+
+# -- the operator module: each function does what its operator does ----------------------------------------
+def _operator_rule(fn: Callable[..., Any]) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if kwargs:
+            raise UserCodeError(f"user code raised TypeError: {fn.__name__}() takes no keyword arguments",
+                                original=TypeError(f"{fn.__name__}() takes no keyword arguments"))
+        return apply_operator(graph, fn, args)
+
+    return rule
+
+
+def _register_operator_module() -> None:
+    from .dunder import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS
+
+    operators = [*BINARY_DUNDERS, *INPLACE_DUNDERS, *COMPARE_DUNDERS, operator.neg, operator.pos,
+                 operator.invert, operator.inv, operator.abs, operator.contains]
+    for fn in operators:
+        BUILTIN_DISPATCH[fn] = _operator_rule(fn)
+    # callable objects made from constants (their calls: `call_object`)
+    for fn in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        BUILTIN_DISPATCH[fn] = _fold_only(fn)
+
+
+_register_operator_module()
+
+
+@builtin_rule(operator.getitem)
+def _operator_getitem(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    container, key = args
+    return subscript(container, key)
+
+
+def subscript(container: VariableBase, key: VariableBase) -> VariableBase:
+    """``container[key]``, with the guard ``BINARY_SUBSCR`` puts on a value read from the frame."""
+    var = container.getitem(key)
+    if var.tracker.is_traceable():
+        container.graph.add_guard(var)
+    return var
+
+
+@builtin_rule(operator.setitem, operator.delitem)
+def _operator_setitem(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    container, key, *value = args
+    container.setitem(key, value[0] if value else None)
+    return ConstantVariable(None, graph, DummyTracker())
+
+
+def _truth_rule(negate: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .dunder import truth_value
+
+        (value,) = args
+        return ConstantVariable(truth_value(value) != negate, graph, DummyTracker((value,)))
+
+    return rule
+
+
+BUILTIN_DISPATCH[operator.truth] = _truth_rule(False)
+BUILTIN_DISPATCH[operator.not_] = _truth_rule(True)
+
+
+def call_operator_getter(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """A call of an ``itemgetter``/``attrgetter``/``methodcaller`` object: what it does, on variables."""
+    from .container import TupleVariable
+
+    getter = var.value
+    graph = var.graph
+    graph.add_guard(var)
+    if kwargs or len(args) != 1:
+        raise UserCodeError(f"user code raised TypeError: {type(getter).__name__} expected 1 argument, got "
+                            f"{len(args)}", original=TypeError(f"{type(getter).__name__} expected 1 argument"))
+    (target,) = args
+    maker, params = getter.__reduce__()[:2]
+    if type(getter) is operator.itemgetter:
+        items = [subscript(target, VariableFactory.from_value(key, graph, DummyTracker((var,)))) for key in params]
+        return items[0] if len(items) == 1 else TupleVariable(items, graph, DummyTracker(tuple(items)))
+    if type(getter) is operator.attrgetter:
+        results = []
+        for path in params:
+            value = target
+            for name in path.split("."):
+                value = value.getattr(name)
+            results.append(value)
+        return results[0] if len(results) == 1 else TupleVariable(results, graph, DummyTracker(tuple(results)))
+    # methodcaller: (partial(methodcaller, name, **kwargs), args) or (methodcaller, (name, *args))
+    if isinstance(maker, type):
+        name, call_args, call_kwargs = params[0], params[1:], {}
+    else:
+        name, call_args, call_kwargs = maker.args[0], params, maker.keywords
+    wrap = lambda value: VariableFactory.from_value(value, graph, DummyTracker((var,)))  # noqa: E731
+    return target.getattr(name).call([wrap(a) for a in call_args], {k: wrap(v) for k, v in call_kwargs.items()})
 for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, repr, chr, ord, range, slice,
             format, bin, oct, hex, ascii, complex, bytes):
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
+
+
+# Builtins that call one dunder of their argument, and the type it must return.
+CONVERSION_DUNDERS: dict[Any, tuple[tuple[str, ...], type]] = {
+    str: (("__str__", "__repr__"), str), repr: (("__repr__",), str), int: (("__int__", "__index__"), int),
+    float: (("__float__",), float), hash: (("__hash__",), int), operator.index: (("__index__",), int),
+}
+
+
+def _conversion(fn: Any, fold: BuiltinRule) -> BuiltinRule:
+    """``fn(obj)`` on a user instance whose class defines the dunder in Python inlines it."""
+    methods, result_type = CONVERSION_DUNDERS[fn]
+
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        import inspect
+
+        from .dunder import call_method, is_user_instance, user_method
+
+        if len(args) == 1 and not kwargs and is_user_instance(args[0]):
+            for name in methods:
+                function = user_method(args[0], name)
+                if function is not None:
+                    result = call_method(args[0], function, [])
+                    if isinstance(result, TensorVariable) or not isinstance(result.get_py_value(), result_type):
+                        message = f"{name} returned non-{result_type.__name__} (type {result.get_py_type().__name__})"
+                        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+                    return result
+                if inspect.getattr_static(type(args[0].get_py_value()), name, None) is not object.__dict__.get(name):
+                    break  # a C-level method in between (e.g. a builtin base class): folded below
+        return fold(graph, args, kwargs)
+
+    return rule
+
+
+for _fn in CONVERSION_DUNDERS:
+    BUILTIN_DISPATCH[_fn] = _conversion(_fn, BUILTIN_DISPATCH.get(_fn) or _fold_only(_fn))
+
+
+@builtin_rule(bool)
+def _bool(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .dunder import truth_value
+
+    if len(args) != 1 or kwargs:
+        return _fold_only(bool)(graph, args, kwargs)
+    return ConstantVariable(truth_value(args[0]), graph, DummyTracker((args[0],)))
 
 
 def _const(graph: "FunctionGraph", value: Any, *sources: VariableBase) -> VariableBase:
@@ -568,6 +731,8 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         return instantiate(var, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
+    if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        return call_operator_getter(var, args, kwargs)
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__

@@ -70,6 +70,11 @@ def iterate(var: VariableBase) -> IteratorVariable:
         return var
     if isinstance(var, TensorVariable):
         return IteratorVariable(lazy(var.unpack), graph, "tensor iterator", (iter, [var]))
+    instance_iterator = getattr(var, "iterator", None)
+    if instance_iterator is not None:
+        made = instance_iterator()
+        if made is not None:
+            return made
     keys = getattr(var, "iter_items", None)
     if keys is not None:
         return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
