@@ -450,3 +450,36 @@ def test_conversions_inline_the_python_dunder():
         return str(n), repr(n), int(n), operator.index(n), bool(Box(t)), t * int(n)
 
     captured(fn, X)
+
+
+# -- enums --------------------------------------------------------------------------------------------------
+import enum  # noqa: E402
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+def test_enum_members_values_lookups_and_iteration():
+    def fn(t, c):
+        scale = c.value if c is Color.RED else 10
+        return (t * scale, c.name, Color(2).name, Color["RED"].value, [m.value for m in Color], len(Color),
+                Color.RED in Color, t * Level.HIGH, Level(3) + 1)
+
+    captured(fn, X, Color.RED)
+
+
+def test_a_different_enum_member_is_a_cache_miss_not_a_stale_result():
+    def fn(t, c):
+        return t * 2 if c == Color.GREEN else t - c.value
+
+    translated = sot.symbolic_translate(fn)
+    for member in (Color.RED, Color.GREEN, Color.RED):
+        assert_same(translated(X, member), fn(X, member))
+    assert sot.stats().fallbacks == 0

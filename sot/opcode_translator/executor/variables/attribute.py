@@ -6,6 +6,7 @@ whose reading would run unknown code (custom descriptors, ``__getattr__``) makes
 """
 from __future__ import annotations
 
+import enum
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,11 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         # The getter is fixed by the guarded identity and type of the object.
         getter = UserFunctionVariable(descriptor.fget, graph, DummyTracker((var,)))
         return getter.call([var], {})
+    if (isinstance(descriptor, types.DynamicClassAttribute) and isinstance(var.value, enum.Enum)
+            and getattr(descriptor.fget, "__module__", None) == "enum"):
+        # ``member.name``/``member.value`` (and enum's other properties): plain reads of the member itself
+        value = getattr(var.value, name)
+        return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES):
         try:
             value = getattr(var.value, name)

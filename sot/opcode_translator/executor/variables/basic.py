@@ -1,6 +1,7 @@
 """Leaf kinds: Python constants, tensors, and any other object the simulation only looks at."""
 from __future__ import annotations
 
+import enum
 import inspect
 import math
 import operator
@@ -85,8 +86,9 @@ def is_plain_instance(obj: Any) -> bool:
     is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
     cls = type(obj)
     return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
-                                                                         types.MethodType, paddle.nn.Layer))
-            and hasattr(obj, "__dict__"))
+                                                                         types.MethodType, paddle.nn.Layer,
+                                                                         enum.Enum))
+            and hasattr(obj, "__dict__"))  # an enum member is a singleton: guarded by identity
 
 
 _HEAPTYPE = 1 << 9
@@ -128,6 +130,10 @@ class ObjectVariable(VariableBase):
     def getitem(self, key: VariableBase) -> VariableBase:
         from .dunder import call_method, user_method
 
+        if isinstance(self.value, enum.EnumMeta):  # ``Color["RED"]``: a member by name
+            from .callable import constant_fold
+
+            return constant_fold(operator.getitem, self.graph, [self, key], {}) or super().getitem(key)
         function = user_method(self, "__getitem__")
         if function is None:
             return super().getitem(key)
@@ -154,6 +160,14 @@ class ObjectVariable(VariableBase):
         """``iter(self)`` for a user instance with Python ``__iter__``/``__getitem__``, else None."""
         from .dunder import is_user_instance, iterate_instance
 
+        if isinstance(self.value, enum.EnumMeta):  # the members of an enum, in definition order
+            from .iterator import IteratorVariable, lazy
+
+            self.graph.add_guard(self)
+            members = [VariableFactory.from_value(member, self.graph, DummyTracker((self,)))
+                       for member in self.value]
+            return IteratorVariable(lazy(lambda: members), self.graph, f"iterator over {self.value.__name__}",
+                                    (iter, [self]))
         return iterate_instance(self) if is_user_instance(self) else None
 
     def unpack(self) -> list[VariableBase]:

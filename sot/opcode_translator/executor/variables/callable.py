@@ -1,6 +1,7 @@
 """Callables the simulation knows how to call: Paddle APIs, tensor methods, builtins, `psdb` helpers."""
 from __future__ import annotations
 
+import enum
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -724,6 +725,11 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         return GradModeVariable(mode, var.graph)
     if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "builtins":
         # Building a builtin exception (``assert x, "msg"``, ``raise ValueError(...)``) has no side effect.
+        folded = constant_fold(obj, var.graph, args, kwargs)
+        if folded is not None:
+            return folded
+    if isinstance(obj, enum.EnumMeta) and len(args) == 1 and not kwargs:
+        # ``Color(2)``: the member with that value (with more arguments, the functional API makes a class)
         folded = constant_fold(obj, var.graph, args, kwargs)
         if folded is not None:
             return folded
