@@ -483,3 +483,57 @@ def test_a_different_enum_member_is_a_cache_miss_not_a_stale_result():
     for member in (Color.RED, Color.GREEN, Color.RED):
         assert_same(translated(X, member), fn(X, member))
     assert sot.stats().fallbacks == 0
+
+
+# -- namedtuples --------------------------------------------------------------------------------------------
+import collections  # noqa: E402
+from typing import NamedTuple  # noqa: E402
+
+Pair = collections.namedtuple("Pair", "a b")
+WithDefault = collections.namedtuple("WithDefault", "a b", defaults=[7])
+
+
+class Typed(NamedTuple):
+    a: Any
+    b: int = 3
+
+    def total(self):
+        return self.a * self.b
+
+    @property
+    def double(self):
+        return self.b * 2
+
+
+def test_namedtuples_built_and_read_in_the_frame():
+    def fn(t):
+        p = Pair(t, 2)
+        q = Typed(t)
+        d = WithDefault(b=1, a=t)
+        return (p.a * p.b + q.a * q.b, p[0], q._replace(b=4).b, q.total(), q.double, p[:1], isinstance(p, Pair),
+                isinstance(q, tuple), p._asdict()["b"], Pair._fields, len(q), d.b)
+
+    captured(fn, X)
+
+
+def test_namedtuple_returned_and_passed_in_keeps_its_class():
+    def fn(p):
+        a, b = p
+        return Pair(a * b + p.a, p.b), Typed(p.a + 1), p
+
+    result = captured(fn, Pair(X, 3))
+    assert type(result[0]) is Pair and type(result[1]) is Typed
+
+
+@pytest.mark.parametrize("body", ["Pair(t)", "Pair(t, 1, 2)", "Pair(t, b=1, c=2)", "Typed(t)._replace(c=1)"])
+def test_namedtuple_misuse_is_the_eager_error(body):
+    fn = eval(f"lambda t: {body}")
+    same_error(fn, X)
+
+
+def test_namedtuple_item_assignment_is_the_eager_error():
+    def fn(t):
+        p = Pair(t, 1)
+        p[0] = t
+
+    same_error(fn, X)

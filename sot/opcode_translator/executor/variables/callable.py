@@ -350,8 +350,8 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, classes = args
     graph.add_guard(classes)
-    if isinstance(obj, TensorVariable):
-        graph.add_guard(obj)  # its guard pins the exact tensor type
+    if not isinstance(obj, (ObjectVariable, ConstantVariable)):
+        graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
         result = issubclass(obj.get_py_type(), classes.get_py_value())
     else:
         graph.add_guard(obj)
@@ -733,6 +733,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         folded = constant_fold(obj, var.graph, args, kwargs)
         if folded is not None:
             return folded
+    from .container import construct_namedtuple, namedtuple_class
+
+    if namedtuple_class(obj):
+        return construct_namedtuple(var, args, kwargs)
     if isinstance(obj, type) and is_simple_class(obj):
         return instantiate(var, args, kwargs)
     if isinstance(obj, type):
