@@ -38,3 +38,10 @@ def set_cell(cell: Any, value: Any) -> None:
 def new_object(cls: type) -> Any:
     """An instance of ``cls`` without running ``__init__`` (its effects are replayed after it)."""
     return object.__new__(cls)
+
+
+def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
+    """``functools.partial(func, *args, **keywords)`` for a partial object made during simulation."""
+    import functools
+
+    return functools.partial(func, *args, **keywords)

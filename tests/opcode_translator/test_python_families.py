@@ -537,3 +537,56 @@ def test_namedtuple_item_assignment_is_the_eager_error():
         p[0] = t
 
     same_error(fn, X)
+
+
+# -- functools.partial --------------------------------------------------------------------------------------
+import functools  # noqa: E402
+
+
+def _add3(a, b, c=1):
+    return a + b * c
+
+
+def _sub3(a, b, c=1):
+    return a - b * c
+
+
+GLOBAL_PARTIAL = functools.partial(_add3, c=5)
+
+
+def test_partial_built_flattened_called_and_returned():
+    def fn(t):
+        g = functools.partial(_add3, t, c=3)
+        h = functools.partial(g, 5)
+        return g(2), h(), h(c=1), h.func is _add3, len(h.args)
+
+    captured(fn, X)
+
+    def returns_partial(t):
+        return functools.partial(_add3, t + 1, c=3)
+
+    made = sot.symbolic_translate(returns_partial)(X)
+    assert type(made) is functools.partial and made.func is _add3 and made.keywords == {"c": 3}
+    assert_same(made(2), returns_partial(X)(2))
+
+
+def test_partial_from_outside_is_read_and_guarded_by_its_parts():
+    global GLOBAL_PARTIAL
+
+    def fn(t):
+        return GLOBAL_PARTIAL(t, 1), GLOBAL_PARTIAL(t, 2, c=1), list(map(GLOBAL_PARTIAL, [t, t], [1, 2]))
+
+    captured(fn, X)
+    saved = GLOBAL_PARTIAL
+    try:
+        GLOBAL_PARTIAL = functools.partial(_sub3, c=2)
+        assert_same(sot.symbolic_translate(fn)(X), fn(X))  # a new function: a cache miss, not a stale result
+        GLOBAL_PARTIAL = functools.partial(_sub3)
+        assert_same(sot.symbolic_translate(fn)(X), fn(X))
+    finally:
+        GLOBAL_PARTIAL = saved
+    assert sot.stats().fallbacks == 0
+
+
+def test_partial_of_something_not_callable_is_the_eager_error():
+    same_error(lambda t: functools.partial(1)(t), X)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -734,6 +735,14 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         if folded is not None:
             return folded
     from .container import construct_namedtuple, namedtuple_class
+    from .function import PartialVariable
+
+    if obj is functools.partial:
+        if not args:
+            raise UserCodeError("user code raised TypeError: type 'partial' takes at least one argument",
+                                original=TypeError("type 'partial' takes at least one argument"))
+        var.graph.add_guard(var)
+        return PartialVariable.build(args[0], args[1:], kwargs, var.graph)
 
     if namedtuple_class(obj):
         return construct_namedtuple(var, args, kwargs)

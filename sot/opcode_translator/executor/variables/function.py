@@ -305,3 +305,93 @@ def _function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Vari
 
 __all__ = ["BoundMethodVariable", "CellVariable", "ConstantVariable", "NestedFunctionVariable",
            "UserFunctionVariable"]
+
+
+class PartialVariable(VariableBase):
+    """A ``functools.partial``: calling it calls its function with the stored arguments first. One made
+    during simulation is rebuilt in generated code; one from outside is read through its attributes."""
+
+    def __init__(self, func: VariableBase, args: VariableBase, keywords: VariableBase, graph: "FunctionGraph",
+                 tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.func = func
+        self.args = args  # a TupleVariable
+        self.keywords = keywords  # a DictVariable
+
+    @classmethod
+    def build(cls, func: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase],
+              graph: "FunctionGraph") -> "PartialVariable":
+        """``functools.partial(func, *args, **kwargs)``; a partial of a partial is flattened, as in Python."""
+        from .container import DictVariable, TupleVariable
+
+        if isinstance(func, PartialVariable):
+            args = [*func.args.unpack(), *args]
+            kwargs = {**func.keywords.items, **kwargs}  # type: ignore[attr-defined]
+            graph.add_guard(func.keywords)
+            func = func.func
+        if isinstance(func, ConstantVariable) and not callable(func.value):
+            raise UserCodeError("user code raised TypeError: the first argument must be callable",
+                                original=TypeError("the first argument must be callable"))
+        args_var = TupleVariable(list(args), graph, DummyTracker(tuple(args)))
+        keywords_var = DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))
+        return cls(func, args_var, keywords_var, graph, DummyTracker((func, args_var, keywords_var)))
+
+    @classmethod
+    def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "PartialVariable":
+        var = cls(None, None, None, graph, tracker)  # type: ignore[arg-type]
+
+        def part(name: str) -> VariableBase:
+            sub = GetAttrTracker(var, name) if tracker.is_traceable() else DummyTracker((var,))
+            return VariableFactory.from_value(getattr(value, name), graph, sub)
+
+        var.func, var.args, var.keywords = part("func"), part("args"), part("keywords")
+        return var
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        graph = self.graph
+        for part in (self.func, self.keywords):
+            graph.add_guard(part)
+        stored_kwargs = dict(self.keywords.items)  # type: ignore[attr-defined]
+        return self.func.call([*self.args.unpack(), *args], {**stored_kwargs, **kwargs})
+
+    def getattr(self, name: str) -> VariableBase:
+        parts = {"func": self.func, "args": self.args, "keywords": self.keywords}
+        if name in parts:
+            return parts[name]
+        raise FallbackError(f"attribute {name!r} of functools.partial is not supported yet")
+
+    def get_py_value(self) -> Any:
+        import functools
+
+        return functools.partial(self.func.get_py_value(), *self.args.get_py_value(),
+                                 **self.keywords.get_py_value())
+
+    def get_py_type(self) -> type:
+        import functools
+
+        return functools.partial
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        import functools
+
+        return [f"type({expr}) is {builder.constant(functools.partial)}"]  # its parts are guarded when used
+
+    def children(self) -> list[VariableBase]:
+        return [self.func, self.args, self.keywords]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import make_partial
+
+        codegen.call_helper(make_partial, [self.func, self.args, self.keywords])
+
+    def __repr__(self) -> str:
+        return f"PartialVariable({self.func!r})"
+
+
+@VariableFactory.register(61)
+def _partial_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    import functools
+
+    if type(value) is functools.partial and not value.__dict__:
+        return PartialVariable.from_real(value, graph, tracker)
+    return None
