@@ -45,3 +45,22 @@ def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
     import functools
 
     return functools.partial(func, *args, **keywords)
+
+
+class _EmptyCell:
+    def __repr__(self) -> str:
+        return "<empty cell>"
+
+
+EMPTY_CELL = _EmptyCell()  # an enclosing variable not assigned yet, in `build_class`'s cell contents
+
+
+def build_class(globals_: dict, body: Any, name: str, contents: tuple, bases: tuple, keywords: dict) -> type:
+    """What ``class name(*bases, **keywords): body`` does inside a function: a new class per call. The
+    body's enclosing variables get new cells holding the values the translated frame gave them."""
+    import builtins
+    import types
+
+    cells = tuple(types.CellType() if value is EMPTY_CELL else types.CellType(value) for value in contents)
+    function = types.FunctionType(body, globals_, body.co_name, None, cells or None)
+    return builtins.__build_class__(function, name, *bases, **keywords)

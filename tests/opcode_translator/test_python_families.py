@@ -590,3 +590,133 @@ def test_partial_from_outside_is_read_and_guarded_by_its_parts():
 
 def test_partial_of_something_not_callable_is_the_eager_error():
     same_error(lambda t: functools.partial(1)(t), X)
+
+
+# -- classes defined inside the function (LOAD_BUILD_CLASS) -------------------------------------------------
+def test_local_class_with_inheritance_super_property_and_static_method():
+    def fn(t, s):
+        class Base:
+            def __init__(self, v):
+                self.v = v
+
+            def get(self):
+                return self.v + s
+
+        class Child(Base):
+            scale: int = s
+
+            def __init__(self, v):
+                super().__init__(v * 2)
+
+            @property
+            def doubled(self):
+                return self.get() * 2
+
+            @staticmethod
+            def shifted(a):
+                return a + t
+
+            def __add__(self, other):
+                return self.v + other
+
+        c = Child(t)
+        return c.doubled, Child.shifted(1), c + 1, type(c).scale, isinstance(c, Base), Child.__qualname__
+
+    captured(fn, X, 3)
+
+
+def test_local_class_is_a_new_class_at_every_call_and_works_outside():
+    def fn(t):
+        class Point:
+            def __init__(self, v):
+                self.v = v
+
+            def norm(self):
+                return (self.v * self.v).sum()
+
+        return Point(t + 1), Point
+
+    translated = sot.symbolic_translate(fn)
+    first, first_cls = translated(X)
+    second, second_cls = translated(X)
+    assert first_cls is not second_cls and type(first) is first_cls and type(second) is second_cls
+    assert_same(first.norm(), fn(X)[0].norm())
+    assert sot.stats().fallbacks == 0 and sot.stats().cache_hits == 1
+
+
+DECORATIONS = []
+
+
+def _recording_decorator(fn):
+    DECORATIONS.append(fn.__name__)
+    return fn
+
+
+def test_class_body_running_python_code_falls_back_without_running_it_twice():
+    def fn(t):
+        class WithDecorator:
+            @_recording_decorator
+            def method(self):
+                return 1
+
+        return t + WithDecorator().method()
+
+    DECORATIONS.clear()
+    expected = fn(X)
+    assert_same(sot.symbolic_translate(fn)(X), expected)
+    assert DECORATIONS == ["method", "method"]  # once eagerly above, once in the (eager) translated call
+
+
+def test_enclosing_variable_assigned_after_the_class_captured_it():
+    def fn(t):
+        s = 1
+
+        class Reader:
+            def read(self):
+                return s
+
+        s = 2
+        return Reader().read() + t
+
+    assert_same(sot.symbolic_translate(fn)(X), fn(X))
+
+
+def test_class_body_error_is_the_eager_error():
+    def fn(t):
+        class Broken:
+            value = undefined_name  # noqa: F821
+
+        return t
+
+    same_error(fn, X)
+
+
+# -- match statements (3.10 pushes success flags and has COPY_DICT_WITHOUT_KEYS) ---------------------------
+class MatchPoint:
+    __match_args__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+
+def _match(t, subject):
+    match subject:
+        case {"k": 1, **rest}:
+            return t + 1, rest
+        case {"k": v}:
+            return t * v, None
+        case [a, b, *others]:
+            return t + a + b, others
+        case MatchPoint(a, b=2):
+            return t * a, 0
+        case MatchPoint(a, b):
+            return t - a, b
+        case _:
+            return t, 0
+
+
+@pytest.mark.parametrize("subject", [{"k": 1, "z": 3}, {"k": 5}, [1, 2, 3], MatchPoint(3, 2), MatchPoint(3, 4), 7],
+                         ids=["rest", "mapping", "sequence", "class-keyword", "class", "default"])
+def test_match_statement_patterns(subject):
+    captured(_match, X, subject)

@@ -172,3 +172,14 @@ def cleanup_throw(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
         raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
     executor.pop_n(2)
     executor.push(VariableFactory.from_value(exc.value, executor.graph, DummyTracker()))
+
+
+@handles("LOAD_BUILD_CLASS")
+def load_build_class(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """``class`` inside a function: the call of ``__build_class__`` that follows is simulated
+    (variables/classes.py)."""
+    import builtins
+
+    from ..variables.classes import BuildClassVariable
+
+    executor.push(BuildClassVariable(builtins.__build_class__, executor.graph, DummyTracker()))

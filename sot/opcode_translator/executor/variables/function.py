@@ -43,7 +43,11 @@ class CellVariable(VariableBase):
             raise UserCodeError(f"user code raised NameError: free variable {name!r} referenced before assignment")
         return self.content
 
+    captured_by_class = False  # a class built during simulation holds a snapshot of this cell
+
     def store(self, name: str, value: VariableBase | None) -> None:
+        if self.captured_by_class:
+            raise FallbackError(f"assigning {name!r} after a class defined in the frame captured it")
         if self.external:
             if value is None:
                 raise FallbackError(f"deleting closure variable {name!r} of an enclosing function is not "
@@ -213,6 +217,10 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
         closure_var = self._source("__closure__", fn.__closure__)
         cells = {}
         for index, name in enumerate(self.code.co_freevars):
+            simulated = self.graph.class_cells.get(id(fn.__closure__[index]))
+            if simulated is not None and simulated[0] is fn.__closure__[index]:
+                cells[name] = simulated[1]  # a function of a class built during simulation
+                continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
             try:
