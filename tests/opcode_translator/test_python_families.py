@@ -720,3 +720,65 @@ def _match(t, subject):
                          ids=["rest", "mapping", "sequence", "class-keyword", "class", "default"])
 def test_match_statement_patterns(subject):
     captured(_match, X, subject)
+
+
+# -- __getattr__, dataclasses -------------------------------------------------------------------------------
+import dataclasses  # noqa: E402
+
+
+class Config:
+    def __init__(self, values):
+        self._values = values
+
+    def __getattr__(self, name):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_python_getattr_computes_missing_attributes():
+    def fn(t, config):
+        return t * config.scale + config.shift, hasattr(config, "missing"), getattr(config, "other", 5)
+
+    captured(fn, X, Config({"scale": 2, "shift": 1}))
+
+
+def test_missing_attribute_from_getattr_is_the_eager_error():
+    same_error(lambda config: config.missing, Config({}))
+
+
+@dataclasses.dataclass
+class Plain:
+    a: Any
+    b: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: Any
+    b: int = 2
+
+
+def test_dataclasses_plain_and_frozen():
+    def fn(t):
+        p, f = Plain(t), Frozen(t * 2, 3)
+        return p.a * p.b + f.a * f.b, f.b
+
+    captured(fn, X)
+
+    def returns_them(t):
+        return Frozen(t * 2, 3), Plain(t)
+
+    frozen, plain = sot.symbolic_translate(returns_them)(X)
+    assert type(frozen) is Frozen and type(plain) is Plain and frozen.b == 3 and plain.b == 2
+    assert_same(frozen.a, X * 2)
+    assert_same(plain.a, X)
+
+
+def test_assigning_a_field_of_a_frozen_dataclass_is_the_eager_error():
+    def fn(t):
+        f = Frozen(t)
+        f.a = 1
+
+    same_error(fn, X)

@@ -80,7 +80,15 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
-        if hasattr(type(obj), "__getattr__"):
+        fallback = inspect.getattr_static(type(obj), "__getattr__", None)
+        if isinstance(fallback, types.FunctionType) and not is_class:
+            # A Python __getattr__ computes the missing attribute: inlined (its AttributeError is the user's)
+            from .function import UserFunctionVariable
+
+            graph.add_guard(var)
+            name_var = VariableFactory.from_value(name, graph, DummyTracker())
+            return UserFunctionVariable(fallback, graph, DummyTracker((var,))).call([var, name_var], {})
+        if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
         raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
                             f"{name!r}")
@@ -124,7 +132,10 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         except AttributeError as exc:
             raise UserCodeError(f"user code raised AttributeError: {exc}") from None
         if callable(value) and not isinstance(value, type):
-            from .callable import OpaqueCallableVariable
+            from .callable import BUILTIN_DISPATCH, BuiltinVariable, OpaqueCallableVariable, member_of
+
+            if member_of(BUILTIN_DISPATCH, value):  # e.g. ``object.__setattr__`` in a frozen dataclass
+                return BuiltinVariable(value, graph, DummyTracker((var,)))
 
             return OpaqueCallableVariable(value, graph, _value_tracker(var, name))
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
@@ -132,8 +143,10 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
                         "descriptor: not simulated yet")
 
 
-def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
-    """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph."""
+def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None,
+                    through_object: bool = False) -> None:
+    """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph.
+    ``through_object``: ``object.__setattr__(obj, name, value)``, which skips the class's own ``__setattr__``."""
     obj = var.value
     if not var.tracker.is_traceable() and not getattr(var, "created", False):
         raise FallbackError(f"setting an attribute of {type(obj).__name__} computed during simulation is not "
@@ -142,7 +155,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
-    custom_setattr = setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+    custom_setattr = (setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+                      and not through_object)
     if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
@@ -150,4 +164,4 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
-    var.graph.side_effects.store_attr(var, name, value)
+    var.graph.side_effects.store_attr(var, name, value, through_object=through_object)

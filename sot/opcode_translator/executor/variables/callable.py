@@ -236,6 +236,28 @@ def _operator_setitem(graph: "FunctionGraph", args: list[VariableBase], kwargs: 
     return ConstantVariable(None, graph, DummyTracker())
 
 
+def _object_setattr(delete: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        """``object.__setattr__(obj, name, value)``/``object.__delattr__(obj, name)``: the plain store,
+        as a class's own ``__setattr__`` (a frozen dataclass's ``__init__``) does it."""
+        from .attribute import store_attribute
+
+        if kwargs or len(args) != (2 if delete else 3) or not isinstance(args[1], ConstantVariable):
+            raise FallbackError("object.__setattr__ with unusual arguments")
+        target = args[0]
+        if not isinstance(target, ObjectVariable) or isinstance(target.value, type):
+            raise BreakGraphError(f"object.__setattr__ on {target!r} runs natively")
+        graph.add_guard(args[1])
+        store_attribute(target, args[1].value, None if delete else args[2], through_object=True)
+        return ConstantVariable(None, graph, DummyTracker())
+
+    return rule
+
+
+BUILTIN_DISPATCH[object.__setattr__] = _object_setattr(delete=False)
+BUILTIN_DISPATCH[object.__delattr__] = _object_setattr(delete=True)
+
+
 def _truth_rule(negate: bool) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from .dunder import truth_value
