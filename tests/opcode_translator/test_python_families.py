@@ -782,3 +782,20 @@ def test_assigning_a_field_of_a_frozen_dataclass_is_the_eager_error():
         f.a = 1
 
     same_error(fn, X)
+
+
+class Keyed:
+    def __init__(self, key):
+        self.key = key
+
+    def __eq__(self, other):
+        return isinstance(other, Keyed) and self.key == other.key
+
+
+def test_default_not_equal_inverts_a_python_eq_and_is_guarded():
+    def fn(t, a, b):
+        return t + 1 if a != b else t - 1
+
+    translated = sot.symbolic_translate(fn)
+    for a, b in ((Keyed(1), Keyed(1)), (Keyed(1), Keyed(2)), (Keyed(3), Keyed(3))):
+        assert_same(translated(X, a, b), fn(X, a, b))

@@ -167,11 +167,20 @@ def dunder_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> Var
         fn = binary
     if fn in BINARY_DUNDERS:
         return _binary(fn, operands[0], operands[1], BINARY_DUNDERS[fn], comparison=False)
+    if fn is operator.ne and _inherits_default_ne(operands[0]) and user_method(operands[0], "__eq__") is not None:
+        # the default ``__ne__`` inverts ``__eq__`` (unless it returns NotImplemented)
+        result = call_method(operands[0], user_method(operands[0], "__eq__"), [operands[1]])  # type: ignore[arg-type]
+        if not is_not_implemented(result):
+            return ConstantVariable(not truth_value(result), operands[0].graph, DummyTracker((result,)))
     if fn in COMPARE_DUNDERS:
         return _binary(fn, operands[0], operands[1], COMPARE_DUNDERS[fn], comparison=True)
     if fn is operator.contains:
         return contains(operands[0], operands[1])
     return None
+
+
+def _inherits_default_ne(var: VariableBase) -> bool:
+    return is_user_instance(var) and inspect.getattr_static(type(var.value), "__ne__", None) is object.__ne__  # type: ignore[attr-defined]
 
 
 def contains(container: VariableBase, item: VariableBase) -> VariableBase | None:
