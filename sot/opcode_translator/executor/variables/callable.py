@@ -216,7 +216,8 @@ _register_operator_module()
 
 
 @builtin_rule(operator.getitem)
-def _operator_getitem(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+def _operator_getitem(graph: "FunctionGraph", args: list[VariableBase],
+                      kwargs: dict[str, VariableBase]) -> VariableBase:
     container, key = args
     return subscript(container, key)
 
@@ -230,7 +231,8 @@ def subscript(container: VariableBase, key: VariableBase) -> VariableBase:
 
 
 @builtin_rule(operator.setitem, operator.delitem)
-def _operator_setitem(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+def _operator_setitem(graph: "FunctionGraph", args: list[VariableBase],
+                      kwargs: dict[str, VariableBase]) -> VariableBase:
     container, key, *value = args
     container.setitem(key, value[0] if value else None)
     return ConstantVariable(None, graph, DummyTracker())
@@ -272,7 +274,8 @@ BUILTIN_DISPATCH[operator.truth] = _truth_rule(False)
 BUILTIN_DISPATCH[operator.not_] = _truth_rule(True)
 
 
-def call_operator_getter(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+def call_operator_getter(var: ObjectVariable, args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> VariableBase:
     """A call of an ``itemgetter``/``attrgetter``/``methodcaller`` object: what it does, on variables."""
     from .container import TupleVariable
 

@@ -90,7 +90,7 @@ class _CallFence:
         if event == "call":
             if frame.f_code is self.body:
                 return
-            self.stopped = f"{frame.f_code.co_qualname if hasattr(frame.f_code, 'co_qualname') else frame.f_code.co_name}()"
+            self.stopped = f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}()"
             raise _NotDeclarative(f"creating the class runs {self.stopped}")
         if event == "c_call":
             if arg is builtins.__build_class__ or arg is sys.setprofile or _is_pure_call(arg):

@@ -180,7 +180,9 @@ def dunder_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> Var
 
 
 def _inherits_default_ne(var: VariableBase) -> bool:
-    return is_user_instance(var) and inspect.getattr_static(type(var.value), "__ne__", None) is object.__ne__  # type: ignore[attr-defined]
+    if not is_user_instance(var):
+        return False
+    return inspect.getattr_static(type(var.value), "__ne__", None) is object.__ne__  # type: ignore[attr-defined]
 
 
 def contains(container: VariableBase, item: VariableBase) -> VariableBase | None:
