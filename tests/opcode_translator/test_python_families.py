@@ -799,3 +799,11 @@ def test_default_not_equal_inverts_a_python_eq_and_is_guarded():
     translated = sot.symbolic_translate(fn)
     for a, b in ((Keyed(1), Keyed(1)), (Keyed(1), Keyed(2)), (Keyed(3), Keyed(3))):
         assert_same(translated(X, a, b), fn(X, a, b))
+
+
+def test_next_of_a_user_iterator():
+    def fn(t):
+        it = Countdown(2)
+        return t * next(it), next(it), next(it, "done")
+
+    captured(fn, X)

@@ -445,7 +445,17 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
 
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
-        raise FallbackError(f"next() of {iterator!r} is not supported")
+        from .dunder import call_method, user_method
+
+        step = user_method(iterator, "__next__")
+        if step is None:
+            raise FallbackError(f"next() of {iterator!r} is not supported")
+        try:
+            return call_method(iterator, step, [])
+        except UserCodeError as exc:
+            if len(args) > 1 and isinstance(exc.original, StopIteration):
+                return args[1]
+            raise
     item = iterator.next()
     if item is None:
         if len(args) > 1:
