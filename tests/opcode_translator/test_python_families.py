@@ -807,3 +807,33 @@ def test_next_of_a_user_iterator():
         return t * next(it), next(it), next(it, "done")
 
     captured(fn, X)
+
+
+# -- ordering with key functions, functools.reduce ----------------------------------------------------------
+def test_sorted_min_max_and_list_sort_with_simulated_key_functions():
+    def fn(t):
+        d = {"a": 1, "b": 3, "c": 2}
+        tensors = [t * 3, t, t * 2]
+        weights = [3, 1, 2]
+        by_weight = sorted(range(3), key=lambda i: weights[i], reverse=True)
+        ordered = [tensors[i] for i in by_weight]
+        tensors.sort(key=lambda v: 0)  # stable: the order stays
+        return (sorted(d, key=lambda k: -d[k]), max(d, key=d.get), min([3, 1, 2], key=lambda v: -v),
+                max(1, 5, 3), min([], default="none"), ordered, tensors)
+
+    captured(fn, X)
+
+
+def test_min_and_max_errors_are_the_eager_errors():
+    for body in ("max([])", "min()", "max(1, 2, default=0)", "sorted([1, 'a'])"):
+        same_error(eval(f"lambda t: {body}"), X)
+
+
+def test_functools_reduce_simulates_its_function():
+    def fn(t):
+        total = functools.reduce(lambda a, b: a + b, [t, t * 2, t * 3])
+        product = functools.reduce(lambda a, b: a * b, [2, 3], 10)
+        return total, product
+
+    captured(fn, X)
+    same_error(lambda t: functools.reduce(lambda a, b: a + b, []), X)

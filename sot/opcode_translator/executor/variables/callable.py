@@ -619,13 +619,49 @@ BUILTIN_DISPATCH[any] = _truth_reduce(True)
 BUILTIN_DISPATCH[all] = _truth_reduce(False)
 
 
+def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: VariableBase | None) -> list[Any]:
+    """The Python values ``sorted``/``min``/``max``/``list.sort`` compare: the items, or ``key(item)`` with
+    the key function simulated (a lambda, a method...). Guarded; tensors cannot be compared as Python
+    values."""
+    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
+        keys = [key.call([item], {}) for item in items]
+    else:
+        keys = list(items)
+    if any(isinstance(k, TensorVariable) for k in keys):
+        raise FallbackError("ordering tensors compares them as Python bools")
+    for k in keys:
+        graph.add_guard(k)
+    return [k.get_py_value() for k in keys]
+
+
+def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict[str, VariableBase],
+                 name: str = "sorted") -> list[VariableBase]:
+    """``items`` in the order ``sorted(items, key=..., reverse=...)`` gives (stable, like Python)."""
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        message = f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    reverse = False
+    if "reverse" in kwargs:
+        graph.add_guard(kwargs["reverse"])
+        reverse = bool(kwargs["reverse"].get_py_value())
+    values = ordering_keys(graph, items, kwargs.get("key"))
+    order = graph.run_user_python(sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
+    return [items[i] for i in order]
+
+
 def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if not args or set(kwargs) - {"key", "default"} or ("default" in kwargs and len(args) > 1):
+            graph.run_user_python(fn, [0] * len(args), dict.fromkeys(kwargs))  # the eager TypeError
         items = _items_of(args[0]) if len(args) == 1 else list(args)
-        folded = constant_fold(fn, graph, items, kwargs)
-        if folded is None:
-            raise FallbackError(f"{fn.__name__}() over tensors compares tensors as Python bools")
-        return folded
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            graph.run_user_python(fn, [[]], {})  # the eager ValueError (its message differs by version)
+        values = ordering_keys(graph, items, kwargs.get("key"))
+        best = graph.run_user_python(fn, [range(len(items))], {"key": values.__getitem__})
+        return items[best]
 
     return rule
 
@@ -638,11 +674,29 @@ BUILTIN_DISPATCH[max] = _min_max(max)
 def _sorted(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import ListVariable
 
-    items = _items_of(args[0])
-    folded = constant_fold(sorted, graph, [ListVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
-    if folded is None:
-        raise FallbackError("sorted() over tensors compares tensors as Python bools")
-    return folded
+    items = sorted_items(graph, _items_of(args[0]), kwargs)
+    return ListVariable(items, graph, DummyTracker(tuple(items)))
+
+
+@builtin_rule(functools.reduce)
+def _reduce(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``functools.reduce(fn, iterable[, initial])`` with ``fn`` simulated at each step."""
+    if kwargs or not 2 <= len(args) <= 3:
+        graph.run_user_python(functools.reduce, [None] * len(args), {})  # the eager TypeError
+    fn, source = args[0], iterate_items(args[1])
+    acc = args[2] if len(args) == 3 else source.next()
+    if acc is None:
+        message = "reduce() of empty iterable with no initial value"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    while (item := source.next()) is not None:
+        acc = fn.call([acc, item], {})
+    return acc
+
+
+def iterate_items(var: VariableBase) -> Any:
+    from .iterator import iterate
+
+    return iterate(var)
 
 
 class PureFunctionVariable(CallableVariable):

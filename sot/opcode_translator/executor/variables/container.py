@@ -284,17 +284,19 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
         items.clear()
     elif name == "reverse":
         items.reverse()
-    elif name in ("remove", "index", "count", "sort"):
+    elif name == "sort":
+        from .callable import sorted_items
+
+        if args:
+            raise UserCodeError("user code raised TypeError: sort() takes no positional arguments",
+                                original=TypeError("sort() takes no positional arguments"))
+        items[:] = sorted_items(graph, list(items), kwargs, "sort")
+    elif name in ("remove", "index", "count"):
         values = [item.get_py_value() for item in items]
         for item in items:
             graph.add_guard(item)
         try:
-            if name == "sort":
-                if kwargs:
-                    raise FallbackError("list.sort() with arguments is not supported yet")
-                order = sorted(range(len(items)), key=values.__getitem__)
-                items[:] = [items[i] for i in order]
-            elif name == "remove":
+            if name == "remove":
                 del items[values.index(_constant_value(args[0], "list item"))]
             else:
                 method = getattr(values, name)
