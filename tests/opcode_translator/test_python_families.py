@@ -837,3 +837,44 @@ def test_functools_reduce_simulates_its_function():
 
     captured(fn, X)
     same_error(lambda t: functools.reduce(lambda a, b: a + b, []), X)
+
+
+# -- itertools ----------------------------------------------------------------------------------------------
+import itertools  # noqa: E402
+
+
+def test_itertools_over_tensors_and_values():
+    def fn(t):
+        return ([a * b for a, b in itertools.product([1, 2], [3])], list(itertools.chain([t], [t * 2])),
+                list(itertools.islice(itertools.count(5), 1, 6, 2)),
+                list(itertools.zip_longest([1, 2], [t], fillvalue=0)), list(itertools.accumulate([t, t, t])),
+                list(itertools.accumulate([1, 2, 3], operator.mul, initial=2)),
+                list(itertools.combinations([t, t * 2, t * 3], 2)), list(itertools.permutations("ab")),
+                list(itertools.chain.from_iterable([[1], [2, 3]])), list(itertools.starmap(pow, [(2, 3)])),
+                list(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])),
+                list(itertools.dropwhile(lambda v: v < 3, [1, 2, 5, 1])),
+                list(itertools.compress("abc", [1, 0, 1])), list(itertools.repeat(t, 2)),
+                list(itertools.product("ab", repeat=2)))
+
+    captured(fn, X)
+
+
+def test_itertools_steps_generators_lazily():
+    log = []
+
+    def numbers(t):
+        for k in range(5):
+            log.append(k)
+            yield t * k
+
+    def fn(t):
+        first_two = list(itertools.islice(numbers(t), 2))
+        log.append("after")
+        return first_two
+
+    captured(fn, X)
+    assert log == [0, 1, "after"] * 3
+
+
+def test_itertools_misuse_is_the_eager_error():
+    same_error(lambda t: list(itertools.islice([1, 2], -1)), X)
