@@ -64,3 +64,21 @@ def build_class(globals_: dict, body: Any, name: str, contents: tuple, bases: tu
     cells = tuple(types.CellType() if value is EMPTY_CELL else types.CellType(value) for value in contents)
     function = types.FunctionType(body, globals_, body.co_name, None, cells or None)
     return builtins.__build_class__(function, name, *bases, **keywords)
+
+
+def fresh_exception(template: BaseException) -> BaseException:
+    """A new exception equal to one the simulation made: same type, arguments, attributes, cause and
+    context, and (for a group) fresh sub-exceptions."""
+    import builtins
+    import copy
+
+    group = getattr(builtins, "BaseExceptionGroup", None)  # 3.11+
+    if group is not None and isinstance(template, group):
+        made = template.derive([fresh_exception(inner) for inner in template.exceptions])
+        made.__dict__.update(template.__dict__)
+    else:
+        made = copy.copy(template)
+    made.__cause__ = template.__cause__
+    made.__context__ = template.__context__
+    made.__suppress_context__ = template.__suppress_context__
+    return made

@@ -878,3 +878,21 @@ def test_itertools_steps_generators_lazily():
 
 def test_itertools_misuse_is_the_eager_error():
     same_error(lambda t: list(itertools.islice([1, 2], -1)), X)
+
+
+def test_exception_objects_made_in_the_frame_are_new_at_every_call():
+    def fn(t):
+        try:
+            raise ValueError("x")
+        except ValueError as e:
+            caught = e
+        made = KeyError("k")
+        return t + 1, caught, made, [made]
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        first, second = translated(X), translated(X)
+    assert first[1] is not second[1] and first[2] is not second[2]
+    assert first[3][0] is first[2]  # one object per run, however often it is referenced
+    assert type(first[1]) is ValueError and first[1].args == ("x",) and first[2].args == ("k",)
+    assert sot.stats().fallbacks == 0

@@ -111,7 +111,20 @@ class ObjectVariable(VariableBase):
     def get_py_value(self) -> Any:
         return self.value
 
+    @property
+    def is_mutable_container(self) -> bool:
+        """An exception made during simulation is made anew by each run (built once per run)."""
+        return isinstance(self.value, BaseException)
+
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        if isinstance(self.value, BaseException):
+            # Each eager call makes its own exception object (tracebacks and attributes are per object).
+            from ...runtime import fresh_exception
+
+            codegen.load_callable_const(fresh_exception)
+            codegen.load_const(self.value)
+            codegen.call(1)
+            return
         # A computed object (e.g. a tensor's dtype) is the very object the guarded simulation saw.
         codegen.load_const(self.value)
 
