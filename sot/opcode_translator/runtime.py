@@ -82,3 +82,12 @@ def fresh_exception(template: BaseException) -> BaseException:
     made.__context__ = template.__context__
     made.__suppress_context__ = template.__suppress_context__
     return made
+
+
+def make_mapping(dict_type: type, default_factory: Any, items: dict) -> Any:
+    """An ``OrderedDict``/``defaultdict`` made during simulation, with its final content."""
+    import collections
+
+    if dict_type is collections.defaultdict or issubclass(dict_type, collections.defaultdict):
+        return dict_type(default_factory, items)
+    return dict_type(items)

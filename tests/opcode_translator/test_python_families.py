@@ -896,3 +896,29 @@ def test_exception_objects_made_in_the_frame_are_new_at_every_call():
     assert first[3][0] is first[2]  # one object per run, however often it is referenced
     assert type(first[1]) is ValueError and first[1].args == ("x",) and first[2].args == ("k",)
     assert sot.stats().fallbacks == 0
+
+
+# -- zip(strict=True), OrderedDict, defaultdict ------------------------------------------------------------
+def test_zip_strict():
+    def fn(t):
+        return list(zip([1, 2], [t, t], strict=True)), list(zip([1], [2], strict=False))
+
+    captured(fn, X)
+    for body in ("zip([1, 2], [t], strict=True)", "zip([1], [t, t], strict=True)", "zip([1], [2], [3, 4], strict=True)"):
+        same_error(eval(f"lambda t: list({body})"), X)
+
+
+def test_ordered_dict_and_defaultdict_made_in_the_frame():
+    def fn(t):
+        groups = collections.defaultdict(list)
+        for key, value in [("a", t), ("b", t * 2), ("a", t * 3)]:
+            groups[key].append(value)
+        ordered = collections.OrderedDict(first=t)
+        ordered["second"] = t * 2
+        return {k: sum(v) for k, v in groups.items()}, list(ordered.values()), ordered, groups, len(groups)
+
+    result = captured(fn, X)
+    translated = sot.symbolic_translate(fn)(X)
+    assert type(translated[2]) is collections.OrderedDict and type(translated[3]) is collections.defaultdict
+    assert translated[3].default_factory is list and list(translated[2]) == ["first", "second"]
+    assert_same(dict(translated[3]), dict(result[3]))

@@ -1,6 +1,7 @@
 """Callables the simulation knows how to call: Paddle APIs, tensor methods, builtins, `psdb` helpers."""
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import operator
@@ -496,23 +497,45 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     from .container import TupleVariable
     from .iterator import IteratorVariable, iterate
 
-    if kwargs:
-        raise FallbackError("zip(strict=...) is not supported yet")
-    rows = _in_step([iterate(a) for a in args])
+    if set(kwargs) - {"strict"}:
+        graph.run_user_python(zip, [], dict.fromkeys(kwargs))  # the eager TypeError
+    strict = False
+    if "strict" in kwargs:
+        graph.add_guard(kwargs["strict"])
+        strict = bool(kwargs["strict"].get_py_value())
+    sources = [iterate(a) for a in args]
+    rows = _in_step(sources, strict)
     produce = (TupleVariable(items, graph, DummyTracker(tuple(items))) for items in rows)
-    return IteratorVariable(produce, graph, "zip", (zip, list(args)))
+    return IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
 
 
-def _in_step(sources: list[Any]) -> Any:
-    """One list of items per step of several iterators, until the shortest is exhausted (zip, map)."""
+def _in_step(sources: list[Any], strict: bool = False) -> Any:
+    """One list of items per step of several iterators, until the shortest is exhausted (zip, map);
+    ``strict``: iterators of different lengths raise zip's ValueError."""
     while True:
         items = []
-        for source in sources:
+        for index, source in enumerate(sources):
             item = source.next()
             if item is None:
+                if strict:
+                    _check_same_length(sources, index)
                 return
             items.append(item)
         yield items
+
+
+def _check_same_length(sources: list[Any], exhausted: int) -> None:
+    def plural(n: int) -> str:
+        return f"s 1-{n}" if n > 1 else " 1"
+
+    if exhausted > 0:
+        message = f"zip() argument {exhausted + 1} is shorter than argument{plural(exhausted)}"
+    else:
+        longer = next((i for i, source in enumerate(sources[1:], 1) if source.next() is not None), None)
+        if longer is None:
+            return
+        message = f"zip() argument {longer + 1} is longer than argument{plural(longer)}"
+    raise UserCodeError(f"user code raised ValueError: {message}", original=ValueError(message))
 
 
 @builtin_rule(map)
@@ -581,6 +604,30 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
                 items[key.get_py_value()] = value
     items.update(kwargs)
     return DictVariable(items, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+def _typed_dict(dict_type: type) -> BuiltinRule:
+    """``OrderedDict(...)`` / ``defaultdict(factory, ...)``: the items as ``dict(...)`` takes them."""
+
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .container import TypedDictVariable
+
+        factory = None
+        if dict_type is collections.defaultdict:
+            factory = args[0] if args else ConstantVariable(None, graph, DummyTracker())
+            if isinstance(factory, ConstantVariable) and factory.value is not None and not callable(factory.value):
+                raise UserCodeError("user code raised TypeError: first argument must be callable or None",
+                                    original=TypeError("first argument must be callable or None"))
+            args = args[1:]
+        plain = _dict(graph, args, kwargs)
+        return TypedDictVariable(dict(plain.items), graph, DummyTracker(tuple(plain.items.values())), dict_type,
+                                 factory)
+
+    return rule
+
+
+BUILTIN_DISPATCH[collections.OrderedDict] = _typed_dict(collections.OrderedDict)
+BUILTIN_DISPATCH[collections.defaultdict] = _typed_dict(collections.defaultdict)
 
 
 def _reduce_with(fn: Callable[[Any, Any], Any], start: VariableBase | None, items: list[VariableBase],

@@ -664,3 +664,55 @@ def _namedtuple_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Va
     if isinstance(value, tuple) and type(value) is not tuple and namedtuple_class(type(value)):
         return NamedTupleVariable.from_real(value, graph, tracker)
     return None
+
+
+# -- dict subclasses made in the frame: OrderedDict, defaultdict ------------------------------------------
+class TypedDictVariable(DictVariable):
+    """An ``OrderedDict`` or ``defaultdict`` created during simulation: a dict with its class (and, for a
+    defaultdict, the factory a missing key calls), rebuilt as that class in generated code."""
+
+    def __init__(self, items: dict[Any, VariableBase], graph: "FunctionGraph", tracker: Tracker, dict_type: type,
+                 default_factory: VariableBase | None = None) -> None:
+        super().__init__(items, graph, tracker)
+        self.dict_type = dict_type
+        self.default_factory = default_factory
+
+    def get_py_type(self) -> type:
+        return self.dict_type
+
+    def get_py_value(self) -> Any:
+        values = {key: item.get_py_value() for key, item in self.items.items()}
+        if self.default_factory is not None:
+            return self.dict_type(self.default_factory.get_py_value(), values)
+        return self.dict_type(values)
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        if (self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items
+                and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None)):
+            self.graph.add_guard(key)
+            value = self.default_factory.call([], {})  # __missing__: the factory's value is stored
+            self.setitem(key, value)
+            return value
+        return super().getitem(key)
+
+    def getattr(self, name: str) -> VariableBase:
+        if name == "default_factory" and self.default_factory is not None:
+            return self.default_factory
+        return super().getattr(name)
+
+    def children(self) -> list[VariableBase]:
+        return [*super().children(), *([self.default_factory] if self.default_factory is not None else [])]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import make_mapping
+
+        plain = DictVariable(dict(self.items), self.graph, DummyTracker(tuple(self.items.values())))
+        factory = self.default_factory or ConstantVariable(None, self.graph, DummyTracker())
+        codegen.load_callable_const(make_mapping)
+        codegen.load_const(self.dict_type)
+        codegen.reconstruct(factory)
+        codegen.reconstruct(plain)
+        codegen.call(3)
+
+    def __repr__(self) -> str:
+        return f"TypedDictVariable({self.dict_type.__name__}: {self.items!r})"
