@@ -36,6 +36,9 @@ class CodeGen:
         # ... and those variables, kept alive: a key is an id(), which a dead variable would hand to a new one
         self._built_vars: list[Any] = []
         self._temps = 0
+        # True when the code being generated ends the frame (its return): simulated values are final, so
+        # closures made in the frame can be rebuilt with new cells holding them (nothing later writes them).
+        self.final = False
         source = Bytecode.from_code(original)
         self._template = source
         for instr in source:

@@ -91,3 +91,21 @@ def make_mapping(dict_type: type, default_factory: Any, items: dict) -> Any:
     if dict_type is collections.defaultdict or issubclass(dict_type, collections.defaultdict):
         return dict_type(default_factory, items)
     return dict_type(items)
+
+
+def new_cell(content: Any) -> Any:
+    """A closure cell holding ``content`` (``EMPTY_CELL``: an unassigned variable)."""
+    import types
+
+    return types.CellType() if content is EMPTY_CELL else types.CellType(content)
+
+
+def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
+                  closure: tuple) -> Any:
+    """What ``MAKE_FUNCTION`` made during simulation, made for real."""
+    import types
+
+    function = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
+    function.__kwdefaults__ = kwdefaults or None
+    function.__qualname__ = qualname
+    return function

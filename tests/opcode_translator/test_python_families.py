@@ -922,3 +922,45 @@ def test_ordered_dict_and_defaultdict_made_in_the_frame():
     assert type(translated[2]) is collections.OrderedDict and type(translated[3]) is collections.defaultdict
     assert translated[3].default_factory is list and list(translated[2]) == ["first", "second"]
     assert_same(dict(translated[3]), dict(result[3]))
+
+
+# -- functions made in the frame leave it -------------------------------------------------------------------
+def test_returned_closures_get_the_final_values_and_share_their_cells():
+    def make(t, scale):
+        offset = t + 1
+        count = 0
+
+        def apply(v, k=2, *, j=3):
+            return v * scale * k + offset * j
+
+        def bump():
+            nonlocal count
+            count += 1
+            return count
+
+        def read():
+            return count
+
+        scale = scale + 1  # assigned after the closure was made: the closure sees the final value
+        return apply, bump, read, lambda a, b=1: a + b
+
+    with sot.config.patch(min_graph_size=0):
+        apply, bump, read, plain = sot.symbolic_translate(make)(X, 2)
+    eager_apply = make(X, 2)[0]
+    assert_same(apply(1), eager_apply(1))
+    assert apply.__qualname__ == eager_apply.__qualname__ and apply.__defaults__ == (2,)
+    assert apply.__kwdefaults__ == {"j": 3}
+    bump(), bump()
+    assert read() == 2 and plain(1) == 2
+    assert sot.stats().fallbacks == 0 and sot.stats().compiled_graphs == 1
+
+
+def test_closure_leaving_at_a_graph_break_falls_back():
+    def fn(t):
+        s = 1
+        get = lambda: s  # noqa: E731
+        print("a graph break with the closure alive")
+        s = 2
+        return get() + t
+
+    assert_same(sot.symbolic_translate(fn)(X), fn(X))

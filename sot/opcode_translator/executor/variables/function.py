@@ -44,6 +44,13 @@ class CellVariable(VariableBase):
         return self.content
 
     captured_by_class = False  # a class built during simulation holds a snapshot of this cell
+    _rebuilt: "CellRebuildVariable | None" = None
+
+    def rebuilt(self) -> "CellRebuildVariable":
+        """The real cell of this variable in generated code (one per run, shared by the closures)."""
+        if self._rebuilt is None:
+            self._rebuilt = CellRebuildVariable(self)
+        return self._rebuilt
 
     def store(self, name: str, value: VariableBase | None) -> None:
         if self.captured_by_class:
@@ -56,6 +63,35 @@ class CellVariable(VariableBase):
                 raise FallbackError(f"assigning closure variable {name!r}: its cell cannot be reached")
             self.graph.side_effects.store_cell(self, value)
         self.content = value
+
+
+class CellRebuildVariable(VariableBase):
+    """A closure cell in generated code: the real cell when it belongs to a real function (or the frame's
+    free variables), else a new cell holding the simulated content (see `NestedFunctionVariable`)."""
+
+    is_mutable_container = True
+
+    def __init__(self, cell: CellVariable) -> None:
+        super().__init__(cell.graph, DummyTracker())
+        self.cell = cell
+
+    def children(self) -> list[VariableBase]:
+        if self.cell.external:
+            return [self.cell.source] if self.cell.source is not None else []
+        return [self.cell.content] if self.cell.content is not None else []
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import EMPTY_CELL, new_cell
+
+        cell = self.cell
+        if cell.external:
+            if cell.source is None:
+                raise FallbackError("a closure cell of a function outside the frame cannot be reached")
+            codegen.reconstruct(cell.source)
+            return
+        content = cell.content if cell.content is not None else ObjectVariable(EMPTY_CELL, self.graph,
+                                                                               DummyTracker())
+        codegen.call_helper(new_cell, [content])
 
 
 class FrameCellVariable(VariableBase):
@@ -264,9 +300,29 @@ class NestedFunctionVariable(FunctionVariableBase):
     def freevar_cells(self) -> dict[str, CellVariable]:
         return dict(self._closure)
 
+    is_mutable_container = True  # one function object per run of the generated code, however referenced
+
+    def children(self) -> list[VariableBase]:
+        return [*self._defaults, *self._kwdefaults.values(),
+                *(self._closure[name].rebuilt() for name in self.code.co_freevars)]
+
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        raise FallbackError(f"returning the function {self.qualname} created inside the translated frame is not "
-                            "supported yet")
+        """A new function of the same code, defaults and closure (as ``MAKE_FUNCTION`` makes one)."""
+        from ...runtime import make_function
+        from .container import DictVariable, TupleVariable
+
+        graph = self.graph
+        cells = [self._closure[name] for name in self.code.co_freevars]
+        if not codegen.final and any(not cell.external for cell in cells):
+            raise FallbackError(f"the function {self.qualname} created inside the translated frame closes over "
+                                "its variables: it cannot leave the frame before the frame ends")
+        parts = [ObjectVariable(self.code, graph, DummyTracker()),
+                 ObjectVariable(self._resolver.globals, graph, DummyTracker()),
+                 ConstantVariable(self.qualname, graph, DummyTracker()),
+                 TupleVariable(list(self._defaults), graph, DummyTracker(tuple(self._defaults))),
+                 DictVariable(dict(self._kwdefaults), graph, DummyTracker(tuple(self._kwdefaults.values()))),
+                 TupleVariable([cell.rebuilt() for cell in cells], graph, DummyTracker())]
+        codegen.call_helper(make_function, parts)
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.qualname})"
