@@ -964,3 +964,21 @@ def test_closure_leaving_at_a_graph_break_falls_back():
         return get() + t
 
     assert_same(sot.symbolic_translate(fn)(X), fn(X))
+
+
+class Slots:
+    def __init__(self):
+        self.a = 1
+        self.b = 2
+
+
+def test_instance_dict_sees_the_attributes_set_in_the_frame():
+    def fn(t):
+        made = Slots()
+        made.z = 3
+        return t * len(vars(made)), made.__dict__
+
+    with sot.config.patch(min_graph_size=0):
+        result = sot.symbolic_translate(fn)(X)
+    assert_same(result, fn(X))
+    assert sot.stats().fallbacks == 0

@@ -70,6 +70,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             if members is not None and name in members:
                 return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
     is_class = isinstance(obj, type)
+    if name == "__dict__" and not is_class:
+        # The simulated attributes of an instance live in the side-effect overlay, not in its real dict.
+        raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict.
     if meta_attr is not _MISSING and hasattr(type(meta_attr), "__set__") and not is_class:

@@ -261,6 +261,14 @@ BUILTIN_DISPATCH[object.__setattr__] = _object_setattr(delete=False)
 BUILTIN_DISPATCH[object.__delattr__] = _object_setattr(delete=True)
 
 
+@builtin_rule(vars)
+def _vars(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``vars(obj)`` is ``obj.__dict__`` (without an argument it reads the frame's locals: not simulated)."""
+    if len(args) != 1 or kwargs:
+        raise BreakGraphError("vars() of the current frame runs natively")
+    return args[0].getattr("__dict__")
+
+
 def _truth_rule(negate: bool) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from .dunder import truth_value
