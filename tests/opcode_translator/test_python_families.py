@@ -982,3 +982,17 @@ def test_instance_dict_sees_the_attributes_set_in_the_frame():
         result = sot.symbolic_translate(fn)(X)
     assert_same(result, fn(X))
     assert sot.stats().fallbacks == 0
+
+
+def test_hasattr_and_getattr_see_the_attributes_set_and_deleted_in_the_frame():
+    def fn(t, existing):
+        made = Slots()
+        existing.c = 5
+        del existing.a
+        return (t + 1, hasattr(made, "a"), hasattr(made, "zz"), hasattr(existing, "c"), hasattr(existing, "a"),
+                getattr(existing, "a", "gone"), getattr(made, "b", None))
+
+    expected = fn(X, Slots())
+    with sot.config.patch(min_graph_size=0):
+        assert_same(sot.symbolic_translate(fn)(X, Slots()), expected)
+    assert sot.stats().fallbacks == 0

@@ -28,6 +28,10 @@ _SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType
                           types.BuiltinFunctionType, types.ClassMethodDescriptorType)
 
 
+def _no_attribute(message: str) -> UserCodeError:
+    return UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
+
+
 def _value_tracker(owner: VariableBase, name: str) -> Tracker:
     return GetAttrTracker(owner, name) if owner.tracker.is_traceable() else DummyTracker((owner,))
 
@@ -53,16 +57,14 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     graph = var.graph
     stored = graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:
-        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
-                            f"{name!r}")
+        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if stored is not ABSENT:
         return stored
     if isinstance(obj, types.ModuleType):
         try:
             value = getattr(obj, name)
         except AttributeError:
-            raise UserCodeError(f"user code raised AttributeError: module {obj.__name__!r} has no attribute "
-                                f"{name!r}") from None
+            raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}") from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(obj, paddle.nn.Layer):
         for store in ("_parameters", "_sub_layers", "_buffers"):
@@ -93,8 +95,7 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             return UserFunctionVariable(fallback, graph, DummyTracker((var,))).call([var, name_var], {})
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
-        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
-                            f"{name!r}")
+        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if is_class:
         if isinstance(found, staticmethod):
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
@@ -133,7 +134,7 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         try:
             value = getattr(var.value, name)
         except AttributeError as exc:
-            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
+            raise _no_attribute(str(exc)) from None
         if callable(value) and not isinstance(value, type):
             from .callable import BUILTIN_DISPATCH, BuiltinVariable, OpaqueCallableVariable, member_of
 

@@ -54,7 +54,7 @@ class ConstantVariable(VariableBase):
         try:
             attr = getattr(self.value, name)
         except AttributeError as exc:
-            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
+            raise UserCodeError(f"user code raised AttributeError: {exc}", original=exc) from None
         if callable(attr):
             from .callable import PureFunctionVariable
 

@@ -420,6 +420,11 @@ def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
     graph.add_guard(name)
     try:
         return obj.getattr(name.get_py_value())
+    except UserCodeError as exc:
+        if len(args) == 3 and isinstance(exc.original, AttributeError):
+            graph.add_guard(obj)
+            return args[2]
+        raise
     except FallbackError:
         if len(args) == 3 and not hasattr(obj.get_py_value(), name.get_py_value()):
             graph.add_guard(obj)
@@ -433,6 +438,17 @@ def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
     graph.add_guard(name)
     if isinstance(obj, TensorVariable):
         result = hasattr(paddle.Tensor, name.get_py_value()) or name.get_py_value() in ("shape", "dtype")
+    elif isinstance(obj, ObjectVariable):
+        # as Python does it: read the attribute (simulated: it sees the frame's own stores), AttributeError
+        # means False
+        graph.add_guard(obj)
+        try:
+            obj.getattr(name.get_py_value())
+            result = True
+        except UserCodeError as exc:
+            if not isinstance(exc.original, AttributeError):
+                raise
+            result = False
     else:
         graph.add_guard(obj)
         result = hasattr(obj.get_py_value(), name.get_py_value())
