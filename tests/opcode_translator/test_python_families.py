@@ -996,3 +996,30 @@ def test_hasattr_and_getattr_see_the_attributes_set_and_deleted_in_the_frame():
     with sot.config.patch(min_graph_size=0):
         assert_same(sot.symbolic_translate(fn)(X, Slots()), expected)
     assert sot.stats().fallbacks == 0
+
+
+class Named2:
+    def __init__(self):
+        self.name = "init"
+
+    def __str__(self):
+        return f"N({self.name})"
+
+    def __repr__(self):
+        return f"R({self.name})"
+
+
+def test_f_strings_of_instances_use_their_python_str_and_repr_with_the_frames_attributes():
+    def fn(t, passed):
+        passed.name = "changed"
+        made = Named2()
+        return t + 1, f"{passed} {passed!r} {made!s:>10}", str(passed), repr(made)
+
+    expected = fn(X, Named2())
+    with sot.config.patch(min_graph_size=0):
+        assert_same(sot.symbolic_translate(fn)(X, Named2()), expected)
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
+
+
+def test_format_spec_on_an_instance_without_format_is_the_eager_error():
+    same_error(lambda t: f"{Named2():>10}", X)
