@@ -1023,3 +1023,22 @@ def test_f_strings_of_instances_use_their_python_str_and_repr_with_the_frames_at
 
 def test_format_spec_on_an_instance_without_format_is_the_eager_error():
     same_error(lambda t: f"{Named2():>10}", X)
+
+
+class Rounded:
+    def __init__(self, v):
+        self.v = v
+
+    def __round__(self, digits=None):
+        return round(self.v, digits)
+
+
+def test_builtins_that_would_run_a_python_dunder_natively_break_instead():
+    def fn(t, obj):
+        made = Rounded(2.567)
+        return t + 1, round(obj, 1), round(made, 2), made == made, Rounded(1) == made
+
+    translated = sot.symbolic_translate(fn)
+    for value in (1.25, 7.75):  # a folded result would be stale for the second object (guarded by type)
+        assert_same(translated(X, Rounded(value)), fn(X, Rounded(value)))
+    assert sot.stats().fallbacks == 0

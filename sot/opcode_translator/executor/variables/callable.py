@@ -133,12 +133,50 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor)."""
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
+    _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
     values = [a.get_py_value() for a in args]
     kw_values = {k: v.get_py_value() for k, v in kwargs.items()}
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var)
     result = graph.run_user_python(fn, values, kw_values)
     return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+# Functions that look at an object's identity or type only, never at its state or its Python methods.
+_SHALLOW_FUNCTIONS = frozenset({operator.is_, operator.is_not, id, type, callable, isinstance, issubclass})
+
+
+def _check_no_hidden_user_code(fn: Callable[..., Any], operands: list[VariableBase]) -> None:
+    """Folding runs ``fn`` on real objects now. On an instance of a user class that could run the class's
+    Python dunders (not simulated: unguarded state, and the placeholder of an object made in the frame
+    has none of its attributes) or print its address: the graph breaks and it runs natively."""
+    from .container import DictVariable, SequenceVariable
+    from .dunder import is_user_instance
+
+    if member_of(_SHALLOW_FUNCTIONS, fn):
+        return
+    containers = [var for var in operands if isinstance(var, (SequenceVariable, DictVariable))]
+    if fn in (operator.eq, operator.ne) and not containers:
+        return  # reached only without Python __eq__/__ne__ (see dunder.py): the default compares identity
+    seen: list[VariableBase] = []
+    for var in operands:
+        seen.append(var)
+        if isinstance(var, SequenceVariable):
+            seen.extend(var.items)
+        elif isinstance(var, DictVariable):
+            seen.extend(var.items.values())
+    for var in seen:
+        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)):
+            raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() on a {type(var.value).__name__} object "
+                                  "runs its Python code natively")
+
+
+def _has_python_dunders(cls: type) -> bool:
+    import types
+
+    return any(isinstance(value, types.FunctionType) and name.startswith("__") and name.endswith("__")
+               and name not in ("__init__", "__new__", "__init_subclass__")
+               for klass in cls.__mro__[:-1] for name, value in vars(klass).items())
 
 
 def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
