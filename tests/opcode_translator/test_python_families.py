@@ -1042,3 +1042,22 @@ def test_builtins_that_would_run_a_python_dunder_natively_break_instead():
     for value in (1.25, 7.75):  # a folded result would be stale for the second object (guarded by type)
         assert_same(translated(X, Rounded(value)), fn(X, Rounded(value)))
     assert sot.stats().fallbacks == 0
+
+
+class Ranked:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def __lt__(self, other):
+        return self.rank < other.rank
+
+
+def test_ordering_instances_by_their_python_lt_runs_natively_and_stays_correct():
+    def fn(t, items):
+        return t + 1, [item.rank for item in sorted(items)], max(items).rank
+
+    translated = sot.symbolic_translate(fn)
+    for ranks in ((3, 1, 2), (1, 5, 0)):
+        items = [Ranked(r) for r in ranks]
+        assert_same(translated(X, items), fn(X, items))
+    assert sot.stats().fallbacks == 0

@@ -738,6 +738,7 @@ def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: Variab
         keys = list(items)
     if any(isinstance(k, TensorVariable) for k in keys):
         raise FallbackError("ordering tensors compares them as Python bools")
+    _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
     for k in keys:
         graph.add_guard(k)
     return [k.get_py_value() for k in keys]
