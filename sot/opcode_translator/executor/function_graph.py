@@ -131,6 +131,8 @@ class FunctionGraph:
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
+        # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
+        self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
