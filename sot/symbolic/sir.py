@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from typing import Any, Callable, Literal
 
 import paddle
@@ -42,6 +43,62 @@ class MetaInfo:
         return f"{list(self.shape)} {dtype}{grad}"
 
 
+class LayerCall:
+    """The callable of a ``layer`` statement: a built-in layer, held by weak reference.
+
+    A SIR lives as long as the cache entry that runs it, and the cache must not keep a deleted layer (nor,
+    through it, its parameters) alive. Get one with `layer_call`: one object per (layer, way of calling), so
+    equal SIR stays equal. ``run_hooks`` False calls ``forward`` directly (the hooks were simulated)."""
+
+    __slots__ = ("_layer", "run_hooks", "__weakref__")
+
+    def __init__(self, layer: paddle.nn.Layer, run_hooks: bool) -> None:
+        self._layer = weakref.ref(layer)
+        self.run_hooks = run_hooks
+
+    @property
+    def layer(self) -> paddle.nn.Layer:
+        layer = self._layer()
+        if layer is None:  # its guard fails once the layer is gone: a deleted layer's program never runs
+            raise ReferenceError("sot: the layer of a recorded statement was deleted")
+        return layer
+
+    def is_alive(self) -> bool:
+        return self._layer() is not None
+
+    def watch(self, callback: Callable[[Any], None]) -> "weakref.ref[paddle.nn.Layer]":
+        """A weak reference to the layer that calls ``callback`` when the layer is deleted."""
+        return weakref.ref(self.layer, callback)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        layer = self.layer
+        return layer(*args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
+
+    def key(self) -> tuple:
+        """What identifies the program this call builds: the layer, how it is called and the training flag of
+        every sublayer (train and eval programs differ: dropout, batch norm)."""
+        layer = self.layer
+        return id(layer), self.run_hooks, tuple(sub.training for sub in layer.sublayers(include_self=True))
+
+    def __repr__(self) -> str:
+        layer = self._layer()
+        call = "" if self.run_hooks else ".forward"
+        return f"<{type(layer).__name__}{call}>" if layer is not None else "<deleted layer>"
+
+
+_layer_calls: "dict[bool, weakref.WeakKeyDictionary[paddle.nn.Layer, LayerCall]]" = {
+    True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+
+
+def layer_call(layer: paddle.nn.Layer, run_hooks: bool = True) -> LayerCall:
+    """The one `LayerCall` of ``layer`` called this way (it lives as long as the layer)."""
+    calls = _layer_calls[run_hooks]
+    call = calls.get(layer)
+    if call is None:
+        call = calls[layer] = LayerCall(layer, run_hooks)
+    return call
+
+
 @dataclasses.dataclass
 class Statement:
     """One recorded call; ``target`` is the callable, or the method name for kind ``method``."""
@@ -54,6 +111,9 @@ class Statement:
     outputs: Any  # a Symbol or a tuple/list of Symbols
     location: SourceLocation | None = None
     function: str | None = None  # the user function (possibly inlined) the statement came from
+    # The simulated call stack at the statement, outermost first: (file, line, function) of the translated
+    # frame and of each inlined call down to the statement's own line (for tracebacks of eager replays).
+    frames: tuple[tuple[str, int, str], ...] = ()
     no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
     weight: int = 1  # how many ops it puts in a program (a built-in layer or a PyLayer is many)
 
@@ -93,6 +153,10 @@ class StatementIR:
     def op_count(self) -> int:
         """The size of the program: what ``min_graph_size`` compares with."""
         return sum(stmt.weight for stmt in self.statements)
+
+    def layer_calls(self) -> list[LayerCall]:
+        """The built-in layers the program calls (held weakly)."""
+        return [stmt.target for stmt in self.statements if isinstance(stmt.target, LayerCall)]
 
     def dump(self) -> str:
         """A readable listing, one line per statement, like a tiny Python program."""
@@ -137,8 +201,8 @@ class StatementIR:
         def target_key(stmt: Statement) -> Any:
             if stmt.kind == "method":
                 return stmt.target
-            if stmt.kind == "layer":  # train and eval programs differ (dropout, batch norm)
-                return id(stmt.target), tuple(layer.training for layer in stmt.target.sublayers(include_self=True))
+            if isinstance(stmt.target, LayerCall):
+                return stmt.target.key()
             return id(stmt.target)
 
         stmts = tuple(
@@ -203,6 +267,15 @@ def _located_caller(filename: str, lineno: int, name: str) -> Callable[..., Any]
     return function
 
 
+def _call_located(frames: tuple[tuple[str, int, str], ...], call: Callable[..., Any], args: tuple) -> Any:
+    """``call(*args)`` inside one located frame per entry of ``frames`` (outermost first), so a traceback
+    reads like the user's own call chain."""
+    kwargs: dict[str, Any] = {}
+    for filename, lineno, name in reversed(frames):
+        call, args, kwargs = _located_caller(filename, lineno, name), (call, args, kwargs), {}
+    return call(*args, **kwargs)
+
+
 def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[Any]:
     """Interpret ``sir`` on concrete inputs; used to build the static program and for eager replay.
 
@@ -215,7 +288,9 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
     for stmt in sir.statements:
         args = map_structure(resolve, stmt.args)
         kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
-        if located and stmt.location is not None and stmt.location.lineno:
+        if located and stmt.frames:
+            result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs))
+        elif located and stmt.location is not None and stmt.location.lineno:
             caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
             result = caller(call_statement, (stmt, args, kwargs), {})
         else:

@@ -36,6 +36,11 @@ class FrameInfo:
 _meta_cache: dict[tuple, Any] = {}
 
 
+def forget_metas() -> None:
+    """``sot.reset()``: drop the inferred output metas (entries of dead targets would otherwise pile up)."""
+    _meta_cache.clear()
+
+
 def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     """Whether the call also fails in eager mode on zero tensors of the same meta: then the static failure
     is the user's error (e.g. a shape mismatch), not a limit of static meta inference."""
@@ -136,6 +141,8 @@ class FunctionGraph:
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
+        # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
+        self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -251,7 +258,8 @@ class FunctionGraph:
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          map_structure(lambda var: var.symbol, outputs), self.location,
-                                         function, no_grad=not self.grad_mode, weight=weight))
+                                         function, no_grad=not self.grad_mode, weight=weight,
+                                         frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
@@ -291,6 +299,16 @@ class FunctionGraph:
         if key is not None:
             _meta_cache[key] = (_reference(target), answer)
         return answer
+
+    def _user_frames(self) -> tuple[tuple[str, int, str], ...]:
+        """The simulated call stack now, outermost first (see `Statement.frames`)."""
+        frames = []
+        executor = self.current_executor
+        while executor is not None:
+            if executor.lineno:
+                frames.append((executor.code.co_filename, executor.lineno, executor.code.co_name))
+            executor = executor.parent
+        return tuple(reversed(frames))
 
     def _wrap_outputs(self, outputs: Any) -> VariableBase:
         if type(outputs) is tuple:
