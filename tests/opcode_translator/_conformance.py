@@ -62,6 +62,8 @@ def observe(value: Any, _seen: frozenset = frozenset()) -> Any:
         return (type(value).__name__, [(observe(k, seen), observe(v, seen)) for k, v in value.items()])
     if isinstance(value, (set, frozenset)):
         return (type(value).__name__, sorted(map(repr, value)))
+    if isinstance(value, types.FunctionType):  # a maker may build a new (equal) function for each run
+        return ("function", value.__qualname__)
     if isinstance(value, _OPAQUE) or value is None:
         return value
     if hasattr(value, "__dict__") and type(value).__module__ not in ("builtins",):
