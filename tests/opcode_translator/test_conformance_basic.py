@@ -507,3 +507,13 @@ def test_operator_getitem_result_live_across_a_break(compile_all, capsys):
         return z
 
     check(fn, xy34(), breaks=1)
+
+
+def test_tensor_in_a_list_holding_it(compile_all):
+    """Unexpected fallback: ``x in [x, 1]`` ("user code raised in operator.contains: TypeError: bool(Tensor) is not
+    supported in static graph mode"); eager answers True from the identity check before any ``==``."""
+
+    def fn(x):
+        return x in [x, 1], x * 2
+
+    check(fn, x34())

@@ -477,3 +477,27 @@ def test_itertools_product_and_chain(compile_all):
         return pairs, paddle.stack(chained)
 
     check(fn, lambda: (T(3),))
+
+
+def test_str_join_of_a_generator_expression(compile_all):
+    """Unexpected fallback: ``"x".join(str(d) for d in x.shape)`` ("the value of IteratorVariable(generator
+    <genexpr>) is not known during simulation"): a generator handed to a builtin should be consumed during
+    simulation, as ``list(...)`` and ``sum(...)`` already are."""
+
+    def fn(x):
+        return "x".join(str(d) for d in x.shape), x * 2
+
+    check(fn, lambda: (T(3, 4),))
+
+
+def test_yield_from_in_a_user_generator(compile_all):
+    """Unexpected fallback: a generator using ``yield from`` ("opcode SEND is not supported yet")."""
+
+    def fn(x):
+        def gen():
+            yield from [x, x + 1]
+            yield x * 2
+
+        return list(gen())
+
+    check(fn, lambda: (T(3),))
