@@ -416,10 +416,11 @@ def test_conformance(c, compile_all):
     check_case(c)
 
 
-@pytest.mark.parametrize("c", CASES[:12], ids=[c.id for c in CASES[:12]])
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 def test_conformance_default_graph_size(c):
     """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
     check_case(c)
+
 
 
 def test_inplace_tensor_argument_is_mutated_like_eager(compile_all):

@@ -361,6 +361,12 @@ def test_conformance(c, compile_all):
     check_case(c)
 
 
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_conformance_default_graph_size(c):
+    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
+    check_case(c)
+
+
 # -- guards on what a call depends on -------------------------------------------------------------------------
 def test_function_argument_changed_between_calls(compile_all):
     """WRONG RESULT: a function passed as an argument is not guarded. ``fn(x, paddle.tanh)`` then

@@ -281,6 +281,12 @@ def test_conformance(c, compile_all):
     check_case(c)
 
 
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_conformance_default_graph_size(c):
+    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
+    check_case(c)
+
+
 # -- errors raised by container operations must be the eager ones ----------------------------------------------
 def list_index_out_of_range(x, lst):
     return lst[5] + x

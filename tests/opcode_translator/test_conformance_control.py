@@ -312,6 +312,12 @@ def test_conformance(c, compile_all):
     check_case(c)
 
 
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_conformance_default_graph_size(c):
+    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
+    check_case(c)
+
+
 # -- graph breaks: where they must happen, and what the resumed code must give -------------------------------
 def tensor_if(x):
     y = x * 2
