@@ -550,3 +550,139 @@ def test_tensor_size_has_the_eager_type(compile_all):
         return x * 2, x.size
 
     check(fn, x34())
+
+
+def _seeded(make, seed=5):
+    paddle.seed(seed)
+    return make()
+
+
+def test_lstm_outputs_keep_their_gradients(compile_all):
+    """WRONG GRADIENTS: the outputs of ``nn.LSTM`` called in a translated function come back with
+    ``stop_gradient=True`` (eager: False), and a backward from them leaves the LSTM weights without gradients:
+    training an LSTM through sot silently does not train it. ``nn.GRU`` likewise
+    (test_more_layers_called_from_a_function[gru])."""
+    eager, translated = _seeded(lambda: nn.LSTM(3, 4)), _seeded(lambda: nn.LSTM(3, 4))
+
+    def fn(layer, x):
+        out, (h, c) = layer(x)
+        return out, h, c
+
+    x = T(2, 5, 3)
+    expected, actual = fn(eager, x), sot.symbolic_translate(fn)(translated, x)
+    assert_observed_same(observe(actual), observe(expected), "outputs")
+    expected[0].sum().backward()
+    actual[0].sum().backward()
+    for (name, pe), (_, pt) in zip(eager.named_parameters(), translated.named_parameters()):
+        assert pt.grad is not None, name
+        np.testing.assert_allclose(pt.grad.numpy(), pe.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+class _DoubledLinear(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_super_forward_in_a_layer_subclass(compile_all):
+    """Unexpected fallback, not cached: ``super().forward(x)`` in a subclass of ``nn.Linear`` ("internal error:
+    NotImplementedError: DummyTracker (the frame runs eagerly, not cached)"): the frame is simulated again
+    on every call and never translated."""
+    check(_run_layer, lambda: (_seeded(lambda: _DoubledLinear(3, 3)), T(2, 3)), stable=False)
+
+
+class _Chain(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(3, 3)
+        self.l2 = nn.Linear(3, 3)
+        self.ws = nn.ParameterList([self.create_parameter([3, 3]) for _ in range(2)])
+
+    def forward(self, x):
+        for _, layer in self.named_children():
+            if isinstance(layer, nn.Linear):
+                x = layer(x)
+        for w in self.ws:
+            x = x @ w
+        return x
+
+
+def test_iterating_named_children_and_a_parameter_list(compile_all):
+    """Unexpected break and fallbacks: ``for name, layer in self.named_children()`` ("creating an instance of
+    set runs natively", then "an iterator (generator Layer.named_children) cannot leave the translated frame
+    yet") and ``for w in self.ws`` over a ``ParameterList`` ("iterating over ParameterList is not
+    supported")."""
+    check(_run_layer, lambda: (_seeded(_Chain), T(2, 3)), stable=False)
+
+
+def test_parameter_name_and_state_dict(compile_all):
+    """Unexpected fallbacks: ``layer.weight.name`` ("tensor attribute 'name' is not supported yet") and
+    ``layer.state_dict()["weight"]`` (an OrderedDict made natively: break, then "subscript of
+    ObjectVariable(OrderedDict) is not supported yet")."""
+
+    def fn(layer, x):
+        return x @ layer.state_dict()["weight"], isinstance(layer.weight.name, str)
+
+    check(fn, lambda: (_seeded(lambda: nn.Linear(3, 3)), T(2, 3)), stable=False)
+
+
+def test_grad_of_a_leaf_after_backward_inside_the_function(compile_all):
+    """Fallback and a different ``stop_gradient``: after ``y.backward()`` (a break), reading ``x.grad`` falls back
+    ("tensor attribute 'grad' is not supported yet"), and the gradient produced through the compiled prefix has
+    ``stop_gradient=True`` where eager's has False."""
+
+    def fn(x):
+        y = (x * x).sum()
+        y.backward()
+        return x.grad
+
+    check(fn, lambda: (T(2, 3, stop_gradient=False),), breaks=1)
+
+
+class _Branchy(nn.Layer):
+    """Sublayers picked by name with getattr, a dict output, and a branch on ``self.training``."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+        self.names = ["a", "b"]
+
+    def forward(self, x):
+        out = {}
+        for name in self.names:
+            out[name] = getattr(self, name)(x)
+        if self.training:
+            out["t"] = x * 2
+        return out
+
+
+class _Hooked(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.fc.register_forward_post_hook(lambda layer, inputs, output: output * 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class _Outer(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Branchy()
+
+    def forward(self, x):
+        return sum(self.inner(x).values())
+
+
+@pytest.mark.parametrize("make, make_input", [
+    (_Branchy, lambda: T(2, 3)),
+    (_Hooked, lambda: T(2, 3)),
+    (_Outer, lambda: T(2, 3)),
+    (lambda: nn.MultiHeadAttention(4, 2), lambda: T(2, 5, 4)),
+    (lambda: nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), lambda: T(2, 5, 4)),
+    (lambda: nn.GRU(3, 4), lambda: T(2, 5, 3)),
+], ids=["getattr_dict_training", "forward_hook", "nested_layers", "multi_head_attention", "transformer_encoder",
+        "gru"])
+def test_more_layers_called_from_a_function(make, make_input, compile_all):
+    check(_run_layer, lambda: (_seeded(make), make_input()), stable=False)
