@@ -415,6 +415,83 @@ def tensor_int_conversion(x):
     return x * n, n
 
 
+class _Holder:
+    def __init__(self):
+        self.log = []
+        self.n = 0
+
+
+def _callee_mutates_then_breaks(lst, t):
+    lst.append(1)
+    print("in callee")
+    lst.append(2)
+    return t * 2
+
+
+def break_in_callee_with_effects(x, lst, o):
+    o.n += 1
+    y = _callee_mutates_then_breaks(lst, x)
+    o.log.append(len(lst))
+    return y + o.n
+
+
+def effects_in_both_branches_of_tensor_if(x, lst):
+    lst.append("start")
+    if x.mean() > 0:
+        lst.append("pos")
+        y = x * 2
+    else:
+        lst.append("neg")
+        y = x / 2
+    lst.append("end")
+    return y
+
+
+def loop_with_break_mutating(x, lst):
+    out = []
+    for v in lst:
+        out.append(x * v)
+        print(v)
+        lst[0] += v
+    return out
+
+
+def dict_mutation_across_two_breaks(x, d):
+    d["b"] = 2
+    print("1")
+    d["a"] += 10
+    print("2")
+    del d["b"]
+    return x * d["a"]
+
+
+def try_except_around_break(x, lst):
+    try:
+        lst.append(1)
+        print("b")
+        raise ValueError("v")
+    except ValueError:
+        lst.append(2)
+    finally:
+        lst.append(3)
+    return x * len(lst)
+
+
+def attribute_tensor_update_across_break(x, o):
+    o.t = x * 2
+    print("b")
+    o.t = o.t + 1
+    return o.t
+
+
+def for_loop_over_list_with_break_inside(x):
+    out = x
+    for t in [x, x * 2, x * 3]:
+        print("b")
+        out = out + t
+    return out
+
+
 BREAK_CASES = [
     case(tensor_if, lambda: (pos(3),), lambda: (neg(3),), breaks=1),
     case(tensor_while, lambda: (pos(3),), breaks=None),
@@ -430,6 +507,13 @@ BREAK_CASES = [
     # 2: the resumed code calls ``__exit__`` natively (a known second break, see test_graph_break.py).
     case(break_inside_with, lambda: (T(3, stop_gradient=False),), breaks=2),
     case(tensor_int_conversion, lambda: (pos(3),), lambda: (neg(3),), breaks=None),
+    case(break_in_callee_with_effects, lambda: (T(3), [], _Holder()), breaks=None),
+    case(effects_in_both_branches_of_tensor_if, lambda: (pos(3), []), lambda: (neg(3), []), breaks=1),
+    case(loop_with_break_mutating, lambda: (T(3), [1, 2, 3]), breaks=None),
+    case(dict_mutation_across_two_breaks, lambda: (T(3), {"a": 1}), breaks=2),
+    case(try_except_around_break, lambda: (T(3), []), breaks=1),
+    case(attribute_tensor_update_across_break, lambda: (T(3), _Holder()), breaks=1),
+    case(for_loop_over_list_with_break_inside, lambda: (T(3),), breaks=None),
 ]
 
 
@@ -473,6 +557,15 @@ def raise_after_a_break(x):
     raise KeyError("after break")
 
 
+def raise_after_a_break_with_effects(x, lst):
+    lst.append(1)
+    print("b")
+    lst.append(2)
+    if len(lst) > 1:
+        raise KeyError("x")
+    return x
+
+
 def reraise_with_context(x):
     try:
         {}["k"]
@@ -488,6 +581,7 @@ ERROR_CASES = [
     case(zero_division_in_python, lambda: (T(3), 0)),
     case(raise_after_a_break, lambda: (T(3),)),
     case(reraise_with_context, lambda: (T(3),)),
+    case(raise_after_a_break_with_effects, lambda: (T(3), [])),
 ]
 
 
@@ -587,5 +681,24 @@ def test_numpy_array_method_after_numpy(compile_all):
         y = x * 2
         arr = y.numpy()
         return y + float(arr.sum())
+
+    check(fn, lambda: (T(3),), breaks=1)
+
+
+def test_nested_function_alive_across_a_break(compile_all):
+    """Unexpected fallback: a closure defined in the frame and still used after a ``print`` break ("returning the
+    function add created inside the translated frame is not supported yet"): the resume function cannot be
+    given the closure, so the whole frame runs eagerly (the same root as a break inside such a function)."""
+
+    def fn(x):
+        acc = []
+
+        def add(v):
+            acc.append(v)
+
+        add(x * 2)
+        print("break")
+        add(x * 3)
+        return acc
 
     check(fn, lambda: (T(3),), breaks=1)
