@@ -244,3 +244,155 @@ def test_function_made_per_call_in_a_small_frame_is_not_retranslated():
         return inc(x)
 
     check(fn, lambda: (T(3),))
+
+
+# -- assorted constructs of real code ---------------------------------------------------------------------------
+def return_inside_try_finally(x, log):
+    try:
+        return x * 2
+    finally:
+        log.append("finally")
+
+
+def star_unpack_tensor_rows(x):
+    first, *rest = x
+    return first, rest
+
+
+def shape_list_is_a_copy(x):
+    shape = x.shape
+    shape.append(1)
+    return x.reshape(shape), x.shape
+
+
+def recursive_nested_function(x):
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    return x * fact(4)
+
+
+def enumerate_tensor_rows(x):
+    return [row * i for i, row in enumerate(x)]
+
+
+def dict_get_with_a_tensor_default(x):
+    return {}.get("a", x) * 2
+
+
+def index_by_a_zero_dim_int_tensor(x):
+    return x[paddle.to_tensor(2)]
+
+
+def while_else(x):
+    i = 0
+    while i < 3:
+        i += 1
+    else:
+        x = x * 2
+    return x, i
+
+
+def kwargs_splat_into_a_user_function(x):
+    def f(**kw):
+        return kw["a"] * kw.get("b", 1)
+
+    return f(**{"a": x}, b=3)
+
+
+def exception_arguments(x):
+    try:
+        raise ValueError("m", 3)
+    except ValueError as e:
+        return x * e.args[1], str(e)
+
+
+def list_slice_assignment_of_tensors(x):
+    lst = [x, x, x]
+    lst[::2] = [x * 2, x * 3]
+    return lst
+
+
+def dict_splat_into_a_tensor_method(x):
+    cfg = {"axis": 0, "keepdim": True}
+    return x.sum(**cfg)
+
+
+def where_with_a_python_scalar(x):
+    return paddle.where(x > 0, x, 0.0)
+
+
+def tensor_methods_returning_indices(x):
+    return x.max(axis=1), x.argmax(axis=1), paddle.sort(x), paddle.argsort(x), paddle.unique(paddle.to_tensor([1, 2, 2]))
+
+
+def data_dependent_shapes(x):
+    return paddle.masked_select(x, x > 0).sum(), paddle.nonzero(x > 0).shape[1]
+
+
+def special_floats_and_big_ints(x):
+    return x * float("inf"), x + float("nan"), paddle.full([2], float("-inf")), x * (2 ** 40), 2 ** 70
+
+
+ASSORTED_CASES = [
+    case(return_inside_try_finally, lambda: (T(3), [])),
+    case(star_unpack_tensor_rows, lambda: (T(3, 2),)),
+    case(shape_list_is_a_copy, lambda: (T(3),)),
+    case(recursive_nested_function, lambda: (T(3),)),
+    case(enumerate_tensor_rows, lambda: (T(2, 3),)),
+    case(dict_get_with_a_tensor_default, lambda: (T(3),)),
+    case(index_by_a_zero_dim_int_tensor, lambda: (T(4),)),
+    case(while_else, lambda: (T(3),)),
+    case(kwargs_splat_into_a_user_function, lambda: (T(3),)),
+    case(exception_arguments, lambda: (T(3),)),
+    case(list_slice_assignment_of_tensors, lambda: (T(3),)),
+    case(dict_splat_into_a_tensor_method, lambda: (T(3, 2),)),
+    case(where_with_a_python_scalar, lambda: (T(3),)),
+    case(tensor_methods_returning_indices, lambda: (T(3, 4),)),
+    case(data_dependent_shapes, lambda: (T(3, 4),)),
+    case(special_floats_and_big_ints, lambda: (T(3),)),
+]
+
+
+@pytest.mark.parametrize("c", ASSORTED_CASES, ids=[c.id for c in ASSORTED_CASES])
+def test_assorted(c, compile_all):
+    check_case(c)
+
+
+@pytest.mark.parametrize("c", ASSORTED_CASES, ids=[c.id for c in ASSORTED_CASES])
+def test_assorted_default_graph_size(c):
+    check_case(c)
+
+
+def print_tensor_value(x):
+    print(x * 2)
+    return x
+
+
+def fstring_of_a_tensor_value(x):
+    return f"{x.sum()}", x + 1
+
+
+def single_element_tensor_as_condition(x):
+    if x:
+        return x + 1
+    return x - 1
+
+
+def tensor_tolist(x):
+    return x.tolist(), x * 2
+
+
+def tensor_numpy_returned(x):
+    return (x * 2).numpy()
+
+
+@pytest.mark.parametrize("fn, make", [
+    (print_tensor_value, lambda: (T(3),)),
+    (fstring_of_a_tensor_value, lambda: (T(3),)),
+    (single_element_tensor_as_condition, lambda: (T(1, positive=True),)),
+    (tensor_tolist, lambda: (T(3),)),
+    (tensor_numpy_returned, lambda: (T(3),)),
+], ids=["print", "fstring", "one_element_if", "tolist", "numpy"])
+def test_tensor_values_leaving_the_graph_break_once(fn, make, compile_all):
+    check(fn, make, breaks=1)
