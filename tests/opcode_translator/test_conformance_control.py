@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
 import paddle
 import pytest
 
 import sot
 from sot import psdb
 
-from _conformance import T, args, case, check, check_case
+from _conformance import T, case, check, check_case
 
 
 def pos(*shape: int, seed: int = 0):

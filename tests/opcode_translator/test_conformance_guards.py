@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import paddle
 import paddle.nn.functional as F
-import pytest
 
 import sot
 
-from _conformance import T, assert_observed_same, case, check, observe
+from _conformance import T, assert_observed_same, check, observe
 
 GLOBAL_W = T(4, 4, seed=5)
 GLOBAL_CONFIG = {"scale": 2.0, "act": "relu"}
