@@ -74,7 +74,8 @@ def observe(value: Any, _seen: frozenset = frozenset()) -> Any:
 def assert_observed_same(actual: Any, expected: Any, where: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     if isinstance(expected, np.ndarray):
         assert isinstance(actual, np.ndarray), f"{where}: {actual!r} is not an array"
-        assert actual.dtype == expected.dtype and actual.shape == expected.shape, f"{where}: {actual!r} != {expected!r}"
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, \
+            f"{where}: {actual!r} != {expected!r}"
         if expected.dtype.kind in "fc":
             np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
         else:
@@ -143,7 +144,8 @@ def check(fn: Callable[..., Any], *makers: ArgMaker, calls: int = 2, breaks: int
             if stable and call > 0:
                 assert sot.stats().translate_count == before, f"{where}: equal inputs translated again: {sot.stats()}"
     stats = sot.stats()
-    assert fallbacks is None or stats.fallbacks == fallbacks, f"{fn.__name__}: {stats.fallbacks} fallbacks, expected {fallbacks}: {stats}"
+    assert fallbacks is None or stats.fallbacks == fallbacks, \
+        f"{fn.__name__}: {stats.fallbacks} fallbacks, expected {fallbacks}: {stats}"
     if breaks is not None:
         assert stats.graph_breaks == breaks, f"{fn.__name__}: {stats.graph_breaks} breaks, expected {breaks}: {stats}"
     return stats

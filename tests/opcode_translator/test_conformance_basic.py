@@ -440,8 +440,9 @@ def test_string_argument_change_retranslates_or_hits_correctly(compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_operator_add_of_tensors_is_translated(compile_all):
-    """Unexpected fallback: ``operator.add(x, y)`` (also ``getitem``...) on tensors ("calling <built-in function
-    add> with tensors is not supported"); ``x + y`` is translated, the operator-module spelling should be too."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``operator.add(x, y)`` (also ``getitem``...) on
+    tensors ("calling <built-in function add> with tensors is not supported"); ``x + y`` is translated, the
+    operator-module spelling should be too."""
 
     def fn(x, y):
         return operator.add(x, y), operator.mul(x, 2), operator.neg(x), operator.getitem(x, 1)
@@ -474,8 +475,9 @@ def test_inplace_or_of_an_int_tensor_with_a_python_int(compile_all):
 
 
 def test_dict_union_holding_an_input_tensor_next_to_an_op(compile_all):
-    """Internal error (the user sees Dy2StKeyError ``KeyError: var_3`` from sir.run_sir): a dict built by
-    ``{...} | {...}`` holding an input tensor, returned together with a computed tensor."""
+    """Fixed (kept as a regression test); was: Internal error (the user sees Dy2StKeyError ``KeyError: var_3`` from
+    sir.run_sir): a dict built by ``{...} | {...}`` holding an input tensor, returned together with a computed
+    tensor."""
 
     def fn(x):
         union = {"a": x} | {"d": 4}
@@ -498,9 +500,9 @@ def test_tensor_setitem_does_not_break(compile_all):
 
 
 def test_operator_getitem_result_live_across_a_break(compile_all, capsys):
-    """Unexpected fallback (internal): the tensor picked by ``operator.getitem([x, y], 1)`` and kept alive over a
-    graph break makes the frame fall back ("tensor var_2 is needed in the generated code but is not a graph
-    output"); ``[x, y][1]`` works."""
+    """Fixed (kept as a regression test); was: Unexpected fallback (internal): the tensor picked by
+    ``operator.getitem([x, y], 1)`` and kept alive over a graph break makes the frame fall back ("tensor var_2 is
+    needed in the generated code but is not a graph output"); ``[x, y][1]`` works."""
 
     def fn(x, y):
         z = operator.getitem([x, y], 1)

@@ -376,9 +376,9 @@ _Point = collections.namedtuple("_Point", ["a", "b"])
 
 
 def test_namedtuple_created_and_read(compile_all):
-    """Unexpected breaks and fallback: creating a namedtuple instance breaks ("creating an instance of _Point
-    runs natively", "call of tuple.__new__ runs natively"), then reading ``p.a`` falls back ("attribute
-    _Point.a is a _tuplegetter descriptor: not simulated yet")."""
+    """Fixed (kept as a regression test); was: Unexpected breaks and fallback: creating a namedtuple instance breaks
+    ("creating an instance of _Point runs natively", "call of tuple.__new__ runs natively"), then reading ``p.a``
+    falls back ("attribute _Point.a is a _tuplegetter descriptor: not simulated yet")."""
 
     def fn(x):
         p = _Point(x, x * 2)
@@ -388,8 +388,9 @@ def test_namedtuple_created_and_read(compile_all):
 
 
 def test_list_sort_and_sorted_with_a_key_lambda(compile_all):
-    """Unexpected fallback: ``items.sort(key=...)`` ("list.sort() with arguments is not supported yet") and
-    ``sorted(nums, key=lambda ...)`` ("the value of NestedFunctionVariable(<lambda>) is not known")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``items.sort(key=...)`` ("list.sort() with
+    arguments is not supported yet") and ``sorted(nums, key=lambda ...)`` ("the value of
+    NestedFunctionVariable(<lambda>) is not known")."""
 
     def fn(x, items):
         items.sort(key=lambda p: p[1])
@@ -412,9 +413,10 @@ def test_lambda_passed_to_map_filter_and_max(compile_all):
 
 
 def test_functools_reduce_with_a_lambda(compile_all):
-    """Unexpected break and fallback: ``functools.reduce`` is not simulated ("call of reduce runs natively"), and
-    at that break the lambda made in the frame cannot be handed over ("returning the function <lambda> created
-    inside the translated frame is not supported yet": the whole frame falls back)."""
+    """Fixed (kept as a regression test); was: Unexpected break and fallback: ``functools.reduce`` is not simulated
+    ("call of reduce runs natively"), and at that break the lambda made in the frame cannot be handed over
+    ("returning the function <lambda> created inside the translated frame is not supported yet": the whole frame
+    falls back)."""
 
     def fn(tensors):
         return functools.reduce(lambda a, b: a + b, tensors), functools.reduce(operator.mul, [1, 2, 3], 1)
@@ -448,8 +450,9 @@ def test_dict_fromkeys_and_frozenset_do_not_break(compile_all):
 
 
 def test_ordered_dict_and_defaultdict(compile_all):
-    """Unexpected break and fallback: ``collections.OrderedDict()`` is created natively (break) and then
-    "item assignment on ObjectVariable(OrderedDict) is not supported yet" (fallback); defaultdict likewise."""
+    """Fixed (kept as a regression test); was: Unexpected break and fallback: ``collections.OrderedDict()`` is
+    created natively (break) and then "item assignment on ObjectVariable(OrderedDict) is not supported yet"
+    (fallback); defaultdict likewise."""
 
     def fn(x):
         od = collections.OrderedDict()
@@ -474,8 +477,8 @@ def test_dict_popitem(compile_all):
 
 
 def test_itertools_product_and_chain(compile_all):
-    """Unexpected break and fallback: ``itertools.product`` is created natively, then "iterating over
-    ObjectVariable(product) is not supported yet"."""
+    """Fixed (kept as a regression test); was: Unexpected break and fallback: ``itertools.product`` is created
+    natively, then "iterating over ObjectVariable(product) is not supported yet"."""
 
     def fn(x):
         pairs = list(itertools.product([1, 2], ["a"]))
@@ -497,7 +500,8 @@ def test_str_join_of_a_generator_expression(compile_all):
 
 
 def test_yield_from_in_a_user_generator(compile_all):
-    """Unexpected fallback: a generator using ``yield from`` ("opcode SEND is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a generator using ``yield from`` ("opcode SEND
+    is not supported yet")."""
 
     def fn(x):
         def gen():

@@ -641,9 +641,9 @@ def test_context_manager_made_in_the_frame(compile_all):
 
 
 def test_graph_break_inside_a_function_defined_in_the_frame(compile_all):
-    """Unexpected fallback: a tensor-valued ``if`` inside a nested function defined in the frame and called
-    there; the caller falls back ("returning the function inner created inside the translated frame is not
-    supported yet") instead of breaking at the call."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a tensor-valued ``if`` inside a nested function
+    defined in the frame and called there; the caller falls back ("returning the function inner created inside the
+    translated frame is not supported yet") instead of breaking at the call."""
 
     def fn(x):
         def inner(t):

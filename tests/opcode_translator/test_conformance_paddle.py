@@ -42,7 +42,8 @@ def reductions(x):
 def elementwise_math(x):
     p = x.abs() + 0.1
     return paddle.exp(x), paddle.log(p), paddle.sqrt(p), paddle.rsqrt(p), x.sin(), x.cos(), paddle.floor(x), \
-        paddle.ceil(x), paddle.round(x), paddle.sign(x), paddle.clip(x, -0.5, 0.5), x.square(), paddle.reciprocal(p), \
+        paddle.ceil(x), paddle.round(x), paddle.sign(x), paddle.clip(x, -0.5, 0.5), x.square(), \
+        paddle.reciprocal(p), \
         paddle.maximum(x, p * 0.1), paddle.minimum(x, -p), paddle.erf(x), paddle.isnan(x), paddle.isfinite(x)
 
 

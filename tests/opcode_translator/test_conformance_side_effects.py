@@ -380,7 +380,7 @@ def test_psdb_breakgraph_with_pending_effects(compile_all):
 
 
 def test_hasattr_after_del_of_an_attribute(compile_all):
-    """WRONG RESULT: ``del s.value; hasattr(s, "value")`` gives True when the frame's graph is compiled
-    (``min_graph_size=0``), False (like eager) when it is replayed eagerly: the deletion recorded as a side
-    effect is not seen by the later ``hasattr``."""
+    """Fixed (kept as a regression test); was: WRONG RESULT: ``del s.value; hasattr(s, "value")`` gives True when
+    the frame's graph is compiled (``min_graph_size=0``), False (like eager) when it is replayed eagerly: the
+    deletion recorded as a side effect is not seen by the later ``hasattr``."""
     check(delete_object_attribute, lambda: (T(3), State()))
