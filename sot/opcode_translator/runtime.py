@@ -30,6 +30,14 @@ def enter_grad_mode(enabled: bool) -> Any:
     return manager.__exit__
 
 
+def enter_context_manager(make_manager: Any) -> Any:
+    """Enter a fresh ``make_manager()`` for real (e.g. an AMP block a graph break interrupted); returns its
+    bound ``__exit__``."""
+    manager = make_manager()
+    manager.__enter__()
+    return manager.__exit__
+
+
 def set_cell(cell: Any, value: Any) -> None:
     """``nonlocal`` assignment replayed on the real cell."""
     cell.cell_contents = value

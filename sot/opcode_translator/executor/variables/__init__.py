@@ -8,6 +8,7 @@ from .function import BoundMethodVariable, NestedFunctionVariable, UserFunctionV
 from .iterator import IteratorVariable
 from .layer import LayerVariable
 from . import pylayer  # noqa: F401  (registers the PyLayer rule)
+from . import context  # noqa: F401  (registers the auto_cast rule)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",
