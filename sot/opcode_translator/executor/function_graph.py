@@ -122,8 +122,6 @@ class FunctionGraph:
         self.grad_enabled = bool(self.state[0])
         self.grad_mode = self.grad_enabled  # changed by simulated ``with paddle.no_grad():`` blocks
         self.amp_state = current_amp_state()  # changed by simulated ``with paddle.amp.auto_cast():`` blocks
-        if self.amp_state.enabled:
-            self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
@@ -131,6 +129,8 @@ class FunctionGraph:
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
         self._query_guards: list[tuple[Callable[[], Any], Any]] = []
+        if self.amp_state.enabled:
+            self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
