@@ -127,6 +127,64 @@ def test_auto_cast_variants_match_eager(fn: Any, compile_all: Any) -> None:
     assert _counts() == {"translate_count": 1, "graph_breaks": 0, "fallbacks": 0}
 
 
+@paddle.amp.auto_cast(dtype="bfloat16", custom_white_list=["exp"])
+def decorated(x, w):
+    return paddle.exp(paddle.matmul(x, w)), paddle.amp.is_autocast_enabled(), paddle.amp.get_autocast_dtype()
+
+
+def calls_decorated(x, w):
+    y, enabled, _ = decorated(x * 2, w)
+    return y.sum(), y, enabled
+
+
+class DecoratedForward(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(8, 3)
+
+    @paddle.amp.auto_cast(level="O2")
+    def forward(self, x):
+        return paddle.tanh(self.fc(x))
+
+
+decorated_layer = DecoratedForward()
+
+
+def calls_decorated_layer(x, w):
+    y = decorated_layer(x) + paddle.matmul(x, w)
+    return y.mean(), y
+
+
+@pytest.mark.parametrize("fn", [calls_decorated, calls_decorated_layer])
+def test_functions_decorated_with_auto_cast_are_inlined(fn: Any, compile_all: Any) -> None:
+    _grads_match(fn, lambda: (_t(4, 8), _t(8, 3, seed=1, stop_gradient=False)), [1])
+    assert _counts() == {"translate_count": 1, "graph_breaks": 0, "fallbacks": 0}
+
+
+@paddle.amp.auto_cast(dtype="bfloat16", custom_white_list=["exp"])
+def decorated_with_break(x):
+    y = paddle.exp(x)
+    observe_amp_state()
+    return y + 1
+
+
+def calls_decorated_with_break(x):
+    return decorated_with_break(x * 2) * 3
+
+
+def test_a_break_inside_a_decorated_function_runs_it_in_amp_mode(compile_all: Any) -> None:
+    observed.clear()
+    expected = calls_decorated_with_break(_t(3))
+    expected_states = list(observed)
+    observed.clear()
+    fast = sot.symbolic_translate(calls_decorated_with_break)
+    for _ in range(2):
+        assert_same(fast(_t(3)), expected)
+        assert observed == expected_states
+        observed.clear()
+    assert sot.stats().fallbacks == 0
+
+
 def amp_queries(x):
     before = (paddle.amp.is_autocast_enabled(), paddle.amp.get_autocast_dtype())
     with paddle.amp.auto_cast(dtype="bfloat16"):
@@ -195,6 +253,32 @@ def test_graph_break_inside_a_block_resumes_in_amp_mode(compile_all: Any) -> Non
         observed.clear()
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks >= 1
     assert observe_amp_state.__code__ is not None and core._get_amp_op_list() == (set(), set())
+
+
+def manager_made_before_a_break(x, w):
+    manager = paddle.amp.auto_cast(dtype="bfloat16", custom_white_list=["exp"])
+    y = paddle.matmul(x, w)
+    observe_amp_state()
+    with manager:
+        y = paddle.exp(y)
+        observe_amp_state()
+    return y.sum(), y
+
+
+def test_a_manager_made_before_a_graph_break_is_entered_after_it(compile_all: Any) -> None:
+    # The graph before the break is compiled; the generated code makes the real manager, and the resume
+    # function, which enters a real (library) manager, runs eagerly.
+    observed.clear()
+    make_args = lambda: (_t(4, 8), _t(8, 3, seed=1, stop_gradient=False))  # noqa: E731
+    expected = manager_made_before_a_break(*make_args())
+    expected_states = list(observed)
+    observed.clear()
+    fast = sot.symbolic_translate(manager_made_before_a_break)
+    for _ in range(2):
+        assert_same(fast(*make_args()), expected)
+        assert observed == expected_states
+        observed.clear()
+    assert sot.stats().graph_breaks == 1 and sot.stats().compiled_graphs == 1
 
 
 def test_block_arguments_are_guarded(compile_all: Any) -> None:

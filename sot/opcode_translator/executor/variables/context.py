@@ -3,10 +3,11 @@
 ``__enter__``/``__exit__`` inlined."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import types
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
 
@@ -16,6 +17,7 @@ from ..tracker import ConstTracker, DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable, member_of
+from .function import UserFunctionVariable
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -159,6 +161,11 @@ class AmpModeVariable(VariableBase):
         graph.amp_state = inside
         return exit_var, ConstantVariable(None, graph, DummyTracker())
 
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        # Made before a graph break and entered after it: the generated code makes the real manager.
+        codegen.load_callable_const(self.make_manager)
+        codegen.call(0)
+
     def __repr__(self) -> str:
         return f"AmpModeVariable({self.make_manager!r})"
 
@@ -208,3 +215,55 @@ class AmpQueryVariable(CallableVariable):
 @VariableFactory.register(74)
 def _amp_query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     return AmpQueryVariable(value, graph, tracker) if member_of(_AMP_QUERIES, value) else None
+
+
+# -- functions decorated with ``@paddle.amp.auto_cast(...)`` ----------------------------------------------------
+def _context_decorator_wrapper_code() -> types.CodeType:
+    """The code of the wrapper ``contextlib.ContextDecorator`` puts around a decorated function."""
+
+    @contextlib.contextmanager
+    def manager() -> Iterator[None]:
+        yield
+
+    return manager()(lambda: None).__code__
+
+
+_DECORATOR_WRAPPER_CODE = _context_decorator_wrapper_code()
+_AMP_GUARD_GENERATOR = _amp_module.amp_guard.__wrapped__  # what auto_cast's managers run
+
+
+def amp_decorator_manager(fn: types.FunctionType) -> Any:
+    """The AMP manager of a function decorated with ``@paddle.amp.auto_cast(...)``, or None."""
+    if fn.__code__ is not _DECORATOR_WRAPPER_CODE or fn.__closure__ is None:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+    try:
+        manager = cells["self"].cell_contents
+    except (KeyError, ValueError):
+        return None
+    return manager if getattr(manager, "func", None) is _AMP_GUARD_GENERATOR else None
+
+
+class AmpDecoratedFunctionVariable(UserFunctionVariable):
+    """A function decorated with ``@paddle.amp.auto_cast(...)``: its call is the decorated function inlined
+    inside a simulated AMP block (the wrapper itself is library code, which would break the graph)."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        manager = amp_decorator_manager(self.value)
+        self.graph.add_guard(self)  # (the identity of the wrapper fixes its manager and function)
+        cells = self.freevar_cells()
+        exit_var, _ = AmpModeVariable(manager._recreate_cm, self.graph).enter()
+        previous = self.graph.amp_state
+        try:
+            result = cells["func"].load("func").call(args, kwargs)
+        finally:
+            self.graph.amp_state = previous
+        exit_var.call([], {})
+        return result
+
+
+@VariableFactory.register(61)
+def _amp_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, types.FunctionType) and amp_decorator_manager(value) is not None:
+        return AmpDecoratedFunctionVariable(value, graph, tracker)
+    return None
