@@ -1,6 +1,7 @@
 """`FunctionGraph`: what one simulated frame records (SIR statements, tensor inputs, guards)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import weakref
@@ -65,9 +66,21 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
 _FLOAT_DTYPES = frozenset({paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64})
 
 
-def _mixes_float_dtypes(tree: Any) -> bool:
-    dtypes = {leaf.dtype for leaf in leaves(tree) if isinstance(leaf, MetaInfo) and leaf.dtype in _FLOAT_DTYPES}
-    return len(dtypes) > 1
+def _mixes_float_dtypes(tree: Any, more_dtypes: Any = ()) -> bool:
+    dtypes = {leaf.dtype for leaf in leaves(tree) if isinstance(leaf, MetaInfo)} | set(more_dtypes)
+    return len(dtypes & _FLOAT_DTYPES) > 1
+
+
+def _rejects_mixed_float_dtypes(kind: str, call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether eager mode raises for this call because its inputs (or a layer's parameters) mix floating
+    dtypes: a static program casts them silently (matmul of bfloat16 by float32) and would compute."""
+    if kind == "layer":
+        layer = getattr(call, "layer", call)  # (a layer's forward without its hooks)
+        if not _mixes_float_dtypes((args, kwargs), (p.dtype for p in layer.parameters())):
+            return False
+        # Probed on a copy: running the layer may update its state (batch norm statistics).
+        return _fails_eagerly(copy.deepcopy(layer).forward, args, kwargs)
+    return kind in ("api", "method") and _mixes_float_dtypes((args, kwargs)) and _fails_eagerly(call, args, kwargs)
 
 
 def autograd_state() -> tuple:
@@ -261,9 +274,7 @@ class FunctionGraph:
             if kind != "layer" and _fails_eagerly(call, args, kwargs):  # a layer may update its state
                 raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
-        if kind in ("api", "method") and _mixes_float_dtypes((args, kwargs)) and _fails_eagerly(call, args, kwargs):
-            # A static program casts mixed inputs where some eager kernels refuse them (matmul of bfloat16
-            # by float32): eager's error is the answer.
+        if _rejects_mixed_float_dtypes(kind, call, args, kwargs):
             raise UserCodeError(f"user code raised in {name}: its inputs mix floating dtypes", self.location)
         # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
