@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 import paddle
 
 from ..errors import SourceLocation
-from .amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied
+from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .pytree import leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
@@ -159,12 +159,14 @@ class StatementIR:
         return ins, stmts, outs, self.grad_enabled
 
 
-def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: bool = True) -> Any:
+def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:
     """Perform one statement on concrete values (eager tensors or static placeholders).
 
-    ``ambient_amp`` says whether mixed precision may be on around the call: then the statement's own AMP
-    state is applied (also when it is off: ops outside an ``auto_cast`` block must not cast)."""
-    if stmt.amp.enabled or ambient_amp:
+    ``ambient_amp`` is the AMP state around the call (read now when not given); where the statement's own
+    state differs (also when it is off: ops outside an ``auto_cast`` block must not cast), it is applied."""
+    if ambient_amp is None:
+        ambient_amp = current_amp_state()
+    if stmt.amp is not ambient_amp and stmt.amp != ambient_amp:
         with amp_applied(stmt.amp):
             return _call_in_grad_mode(stmt, args, kwargs)
     return _call_in_grad_mode(stmt, args, kwargs)
@@ -220,7 +222,7 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
 
     ``located`` runs every statement through a frame that carries its user source line (error path)."""
     env: dict[Symbol, Any] = dict(zip(sir.inputs, inputs))
-    ambient_amp = ambient_amp_enabled()  # (statements leave the state as they found it)
+    ambient_amp = current_amp_state()  # (statements leave the state as they found it)
 
     def resolve(value: Any) -> Any:
         return env[value] if isinstance(value, Symbol) else value
