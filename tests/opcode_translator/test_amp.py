@@ -309,6 +309,18 @@ def test_called_under_amp_translates_and_the_state_is_guarded(compile_all: Any) 
     assert sot.stats().translate_count == 3
 
 
+def test_small_graphs_replayed_eagerly_match_eager_in_and_out_of_amp() -> None:
+    # (min_graph_size keeps these graphs eager: the generated replay, or the interpreter under AMP)
+    x, w = _t(4, 8), _t(8, 3, seed=1)
+    fast = sot.symbolic_translate(amp_block)
+    with tracer_amp("O1", "float16"):
+        for _ in range(2):
+            assert_same(fast(x, w, "O2", "bfloat16"), amp_block(x, w, "O2", "bfloat16"))
+    for _ in range(2):
+        assert_same(fast(x, w, "O2", "bfloat16"), amp_block(x, w, "O2", "bfloat16"))
+    assert sot.stats().translate_count == 2 and sot.stats().compiled_graphs == 0
+
+
 def test_invalid_block_arguments_raise_the_eager_error() -> None:
     def bad_level(x):
         with paddle.amp.auto_cast(level="O5"):
@@ -388,9 +400,10 @@ def test_statements_under_amp_on_an_accelerator_carry_the_casts(monkeypatch: Any
     assert sot.stats().fallbacks == 0
 
 
-def test_eager_replay_of_a_statement_applies_its_amp_state(monkeypatch: Any) -> None:
-    # The SIR interpreter (eager replay, static build) applies each statement's state and restores the
-    # ambient one, also when AMP is on around a statement recorded with AMP off.
+def test_eager_replay_of_a_statement_applies_its_amp_state() -> None:
+    # The SIR interpreter (static build, error replay) and the generated eager replay apply each
+    # statement's state and restore the ambient one, also when AMP is on around a statement recorded off.
+    from sot.symbolic.replay import compile_replay
     from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol, run_sir
 
     seen: list[Any] = []
@@ -405,11 +418,14 @@ def test_eager_replay_of_a_statement_applies_its_amp_state(monkeypatch: Any) -> 
     sir = StatementIR("probe", [a], [Statement("api", "probe", probe, (a,), {}, b, amp=on),
                                      Statement("api", "probe", probe, (b,), {}, Symbol("c"))],
                       [Symbol("c")], {a: meta, b: meta, Symbol("c"): meta})
-    run_sir(sir, [_t(2)])
-    with tracer_amp("O1", "bfloat16"):
-        run_sir(sir, [_t(2)])
-        assert core._get_amp_attrs()._amp_level == core.AmpLevel.O1
-    assert seen == [(core.AmpLevel.O2, "float16"), (core.AmpLevel.O0, "float32")] * 2
+    for run in (lambda inputs: run_sir(sir, inputs), compile_replay(sir)):
+        seen.clear()
+        run([_t(2)])
+        with tracer_amp("O1", "bfloat16"):
+            run([_t(2)])
+            assert core._get_amp_attrs()._amp_level == core.AmpLevel.O1
+        assert seen == [(core.AmpLevel.O2, "float16"), (core.AmpLevel.O0, "float32")] * 2
+        assert core._get_amp_attrs()._amp_level == core.AmpLevel.O0
     assert "[amp O2 float16]" in sir.dump()
 
 
