@@ -192,6 +192,26 @@ def amp_queries(x):
     return x + 1, before, inside
 
 
+def raise_inside_block(x):
+    try:
+        with paddle.amp.auto_cast(dtype="bfloat16", custom_white_list=["exp"]):
+            y = paddle.exp(x)
+            if y.shape[0] == 3:
+                raise ValueError("leaving the block by an exception")
+    except ValueError:
+        y = x * 2
+    return y, paddle.amp.get_autocast_dtype()
+
+
+def test_an_exception_leaving_a_block_restores_the_state(parity: Any, compile_all: Any) -> None:
+    for outside in (tracer_amp("O1", "float16"), contextlib.nullcontext()):
+        with outside:
+            before = amp_module.current_amp_state()
+            parity(raise_inside_block, _t(3))
+            assert amp_module.current_amp_state() == before
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
+
+
 def test_amp_queries_are_answered_from_the_simulated_state(parity: Any, compile_all: Any) -> None:
     parity(amp_queries, _t(3))
     with tracer_amp("O1", "bfloat16"):
