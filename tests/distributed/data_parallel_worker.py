@@ -2,8 +2,9 @@
 process started by ``paddle.distributed.spawn`` (gloo, CPU); run as a script by test_data_parallel.py.
 
 ``python data_parallel_worker.py OUT_DIR MODE`` with MODE one of ``eager``, ``layer`` (the DataParallel
-layer itself given to ``sot.symbolic_translate``) or ``step`` (a translated training-step function that
-calls it). Each rank saves its final parameters, its per-step losses and ``sot.stats()`` to OUT_DIR.
+layer itself given to ``sot.symbolic_translate``), ``step`` (a translated training-step function that
+calls it) or ``unused`` (as ``layer``, for a model with a sublayer its forward never uses, wrapped with
+``find_unused_parameters=True``). Each rank saves its final parameters, its per-step losses and ``sot.stats()`` to OUT_DIR.
 """
 from __future__ import annotations
 
@@ -21,20 +22,22 @@ BATCH = 6  # per process
 
 
 class Net(paddle.nn.Layer):
-    def __init__(self) -> None:
+    def __init__(self, with_unused: bool = False) -> None:
         super().__init__()
         self.fc1 = paddle.nn.Linear(4, 16)
         self.norm = paddle.nn.LayerNorm(16)
         self.fc2 = paddle.nn.Linear(16, 2)
+        if with_unused:
+            self.unused = paddle.nn.Linear(4, 2)  # no gradient: the reducer must not wait for it
 
     def forward(self, x):
         hidden = paddle.nn.functional.gelu(self.norm(self.fc1(x)))
         return self.fc2(hidden) * 2 + x[:, :2]
 
 
-def make_model() -> Net:
+def make_model(with_unused: bool = False) -> Net:
     paddle.seed(2024)
-    return Net()
+    return Net(with_unused)
 
 
 def batch(step: int, rank: int) -> tuple[paddle.Tensor, paddle.Tensor]:
@@ -56,12 +59,12 @@ def train(out_dir: str, mode: str) -> None:
     rank = dist.get_rank()
     import sot
 
-    model = make_model()
-    dp_model = paddle.DataParallel(model)
+    model = make_model(with_unused=mode == "unused")
+    dp_model = paddle.DataParallel(model, find_unused_parameters=mode == "unused")
     opt = paddle.optimizer.Momentum(0.1, momentum=0.9, parameters=dp_model.parameters())
     if mode == "eager":
         step = loss_of
-    elif mode == "layer":
+    elif mode in ("layer", "unused"):
         fast = sot.symbolic_translate(dp_model)
         step = lambda _, x, y: paddle.nn.functional.mse_loss(fast(x), y)  # noqa: E731
     else:

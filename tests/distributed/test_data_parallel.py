@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning")]
 
 
-def single_process_parameters() -> list[np.ndarray]:
-    model = make_model()
+def single_process_parameters(with_unused: bool) -> list[np.ndarray]:
+    model = make_model(with_unused)
     opt = paddle.optimizer.Momentum(0.1, momentum=0.9, parameters=model.parameters())
     for i in range(STEPS):
         x, y = batch(i, -1)  # the whole global batch
@@ -46,9 +46,9 @@ def run_two_processes(out_dir: Path, mode: str) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("mode", ["layer", "step"])
+@pytest.mark.parametrize("mode", ["layer", "step", "unused"])
 def test_data_parallel_training_matches_a_single_process(tmp_path: Path, mode: str) -> None:
-    expected = single_process_parameters()
+    expected = single_process_parameters(with_unused=mode == "unused")
     run_two_processes(tmp_path, mode)
     for rank in (0, 1):
         params = np.load(tmp_path / f"{mode}_rank{rank}.npz")
