@@ -19,23 +19,45 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+class BlockExit:
+    """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
+
+    The resume function calls it when the block ends. If an exception leaves the generated code first
+    (which has no handler of its own), it runs when the frames holding it are freed, so the mode does not
+    stay switched for the rest of the program (a generator-based manager does the same on its own)."""
+
+    __slots__ = ("_exit",)
+
+    def __init__(self, exit_: Any) -> None:
+        self._exit = exit_
+
+    def __call__(self, *exc_info: Any) -> Any:
+        exit_, self._exit = self._exit, None
+        return exit_(*exc_info) if exit_ is not None else None
+
+    def __del__(self) -> None:
+        if self._exit is not None:
+            try:
+                self(None, None, None)
+            except Exception:  # (at interpreter exit Paddle may be gone: nothing left to restore)
+                pass
 
 
 def enter_grad_mode(enabled: bool) -> Any:
-    """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its bound ``__exit__``."""
+    """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its ``__exit__``."""
     import paddle
 
     manager = paddle.enable_grad() if enabled else paddle.no_grad()
     manager.__enter__()
-    return manager.__exit__
+    return BlockExit(manager.__exit__)
 
 
 def enter_context_manager(make_manager: Any) -> Any:
     """Enter a fresh ``make_manager()`` for real (e.g. an AMP block a graph break interrupted); returns its
-    bound ``__exit__``."""
+    ``__exit__``."""
     manager = make_manager()
     manager.__enter__()
-    return manager.__exit__
+    return BlockExit(manager.__exit__)
 
 
 def set_cell(cell: Any, value: Any) -> None:

@@ -328,6 +328,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         for var in needed:  # read before the effects change the paths they are reached by
             codegen.spill(var)
         effects.emit(codegen)  # the native instruction may observe them
+    for var in base:
+        # A ``with`` block the break is inside (grad mode, AMP) is entered for real before the native
+        # instruction, which runs inside the block in eager mode too.
+        if getattr(var, "enters_a_block", False):
+            codegen.spill(var)
     for var in operands:
         codegen.reconstruct(var)
     label = Label()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
 
-from ....errors import FallbackError, UserCodeError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.amp import AmpState, current_amp_state
 from ..tracker import ConstTracker, DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
@@ -22,6 +22,7 @@ from .function import UserFunctionVariable
 if TYPE_CHECKING:
     from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
 
 # (``paddle.amp.auto_cast`` is the function; the module of the same name is shadowed by it)
 _amp_module = importlib.import_module("paddle.amp.auto_cast")
@@ -48,6 +49,8 @@ class GradModeVariable(VariableBase):
 
 class GradModeExitVariable(VariableBase):
     """The ``__exit__`` a grad-mode ``with`` leaves on the stack."""
+
+    enters_a_block = True  # rebuilding it at a graph break enters the real mode
 
     def __init__(self, previous: bool, inside: bool, graph: "FunctionGraph") -> None:
         super().__init__(graph, DummyTracker())
@@ -173,6 +176,8 @@ class AmpModeVariable(VariableBase):
 class AmpModeExitVariable(VariableBase):
     """The ``__exit__`` an AMP ``with`` leaves on the stack."""
 
+    enters_a_block = True  # rebuilding it at a graph break enters a real block
+
     def __init__(self, previous: AmpState, make_manager: Callable[[], Any], graph: "FunctionGraph") -> None:
         super().__init__(graph, DummyTracker())
         self.previous = previous
@@ -267,3 +272,21 @@ def _amp_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) ->
     if isinstance(value, types.FunctionType) and amp_decorator_manager(value) is not None:
         return AmpDecoratedFunctionVariable(value, graph, tracker)
     return None
+
+
+class BlockExitVariable(ObjectVariable):
+    """The real ``__exit__`` of a block entered at a graph break, received by a resume function: a new object
+    at each call (guarded by its type only); calling it ends the block natively."""
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(type(self.value))}"]
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        raise BreakGraphError("the end of a block entered before a graph break runs natively")
+
+
+@VariableFactory.register(76)
+def _block_exit_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    from ...runtime import BlockExit
+
+    return BlockExitVariable(value, graph, tracker) if type(value) is BlockExit else None
