@@ -212,6 +212,27 @@ def test_an_exception_leaving_a_block_restores_the_state(parity: Any, compile_al
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
 
 
+@paddle.amp.auto_cast(dtype="bfloat16")
+def decorated_raising(x):
+    if x.shape[0] == 3:
+        raise KeyError("leaving a decorated function by an exception")
+    return x
+
+
+def catches_from_decorated(x):
+    try:
+        decorated_raising(x)
+    except KeyError:
+        pass
+    return x + 1, paddle.amp.is_autocast_enabled(), paddle.amp.get_autocast_dtype()
+
+
+def test_an_exception_leaving_a_decorated_function_leaves_its_block(parity: Any, compile_all: Any) -> None:
+    with tracer_amp("O1", "float16"):
+        parity(catches_from_decorated, _t(3))
+    assert sot.stats().fallbacks == 0
+
+
 def test_amp_queries_are_answered_from_the_simulated_state(parity: Any, compile_all: Any) -> None:
     parity(amp_queries, _t(3))
     with tracer_amp("O1", "bfloat16"):

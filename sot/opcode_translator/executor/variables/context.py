@@ -258,11 +258,11 @@ class AmpDecoratedFunctionVariable(UserFunctionVariable):
         self.graph.add_guard(self)  # (the identity of the wrapper fixes its manager and function)
         cells = self.freevar_cells()
         exit_var, _ = AmpModeVariable(manager._recreate_cm, self.graph).enter()
-        previous = self.graph.amp_state
         try:
             result = cells["func"].load("func").call(args, kwargs)
-        finally:
-            self.graph.amp_state = previous
+        except BaseException:  # (leaving by an exception leaves the block too; it does not suppress it)
+            exit_var.call([], {})
+            raise
         exit_var.call([], {})
         return result
 
