@@ -22,14 +22,18 @@ def write_back_dict(target: dict, content: dict) -> None:
 class BlockExit:
     """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
 
-    The resume function calls it when the block ends. If an exception leaves the generated code first
-    (which has no handler of its own), it runs when the frames holding it are freed, so the mode does not
-    stay switched for the rest of the program (a generator-based manager does the same on its own)."""
+    ``kind`` ("grad" or "amp") and ``previous`` (the grad mode or `AmpState` before the block) let the
+    resume function's translation simulate the end of the block: its generated code then calls `leave_block`
+    before its graph. Run natively, the resume function calls it as ``__exit__``. If an exception leaves the
+    generated code while the block is open (that code has no handler of its own), it runs when the frames
+    holding it are freed, so the mode does not stay switched for the rest of the program."""
 
-    __slots__ = ("_exit",)
+    __slots__ = ("_exit", "kind", "previous")
 
-    def __init__(self, exit_: Any) -> None:
+    def __init__(self, exit_: Any, kind: str, previous: Any) -> None:
         self._exit = exit_
+        self.kind = kind
+        self.previous = previous
 
     def __call__(self, *exc_info: Any) -> Any:
         exit_, self._exit = self._exit, None
@@ -43,21 +47,30 @@ class BlockExit:
                 pass
 
 
+def leave_block(block_exit: BlockExit) -> None:
+    """The normal end of a block entered before a graph break (simulated by the resume function)."""
+    block_exit(None, None, None)
+
+
 def enter_grad_mode(enabled: bool) -> Any:
     """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its ``__exit__``."""
     import paddle
 
+    previous = paddle.is_grad_enabled()
     manager = paddle.enable_grad() if enabled else paddle.no_grad()
     manager.__enter__()
-    return BlockExit(manager.__exit__)
+    return BlockExit(manager.__exit__, "grad", previous)
 
 
 def enter_context_manager(make_manager: Any) -> Any:
-    """Enter a fresh ``make_manager()`` for real (e.g. an AMP block a graph break interrupted); returns its
+    """Enter a fresh AMP ``make_manager()`` for real (a block a graph break interrupted); returns its
     ``__exit__``."""
+    from ..symbolic.amp import current_amp_state
+
+    previous = current_amp_state()
     manager = make_manager()
     manager.__enter__()
-    return BlockExit(manager.__exit__)
+    return BlockExit(manager.__exit__, "amp", previous)
 
 
 def set_cell(cell: Any, value: Any) -> None:

@@ -141,6 +141,9 @@ class FunctionGraph:
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
+        # Blocks entered before the frame started (a resume function's) that the simulation ended: the
+        # generated code leaves them for real before running the graph.
+        self.block_exits: list[VariableBase] = []
         self._query_guards: list[tuple[Callable[[], Any], Any]] = []
         if self.amp_state.enabled:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())

@@ -275,14 +275,31 @@ def _amp_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) ->
 
 
 class BlockExitVariable(ObjectVariable):
-    """The real ``__exit__`` of a block entered at a graph break, received by a resume function: a new object
-    at each call (guarded by its type only); calling it ends the block natively."""
+    """The real ``__exit__`` of a block entered at a graph break, received by a resume function (a new object
+    at each call, guarded by its type and the mode it restores). The normal end of the block is simulated:
+    the mode switches back for what follows, and the generated code calls the real exit before its graph."""
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        return [f"type({expr}) is {builder.constant(type(self.value))}"]
+        return [f"type({expr}) is {builder.constant(type(self.value))}",
+                f"{expr}.kind == {self.value.kind!r}", f"{expr}.previous == {builder.constant(self.value.previous)}"]
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        raise BreakGraphError("the end of a block entered before a graph break runs natively")
+        if kwargs or not all(isinstance(arg, ConstantVariable) and arg.value is None for arg in args):
+            raise BreakGraphError("an exception leaving a block entered before a graph break: runs natively")
+        graph = self.graph
+        graph.add_guard(self)
+        block_exit = self.value
+        attribute = "grad_mode" if block_exit.kind == "grad" else "amp_state"
+        inside = getattr(graph, attribute)
+        setattr(graph, attribute, block_exit.previous)
+        graph.block_exits.append(self)
+
+        def undo() -> None:
+            graph.block_exits.pop()
+            setattr(graph, attribute, inside)
+
+        graph.side_effects.on_rollback(undo)
+        return ConstantVariable(None, graph, DummyTracker())
 
 
 @VariableFactory.register(76)
