@@ -340,6 +340,32 @@ def emit_for_iter_exit(emit: Emit) -> None:
         emit("POP_TOP")
 
 
+def begin_protected_region(add: Callable[[Any], None], handler: Any) -> Any:
+    """Open a region whose exceptions jump to ``handler`` (a Label), at an empty stack; returns what
+    `end_protected_region` needs. 3.10: a ``SETUP_FINALLY`` block; 3.11+: an exception-table entry."""
+    from bytecode import Instr, TryBegin
+
+    if HAS_BLOCK_STACK:
+        add(Instr("SETUP_FINALLY", handler))
+        return None
+    begin = TryBegin(handler, push_lasti=False)
+    add(begin)
+    return begin
+
+
+def end_protected_region(add: Callable[[Any], None], begin: Any) -> None:
+    """Close the region (before each of its exits, e.g. a ``RETURN_VALUE``)."""
+    from bytecode import Instr, TryEnd
+
+    add(Instr("POP_BLOCK") if HAS_BLOCK_STACK else TryEnd(begin))
+
+
+def emit_reraise_in_handler(emit: Emit) -> None:
+    """The end of a handler of a protected region: re-raise the exception it caught, as it was (3.10: the
+    block stack's exception triple is on the stack; 3.11+: the exception)."""
+    emit("RERAISE", 0)
+
+
 def emit_swap_top_two(emit: Emit) -> None:
     if PY < (3, 11):
         emit("ROT_TWO")

@@ -52,6 +52,13 @@ def leave_block(block_exit: BlockExit) -> None:
     block_exit(None, None, None)
 
 
+def abandon_blocks(*block_exits: BlockExit) -> None:
+    """An exception leaves the generated code while these blocks are open: leave them, innermost first
+    (each exit runs once: one the resume function already called does nothing)."""
+    for block_exit in reversed(block_exits):
+        block_exit(None, None, None)
+
+
 def enter_grad_mode(enabled: bool) -> Any:
     """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its ``__exit__``."""
     import paddle

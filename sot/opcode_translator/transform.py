@@ -26,7 +26,7 @@ from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_resume_code
-from .runtime import leave_block
+from .runtime import abandon_blocks, leave_block
 
 
 @dataclasses.dataclass
@@ -340,11 +340,15 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         for var in needed:  # read before the effects change the paths they are reached by
             codegen.spill(var)
         effects.emit(codegen)  # the native instruction may observe them
-    for var in base:
+    open_blocks = [var for var in base if getattr(var, "exits_a_block", False)]
+    for var in open_blocks:
         # A ``with`` block the break is inside (grad mode, AMP) is entered for real before the native
-        # instruction, which runs inside the block in eager mode too.
-        if getattr(var, "enters_a_block", False):
-            codegen.spill(var)
+        # instruction, which runs inside the block in eager mode too...
+        codegen.spill(var)
+    # ... and left if an exception escapes from here on (the native instruction, the resume function), as
+    # its ``with`` statement would before any handler of the caller runs.
+    handler = Label()
+    region = pyversion.begin_protected_region(codegen.add, handler) if open_blocks else None
     for var in operands:
         codegen.reconstruct(var)
     label = Label()
@@ -380,7 +384,14 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         for name in live:
             codegen.reconstruct(value_of(name))
         codegen.call(argc + len(results) + len(live))
+        if open_blocks:
+            pyversion.end_protected_region(codegen.add, region)
         codegen.return_value()
+    if open_blocks:
+        codegen.add(handler)
+        codegen.call_helper(abandon_blocks, open_blocks)
+        codegen.emit("POP_TOP")
+        pyversion.emit_reraise_in_handler(codegen.emit)
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,

@@ -980,7 +980,6 @@ def _grad_mode_in_and_after_handler(fn, x):
 
 
 def test_an_exception_at_a_break_inside_a_no_grad_block_leaves_grad_mode_restored(compile_all):
-    # Once the exception is handled and its traceback freed at the latest.
     fast = sot.symbolic_translate(raise_at_break_in_no_grad_block)
     for _ in range(2):
         assert _grad_mode_in_and_after_handler(fast, _t(3))[1] is True
@@ -988,8 +987,8 @@ def test_an_exception_at_a_break_inside_a_no_grad_block_leaves_grad_mode_restore
 
 
 def test_an_exception_at_a_break_inside_a_no_grad_block_exits_it_before_the_handler(compile_all):
-    # KNOWN BUG: the generated code has no exception handler of its own: the block entered at the break is
-    # left only when the frames of the traceback are freed, after the user's ``except`` clause ran.
+    # The generated code leaves the block entered at the break when an exception escapes it, before the
+    # caller's ``except`` clause runs (as the ``with`` statement would).
     expected = _grad_mode_in_and_after_handler(raise_at_break_in_no_grad_block, _t(3))
     fast = sot.symbolic_translate(raise_at_break_in_no_grad_block)
     assert _grad_mode_in_and_after_handler(fast, _t(3)) == expected
@@ -1023,3 +1022,21 @@ def raise_after_break_in_block(x):
 def test_an_exception_leaving_a_resumed_block_restores_grad_mode(parity, compile_all):
     parity(raise_after_break_in_block, _t(3, stop_gradient=False))
     assert paddle.is_grad_enabled()
+
+
+def raise_in_resumed_block(x):
+    with paddle.no_grad():
+        y = x * 2
+        psdb.breakgraph()
+        z = y + 1
+        fail_natively()  # a second break, inside the block the first one resumed in
+    return z
+
+
+def test_an_exception_in_a_resumed_block_exits_it_before_the_handler(compile_all):
+    expected = _grad_mode_in_and_after_handler(raise_in_resumed_block, _t(3))
+    assert expected == (True, True)
+    fast = sot.symbolic_translate(raise_in_resumed_block)
+    for _ in range(2):
+        assert _grad_mode_in_and_after_handler(fast, _t(3)) == expected
+    assert sot.stats().fallbacks == 0

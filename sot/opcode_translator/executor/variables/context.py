@@ -50,7 +50,7 @@ class GradModeVariable(VariableBase):
 class GradModeExitVariable(VariableBase):
     """The ``__exit__`` a grad-mode ``with`` leaves on the stack."""
 
-    enters_a_block = True  # rebuilding it at a graph break enters the real mode
+    exits_a_block = True  # rebuilding it at a graph break enters the real mode (and returns its exit)
 
     def __init__(self, previous: bool, inside: bool, graph: "FunctionGraph") -> None:
         super().__init__(graph, DummyTracker())
@@ -176,7 +176,7 @@ class AmpModeVariable(VariableBase):
 class AmpModeExitVariable(VariableBase):
     """The ``__exit__`` an AMP ``with`` leaves on the stack."""
 
-    enters_a_block = True  # rebuilding it at a graph break enters a real block
+    exits_a_block = True  # rebuilding it at a graph break enters a real block (and returns its exit)
 
     def __init__(self, previous: AmpState, make_manager: Callable[[], Any], graph: "FunctionGraph") -> None:
         super().__init__(graph, DummyTracker())
@@ -278,6 +278,8 @@ class BlockExitVariable(ObjectVariable):
     """The real ``__exit__`` of a block entered at a graph break, received by a resume function (a new object
     at each call, guarded by its type and the mode it restores). The normal end of the block is simulated:
     the mode switches back for what follows, and the generated code calls the real exit before its graph."""
+
+    exits_a_block = True  # still open at a further break: left if an exception escapes
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         return [f"type({expr}) is {builder.constant(type(self.value))}",
