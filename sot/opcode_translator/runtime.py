@@ -24,9 +24,9 @@ class BlockExit:
 
     ``kind`` ("grad" or "amp") and ``previous`` (the grad mode or `AmpState` before the block) let the
     resume function's translation simulate the end of the block: its generated code then calls `leave_block`
-    before its graph. Run natively, the resume function calls it as ``__exit__``. If an exception leaves the
-    generated code while the block is open (that code has no handler of its own), it runs when the frames
-    holding it are freed, so the mode does not stay switched for the rest of the program."""
+    before its graph. Run natively, the resume function calls it as ``__exit__``. It runs once: an exception
+    escaping generated code with the block open calls `abandon_blocks`, and as a last resort it runs when the
+    frames holding it are freed, so the mode never stays switched for the rest of the program."""
 
     __slots__ = ("_exit", "kind", "previous")
 
