@@ -10,6 +10,7 @@ import statistics
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Iterator
 
 import paddle
@@ -17,6 +18,7 @@ from paddle.static import InputSpec
 
 from ..config import config
 from ..eval_frame_ext import get_callback
+from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
@@ -27,8 +29,9 @@ from .sir import StatementIR, run_sir
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
-    def __init__(self, sir: StatementIR) -> None:
+    def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
         self.sir = sir
+        self.key = key
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -48,6 +51,20 @@ class CompiledProgram:
         self._compiled_times: list[float] = []
         self._eager_times: list[float] = []
         self._replay_function: Replay | None = None
+        # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
+        # when one of the layers is deleted, the program can never run again (its guard checks the layer's
+        # identity), so it lets its parameters go.
+        this = weakref.ref(self)
+        self._layer_watches = [call.watch(lambda _, this=this: _release(this)) for call in sir.layer_calls()]
+
+    def release(self) -> None:
+        """Drop the static program (and the parameters it holds); it must not be called again."""
+        if self.key is not None and _compiled.get(self.key) is self:
+            del _compiled[self.key]
+        self.static_function = None
+        self._program = None
+        self._replay_function = None
+        self._layer_watches = []
 
     def _replay(self, inputs: list) -> list:
         if self._replay_function is None:  # built only when the eager side is measured or chosen
@@ -90,10 +107,16 @@ class CompiledProgram:
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
-            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
-                    shallow_op_callstacks():
-                warnings.simplefilter("ignore")
-                _, self._program = self.static_function.get_concrete_program(inputs)
+            if self.static_function is None:
+                raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
+            enter_room()  # building is deep Python code, run wherever the user's call happens to be
+            try:
+                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                        shallow_op_callstacks():
+                    warnings.simplefilter("ignore")
+                    _, self._program = self.static_function.get_concrete_program(inputs)
+            finally:
+                leave_room()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
@@ -103,8 +126,12 @@ class CompiledProgram:
                 # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                 # (observed with reshape + softmax): build the runnable programs without it.
                 self._built_modes.add(training)
-                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
-                    outputs = self._program.sot_call(inputs)
+                enter_room()
+                try:
+                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                        outputs = self._program.sot_call(inputs)
+                finally:
+                    leave_room()
             else:
                 outputs = self._program.sot_call(inputs)
         except Exception:
@@ -146,10 +173,16 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
     key = sir.structural_key()
     program = _compiled.get(key)
     if program is None:
-        program = CompiledProgram(sir)
+        program = CompiledProgram(sir, key)
         _compiled[key] = program
         counters.compiled_graphs += 1
     return program
+
+
+def _release(program_ref: "weakref.ref[CompiledProgram]") -> None:
+    program = program_ref()
+    if program is not None:
+        program.release()
 
 
 def clear_compiled() -> None:
