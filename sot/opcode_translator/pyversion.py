@@ -103,6 +103,12 @@ HAS_BLOCK_STACK = PY < (3, 11)
 FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)
 #: How many values ``END_FOR`` pops when it does run (3.12: two; 3.13: one, a ``POP_TOP`` follows).
 END_FOR_POPS = 2 if PY == (3, 12) else 1
+#: 3.10: ``MATCH_KEYS`` and ``MATCH_CLASS`` also push a success flag (True/False) above their result, and
+#: ``MATCH_CLASS`` leaves the subject in place on failure (3.11+ push the result or None alone).
+MATCH_PUSHES_SUCCESS_FLAG = PY < (3, 11)
+#: 3.11: when the delegate of ``yield from`` returns, ``SEND`` replaces the delegate with the returned value;
+#: 3.12+ keep the delegate under it and ``END_SEND`` (the jump target) removes it.
+SEND_POPS_DELEGATE_ON_RETURN = PY < (3, 12)
 #: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
 #: bool-producing ``COMPARE_OP`` before them); generated code must do the same.
 JUMP_NEEDS_BOOL = PY >= (3, 13)
@@ -340,30 +346,43 @@ def emit_for_iter_exit(emit: Emit) -> None:
         emit("POP_TOP")
 
 
-def begin_protected_region(add: Callable[[Any], None], handler: Any) -> Any:
-    """Open a region whose exceptions jump to ``handler`` (a Label), at an empty stack; returns what
-    `end_protected_region` needs. 3.10: a ``SETUP_FINALLY`` block; 3.11+: an exception-table entry."""
-    from bytecode import Instr, TryBegin
+def begin_exception_region(add: Callable[[Any], None], handler: Any, lineno: int) -> Any:
+    """Start a region of generated code whose exceptions go to ``handler`` (a `bytecode` Label) with an empty
+    stack. Returns what `end_exception_region` needs. 3.10: a ``SETUP_FINALLY`` block; 3.11+: an
+    exception-table entry."""
+    import bytecode  # (not at import: this module must load on unsupported Pythons to say so)
 
     if HAS_BLOCK_STACK:
-        add(Instr("SETUP_FINALLY", handler))
-        return None
-    begin = TryBegin(handler, push_lasti=False)
-    add(begin)
-    return begin
+        add(bytecode.Instr("SETUP_FINALLY", handler, lineno=lineno))
+        return handler
+    entry = bytecode.TryBegin(handler, push_lasti=False)
+    add(entry)
+    return entry
 
 
-def end_protected_region(add: Callable[[Any], None], begin: Any) -> None:
-    """Close the region (before each of its exits, e.g. a ``RETURN_VALUE``)."""
-    from bytecode import Instr, TryEnd
+def end_exception_region(add: Callable[[Any], None], region: Any, lineno: int, first: bool) -> None:
+    """End the region at the start of each path leaving it (``first``: the fall-through path, right after
+    the region's last instruction; later paths are jump targets placed after it)."""
+    import bytecode
 
-    add(Instr("POP_BLOCK") if HAS_BLOCK_STACK else TryEnd(begin))
+    if HAS_BLOCK_STACK:
+        add(bytecode.Instr("POP_BLOCK", lineno=lineno))
+    elif first:
+        add(bytecode.TryEnd(region))
 
 
-def emit_reraise_in_handler(emit: Emit) -> None:
-    """The end of a handler of a protected region: re-raise the exception it caught, as it was (3.10: the
-    block stack's exception triple is on the stack; 3.11+: the exception)."""
-    emit("RERAISE", 0)
+def emit_handler_entry(emit: Emit, store_exception: Callable[[], None]) -> None:
+    """At the handler of `begin_exception_region`: store the exception (``store_exception`` emits the store
+    of the top of the stack) and leave the stack empty, with the thread's handled exception unchanged.
+    3.10 enters with (previous traceback, value, type, traceback, value, type) and a running-handler block,
+    which ``POP_EXCEPT`` removes (restoring the previous exception info)."""
+    if HAS_BLOCK_STACK:
+        emit("POP_TOP")
+        store_exception()
+        emit("POP_TOP")
+        emit("POP_EXCEPT")
+    else:
+        store_exception()
 
 
 def emit_swap_top_two(emit: Emit) -> None:

@@ -1,6 +1,8 @@
 """Small helpers the generated code calls at run time (kept out of the bytecode for readability)."""
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 
@@ -24,16 +26,26 @@ class BlockExit:
 
     ``kind`` ("grad" or "amp") and ``previous`` (the grad mode or `AmpState` before the block) let the
     resume function's translation simulate the end of the block: its generated code then calls `leave_block`
-    before its graph. Run natively, the resume function calls it as ``__exit__``. It runs once: an exception
-    escaping generated code with the block open calls `abandon_blocks`, and as a last resort it runs when the
-    frames holding it are freed, so the mode never stays switched for the rest of the program."""
+    before its graph (and `rerun_natively` opens the block again if that graph fails, since the original
+    code then reruns from inside it). Run natively, the resume function calls it as ``__exit__`` (also the
+    original's own ``with`` cleanup, when an exception is re-raised inside the block). It runs once, and as
+    a last resort when the frames holding it are freed, so the mode never stays switched for the rest of
+    the program."""
 
-    __slots__ = ("_exit", "kind", "previous")
+    __slots__ = ("_make_manager", "_exit", "kind", "previous", "left_early")
 
-    def __init__(self, exit_: Any, kind: str, previous: Any) -> None:
-        self._exit = exit_
+    def __init__(self, make_manager: Any, kind: str, previous: Any) -> None:
+        self._make_manager = make_manager
+        self._exit: Any = None
         self.kind = kind
         self.previous = previous
+        self.left_early = False
+
+    def enter(self) -> "BlockExit":
+        manager = self._make_manager()
+        manager.__enter__()
+        self._exit = manager.__exit__
+        return self
 
     def __call__(self, *exc_info: Any) -> Any:
         exit_, self._exit = self._exit, None
@@ -50,13 +62,47 @@ class BlockExit:
 def leave_block(block_exit: BlockExit) -> None:
     """The normal end of a block entered before a graph break (simulated by the resume function)."""
     block_exit(None, None, None)
+    block_exit.left_early = True
 
 
-def abandon_blocks(*block_exits: BlockExit) -> None:
-    """An exception leaves the generated code while these blocks are open: leave them, innermost first
-    (each exit runs once: one the resume function already called does nothing)."""
-    for block_exit in reversed(block_exits):
-        block_exit(None, None, None)
+def without_own_frame(exc: BaseException) -> BaseException:
+    """``exc``, raised by an instruction the calling generated code ran natively, minus that frame's entry
+    in its traceback: the resume function re-raising it in the user's handler adds the same line again."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        exc.__traceback__ = tb.tb_next
+    return exc
+
+
+def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
+    """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran:
+    run the frame's original code ``fn`` natively from its start, untranslated (with the same frame
+    arguments, in the order of the argument slots), so the user sees exactly what eager code does."""
+    if not isinstance(exc, Exception):  # KeyboardInterrupt and friends are not the program's error
+        raise exc
+    from ..eval_frame_ext import set_callback
+
+    for argument in arguments:  # the original code starts inside the blocks the generated code left
+        if type(argument) is BlockExit and argument.left_early:
+            argument.left_early = False
+            argument.enter()
+
+    code = fn.__code__
+    n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
+    positional = list(arguments[:n_positional])
+    keywords = dict(zip(code.co_varnames[n_positional:n_positional + n_kwonly],
+                        arguments[n_positional:n_positional + n_kwonly]))
+    rest = n_positional + n_kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        positional += arguments[rest]
+        rest += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        keywords.update(arguments[rest])
+    previous = set_callback(None)
+    try:
+        return fn(*positional, **keywords)
+    finally:
+        set_callback(previous)
 
 
 def enter_grad_mode(enabled: bool) -> Any:
@@ -64,9 +110,7 @@ def enter_grad_mode(enabled: bool) -> Any:
     import paddle
 
     previous = paddle.is_grad_enabled()
-    manager = paddle.enable_grad() if enabled else paddle.no_grad()
-    manager.__enter__()
-    return BlockExit(manager.__exit__, "grad", previous)
+    return BlockExit(paddle.enable_grad if enabled else paddle.no_grad, "grad", previous).enter()
 
 
 def enter_context_manager(make_manager: Any) -> Any:
@@ -74,10 +118,7 @@ def enter_context_manager(make_manager: Any) -> Any:
     ``__exit__``."""
     from ..symbolic.amp import current_amp_state
 
-    previous = current_amp_state()
-    manager = make_manager()
-    manager.__enter__()
-    return BlockExit(manager.__exit__, "amp", previous)
+    return BlockExit(make_manager, "amp", current_amp_state()).enter()
 
 
 def set_cell(cell: Any, value: Any) -> None:
@@ -88,3 +129,74 @@ def set_cell(cell: Any, value: Any) -> None:
 def new_object(cls: type) -> Any:
     """An instance of ``cls`` without running ``__init__`` (its effects are replayed after it)."""
     return object.__new__(cls)
+
+
+def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
+    """``functools.partial(func, *args, **keywords)`` for a partial object made during simulation."""
+    import functools
+
+    return functools.partial(func, *args, **keywords)
+
+
+class _EmptyCell:
+    def __repr__(self) -> str:
+        return "<empty cell>"
+
+
+EMPTY_CELL = _EmptyCell()  # an enclosing variable not assigned yet, in `build_class`'s cell contents
+
+
+def build_class(globals_: dict, body: Any, name: str, contents: tuple, bases: tuple, keywords: dict) -> type:
+    """What ``class name(*bases, **keywords): body`` does inside a function: a new class per call. The
+    body's enclosing variables get new cells holding the values the translated frame gave them."""
+    import builtins
+    import types
+
+    cells = tuple(types.CellType() if value is EMPTY_CELL else types.CellType(value) for value in contents)
+    function = types.FunctionType(body, globals_, body.co_name, None, cells or None)
+    return builtins.__build_class__(function, name, *bases, **keywords)
+
+
+def fresh_exception(template: BaseException) -> BaseException:
+    """A new exception equal to one the simulation made: same type, arguments, attributes, cause and
+    context, and (for a group) fresh sub-exceptions."""
+    import builtins
+    import copy
+
+    group = getattr(builtins, "BaseExceptionGroup", None)  # 3.11+
+    if group is not None and isinstance(template, group):
+        made = template.derive([fresh_exception(inner) for inner in template.exceptions])
+        made.__dict__.update(template.__dict__)
+    else:
+        made = copy.copy(template)
+    made.__cause__ = template.__cause__
+    made.__context__ = template.__context__
+    made.__suppress_context__ = template.__suppress_context__
+    return made
+
+
+def make_mapping(dict_type: type, default_factory: Any, items: dict) -> Any:
+    """An ``OrderedDict``/``defaultdict`` made during simulation, with its final content."""
+    import collections
+
+    if dict_type is collections.defaultdict or issubclass(dict_type, collections.defaultdict):
+        return dict_type(default_factory, items)
+    return dict_type(items)
+
+
+def new_cell(content: Any) -> Any:
+    """A closure cell holding ``content`` (``EMPTY_CELL``: an unassigned variable)."""
+    import types
+
+    return types.CellType() if content is EMPTY_CELL else types.CellType(content)
+
+
+def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
+                  closure: tuple) -> Any:
+    """What ``MAKE_FUNCTION`` made during simulation, made for real."""
+    import types
+
+    function = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
+    function.__kwdefaults__ = kwdefaults or None
+    function.__qualname__ = qualname
+    return function

@@ -19,14 +19,14 @@ from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import live_in
+from .executor.liveness import is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
-from .resume import abstract_instruction, build_resume_code
-from .runtime import abandon_blocks, leave_block
+from .resume import abstract_instruction, build_raising_code, build_resume_code
+from .runtime import leave_block, without_own_frame
 
 
 @dataclasses.dataclass
@@ -146,6 +146,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
         return Translation(code, graph.build_guard(), "eager", sir=sir)
     codegen = CodeGen(code, executor.lineno)
     _leave_blocks(codegen, graph)
+    codegen.final = True
     codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
     if effects:
         codegen.spill(result)  # read before the effects change the paths it is reached by
@@ -342,19 +343,19 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     _leave_blocks(codegen, graph)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
-    if effects:
-        for var in needed:  # read before the effects change the paths they are reached by
-            codegen.spill(var)
-        effects.emit(codegen)  # the native instruction may observe them
-    open_blocks = [var for var in base if getattr(var, "exits_a_block", False)]
-    for var in open_blocks:
-        # A ``with`` block the break is inside (grad mode, AMP) is entered for real before the native
-        # instruction, which runs inside the block in eager mode too...
+    # Every value any path needs is read now, once: before the effects and the native instruction change
+    # what the paths to them lead to, and on a line all later paths (the jump target, the exception
+    # handler) start from, so a container built here is one object that each of them sees.
+    for var in needed:
         codegen.spill(var)
-    # ... and left if an exception escapes from here on (the native instruction, the resume function), as
-    # its ``with`` statement would before any handler of the caller runs.
+    if effects:
+        effects.emit(codegen)  # the native instruction may observe them
+    # An instruction inside a try/with block runs natively here, outside the original's exception table: if
+    # it raises, the exception goes to a function entering the original at that instruction by raising it
+    # there, so the user's handlers (except, finally, __exit__) run as in eager code.
+    protected = is_protected(code, instr.offset)
     handler = Label()
-    region = pyversion.begin_protected_region(codegen.add, handler) if open_blocks else None
+    guarded_region = pyversion.begin_exception_region(codegen.add, handler, codegen.lineno) if protected else None
     for var in operands:
         codegen.reconstruct(var)
     label = Label()
@@ -374,6 +375,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:
             codegen.add(label)
+        if guarded_region is not None:
+            pyversion.end_exception_region(codegen.add, guarded_region, codegen.lineno, first=index == 0)
         results = [codegen.new_temp() for is_null in produced_layout if not is_null]
         for temp in reversed(results):
             codegen.store_fast(temp)
@@ -390,18 +393,41 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         for name in live:
             codegen.reconstruct(value_of(name))
         codegen.call(argc + len(results) + len(live))
-        if open_blocks:
-            pyversion.end_protected_region(codegen.add, region)
         codegen.return_value()
-    if open_blocks:
-        codegen.add(handler)
-        codegen.call_helper(abandon_blocks, open_blocks)
-        codegen.emit("POP_TOP")
-        pyversion.emit_reraise_in_handler(codegen.emit)
+    if protected:
+        _emit_reraise_in_handler(codegen, handler, code, instr.offset, base, n_in, value_of,
+                                 tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+
+
+def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,
+                             base: list[VariableBase], n_operands: int, value_of: Any,
+                             live: tuple[str, ...]) -> None:
+    """The handler of the region around a natively run instruction: call the raising entry of the original
+    at ``offset`` (`build_raising_code`) with the stack below the instruction's operands, the live locals
+    and the exception, and return what it returns (the user's handler may recover)."""
+    codegen.add(handler)
+    exception = codegen.new_temp()
+    pyversion.emit_handler_entry(codegen.emit, lambda: codegen.store_fast(exception))
+    # The operands are never read again (the raise unwinds the stack): NULLs stand for them.
+    layout = tuple(isinstance(var, NullVariable) for var in base) + (True,) * n_operands
+    raising = build_raising_code(code, offset, layout, live)
+    codegen.push_callable(lambda: codegen.make_function(raising))
+    argc = 0
+    for var in base:
+        if not isinstance(var, NullVariable):
+            codegen.reconstruct(var)
+            argc += 1
+    for name in live:
+        codegen.reconstruct(value_of(name))
+    codegen.load_callable_const(without_own_frame)
+    codegen.emit("LOAD_FAST", exception)
+    codegen.call(1)
+    codegen.call(argc + len(live) + 1)
+    codegen.return_value()
 
 
 def describe_code(code: types.CodeType) -> str:

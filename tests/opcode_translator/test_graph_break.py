@@ -1040,3 +1040,26 @@ def test_an_exception_in_a_resumed_block_exits_it_before_the_handler(compile_all
     for _ in range(2):
         assert _grad_mode_in_and_after_handler(fast, _t(3)) == expected
     assert sot.stats().fallbacks == 0
+
+
+def failing_op_after_break_in_block(x, index):
+    with paddle.no_grad():
+        y = x * 2
+        psdb.breakgraph()
+        try:
+            z = paddle.gather(y, index)  # only the kernel checks the index
+        except Exception:
+            z = x * 3  # inside the block: no gradient
+    return z, z.sum() * x
+
+
+def test_a_failing_graph_after_a_resumed_block_end_reruns_inside_the_block(compile_all):
+    # The resume function's generated code leaves the block before its graph; when the graph fails, its
+    # original code reruns natively from inside the block (opened again).
+    x = _t(4, stop_gradient=False)
+    fast = sot.symbolic_translate(failing_op_after_break_in_block)
+    for index in ([1, 2], [1, 2], [7], [7]):
+        expected = failing_op_after_break_in_block(x, paddle.to_tensor(index))
+        assert_same(fast(x, paddle.to_tensor(index)), expected)
+        assert paddle.is_grad_enabled()
+    assert sot.stats().fallbacks == 0

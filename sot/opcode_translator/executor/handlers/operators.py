@@ -15,7 +15,7 @@ from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
 from ..variables.basic import ConstantVariable, TensorVariable
-from ..variables.callable import constant_fold
+from ..variables.callable import apply_operator as apply_operator_in
 from ..tracker import DummyTracker
 
 # BINARY_OP's argument indexes this table (the order of CPython's NB_* constants).
@@ -38,15 +38,7 @@ UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 
 
 def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
-    from ..variables.symbolic_int import symbolic_arithmetic
-
-    symbolic = symbolic_arithmetic(fn, operands)
-    if symbolic is not None:
-        return symbolic
-    folded = constant_fold(fn, executor.graph, operands, {})
-    if folded is not None:
-        return folded
-    return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+    return apply_operator_in(executor.graph, fn, operands)
 
 
 # 3.10 has one opcode per binary operator (3.11 merged them into BINARY_OP).
@@ -163,12 +155,11 @@ def contains_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("BINARY_SUBSCR")
 def binary_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from ..variables.callable import subscript
+
     key = executor.pop()
     container = executor.pop()
-    var = container.getitem(key)
-    if var.tracker.is_traceable():
-        executor.graph.add_guard(var)
-    executor.push(var)
+    executor.push(subscript(container, key))
 
 
 @handles("BINARY_SLICE")
