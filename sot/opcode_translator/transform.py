@@ -322,9 +322,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     codegen = CodeGen(code, brk.lineno)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    # Every value the rest of the frame uses is read now: the effects and the native instruction (e.g. a
+    # ``setattr`` call) may change the attributes, items, globals and cells the values are reached by.
+    for var in needed:
+        codegen.spill(var)
     if effects:
-        for var in needed:  # read before the effects change the paths they are reached by
-            codegen.spill(var)
         effects.emit(codegen)  # the native instruction may observe them
     for var in operands:
         codegen.reconstruct(var)
