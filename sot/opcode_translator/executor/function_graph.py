@@ -126,6 +126,9 @@ class FunctionGraph:
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
+        # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
+        # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
+        self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
