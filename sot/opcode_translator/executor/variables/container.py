@@ -1,7 +1,8 @@
 """Containers: tuples, lists and dicts, holding variables."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import operator
+from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetItemTracker, Tracker
@@ -36,7 +37,10 @@ class SequenceVariable(VariableBase):
         return var
 
     def get_py_value(self) -> Any:
+        # The whole value is read (e.g. folded into a constant): the length and every item are guarded.
         self.length_used = True
+        for item in self.items:
+            self.graph.add_guard(item)
         return self.py_type(item.get_py_value() for item in self.items)
 
     def get_py_type(self) -> type:
@@ -112,6 +116,13 @@ class ListVariable(SequenceVariable):
         """Make the real list hold the simulated content (it came from outside and was mutated)."""
         _list_write_back(self, codegen)
 
+    def write_back_values(self) -> list[VariableBase]:
+        """The items `write_back` reads: only the appended ones for a list only appended to (its earlier
+        items are neither guarded nor read, and the next call's list may be shorter)."""
+        if self.appended_only and self.initial_length is not None:
+            return self.items[self.initial_length:]
+        return list(self.items)
+
 
 class DictVariable(VariableBase):
     """A dict with constant keys."""
@@ -136,6 +147,8 @@ class DictVariable(VariableBase):
         return var
 
     def get_py_value(self) -> Any:
+        for item in self.items.values():  # the whole value is read: every item is guarded
+            self.graph.add_guard(item)
         return {key: item.get_py_value() for key, item in self.items.items()}
 
     def get_py_type(self) -> type:
@@ -184,6 +197,9 @@ class DictVariable(VariableBase):
 
     def write_back(self, codegen: "CodeGen") -> None:
         _dict_write_back(self, codegen)
+
+    def write_back_values(self) -> list[VariableBase]:
+        return list(self.items.values())
 
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
@@ -531,3 +547,120 @@ def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableB
     if type(value) is set and all(type(v) in (int, str, float, bool, bytes, type(None)) for v in value):
         return SetVariable(set(value), graph, tracker)
     return None
+
+
+# -- operators on containers ---------------------------------------------------------------------------------
+# Concatenation, repetition and merging are simulated on the items themselves: the result holds the same
+# item variables (tensors, objects, nested containers keep their identity), and an in-place operator changes
+# the container it is applied to (``lst += other`` is ``lst.extend(other)`` on the very list, recorded as a
+# mutation to write back), as the interpreter does. Folding them on Python copies would lose both.
+ContainerOperator = Callable[[VariableBase, VariableBase], "VariableBase | None"]
+
+
+def _is_plain(var: VariableBase, *kinds: type) -> bool:
+    """``var`` is exactly one of ``kinds`` (not a subclass such as `SizeVariable`, whose type differs)."""
+    return type(var) in kinds
+
+
+def _repeat_count(var: VariableBase) -> int | None:
+    if isinstance(var, ConstantVariable) and type(var.value) in (int, bool):
+        var.graph.add_guard(var)
+        return int(var.value)
+    return None
+
+
+def _concatenate(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not (_is_plain(lhs, ListVariable, TupleVariable) and type(rhs) is type(lhs)):
+        return None
+    return type(lhs)(lhs.unpack() + rhs.unpack(), lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _extend_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if _is_plain(lhs, TupleVariable):
+        return _concatenate(lhs, rhs)
+    if not _is_plain(lhs, ListVariable):
+        return None
+    from .iterator import iterate
+
+    added = iterate(rhs).unpack()  # (a copy: ``lst += lst`` doubles the list)
+    _record_mutation(lhs, appends_only=True)
+    lhs.items.extend(added)
+    return lhs
+
+
+def _repeat(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not _is_plain(lhs, ListVariable, TupleVariable):
+        lhs, rhs = rhs, lhs  # ``3 * seq``
+    count = _repeat_count(rhs)
+    if not _is_plain(lhs, ListVariable, TupleVariable) or count is None:
+        return None
+    return type(lhs)(lhs.unpack() * count, lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _repeat_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if _is_plain(lhs, TupleVariable):
+        return _repeat(lhs, rhs)
+    count = _repeat_count(rhs)
+    if not _is_plain(lhs, ListVariable) or count is None:
+        return None
+    items = lhs.unpack()
+    _record_mutation(lhs)
+    lhs.items[:] = items * count
+    return lhs
+
+
+def _merge(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not (_is_plain(lhs, DictVariable) and _is_plain(rhs, DictVariable)):
+        return None
+    lhs.graph.add_guard(lhs)
+    lhs.graph.add_guard(rhs)
+    return DictVariable({**lhs.items, **rhs.items}, lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not _is_plain(lhs, DictVariable):
+        return None
+    if not _is_plain(rhs, DictVariable):
+        raise FallbackError("dict |= with a non-dict operand is not supported yet")
+    lhs.graph.add_guard(rhs)
+    _record_mutation(lhs)
+    lhs.items.update(rhs.items)
+    return lhs
+
+
+def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
+    def apply(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+        if not isinstance(lhs, SetVariable):
+            return None
+        graph = lhs.graph
+        graph.add_guard(rhs)
+        values = graph.run_user_python(fn, [set(lhs.values), rhs.get_py_value()], {})
+        lhs.record_mutation()
+        lhs.values.clear()
+        lhs.values.update(values)
+        return lhs
+
+    return apply
+
+
+CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
+    operator.add: _concatenate,
+    operator.iadd: _extend_in_place,
+    operator.mul: _repeat,
+    operator.imul: _repeat_in_place,
+    operator.or_: _merge,
+    operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
+                                    else _set_in_place(operator.ior))(lhs, rhs),
+    operator.iand: _set_in_place(operator.iand),
+    operator.isub: _set_in_place(operator.isub),
+    operator.ixor: _set_in_place(operator.ixor),
+}
+
+
+def container_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``fn(*operands)`` simulated on container items, or None when ``fn`` is not such an operator for these
+    operands (the caller folds or records it as usual)."""
+    rule = CONTAINER_OPERATORS.get(fn)
+    if rule is None or len(operands) != 2:
+        return None
+    return rule(*operands)
