@@ -384,3 +384,54 @@ def test_value_read_before_setattr_keeps_its_value_across_a_break() -> None:
     for min_graph_size in (0, 10):
         assert_parity(read_then_setattr_then_break, lambda: (paddle.ones([2]), Plain(3), 7),
                       min_graph_size=min_graph_size)
+
+
+# -- folded containers and operators on containers -----------------------------------------------------------
+def compare_and_format_argument_list(x, lst):
+    return x.sum(), lst == [3, 1], str(lst)
+
+
+def test_a_list_folded_into_a_constant_is_guarded_by_its_items() -> None:
+    """Reading a whole argument list (``==``, ``str()``) guarded only its length: a second call with a list
+    of the same length but other items returned the first call's result."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(compare_and_format_argument_list)
+        for lst in ([3, 1], [9, 7]):
+            assert translated(paddle.ones([2]), lst)[1:] == (lst == [3, 1], str(lst))
+
+
+def repeat_and_merge_in_place(x, lst, d):
+    alias = lst
+    lst *= 2
+    d |= {"k": 1}
+    return x + 1, alias is lst
+
+
+def test_inplace_repeat_and_merge_change_the_argument_containers() -> None:
+    """``lst *= 2`` and ``d |= {...}`` mutate the very containers (written back, names still aliases)."""
+    assert_parity(repeat_and_merge_in_place, lambda: (paddle.ones([2]), [1, 2], {"a": 0}), min_graph_size=0)
+
+
+class Accumulator:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __iadd__(self, other):
+        self.total += other
+        return self
+
+
+def inplace_add_to_an_object(x, acc):
+    acc += 5
+    return x * 2
+
+
+def test_inplace_operator_of_an_object_runs_at_every_call() -> None:
+    """An in-place operator of a user object (``__iadd__``) was folded: it ran once, during the simulation,
+    on the object of the first call, and never again."""
+    translated = sot.symbolic_translate(inplace_add_to_an_object)
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(3):
+            acc = Accumulator()
+            translated(paddle.ones([2]), acc)
+            assert acc.total == 5
