@@ -40,6 +40,7 @@ class CompiledProgram:
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
+        self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
         self._choice: str | None = None  # "compiled" or "eager", once measured
         self._calls = 0
         self._compiled_times: list[float] = []
@@ -98,10 +99,64 @@ class CompiledProgram:
             return run_sir(self.sir, inputs, located=True)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
+        if training and paddle.is_grad_enabled():
+            self._watch_saved_tensors(inputs, outputs)
         return outputs
+
+    def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
+        """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
+        changed in place after this run (eager snapshots the version of every saved tensor; the program
+        runner keeps plain references, so the backward would silently use the new values)."""
+        differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+        if not differentiable:
+            return
+        if self._saved is None:
+            self._saved = _saved_for_backward(self._program, self.sir)
+        saved_inputs, saved_outputs = self._saved
+        watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
+        if not watched:
+            return
+        versions = [(tensor, tensor._inplace_version()) for tensor in watched]
+        checked = [False]
+
+        def check_versions(grad: Any) -> None:
+            if not checked[0]:
+                checked[0] = True
+                for tensor, expected in versions:
+                    version = tensor._inplace_version()
+                    if version != expected:
+                        raise RuntimeError(_modified_in_place_message(version, expected))
+
+        for out in differentiable:
+            out.register_hook(check_versions)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int]]:
+    """Indexes of the inputs and of the outputs whose data the backward program reads (its ``bx``/``bo``
+    values, minus those it needs only the shape of)."""
+    try:
+        attrs = program.train_program.program_attr
+        needed = set(attrs["bx_names"]) | set(attrs["bo_names"])
+        needed -= set(attrs.get("no_need_buffers_names", ()))
+        output_names = list(attrs["fo_names"])
+    except (AttributeError, KeyError, TypeError):  # another Paddle version: nothing to watch
+        return [], []
+    inputs = [i for i, symbol in enumerate(sir.inputs) if symbol.name in needed]
+    outputs = [i for i, name in enumerate(output_names) if name in needed] \
+        if len(output_names) == len(sir.outputs) else []
+    return inputs, outputs
+
+
+def _modified_in_place_message(version: int, expected: int) -> str:
+    """Eager autograd's words for the same misuse (paddle/fluid/eager/tensor_wrapper.h)."""
+    return (f"(PermissionDenied) Tensor '' used in gradient computation has been modified by an inplace "
+            f"operation. Its version is {version} but the expected version is {expected}. Please fix your "
+            "code to void calling an inplace operator after using the Tensor which will used in gradient "
+            f"computation.\n  [Hint: Expected tensor_version == wrapper_version_snapshot, but received "
+            f"tensor_version:{version} != wrapper_version_snapshot:{expected}.]")
 
 
 @contextlib.contextmanager

@@ -249,6 +249,22 @@ def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward(
         assert _backward_outcome(translated) == expected
 
 
+def test_inplace_change_of_a_saved_tensor_after_a_break_never_gives_a_silent_gradient() -> None:
+    """Seed 650, the part fixed so far: the compiled program's backward refuses like eager autograd (the
+    exception type still differs: Paddle wraps an error raised in a gradient hook in an OSError)."""
+    x, y = paddle.to_tensor([1.0, -2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0])
+    w = paddle.to_tensor([1.0, 2.0, 3.0])
+    w.stop_gradient = False
+    with sot.config.patch(min_graph_size=0), contextlib.redirect_stdout(io.StringIO()):
+        out = sot.symbolic_translate(inplace_after_use_across_a_break)(x, y, w)
+    try:
+        out.sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        assert "has been modified by an inplace operation" in str(exc)
+    else:
+        raise AssertionError(f"backward computed the gradient {w.grad.numpy()} with the modified tensor")
+
+
 # -- effects deferred past the code that should observe or catch them -------------------------------------
 def delete_missing_attribute_in_try(x):
     try:
