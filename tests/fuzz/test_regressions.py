@@ -451,3 +451,37 @@ def test_inplace_operator_of_an_object_runs_at_every_call() -> None:
             acc = Accumulator()
             translated(paddle.ones([2]), acc)
             assert acc.total == 5
+
+
+# -- aliasing ------------------------------------------------------------------------------------------------
+def append_to_one_read_the_other(x, a, b):
+    a.append(1)
+    return x + len(b)
+
+
+def test_a_list_passed_twice_and_two_lists_do_not_share_a_translation() -> None:
+    """One list passed as both arguments is one simulated list (``b`` sees the append), but the guard did
+    not check that: two distinct lists reused that translation (and the reverse order failed the same way,
+    no guard that they were distinct)."""
+    translated = sot.symbolic_translate(append_to_one_read_the_other)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (True, False, True, False):
+            a = [1]
+            b = a if aliased else [1]
+            expected = 3.0 if aliased else 2.0
+            assert translated(paddle.ones([1]), a, b).item() == expected, aliased
+
+
+def store_through_one_read_through_the_other(x, o, p):
+    o.a = 7
+    return x + p.a
+
+
+def test_an_attribute_stored_through_one_path_is_read_through_another_only_when_aliased() -> None:
+    """``p.a`` after ``o.a = 7`` is read from the simulated store only if ``p is o``: guarded now."""
+    translated = sot.symbolic_translate(store_through_one_read_through_the_other)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (True, False, True):
+            o = Plain(1)
+            p = o if aliased else Plain(1)
+            assert translated(paddle.ones([1]), o, p).item() == (8.0 if aliased else 2.0), aliased

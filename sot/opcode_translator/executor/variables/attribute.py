@@ -55,6 +55,10 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
                             f"{name!r}")
     if stored is not ABSENT:
+        # Stored during the simulation, maybe through another path to the same object: the guard keeps
+        # the two paths one object (FunctionGraph._identity_guards).
+        if var.tracker.is_traceable():
+            graph.add_guard(var)
         return stored
     if isinstance(obj, types.ModuleType):
         try:

@@ -214,6 +214,8 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
         if known is not None:
+            if tracker.is_traceable() and known[1].tracker is not tracker:
+                graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
             return known[1]
         var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
         graph.known_objects[id(value)] = (value, var)
