@@ -485,3 +485,19 @@ def test_an_attribute_stored_through_one_path_is_read_through_another_only_when_
             o = Plain(1)
             p = o if aliased else Plain(1)
             assert translated(paddle.ones([1]), o, p).item() == (8.0 if aliased else 2.0), aliased
+
+
+def compare_identity_of_arguments(x, a, b):
+    return x + 1, a is b, b
+
+
+def test_identity_of_two_list_arguments_is_guarded() -> None:
+    """``a is b`` of two lists (and rebuilding ``b``, which is ``a``'s variable when aliased) must not be
+    reused for arguments that alias differently."""
+    translated = sot.symbolic_translate(compare_identity_of_arguments)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (False, True, False, True):
+            a = [1]
+            b = a if aliased else [2]
+            _, same, returned = translated(paddle.ones([1]), a, b)
+            assert same is aliased and returned is b, aliased

@@ -185,6 +185,8 @@ class FunctionGraph:
         """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two
         arguments): the simulation treats both as one object, so the guard checks they still are."""
         self._aliases.append((var, tracker))
+        for source in tracker.inputs:  # the path's own steps are checked before it is followed
+            self.add_guard(source)
 
     def _identity_guards(self, builder: GuardBuilder) -> None:
         """Which guarded mutable objects are the same object and which are distinct.
@@ -201,11 +203,8 @@ class FunctionGraph:
             first = builder.expr_of(same[0])
             for other in same[1:]:
                 builder.add(f"{builder.expr_of(other)} is {first}")
-        for var, tracker in self._aliases:
-            if id(var) in self._guarded:
-                for source in tracker.inputs:
-                    self.add_guard(source)
-                builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
+        for var, tracker in self._aliases:  # (always: e.g. ``return a, b`` rebuilds both from ``a``'s path)
+            builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
         if len(groups) > 1:
             ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
             builder.add(f"len({{{ids}}}) == {len(groups)}")
