@@ -580,7 +580,7 @@ def _concatenate(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
 def _extend_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
     if _is_plain(lhs, TupleVariable):
         return _concatenate(lhs, rhs)
-    if not _is_plain(lhs, ListVariable):
+    if not isinstance(lhs, ListVariable):  # (a `SizeVariable` too: paddle.Size keeps list's in-place ops)
         return None
     from .iterator import iterate
 
@@ -603,7 +603,7 @@ def _repeat_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | Non
     if _is_plain(lhs, TupleVariable):
         return _repeat(lhs, rhs)
     count = _repeat_count(rhs)
-    if not _is_plain(lhs, ListVariable) or count is None:
+    if not isinstance(lhs, ListVariable) or count is None:
         return None
     items = lhs.unpack()
     _record_mutation(lhs)
