@@ -205,6 +205,10 @@ class DictVariable(VariableBase):
         return f"DictVariable({self.items!r})"
 
 
+def _path(tracker: Tracker) -> tuple[type, str]:
+    return type(tracker), tracker.describe() if tracker.is_traceable() else str(id(tracker))
+
+
 @VariableFactory.register(95)
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
@@ -214,7 +218,7 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
         if known is not None:
-            if tracker.is_traceable() and known[1].tracker is not tracker:
+            if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
                 graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
             return known[1]
         var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
