@@ -9,6 +9,7 @@ import paddle.nn.functional as F
 import pytest
 
 import sot
+from sot.eval_frame_ext import cache_entries
 
 from conftest import assert_same
 
@@ -268,3 +269,58 @@ def test_forward_hooks_are_simulated(compile_all):
     assert_same(fast(x), f(x))
     stats = sot.stats()
     assert stats.fallbacks == 0 and stats.translate_count == 2 and stats.cache_hits == 1, stats
+
+
+class _Blocks(paddle.nn.Layer):
+    def __init__(self, container: paddle.nn.Layer) -> None:
+        super().__init__()
+        self.blocks = container
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x + self.blocks[-1](x) * len(self.blocks)
+
+
+@pytest.mark.parametrize("kind", ["LayerList", "Sequential"])
+def test_members_added_to_a_container_after_translation_are_seen(compile_all, kind):
+    """The container keeps its identity, but iterating, indexing by -1 and len() now mean something else."""
+    paddle.seed(1)
+    layers = [paddle.nn.Linear(4, 4) for _ in range(2)]
+    model = _Blocks(paddle.nn.LayerList(layers) if kind == "LayerList" else paddle.nn.Sequential(*layers))
+    translated = sot.symbolic_translate(model)
+    x = paddle.randn([2, 4])
+    assert_same(translated(x), model(x))
+    model.blocks.append(paddle.nn.Linear(4, 4))
+    assert_same(translated(x), model(x))
+    assert sot.stats().translate_count == 2
+
+
+def test_layer_dict_with_other_keys_is_retranslated(compile_all):
+    class Heads(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.heads = paddle.nn.LayerDict({"a": paddle.nn.Linear(4, 2), "b": paddle.nn.Linear(4, 2)})
+
+        def forward(self, x: paddle.Tensor) -> list:
+            return [self.heads[name](x) for name in self.heads]
+
+    model = Heads()
+    translated = sot.symbolic_translate(model)
+    x = paddle.randn([3, 4])
+    assert_same(translated(x), model(x))
+    model.heads["c"] = paddle.nn.Linear(4, 2)
+    out = translated(x)
+    assert len(out) == 3
+    assert_same(out, model(x))
+
+
+def test_deep_layer_trees_are_guarded_through_their_member_dicts(compile_all):
+    """Sublayers of Sequential/LayerList are reached by dict lookups in the guard, not ``__getitem__``."""
+    model = _Blocks(paddle.nn.Sequential(*[paddle.nn.Linear(4, 4) for _ in range(3)]))
+    translated = sot.symbolic_translate(model)
+    translated(paddle.randn([2, 4]))
+
+    (guard, _), = cache_entries(type(model).forward.__code__)
+    assert "._sub_layers['2']" in guard.guard.source
+    assert "__getitem__" not in guard.guard.source and "[__c" not in guard.guard.source

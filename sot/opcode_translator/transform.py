@@ -12,7 +12,8 @@ from ..config import config
 from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
 from ..symbolic.compile import CompiledProgram, compile_sir
-from ..symbolic.sir import StatementIR, Symbol, run_sir
+from ..symbolic.replay import compile_replay
+from ..symbolic.sir import StatementIR, Symbol
 from . import pyversion
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
@@ -54,13 +55,14 @@ def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) ->
 
 
 class EagerProgram:
-    """A recorded graph too small to be worth compiling: its statements replayed eagerly, one by one."""
+    """A recorded graph too small to be worth compiling: its statements replayed eagerly (`compile_replay`)."""
 
     def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
+        self._replay = compile_replay(sir)
 
     def __call__(self, inputs: list) -> list:
-        return run_sir(self.sir, inputs)
+        return self._replay(inputs)
 
     def __repr__(self) -> str:
         return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"

@@ -18,6 +18,8 @@ from paddle.static import InputSpec
 from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stats import counters
+from .callstack import shallow_op_callstacks
+from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
 
 
@@ -45,11 +47,17 @@ class CompiledProgram:
         self._calls = 0
         self._compiled_times: list[float] = []
         self._eager_times: list[float] = []
+        self._replay_function: Replay | None = None
+
+    def _replay(self, inputs: list) -> list:
+        if self._replay_function is None:  # built only when the eager side is measured or chosen
+            self._replay_function = compile_replay(self.sir)
+        return self._replay_function(inputs)
 
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
             if self._choice == "eager":
-                return run_sir(self.sir, inputs)
+                return self._replay(inputs)
             return self._run_compiled(inputs)
         return self._measure(inputs)
 
@@ -62,7 +70,7 @@ class CompiledProgram:
             return self._run_compiled(inputs)
         eager = self._calls > _WARMUP_CALLS + _SAMPLES
         start = time.perf_counter()
-        outputs = run_sir(self.sir, inputs) if eager else self._run_compiled(inputs)
+        outputs = self._replay(inputs) if eager else self._run_compiled(inputs)
         (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
         if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
             faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)
@@ -77,7 +85,8 @@ class CompiledProgram:
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
-            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False):
+            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                    shallow_op_callstacks():
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
@@ -89,7 +98,7 @@ class CompiledProgram:
                 # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                 # (observed with reshape + softmax): build the runnable programs without it.
                 self._built_modes.add(training)
-                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False):
+                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
                     outputs = self._program.sot_call(inputs)
             else:
                 outputs = self._program.sot_call(inputs)

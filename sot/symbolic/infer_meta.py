@@ -14,6 +14,7 @@ import paddle
 from paddle.base import core
 from paddle.base.dygraph.base import to_static_mode_guard
 
+from .callstack import shallow_op_callstacks
 from .pytree import map_structure
 from .sir import MetaInfo
 
@@ -26,7 +27,7 @@ class MetaInferenceError(Exception):
 def static_mode() -> Iterator[None]:
     """A fresh static program, with dygraph mode off only inside the block."""
     main, startup = paddle.static.Program(), paddle.static.Program()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), shallow_op_callstacks():
         warnings.simplefilter("ignore")
         with paddle.static.program_guard(main, startup):
             with paddle.base.framework._dygraph_guard(None):

@@ -57,6 +57,7 @@ class GuardBuilder:
         self.exprs: list[str] = []  # checks, and ``name := path`` bindings
         self._bindings: dict[str, str] = {}
         self._bound_names: dict[int, str] = {}
+        self._path_names: dict[str, str] = {}
         # (input path, expression, shape) of every tensor shape guard: compared with a missing call's
         # inputs to find dimensions that vary (dynamic_shape.py).
         self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
@@ -92,10 +93,15 @@ class GuardBuilder:
         expr = var.tracker.guard_expr(self)
         if expr.isidentifier():
             return expr
-        name = f"__v{len(self._bindings)}"
-        self._bindings[name] = expr
+        # Variables reached by the same path (``self.n_head`` read in every block) share one binding, so
+        # their checks are equal strings and kept once (`add`).
+        name = self._path_names.get(expr)
+        if name is None:
+            name = f"__v{len(self._bindings)}"
+            self._bindings[name] = expr
+            self._path_names[expr] = name
+            self.exprs.append(f"{name} := {expr}")  # a binding, in order among the checks
         self._bound_names[id(var)] = name
-        self.exprs.append(f"{name} := {expr}")  # a binding, in order among the checks
         return name
 
     def expand(self, expr: str) -> str:

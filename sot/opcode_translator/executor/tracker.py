@@ -196,3 +196,15 @@ class GetItemTracker(Tracker):
 
     def describe(self) -> str:
         return f"{self.base.tracker.describe()}[{self.key!r}]"
+
+
+class SublayerTracker(GetItemTracker):
+    """``container[index]`` of a ``Sequential``/``LayerList`` whose member names are guarded: the guard reads
+    ``container._sub_layers[name]`` (a dict lookup) instead of the container's Python ``__getitem__``."""
+
+    def __init__(self, base: "VariableBase", key: Any, name: str) -> None:
+        super().__init__(base, key)
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.expr_of(self.base)}._sub_layers[{self.name!r}]"

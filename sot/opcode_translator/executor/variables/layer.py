@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import paddle
 
 from ....errors import FallbackError, UserCodeError
-from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
+from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .container import TupleVariable
@@ -50,12 +50,26 @@ class LayerVariable(ObjectVariable):
         return [head, f"{expr}.training is {bool(self.value.training)!r}"]
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
-        tracker = GetItemTracker(self, key) if self.tracker.is_traceable() else DummyTracker((self,))
+        tracker: Tracker
+        if not self.tracker.is_traceable():
+            tracker = DummyTracker((self,))
+        elif isinstance(self.value, (paddle.nn.Sequential, paddle.nn.LayerList)) and isinstance(key, int):
+            self._guard_member_names()  # what makes ``_sub_layers[name]`` mean ``[key]``
+            tracker = SublayerTracker(self, key, list(self.value._sub_layers)[key])
+        else:
+            tracker = GetItemTracker(self, key)
         return VariableFactory.from_value(layer, self.graph, tracker)
+
+    def _guard_member_names(self) -> None:
+        """The container's members, by name and order: iterating it, its length and its indexing depend on
+        them (a block appended to a ``LayerList`` after translation must not be skipped)."""
+        names = tuple(self.value._sub_layers)
+        self.graph.add_expr_guard(self, "tuple({}._sub_layers) == %r" % (names,))
 
     def iter_items(self) -> list[VariableBase]:
         layer = self.value
         self.graph.add_guard(self)
+        self._guard_member_names()
         if isinstance(layer, paddle.nn.LayerDict):
             return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in layer.keys()]
         if isinstance(layer, (paddle.nn.Sequential, paddle.nn.LayerList)):
@@ -67,6 +81,7 @@ class LayerVariable(ObjectVariable):
     def length(self) -> int:
         self.graph.add_guard(self)
         if isinstance(self.value, _CONTAINERS):
+            self._guard_member_names()
             return len(self.value)
         raise FallbackError(f"len() of {type(self.value).__name__}")
 
@@ -87,8 +102,9 @@ class LayerVariable(ObjectVariable):
         layer = self.value
         graph = self.graph
         graph.add_guard(self)
-        graph.add_expr_guard(self, "len({}._forward_pre_hooks) == %d" % len(layer._forward_pre_hooks))
-        graph.add_expr_guard(self, "len({}._forward_post_hooks) == %d" % len(layer._forward_post_hooks))
+        for hooks in ("_forward_pre_hooks", "_forward_post_hooks"):
+            count = len(getattr(layer, hooks))  # (the common case, none, is the cheaper check)
+            graph.add_expr_guard(self, f"len({{}}.{hooks}) == {count}" if count else f"not {{}}.{hooks}")
         if not layer._forward_pre_hooks and not layer._forward_post_hooks:
             return self._call_forward(args, kwargs)
         # ``Layer.__call__`` with hooks: pre-hooks may replace the inputs, post-hooks the output.
