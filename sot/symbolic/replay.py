@@ -24,10 +24,9 @@ A statement that raises is re-raised through a frame carrying the statement's us
 """
 from __future__ import annotations
 
-import re
-
 import itertools
 import keyword
+import re
 import types
 from typing import Any, Callable
 
