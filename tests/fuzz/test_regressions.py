@@ -501,3 +501,40 @@ def test_identity_of_two_list_arguments_is_guarded() -> None:
             b = a if aliased else [2]
             _, same, returned = translated(paddle.ones([1]), a, b)
             assert same is aliased and returned is b, aliased
+
+
+def count_in_argument_list(x, lst):
+    return x + lst.count(3)
+
+
+def test_count_of_an_empty_list_is_guarded_by_its_length() -> None:
+    """Seed 3462: ``[].count(3)`` guarded no item (there are none) and not the length either: a later call
+    with ``[3, 2]`` reused the answer 0."""
+    translated = sot.symbolic_translate(count_in_argument_list)
+    with sot.config.patch(min_graph_size=0):
+        for lst in ([], [3, 2], []):
+            assert translated(paddle.ones([1]), lst).item() == 1.0 + lst.count(3), lst
+
+
+STORES = 0
+
+
+def store_a_global_then_fail_in_the_graph(x):
+    global STORES
+    STORES += 1
+    y = paddle.ones([1])
+    return x + y[-2]
+
+
+def test_global_stored_before_a_failing_graph_op_is_kept() -> None:
+    """Seed 4256: eagerly ``STORES`` is incremented before ``y[-2]`` raises IndexError; translated, the store
+    is replayed after the graph, which raised first: the store is lost."""
+    global STORES
+    for min_graph_size in (0, 10):
+        STORES = 0
+        with sot.config.patch(min_graph_size=min_graph_size):
+            try:
+                sot.symbolic_translate(store_a_global_then_fail_in_the_graph)(paddle.ones([1]))
+            except Exception:  # noqa: BLE001 - eager raises too
+                pass
+        assert STORES == 1, (min_graph_size, STORES)

@@ -271,6 +271,14 @@ def _record_mutation(var: VariableBase, appends_only: bool = False) -> None:
     var.graph.side_effects.mutate(var, undo)
 
 
+def _read_all(var: SequenceVariable) -> list[Any]:
+    """The Python values of every item: the answer depends on the length too (``[].count(3)`` is 0, not
+    the count of the next call's list), so both are guarded."""
+    var.length_used = True
+    var.graph.add_guard(var)
+    return list(var.get_py_value())
+
+
 def _constant_value(var: VariableBase, what: str) -> Any:
     if not isinstance(var, ConstantVariable):
         raise FallbackError(f"{what} {var!r} is not a Python constant")
@@ -307,9 +315,7 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
     elif name == "reverse":
         items.reverse()
     elif name in ("remove", "index", "count", "sort"):
-        values = [item.get_py_value() for item in items]
-        for item in items:
-            graph.add_guard(item)
+        values = _read_all(var)
         try:
             if name == "sort":
                 if kwargs:
@@ -395,9 +401,7 @@ class ContainerMethodVariable(VariableBase):
         if isinstance(self.container, ListVariable):
             return _list_method(self.container, self.name, args, kwargs)
         if self.name in ("index", "count"):
-            values = [item.get_py_value() for item in self.container.items]
-            for item in self.container.items:
-                self.graph.add_guard(item)
+            values = _read_all(self.container)
             try:
                 result = getattr(values, self.name)(*[_constant_value(a, "argument") for a in args])
             except ValueError as exc:
