@@ -538,3 +538,29 @@ def test_global_stored_before_a_failing_graph_op_is_kept() -> None:
             except Exception:  # noqa: BLE001 - eager raises too
                 pass
         assert STORES == 1, (min_graph_size, STORES)
+
+
+def set_then_hasattr(x, box):
+    box.extra = 3
+    return x + 1, hasattr(box, "extra"), getattr(box, "extra", None)
+
+
+def hasattr_of_an_argument(x, box):
+    return x + 1, hasattr(box, "extra"), getattr(box, "extra", 0)
+
+
+def test_hasattr_sees_an_attribute_stored_earlier_in_the_frame() -> None:
+    """Seed 549: ``hasattr(obj, 'extra')`` after ``obj.extra = 3`` asked the real object, where the store
+    is only replayed after the graph: False instead of True."""
+    assert_parity(set_then_hasattr, lambda: (paddle.ones([2]), Plain(1)), min_graph_size=0)
+
+
+def test_hasattr_of_a_plain_object_is_guarded() -> None:
+    """A plain instance is guarded by type: whether it has the attribute must be guarded too."""
+    translated = sot.symbolic_translate(hasattr_of_an_argument)
+    with sot.config.patch(min_graph_size=0):
+        for has in (False, True, False):
+            box = Plain(1)
+            if has:
+                box.extra = 5
+            assert translated(paddle.ones([2]), box)[1:] == (has, 5 if has else 0), has

@@ -130,6 +130,22 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
                         "descriptor: not simulated yet")
 
 
+def has_attribute(var: "ObjectVariable", name: str) -> bool:
+    """``hasattr(var.value, name)`` as the frame would see it at this point: attributes stored or deleted
+    earlier in the simulation count (they are only replayed after the graph); otherwise the real object is
+    asked, and the answer guarded (a plain instance is guarded by type, not by what attributes it has)."""
+    graph = var.graph
+    stored = graph.side_effects.lookup_attr(var.value, name)
+    if var.tracker.is_traceable():
+        graph.add_guard(var)
+    if stored is not ABSENT:
+        return stored is not DELETED
+    result = hasattr(var.value, name)
+    if var.tracker.is_traceable():
+        graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {result!r}")
+    return result
+
+
 def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
     """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph."""
     obj = var.value

@@ -219,6 +219,11 @@ def _id(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Vari
 def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, name = args[0], args[1]
     graph.add_guard(name)
+    if len(args) == 3 and isinstance(obj, ObjectVariable):
+        from .attribute import has_attribute
+
+        if not has_attribute(obj, name.get_py_value()):
+            return args[2]
     try:
         return obj.getattr(name.get_py_value())
     except FallbackError:
@@ -234,6 +239,10 @@ def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
     graph.add_guard(name)
     if isinstance(obj, TensorVariable):
         result = hasattr(paddle.Tensor, name.get_py_value()) or name.get_py_value() in ("shape", "dtype")
+    elif isinstance(obj, ObjectVariable):
+        from .attribute import has_attribute
+
+        result = has_attribute(obj, name.get_py_value())
     else:
         graph.add_guard(obj)
         result = hasattr(obj.get_py_value(), name.get_py_value())
