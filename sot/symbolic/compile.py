@@ -43,6 +43,7 @@ class CompiledProgram:
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
         self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
+        self._scope_flags: dict | None = None  # flags to restore after a run that made a new scope
         self._choice: str | None = None  # "compiled" or "eager", once measured
         self._calls = 0
         self._compiled_times: list[float] = []
@@ -89,19 +90,23 @@ class CompiledProgram:
                     shallow_op_callstacks():
                 warnings.simplefilter("ignore")
                 _, self._program = self.static_function.get_concrete_program(inputs)
+            self._watch_new_scopes()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
             self._program.training = training
         try:
-            if training not in self._built_modes:
-                # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
-                # (observed with reshape + softmax): build the runnable programs without it.
-                self._built_modes.add(training)
-                with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+            try:
+                if training not in self._built_modes:
+                    # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
+                    # (observed with reshape + softmax): build the runnable programs without it.
+                    self._built_modes.add(training)
+                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                        outputs = self._program.sot_call(inputs)
+                else:
                     outputs = self._program.sot_call(inputs)
-            else:
-                outputs = self._program.sot_call(inputs)
+            finally:
+                self._end_scope_build()
         except Exception:
             # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
             # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
@@ -111,6 +116,37 @@ class CompiledProgram:
         if training and paddle.is_grad_enabled():
             self._watch_saved_tensors(inputs, outputs)
         return outputs
+
+    def _watch_new_scopes(self) -> None:
+        """Keep Paddle's in-place pass away from every interpreter of the program, not only the first.
+
+        The program runner builds one interpreter per scope, and makes a new scope whenever the cached ones
+        are still held (e.g. by outputs whose backward has not run yet); the pass, applied at that moment,
+        may let an op write into the buffer of an input (observed: ``(y.detach() - t).detach()`` followed
+        by ``-=`` changed the caller's ``y`` on every other call). So the pass is switched off while a call
+        that makes a new scope runs."""
+        program = self._program
+        original = getattr(program, "_create_scope_vec", None)
+        scope_cache = getattr(program, "_scope_cache", None)
+        if original is None or not isinstance(scope_cache, dict):
+            return
+
+        def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
+            known = len(scope_cache.get(cache_key, ()))
+            scopes = original(cache_key=cache_key, use_scope_cache=use_scope_cache)
+            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and self._scope_flags is None:
+                BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
+                self._scope_flags = paddle.get_flags(["FLAGS_pir_apply_inplace_pass"])
+                paddle.set_flags({"FLAGS_pir_apply_inplace_pass": False})
+            return scopes
+
+        program._create_scope_vec = create_scope_vec
+
+    def _end_scope_build(self) -> None:
+        if self._scope_flags is not None:
+            paddle.set_flags(self._scope_flags)
+            self._scope_flags = None
+            BUILD_LOCK.release()
 
     def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was

@@ -564,3 +564,30 @@ def test_hasattr_of_a_plain_object_is_guarded() -> None:
             if has:
                 box.extra = 5
             assert translated(paddle.ones([2]), box)[1:] == (has, 5 if has else 0), has
+
+
+STORED = None
+
+
+def subtract_from_a_detached_copy(x, y, w):
+    global STORED
+    paddle.tanh(y - w)
+    STORED = (-1.93 * x) + paddle.tanh(y)  # a graph output whose backward keeps the program's scope busy
+    v = (y.detach() - paddle.tanh(x)).detach()
+    v -= x + x
+    print("p")
+    return 1
+
+
+def test_a_compiled_program_never_writes_into_its_input() -> None:
+    """Seed 3927: every other call wrote ``v``'s final value into the caller's ``y``: the program runner
+    builds a new interpreter for each new scope, and Paddle's in-place pass was only switched off for the
+    first one."""
+    translated = sot.symbolic_translate(subtract_from_a_detached_copy)
+    with sot.config.patch(min_graph_size=10), contextlib.redirect_stdout(io.StringIO()):
+        for call in range(4):
+            y = paddle.to_tensor([1.0, 2.0])
+            w = paddle.to_tensor([0.1, 0.1])
+            w.stop_gradient = False
+            translated(paddle.to_tensor([0.5, 0.5]), y, w)
+            assert y.numpy().tolist() == [1.0, 2.0], (call, y.numpy())
