@@ -31,12 +31,14 @@ def reset() -> None:
 
     from .opcode_translator.callback import forget_warnings, purge_cache_records
     from .opcode_translator.executor.dynamic_shape import forget as forget_dynamic_dims
+    from .opcode_translator.executor.function_graph import forget_metas
 
     reset_cache()
     purge_cache_records()
     clear_compiled()
     forget_warnings()
     forget_dynamic_dims()
+    forget_metas()
     reset_counters()
 
 

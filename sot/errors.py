@@ -44,6 +44,20 @@ class FallbackError(Exception):
         where = f" at {self.location}" if self.location else ""
         return f"{self.reason}{where}"
 
+    def forget_frames(self) -> None:
+        """Keep only the report (reason, location): drop the tracebacks of this error and of the errors
+        chained to it. A failure is stored with its cache entry, and a traceback holds the simulated
+        frames, whose locals hold the user's arguments: the cache would keep them alive."""
+        seen: set[int] = set()
+        error: BaseException | None = self
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            error.__traceback__ = None
+            if isinstance(error, UserCodeError):
+                error.original = None  # only needed while simulating (a ``try`` block may catch it)
+            error = error.__cause__ or error.__context__
+        self.__cause__ = self.__context__ = None
+
 
 class UserCodeError(FallbackError):
     """User code raised during simulation (e.g. ``1 // 0``): the frame runs eagerly and raises it there,

@@ -35,6 +35,7 @@ import paddle
 
 from .errors import SotError
 from .symbolic.pytree import leaves
+from .symbolic.sir import LayerCall
 
 
 class ExportError(SotError):
@@ -290,6 +291,8 @@ def _statement_layers(sir: Any) -> list[paddle.nn.Layer]:
     found: dict[int, paddle.nn.Layer] = {}
     for stmt in sir.statements:
         for leaf in leaves((stmt.target, stmt.args, stmt.kwargs)):
+            if isinstance(leaf, LayerCall):
+                leaf = leaf.layer
             if isinstance(leaf, paddle.nn.Layer):
                 found.setdefault(id(leaf), leaf)
     return list(found.values())

@@ -3,14 +3,19 @@
 While a thread has a *callback* (``set_callback`` / ``callback_installed``),
 every new function frame of that thread is intercepted before it executes:
 
-* generator/coroutine frames, module and class bodies, and frames started
-  while the callback or a guard of this thread is running are never
-  intercepted;
+* generator/coroutine frames, module and class bodies, frames started
+  while the callback or a guard of this thread is running, and every frame
+  of a thread that has a trace or profile function (``sys.settrace``,
+  ``sys.setprofile``: debuggers, profilers, coverage.py) are never
+  intercepted: those tools see the code as written, and their callbacks
+  are never translated;
 * a code marked ``SKIP`` runs normally;
 * otherwise the cache entries of the frame's code are tried, most recently
   hit first: ``guard(globals, closure, *args)`` is called and the first
   entry whose guard returns true has its code run instead of the original
-  one (a guard that raises counts as false);
+  one (a guard that raises counts as false; one that raises RecursionError
+  makes the frame run normally, as does a callback that raises it: a full
+  stack near the recursion limit says nothing about the frame);
 * on a miss, ``callback(code, globals, builtins, closure, args)`` is called
   (with the hook disabled for this thread). It returns ``None`` (run the
   frame normally, cache nothing), ``SKIP`` (run it normally, and never ask

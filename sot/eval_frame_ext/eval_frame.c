@@ -7,7 +7,9 @@
  *
  *   1. lets the frame run normally if it is not eligible (generator or
  *      coroutine code, module/class body, throw, not owned by the thread,
- *      or the thread is inside the callback or a guard right now);
+ *      the thread is inside the callback or a guard right now, or it has a
+ *      trace or profile function: debuggers, profilers and coverage see
+ *      the code as written);
  *   2. looks the frame's code up in its cache record (kept in the code
  *      object's extra slot): a SKIP mark means "run normally"; otherwise
  *      each entry's guard is called as guard(globals, closure, *args),
@@ -16,6 +18,9 @@
  *   3. on a miss, calls callback(code, globals, builtins, closure, args),
  *      which returns None (run normally), SKIP (never again until
  *      reset_cache) or (guard, new_code) (cache it and run new_code now).
+ *
+ * A guard or the callback failing with RecursionError (the user's stack is
+ * nearly full) makes the frame run normally: neither a hit nor a miss.
  *
  * Everything that depends on the interpreter's frame layout is in
  * frame_compat.h and frame_3XX.c.
@@ -260,8 +265,26 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int nargs)
 /* The hook                                                            */
 /* ------------------------------------------------------------------ */
 
+/* Outcome of a guard that could not run because the stack is full. */
+#define SOT_GUARD_OUT_OF_STACK (-2)
+
+/* Clear a RecursionError (returns 1), or leave any other exception or none
+ * alone (returns 0). The stack being full near the user's recursion limit
+ * says nothing about the frame: the hook then runs it as written, which
+ * fails exactly where eager code fails. */
+static int
+clear_recursion_error(void)
+{
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_RecursionError)) {
+        PyErr_Clear();
+        return 1;
+    }
+    return 0;
+}
+
 /* Call one guard with the hook disabled for this thread. 1: pass,
- * 0: fail (an exception counts as a failure and is cleared). */
+ * 0: fail (an exception counts as a failure and is cleared),
+ * SOT_GUARD_OUT_OF_STACK: it raised RecursionError (cleared). */
 static int
 guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
 {
@@ -285,22 +308,28 @@ guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
     Py_XDECREF(res);
     tls_busy = saved;
     if (ok < 0) {
+        ok = clear_recursion_error() ? SOT_GUARD_OUT_OF_STACK : 0;
         PyErr_Clear();
-        ok = 0;
     }
     return ok;
 }
 
 /* Find the first entry whose guard passes; returns it with an extra
- * reference, or NULL (no exception) on a miss. */
+ * reference, or NULL (no exception) on a miss. *out_of_stack is set when a
+ * guard could not run for lack of stack (then NULL, and no miss). */
 static sot_entry *
-guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc)
+guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc, int *out_of_stack)
 {
     sot_entry *e = r->head;
     while (e != NULL) {
         uint64_t version = r->version;
         e->refs++;
         int ok = guard_call(e->guard, argv, argc);
+        if (ok == SOT_GUARD_OUT_OF_STACK) {
+            entry_decref(e);
+            *out_of_stack = 1;
+            return NULL;
+        }
         if (ok) {
             record_move_to_front(r, e);
             return e;
@@ -358,6 +387,9 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
 {
     PyObject *res = call_callback(co, frame, closure, args, nargs);
     if (res == NULL) {
+        if (clear_recursion_error()) {
+            return SOT_RUN_DEFAULT;  /* no room to even start the callback */
+        }
         *result = NULL;
         return SOT_DONE;
     }
@@ -443,7 +475,11 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
 
     /* Cache lookup. */
     if (r->head != NULL) {
-        sot_entry *hit = guard_scan(r, argv, nargs + 2);
+        int out_of_stack = 0;
+        sot_entry *hit = guard_scan(r, argv, nargs + 2, &out_of_stack);
+        if (out_of_stack) {
+            goto done;  /* run the frame as written */
+        }
         if (hit != NULL) {
             hit_counter++;
             Py_CLEAR(closure);
@@ -472,7 +508,7 @@ done:
 static PyObject *
 sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
 {
-    if (tls_callback == NULL || tls_busy || throwflag) {
+    if (tls_callback == NULL || tls_busy || throwflag || sot_thread_is_traced(tstate)) {
         return sot_eval_default(tstate, frame, throwflag);
     }
     PyCodeObject *co = sot_frame_code(frame);

@@ -25,6 +25,21 @@
 
 #include <string.h>
 
+/* PyInterpreterState's layout, for its sys.monitoring state (see
+ * sot_thread_is_monitored). On 3.12 the public objimpl.h defines
+ * _PyGC_FINALIZED as a macro that the internal pycore_gc.h (included by
+ * pycore_interp.h) defines again as a function: drop the public one. */
+#undef _PyGC_FINALIZED
+#ifndef Py_BUILD_CORE
+#  define Py_BUILD_CORE 1
+#  define SOT_DEFINED_PY_BUILD_CORE 1
+#endif
+#include <internal/pycore_interp.h>
+#ifdef SOT_DEFINED_PY_BUILD_CORE
+#  undef Py_BUILD_CORE
+#  undef SOT_DEFINED_PY_BUILD_CORE
+#endif
+
 #ifdef SOT_PY313
 /* Exported by libpython 3.13 (declared in internal/pycore_ceval.h, which
  * is not included to keep the set of internal headers small). */
@@ -35,6 +50,16 @@ PyAPI_FUNC(void) _PyEval_FrameClearAndPop(PyThreadState *tstate, _PyInterpreterF
  * the shadow frame for the frames it calls. */
 #define SOT_CHUNK_BYTES (16 * 1024)
 #define SOT_CHUNK_SPARE_SLOTS 1000
+
+int
+sot_thread_is_monitored(PyThreadState *tstate)
+{
+    /* The events some sys.monitoring tool asked for in every code object:
+     * cProfile, coverage's sysmon core and (internally) sys.settrace and
+     * sys.setprofile register here. */
+    static const _Py_GlobalMonitors none;
+    return memcmp(&tstate->interp->monitors, &none, sizeof(none)) != 0;
+}
 
 int
 sot_arg_map_build(PyCodeObject *orig, PyCodeObject *target, int nargs, int *map)

@@ -7,6 +7,8 @@
  *   sot_frame_code / _globals / _builtins
  *   sot_frame_closure_ref(f)     the function's closure tuple (new reference)
  *   sot_frame_is_fresh(f)        owned by the thread and not started yet
+ *   sot_thread_is_traced(ts)     a trace or profile function (or, 3.12+, a
+ *                                sys.monitoring tool) is active
  *   sot_frame_collect_args(...)  the argument values, in signature order
  *   sot_code_nargs(co)           number of argument slots of a code object
  *   sot_eval_default(...)        the interpreter's own frame evaluator
@@ -108,6 +110,28 @@ sot_code_nargs(PyCodeObject *co)
     return co->co_argcount + co->co_kwonlyargcount
            + ((co->co_flags & CO_VARARGS) ? 1 : 0)
            + ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+#ifdef SOT_PY312_FAMILY
+/* 3.12+: a sys.monitoring tool (PEP 669) has events enabled, for every
+ * thread of the interpreter: cProfile and coverage's sysmon core use it
+ * instead of a profile or trace function. (frame_312.c) */
+int sot_thread_is_monitored(PyThreadState *tstate);
+#else
+#  define sot_thread_is_monitored(tstate) 0
+#endif
+
+/* 1 if the thread has a trace or profile function: sys.settrace or
+ * sys.setprofile (pdb, cProfile, a user's tracer) or a C tracer installed with
+ * PyEval_SetTrace (coverage.py). The hook then lets every frame of the thread
+ * run as written: the tool must see the user's own lines and calls, not a
+ * translation, and its own callback must never be translated. (The fields
+ * are the same on every supported version; 3.12+ adds sys.monitoring.) */
+static inline int
+sot_thread_is_traced(PyThreadState *tstate)
+{
+    return tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL
+           || sot_thread_is_monitored(tstate);
 }
 
 /* 1 if two name strings are equal, 0 if not, -1 with an exception set. */

@@ -11,6 +11,7 @@ from ..config import config
 from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
 from ..eval_frame_ext import SKIP, cache_entries, cache_size
 from ..log import enabled, log
+from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
@@ -70,6 +71,20 @@ def _cache_limit_reached(code: types.CodeType, frame: FrameInfo, guards: list[An
 def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None,
                    args: tuple) -> Any:
     """Called by the hook for a frame whose cached entries all failed their guards (or none exist)."""
+    enter_room()  # the translator must work even when the user's stack is almost full
+    try:
+        return _on_miss(code, globals_, builtins_, closure, args)
+    except RecursionError:
+        # Even with the extra room (a runaway recursion inside sot, or of user code folded during the
+        # simulation): this frame runs eagerly, and is translated again next time.
+        counters.fallbacks += 1
+        log(1, f"fallback in {describe_code(code)}: the translation ran out of stack (not cached)")
+        return None
+    finally:
+        leave_room()
+
+
+def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None, args: tuple) -> Any:
     if should_skip(code, globals_):
         return SKIP
     frame = FrameInfo(code, globals_, builtins_, closure, args)
@@ -84,6 +99,8 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
     try:
         with BUILD_LOCK:
             translation = translate_frame(frame)
+    except RecursionError:
+        raise  # not an internal error: frame_callback runs the frame eagerly, uncached, even in strict mode
     except Exception as exc:  # a bug of ours outside the simulation (e.g. building the guard)
         if config.strict_mode:
             raise

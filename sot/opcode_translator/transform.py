@@ -39,6 +39,10 @@ class Translation:
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
 
+    def __post_init__(self) -> None:
+        if self.failure is not None:
+            self.failure.forget_frames()  # the translation lives as long as its cache entry
+
     @property
     def is_break(self) -> bool:
         return isinstance(self.failure, BreakGraphError)
@@ -112,6 +116,8 @@ def translate_frame(frame: FrameInfo) -> Translation:
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
         return Translation(code, graph.build_guard(), "fallback", failure=exc)
+    except RecursionError:
+        raise  # out of stack: says nothing about the frame, whose fallback must not be cached (callback.py)
     except Exception as exc:  # a bug of ours must not break user code: fall back, loudly in strict mode
         if config.strict_mode:
             raise

@@ -10,6 +10,7 @@ import statistics
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Iterator
 
 import paddle
@@ -17,6 +18,7 @@ from paddle.static import InputSpec
 
 from ..config import config
 from ..eval_frame_ext import get_callback
+from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from .callstack import shallow_op_callstacks
 from .replay import Replay, compile_replay
@@ -26,8 +28,9 @@ from .sir import StatementIR, run_sir
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
-    def __init__(self, sir: StatementIR) -> None:
+    def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
         self.sir = sir
+        self.key = key
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -43,12 +46,26 @@ class CompiledProgram:
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
         self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
-        self._scope_flags: dict | None = None  # flags to restore after a run that made a new scope
+        self._scope_flags: dict = {}  # flags to restore after a run that made a new scope
         self._choice: str | None = None  # "compiled" or "eager", once measured
         self._calls = 0
         self._compiled_times: list[float] = []
         self._eager_times: list[float] = []
         self._replay_function: Replay | None = None
+        # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
+        # when one of the layers is deleted, the program can never run again (its guard checks the layer's
+        # identity), so it lets its parameters go.
+        this = weakref.ref(self)
+        self._layer_watches = [call.watch(lambda _, this=this: _release(this)) for call in sir.layer_calls()]
+
+    def release(self) -> None:
+        """Drop the static program (and the parameters it holds); it must not be called again."""
+        if self.key is not None and _compiled.get(self.key) is self:
+            del _compiled[self.key]
+        self.static_function = None
+        self._program = None
+        self._replay_function = None
+        self._layer_watches = []
 
     def _replay(self, inputs: list) -> list:
         if self._replay_function is None:  # built only when the eager side is measured or chosen
@@ -86,10 +103,16 @@ class CompiledProgram:
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
-            with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
-                    shallow_op_callstacks():
-                warnings.simplefilter("ignore")
-                _, self._program = self.static_function.get_concrete_program(inputs)
+            if self.static_function is None:
+                raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
+            enter_room()  # building is deep Python code, run wherever the user's call happens to be
+            try:
+                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                        shallow_op_callstacks():
+                    warnings.simplefilter("ignore")
+                    _, self._program = self.static_function.get_concrete_program(inputs)
+            finally:
+                leave_room()
             self._watch_new_scopes()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
@@ -101,8 +124,12 @@ class CompiledProgram:
                     # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
                     # (observed with reshape + softmax): build the runnable programs without it.
                     self._built_modes.add(training)
-                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
-                        outputs = self._program.sot_call(inputs)
+                    enter_room()
+                    try:
+                        with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                            outputs = self._program.sot_call(inputs)
+                    finally:
+                        leave_room()
                 else:
                     outputs = self._program.sot_call(inputs)
             finally:
@@ -131,21 +158,23 @@ class CompiledProgram:
         if original is None or not isinstance(scope_cache, dict):
             return
 
+        saved_flags = self._scope_flags  # (shared with the wrapper, which must not hold ``self``: no cycle)
+
         def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
             known = len(scope_cache.get(cache_key, ()))
             scopes = original(cache_key=cache_key, use_scope_cache=use_scope_cache)
-            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and self._scope_flags is None:
+            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not saved_flags:
                 BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
-                self._scope_flags = paddle.get_flags(["FLAGS_pir_apply_inplace_pass"])
+                saved_flags.update(paddle.get_flags(["FLAGS_pir_apply_inplace_pass"]))
                 paddle.set_flags({"FLAGS_pir_apply_inplace_pass": False})
             return scopes
 
         program._create_scope_vec = create_scope_vec
 
     def _end_scope_build(self) -> None:
-        if self._scope_flags is not None:
+        if self._scope_flags:
             paddle.set_flags(self._scope_flags)
-            self._scope_flags = None
+            self._scope_flags.clear()
             BUILD_LOCK.release()
 
     def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
@@ -231,10 +260,16 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
     key = sir.structural_key()
     program = _compiled.get(key)
     if program is None:
-        program = CompiledProgram(sir)
+        program = CompiledProgram(sir, key)
         _compiled[key] = program
         counters.compiled_graphs += 1
     return program
+
+
+def _release(program_ref: "weakref.ref[CompiledProgram]") -> None:
+    program = program_ref()
+    if program is not None:
+        program.release()
 
 
 def clear_compiled() -> None:

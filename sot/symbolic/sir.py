@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from typing import Any, Callable, Literal
 
 import paddle
@@ -40,6 +41,62 @@ class MetaInfo:
         dtype = str(self.dtype).replace("paddle.", "")
         grad = "" if self.stop_gradient else ", grad"
         return f"{list(self.shape)} {dtype}{grad}"
+
+
+class LayerCall:
+    """The callable of a ``layer`` statement: a built-in layer, held by weak reference.
+
+    A SIR lives as long as the cache entry that runs it, and the cache must not keep a deleted layer (nor,
+    through it, its parameters) alive. Get one with `layer_call`: one object per (layer, way of calling), so
+    equal SIR stays equal. ``run_hooks`` False calls ``forward`` directly (the hooks were simulated)."""
+
+    __slots__ = ("_layer", "run_hooks", "__weakref__")
+
+    def __init__(self, layer: paddle.nn.Layer, run_hooks: bool) -> None:
+        self._layer = weakref.ref(layer)
+        self.run_hooks = run_hooks
+
+    @property
+    def layer(self) -> paddle.nn.Layer:
+        layer = self._layer()
+        if layer is None:  # its guard fails once the layer is gone: a deleted layer's program never runs
+            raise ReferenceError("sot: the layer of a recorded statement was deleted")
+        return layer
+
+    def is_alive(self) -> bool:
+        return self._layer() is not None
+
+    def watch(self, callback: Callable[[Any], None]) -> "weakref.ref[paddle.nn.Layer]":
+        """A weak reference to the layer that calls ``callback`` when the layer is deleted."""
+        return weakref.ref(self.layer, callback)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        layer = self.layer
+        return layer(*args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
+
+    def key(self) -> tuple:
+        """What identifies the program this call builds: the layer, how it is called and the training flag of
+        every sublayer (train and eval programs differ: dropout, batch norm)."""
+        layer = self.layer
+        return id(layer), self.run_hooks, tuple(sub.training for sub in layer.sublayers(include_self=True))
+
+    def __repr__(self) -> str:
+        layer = self._layer()
+        call = "" if self.run_hooks else ".forward"
+        return f"<{type(layer).__name__}{call}>" if layer is not None else "<deleted layer>"
+
+
+_layer_calls: "dict[bool, weakref.WeakKeyDictionary[paddle.nn.Layer, LayerCall]]" = {
+    True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+
+
+def layer_call(layer: paddle.nn.Layer, run_hooks: bool = True) -> LayerCall:
+    """The one `LayerCall` of ``layer`` called this way (it lives as long as the layer)."""
+    calls = _layer_calls[run_hooks]
+    call = calls.get(layer)
+    if call is None:
+        call = calls[layer] = LayerCall(layer, run_hooks)
+    return call
 
 
 @dataclasses.dataclass
@@ -94,6 +151,10 @@ class StatementIR:
         """The size of the program: what ``min_graph_size`` compares with."""
         return sum(stmt.weight for stmt in self.statements)
 
+    def layer_calls(self) -> list[LayerCall]:
+        """The built-in layers the program calls (held weakly)."""
+        return [stmt.target for stmt in self.statements if isinstance(stmt.target, LayerCall)]
+
     def dump(self) -> str:
         """A readable listing, one line per statement, like a tiny Python program."""
         ins = ", ".join(f"{s.name}: {self.metas[s]}" for s in self.inputs)
@@ -135,8 +196,8 @@ class StatementIR:
         def target_key(stmt: Statement) -> Any:
             if stmt.kind == "method":
                 return stmt.target
-            if stmt.kind == "layer":  # train and eval programs differ (dropout, batch norm)
-                return id(stmt.target), tuple(layer.training for layer in stmt.target.sublayers(include_self=True))
+            if isinstance(stmt.target, LayerCall):
+                return stmt.target.key()
             return id(stmt.target)
 
         stmts = tuple(

@@ -887,6 +887,92 @@ def test_settrace_active_while_hooked_frames_run():
     assert ("line", traced_fn.__code__.co_firstlineno + 1) in events
 
 
+def doubled(a):
+    return a * 2
+
+
+def tripled(a):
+    return a * 3
+
+
+@pytest.mark.parametrize("install", [sys.settrace, sys.setprofile], ids=["settrace", "setprofile"])
+def test_a_traced_or_profiled_thread_runs_its_frames_as_written(install):
+    """With a trace or profile function set (a debugger, a profiler, coverage), frames are neither given to
+    the callback nor replaced by their cached code, and the tool's own callback is never intercepted."""
+    tool_calls = []
+
+    def tool(frame, event, arg):
+        tool_calls.append(event)
+        return None
+
+    rec = Recorder({doubled.__code__: (always, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3  # translated and cached
+        install(tool)
+        try:
+            assert doubled(2) == 4  # the cached entry is not used
+            assert doubled(3) == 6
+        finally:
+            install(None)
+        assert doubled(4) == 12  # and is used again once the tool is gone
+    assert tool_calls, "the tool saw nothing"
+    assert rec.codes() == [doubled.__code__], "the callback saw frames of the traced thread"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+def test_frames_run_as_written_while_a_sys_monitoring_tool_listens():
+    """cProfile (3.12+) and coverage's sysmon core use sys.monitoring instead of a profile function."""
+    monitoring = sys.monitoring
+    tool = monitoring.DEBUGGER_ID
+    starts = []
+    rec = Recorder({doubled.__code__: (always, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3
+        monitoring.use_tool_id(tool, "sot-test")
+        try:
+            monitoring.register_callback(tool, monitoring.events.PY_START,
+                                         lambda code, offset: starts.append(code.co_name))
+            monitoring.set_events(tool, monitoring.events.PY_START)
+            assert doubled(2) == 4
+        finally:
+            monitoring.set_events(tool, 0)
+            monitoring.register_callback(tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(tool)
+        assert doubled(3) == 9
+    assert "doubled" in starts
+    assert rec.codes() == [doubled.__code__]
+
+
+def test_a_callback_without_stack_left_lets_the_frame_run_as_written():
+    """A RecursionError out of the callback means the stack is full (near the user's recursion limit), not
+    that the frame is wrong: the frame runs as written instead of failing where eager code would not."""
+    def out_of_stack(*args):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    with callback_installed(out_of_stack):
+        assert doubled(5) == 10
+    assert efx.cache_size(doubled.__code__) == 0
+
+
+def test_a_guard_without_stack_left_lets_the_frame_run_as_written():
+    """Such a guard is neither a hit nor a miss: no new translation is asked for."""
+    full = [False]
+
+    def guard(*args):
+        if full[0]:
+            raise RecursionError("maximum recursion depth exceeded")
+        return True
+
+    rec = Recorder({doubled.__code__: (guard, tripled.__code__)})
+    with callback_installed(rec):
+        assert doubled(1) == 3
+        full[0] = True
+        assert doubled(2) == 4
+        full[0] = False
+        assert doubled(3) == 9
+    assert rec.codes() == [doubled.__code__]
+
+
 def threaded_fn(x):
     return x * 3
 

@@ -141,6 +141,138 @@ def test_tracer_installed_by_the_user_inside_a_translated_function_sees_only_use
     assert seen == expected_seen
 
 
+_calls_seen: list[tuple[str, str]] = []
+
+
+def _recording_tracer(frame: Any, event: str, arg: Any) -> Any:
+    if event == "call":
+        _calls_seen.append((frame.f_code.co_name, frame.f_code.co_filename))
+    return None
+
+
+def _installs_a_tracer_after_tensor_work(x):
+    y = x * 2 + 1  # a graph worth compiling before the tracer is installed
+    sys.settrace(_recording_tracer)
+    z = helper(y)
+    sys.settrace(None)
+    return z - 1
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_frame_that_installs_a_tracer_runs_as_written(min_graph_size: int) -> None:
+    """No resume function or translated code of the frame shows up in the user's tracer: it sees the same
+    calls as eagerly."""
+    x = paddle.ones([3])
+    _calls_seen.clear()
+    expected = _installs_a_tracer_after_tensor_work(x)
+    expected_calls = list(_calls_seen)
+    assert expected_calls == [("helper", THIS_FILE)]
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(_installs_a_tracer_after_tensor_work)
+        for _ in range(2):  # the first call, then the cached entry
+            _calls_seen.clear()
+            assert np.allclose(translated(x).numpy(), expected.numpy())
+            assert _calls_seen == expected_calls
+
+
+def _stops_at_a_breakpoint(x, scale):
+    y = x * scale
+    breakpoint()
+    return y + 1
+
+
+def test_breakpoint_stops_in_the_users_own_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``breakpoint()`` inside a translated function stops in the real frame of the user's code, with the
+    user's locals, as it does eagerly (not in translated code or in a resume function)."""
+    stops: list[tuple[Any, dict[str, Any]]] = []
+
+    def hook(*args: Any, **kwargs: Any) -> None:
+        frame = sys._getframe(1)
+        stops.append((frame.f_code, dict(frame.f_locals)))
+
+    monkeypatch.setattr(sys, "breakpointhook", hook)
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(_stops_at_a_breakpoint)
+        for _ in range(2):
+            assert np.allclose(translated(x, 2.0).numpy(), 3.0)
+    assert [code for code, _ in stops] == [_stops_at_a_breakpoint.__code__] * 2
+    assert all(sorted(local_vars) == ["scale", "x", "y"] for _, local_vars in stops)
+
+
+def test_cprofile_counts_the_calls_of_translated_functions() -> None:
+    import cProfile
+    import pstats
+
+    x = paddle.ones([4])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(traced)
+        translated(x, 2)  # translated and cached before the profiler starts
+        profiler = cProfile.Profile()
+        result = profiler.runcall(translated, x, 2)
+    assert np.allclose(result.numpy(), traced(x, 2).numpy())
+    calls = {func[2]: stat[1] for func, stat in pstats.Stats(profiler).stats.items() if func[0] == THIS_FILE}
+    assert calls.get("traced") == 1 and calls.get("helper") == 1, calls
+
+
+_COVERED_MODULE = """\
+import paddle
+
+
+def helper(v):
+    return v * 3
+
+
+def model(x, n):
+    y = x + 1
+    z = helper(y)
+    if n > 0:
+        z = z - n
+    else:
+        z = z + n
+    return z.sum()
+"""
+_NEVER_RUN_LINE = 14  # the ``else`` branch
+
+
+def _measured_lines(core: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
+        tuple[set[int], set[int]]:
+    """(executed, missing) lines of the module above, run under coverage.py with the given core."""
+    import importlib.util
+
+    coverage = pytest.importorskip("coverage")
+    monkeypatch.setenv("COVERAGE_CORE", core)
+    path = tmp_path / f"covered_{core}_{translate}.py"
+    path.write_text(_COVERED_MODULE)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    measure = coverage.Coverage(data_file=None, include=[str(path)])
+    x = paddle.ones([4])
+    with sot.config.patch(min_graph_size=0):
+        model = sot.symbolic_translate(module.model) if translate else module.model
+        model(x, 2)  # translated (and cached) before the measurement starts
+        measure.start()
+        try:
+            for _ in range(2):
+                assert np.allclose(model(x, 2).numpy(), 16.0)
+        finally:
+            measure.stop()
+    _, statements, _, missing, _ = measure.analysis2(str(path))
+    return set(statements) - set(missing), set(missing)
+
+
+@pytest.mark.parametrize("core", ["ctrace", "sysmon"])
+def test_coverage_measures_the_lines_of_translated_functions(core: str, tmp_path: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if core == "sysmon" and sys.version_info < (3, 12):
+        pytest.skip("coverage's sys.monitoring core needs 3.12")
+    executed, missing = _measured_lines(core, tmp_path, monkeypatch, translate=True)
+    eager_executed, eager_missing = _measured_lines(core, tmp_path, monkeypatch, translate=False)
+    assert _NEVER_RUN_LINE in eager_missing, "the eager measurement is wrong (test is broken)"
+    assert (executed, missing) == (eager_executed, eager_missing)
+
+
 # -- recursion --------------------------------------------------------------------------------------------
 def recursive(n, x):
     if n == 0:
@@ -249,3 +381,23 @@ def test_translated_call_near_the_recursion_limit_behaves_like_eager(min_graph_s
                                                                      f"works up to {eager_max}"
                 continue
             assert np.allclose(out.numpy(), small(x).numpy())
+
+
+def _limit_inside(x):
+    y = x * 2
+    return y + 1, sys.getrecursionlimit()
+
+
+def test_user_code_runs_against_the_users_recursion_limit() -> None:
+    """sot raises the limit only while it translates or builds a program, and restores it exactly."""
+    limit = sys.getrecursionlimit()
+    x = paddle.ones([2])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(small)
+        for _ in range(2):
+            assert np.allclose(translated(x).numpy(), small(x).numpy())
+            assert sys.getrecursionlimit() == limit
+        sot.reset()
+        seen = [sot.symbolic_translate(_limit_inside)(x)[1] for _ in range(2)]  # translated, then cached
+    assert seen == [limit, limit]
+    assert sys.getrecursionlimit() == limit

@@ -7,6 +7,7 @@ import os
 import sys
 import weakref
 
+import numpy as np
 import paddle
 import pytest
 
@@ -219,3 +220,104 @@ def test_reset_frees_programs_of_breaking_functions() -> None:
         sot.reset()
         gc.collect()
         assert all(r() is None for r in refs)
+
+
+class NetWithHookAndBreak(paddle.nn.Layer):
+    """A built-in sublayer with a forward hook (its statement calls ``forward`` directly) and a graph break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.fc.register_forward_post_hook(lambda layer, inputs, output: output * 2)
+        self.w = self.create_parameter([4, 4])
+
+    def forward(self, x):
+        y = self.fc(paddle.matmul(x, self.w))
+        psdb.breakgraph()
+        return y.sum()
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_deleting_a_layer_with_hooks_and_a_graph_break_frees_it(min_graph_size: int) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
+        net = NetWithHookAndBreak()
+        translated = sot.symbolic_translate(net)
+        x = paddle.ones([2, 4])
+        assert np.allclose(translated(x).numpy(), net(x).numpy())
+        translated(x)
+        refs = [weakref.ref(o) for o in (net, net.fc, net.w, net.fc.weight)]
+        del net, translated
+        gc.collect()
+        assert [r() for r in refs] == [None] * 4
+
+
+def _train_step(model, opt, x):
+    loss = model(x).mean()
+    loss.backward()
+    opt.step()
+    opt.clear_grad()
+    return loss
+
+
+def test_a_translated_train_step_keeps_neither_model_nor_optimizer_alive() -> None:
+    with sot.config.patch(min_graph_size=0):
+        net = Net()
+        opt = paddle.optimizer.SGD(parameters=net.parameters())
+        translated = sot.symbolic_translate(_train_step)
+        x = paddle.ones([2, 4])
+        translated(net, opt, x)
+        translated(net, opt, x)
+        refs = [weakref.ref(o) for o in (net, net.fc, net.fc.weight, opt)]
+        del net, opt
+        gc.collect()
+        assert [r() for r in refs] == [None] * 4
+
+
+def test_programs_of_a_deleted_layer_leave_the_shared_program_cache() -> None:
+    """Compiled programs are shared between equal SIR, keyed by the identity of the layers they call: once
+    a layer is deleted its programs must leave that cache, or a new layer reusing its address would run the
+    old parameters."""
+    from sot.symbolic import compile as compile_module
+
+    x = paddle.ones([2, 4])
+    with sot.config.patch(min_graph_size=0):
+        net = Net()
+        translated = sot.symbolic_translate(net)
+        assert np.allclose(translated(x).numpy(), net(x).numpy())
+        shared = [p for p in compile_module._compiled.values() if p.sir.layer_calls()]
+        assert shared, "expected a cached program calling the Linear layer (test is vacuous)"
+        del net, translated
+        gc.collect()
+        left = [p for p in compile_module._compiled.values() if p.sir.layer_calls()]
+        assert left == [], "a program calling a deleted layer is still in the shared cache"
+
+
+def _raises_with_the_object(x, box):
+    y = x * 2
+    raise KeyError(box)
+
+
+def test_the_exception_of_a_fallback_frame_does_not_keep_its_arguments_alive() -> None:
+    translated = sot.symbolic_translate(_raises_with_the_object)
+    box, x = Box(3), paddle.ones([3])
+    for _ in range(2):
+        with pytest.raises(KeyError):
+            translated(x, box)
+    box_ref = weakref.ref(box)
+    del box
+    gc.collect()
+    assert box_ref() is None, "the user's exception (holding the argument) is kept by the cache"
+
+
+def test_reset_forgets_what_it_learnt_about_deleted_layers() -> None:
+    """Inferred output metas are keyed by the identity of the callable: ``sot.reset()`` drops them, so a
+    program creating and translating new layers does not grow sot's caches without bound."""
+    from sot.opcode_translator.executor import function_graph
+
+    with sot.config.patch(min_graph_size=0):
+        net = Net()
+        sot.symbolic_translate(net)(paddle.ones([2, 4]))
+        assert function_graph._meta_cache, "expected inferred metas (test is vacuous)"
+        del net
+        sot.reset()
+    assert not function_graph._meta_cache

@@ -34,6 +34,11 @@ class FrameInfo:
 _meta_cache: dict[tuple, Any] = {}
 
 
+def forget_metas() -> None:
+    """``sot.reset()``: drop the inferred output metas (entries of dead targets would otherwise pile up)."""
+    _meta_cache.clear()
+
+
 def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     """Whether the call also fails in eager mode on zero tensors of the same meta: then the static failure
     is the user's error (e.g. a shape mismatch), not a limit of static meta inference."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 import paddle
@@ -542,6 +543,52 @@ def _psdb_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variable
 
     return PsdbVariable(value, graph, tracker) if member_of(SIMULATED, value) else None
 
+
+
+_TRACING = "changes how the interpreter traces this thread (a tracer, profiler or debugger)"
+_FRAMES = "reads the interpreter's frames (translated code runs in frames of its own)"
+
+
+def _interpreter_state_functions() -> dict[Any, str]:
+    """Functions whose answer or effect depends on the frames really running: each with the reason."""
+    import builtins
+    import inspect
+    import pdb
+    import threading
+
+    functions = {sys.settrace: _TRACING, sys.setprofile: _TRACING, threading.settrace: _TRACING,
+                 threading.setprofile: _TRACING, builtins.breakpoint: _TRACING, pdb.set_trace: _TRACING,
+                 sys._getframe: _FRAMES, inspect.currentframe: _FRAMES}
+    for name in ("settrace_all_threads", "setprofile_all_threads"):  # (3.12+)
+        if hasattr(threading, name):
+            functions[getattr(threading, name)] = _TRACING
+    monitoring = getattr(sys, "monitoring", None)  # (3.12+)
+    if monitoring is not None:
+        for function in (monitoring.use_tool_id, monitoring.register_callback, monitoring.set_events,
+                         monitoring.set_local_events):
+            functions[function] = _TRACING
+    return functions
+
+
+_INTERPRETER_STATE_FUNCTIONS = _interpreter_state_functions()
+
+
+class InterpreterStateVariable(CallableVariable):
+    """``sys.settrace``, ``breakpoint()``, ``pdb.set_trace``, ``sys._getframe()`` and the like: the frame
+    that calls one runs eagerly, from its start. A debugger must stop in the user's real frame (not in
+    translated code nor in a resume function), a tracer installed here must see the calls that follow as
+    written, and a frame read here must be the user's own."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        name = getattr(self.value, "__qualname__", None) or repr(self.value)
+        raise FallbackError(f"{name}() {_INTERPRETER_STATE_FUNCTIONS[self.value]}", self.graph.location)
+
+
+@VariableFactory.register(88)
+def _interpreter_state_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if member_of(_INTERPRETER_STATE_FUNCTIONS, value):
+        return InterpreterStateVariable(value, graph, tracker)
+    return None
 
 
 class OpaqueCallableVariable(CallableVariable):

@@ -7,12 +7,12 @@ layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain t
 """
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import paddle
 
 from ....errors import FallbackError, UserCodeError
+from ....symbolic.sir import layer_call
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -152,41 +152,13 @@ class LayerVariable(ObjectVariable):
         if is_builtin_layer(layer):
             self.needs_identity = True
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
-            target = layer if not (layer._forward_pre_hooks or layer._forward_post_hooks) else _forward_of(layer)
+            target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)
 
     def __repr__(self) -> str:
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
-
-
-class _LayerForward:
-    """Calls a layer's ``forward`` without ``__call__``'s hooks; stands for the layer in a SIR statement."""
-
-    def __init__(self, layer: paddle.nn.Layer) -> None:
-        self.layer = layer
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.layer.forward(*args, **kwargs)
-
-    def sublayers(self, include_self: bool = False) -> list:
-        return self.layer.sublayers(include_self=include_self)
-
-    @property
-    def training(self) -> bool:
-        return self.layer.training
-
-
-_forwards: "weakref.WeakKeyDictionary[paddle.nn.Layer, _LayerForward]" = weakref.WeakKeyDictionary()
-
-
-def _forward_of(layer: paddle.nn.Layer) -> _LayerForward:
-    """One stable wrapper per layer, so equal SIR still compares equal."""
-    forward = _forwards.get(layer)
-    if forward is None:
-        forward = _forwards[layer] = _LayerForward(layer)
-    return forward
 
 
 @VariableFactory.register(65)
