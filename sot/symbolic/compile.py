@@ -153,16 +153,17 @@ class CompiledProgram:
         by ``-=`` changed the caller's ``y`` on every other call). So the pass is switched off while a call
         that makes a new scope runs."""
         program = self._program
-        original = getattr(program, "_create_scope_vec", None)
+        original = getattr(type(program), "_create_scope_vec", None)
         scope_cache = getattr(program, "_scope_cache", None)
         if original is None or not isinstance(scope_cache, dict):
             return
+        program_ref = weakref.ref(program)  # (the wrapper lives on the program: no reference cycle)
 
         saved_flags = self._scope_flags  # (shared with the wrapper, which must not hold ``self``: no cycle)
 
         def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
             known = len(scope_cache.get(cache_key, ()))
-            scopes = original(cache_key=cache_key, use_scope_cache=use_scope_cache)
+            scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
             if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not saved_flags:
                 BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
                 saved_flags.update(paddle.get_flags(["FLAGS_pir_apply_inplace_pass"]))
