@@ -13,7 +13,7 @@ import types
 from typing import Any
 
 import bytecode
-from bytecode import Bytecode, CellVar, FreeVar, Instr
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..errors import FallbackError
 from ..symbolic.sir import Symbol
@@ -36,6 +36,7 @@ class CodeGen:
         # ... and those variables, kept alive: a key is an id(), which a dead variable would hand to a new one
         self._built_vars: list[Any] = []
         self._temps = 0
+        self._program_failure: Label | None = None  # the handler of a failing compiled program
         source = Bytecode.from_code(original)
         self._template = source
         for instr in source:
@@ -153,17 +154,48 @@ class CodeGen:
         self.binary_subscr()
 
     def call_program(self, program: Any, inputs: list[Any], outputs: list[Symbol]) -> None:
-        """``__sot_outputs = program([inputs...])``; ``inputs`` are variables to reconstruct."""
+        """``__sot_outputs = program([inputs...])``; ``inputs`` are variables to reconstruct.
+
+        It must come first in the generated code, before anything the outside world can see (side effects,
+        native instructions): if the program raises (an op fails at run time, e.g. an index out of range
+        only the kernel checks), the original code then runs natively from its start instead
+        (`runtime.rerun_natively`), so the error, its line, the effects before it and the user's
+        ``try``/``finally`` around it are exactly eager's. The programs are pure (in-place ops are never
+        recorded), so nothing of the failed attempt is visible."""
+        self._program_failure = Label()
+        region = pyversion.begin_exception_region(self.add, self._program_failure, self.lineno)
         self.load_callable_const(program)
         for var in inputs:
             self.reconstruct(var)
         self.build("BUILD_LIST", len(inputs))
         self.call(1)
         self.store_fast(OUTPUTS_LOCAL)
+        pyversion.end_exception_region(self.add, region, self.lineno, first=True)
         self.output_index = {symbol: i for i, symbol in enumerate(outputs)}
+
+    def _emit_program_failure(self) -> None:
+        """The handler of `call_program`'s region: ``return rerun_natively(exc, <original function>, args)``."""
+        from .executor.guard import argument_names
+        from .runtime import rerun_natively
+
+        self.add(self._program_failure)
+        exception = self.new_temp()
+        pyversion.emit_handler_entry(self.emit, lambda: self.store_fast(exception))
+        self.load_callable_const(rerun_natively)
+        self.emit("LOAD_FAST", exception)
+        self.make_function(self.original)
+        names = argument_names(self.original)
+        for name in names:
+            self.load_fast(name)
+        self.build("BUILD_TUPLE", len(names))
+        self.call(3)
+        self.return_value()
 
     # -- result ------------------------------------------------------------------------------------------
     def to_code(self) -> types.CodeType:
+        if self._program_failure is not None:
+            self._emit_program_failure()
+            self._program_failure = None
         template = self._template
         new = Bytecode(self.instructions)
         for attr in ("argcount", "posonlyargcount", "kwonlyargcount", "argnames", "name", "filename",

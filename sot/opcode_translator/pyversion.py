@@ -340,6 +340,45 @@ def emit_for_iter_exit(emit: Emit) -> None:
         emit("POP_TOP")
 
 
+def begin_exception_region(add: Callable[[Any], None], handler: Any, lineno: int) -> Any:
+    """Start a region of generated code whose exceptions go to ``handler`` (a `bytecode` Label) with an empty
+    stack. Returns what `end_exception_region` needs. 3.10: a ``SETUP_FINALLY`` block; 3.11+: an
+    exception-table entry."""
+    import bytecode  # (not at import: this module must load on unsupported Pythons to say so)
+
+    if HAS_BLOCK_STACK:
+        add(bytecode.Instr("SETUP_FINALLY", handler, lineno=lineno))
+        return handler
+    entry = bytecode.TryBegin(handler, push_lasti=False)
+    add(entry)
+    return entry
+
+
+def end_exception_region(add: Callable[[Any], None], region: Any, lineno: int, first: bool) -> None:
+    """End the region at the start of each path leaving it (``first``: the fall-through path, right after
+    the region's last instruction; later paths are jump targets placed after it)."""
+    import bytecode
+
+    if HAS_BLOCK_STACK:
+        add(bytecode.Instr("POP_BLOCK", lineno=lineno))
+    elif first:
+        add(bytecode.TryEnd(region))
+
+
+def emit_handler_entry(emit: Emit, store_exception: Callable[[], None]) -> None:
+    """At the handler of `begin_exception_region`: store the exception (``store_exception`` emits the store
+    of the top of the stack) and leave the stack empty, with the thread's handled exception unchanged.
+    3.10 enters with (previous traceback, value, type, traceback, value, type) and a running-handler block,
+    which ``POP_EXCEPT`` removes (restoring the previous exception info)."""
+    if HAS_BLOCK_STACK:
+        emit("POP_TOP")
+        store_exception()
+        emit("POP_TOP")
+        emit("POP_EXCEPT")
+    else:
+        store_exception()
+
+
 def emit_swap_top_two(emit: Emit) -> None:
     if PY < (3, 11):
         emit("ROT_TWO")

@@ -67,22 +67,49 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     return build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}")
 
 
+@lru_cache(maxsize=1024)
+def build_raising_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...],
+                       live: tuple[str, ...]) -> types.CodeType:
+    """The code of a function entering ``code`` at ``offset`` (an instruction inside a ``try``/``with``
+    block that raised when the generated code ran it natively) by raising the exception it receives as last
+    argument there: the original's own handlers then run, exactly as in eager code. ``stack_layout`` is the
+    whole stack before the instruction (its operands are never read: they may be NULLs).
+
+    It runs natively (never translated): it only exists on an exceptional path."""
+    from .skip_files import skip_code
+
+    raising = build_entry_code(code, offset, stack_layout, live, f"raising at line {_line_at(code, offset)}",
+                               raise_at_entry=True)
+    skip_code(raising)
+    return raising
+
+
+EXCEPTION_ARG = "__sot_exception"
 Edit = Callable[[list, dict[int, int]], None]
 
 
 def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
-                     role: str, edit: Edit | None = None, extra_stack: int = 0) -> types.CodeType:
+                     role: str, edit: Edit | None = None, extra_stack: int = 0,
+                     raise_at_entry: bool = False) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
     its position in ``body``; edits must replace items in place, keeping positions valid) and then need up to
-    ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports)."""
+    ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports).
+    ``raise_at_entry``: the entry raises the exception passed as last argument (`build_raising_code`), right
+    before the instruction at ``offset``, so the same exception-table entries cover it."""
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
     if edit is not None:
         edit(body, index)
-    body.insert(index[offset], target)
+    if raise_at_entry:
+        line = _line_at(code, offset) or code.co_firstlineno
+        body[index[offset]:index[offset]] = [target, Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line),
+                                             Instr("RAISE_VARARGS", 1, lineno=line)]
+        extra_stack += 1
+    else:
+        body.insert(index[offset], target)
     end = _prologue_end(body)
     body = [item for i, item in enumerate(body)
             if not (isinstance(item, Instr) and item.name in _PROLOGUE_OPS and i <= end)]
@@ -109,7 +136,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     emit("JUMP_FORWARD", target)
 
     resume = Bytecode(prologue + pyversion.split_super_instructions(body))
-    resume.argnames = [STACK_ARG.format(i) for i in range(n_stack)] + list(live)
+    resume.argnames = [STACK_ARG.format(i) for i in range(n_stack)] + list(live) + \
+        ([EXCEPTION_ARG] if raise_at_entry else [])
     resume.argcount = len(resume.argnames)
     resume.posonlyargcount = 0
     resume.kwonlyargcount = 0
@@ -171,4 +199,5 @@ def _prologue_end(body: list) -> int:
     return last
 
 
-__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_resume_code"]
+__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_raising_code",
+           "build_resume_code"]

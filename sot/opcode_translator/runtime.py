@@ -1,6 +1,8 @@
 """Small helpers the generated code calls at run time (kept out of the bytecode for readability)."""
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 
@@ -19,6 +21,39 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+def without_own_frame(exc: BaseException) -> BaseException:
+    """``exc``, raised by an instruction the calling generated code ran natively, minus that frame's entry
+    in its traceback: the resume function re-raising it in the user's handler adds the same line again."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        exc.__traceback__ = tb.tb_next
+    return exc
+
+
+def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
+    """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran:
+    run the frame's original code ``fn`` natively from its start, untranslated (with the same frame
+    arguments, in the order of the argument slots), so the user sees exactly what eager code does."""
+    if not isinstance(exc, Exception):  # KeyboardInterrupt and friends are not the program's error
+        raise exc
+    from ..eval_frame_ext import set_callback
+
+    code = fn.__code__
+    n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
+    positional = list(arguments[:n_positional])
+    keywords = dict(zip(code.co_varnames[n_positional:n_positional + n_kwonly],
+                        arguments[n_positional:n_positional + n_kwonly]))
+    rest = n_positional + n_kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        positional += arguments[rest]
+        rest += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        keywords.update(arguments[rest])
+    previous = set_callback(None)
+    try:
+        return fn(*positional, **keywords)
+    finally:
+        set_callback(previous)
 
 
 def enter_grad_mode(enabled: bool) -> Any:

@@ -19,13 +19,14 @@ from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import live_in
+from .executor.liveness import is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
-from .resume import abstract_instruction, build_resume_code
+from .resume import abstract_instruction, build_raising_code, build_resume_code
+from .runtime import without_own_frame
 
 
 @dataclasses.dataclass
@@ -330,12 +331,19 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     codegen = CodeGen(code, brk.lineno)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
-    # Every value the rest of the frame uses is read now: the effects and the native instruction (e.g. a
-    # ``setattr`` call) may change the attributes, items, globals and cells the values are reached by.
+    # Every value any path needs is read now, once: before the effects and the native instruction change
+    # what the paths to them lead to, and on a line all later paths (the jump target, the exception
+    # handler) start from, so a container built here is one object that each of them sees.
     for var in needed:
         codegen.spill(var)
     if effects:
         effects.emit(codegen)  # the native instruction may observe them
+    # An instruction inside a try/with block runs natively here, outside the original's exception table: if
+    # it raises, the exception goes to a function entering the original at that instruction by raising it
+    # there, so the user's handlers (except, finally, __exit__) run as in eager code.
+    protected = is_protected(code, instr.offset)
+    handler = Label()
+    guarded_region = pyversion.begin_exception_region(codegen.add, handler, codegen.lineno) if protected else None
     for var in operands:
         codegen.reconstruct(var)
     label = Label()
@@ -355,6 +363,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:
             codegen.add(label)
+        if guarded_region is not None:
+            pyversion.end_exception_region(codegen.add, guarded_region, codegen.lineno, first=index == 0)
         results = [codegen.new_temp() for is_null in produced_layout if not is_null]
         for temp in reversed(results):
             codegen.store_fast(temp)
@@ -372,10 +382,40 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
             codegen.reconstruct(value_of(name))
         codegen.call(argc + len(results) + len(live))
         codegen.return_value()
+    if protected:
+        _emit_reraise_in_handler(codegen, handler, code, instr.offset, base, n_in, value_of,
+                                 tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+
+
+def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,
+                             base: list[VariableBase], n_operands: int, value_of: Any,
+                             live: tuple[str, ...]) -> None:
+    """The handler of the region around a natively run instruction: call the raising entry of the original
+    at ``offset`` (`build_raising_code`) with the stack below the instruction's operands, the live locals
+    and the exception, and return what it returns (the user's handler may recover)."""
+    codegen.add(handler)
+    exception = codegen.new_temp()
+    pyversion.emit_handler_entry(codegen.emit, lambda: codegen.store_fast(exception))
+    # The operands are never read again (the raise unwinds the stack): NULLs stand for them.
+    layout = tuple(isinstance(var, NullVariable) for var in base) + (True,) * n_operands
+    raising = build_raising_code(code, offset, layout, live)
+    codegen.push_callable(lambda: codegen.make_function(raising))
+    argc = 0
+    for var in base:
+        if not isinstance(var, NullVariable):
+            codegen.reconstruct(var)
+            argc += 1
+    for name in live:
+        codegen.reconstruct(value_of(name))
+    codegen.load_callable_const(without_own_frame)
+    codegen.emit("LOAD_FAST", exception)
+    codegen.call(1)
+    codegen.call(argc + len(live) + 1)
+    codegen.return_value()
 
 
 def describe_code(code: types.CodeType) -> str:

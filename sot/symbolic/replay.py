@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import paddle
 
-from .sir import Statement, StatementIR, Symbol, _located_caller
+from .sir import Statement, StatementIR, Symbol, _call_located, _located_caller
 
 Replay = Callable[[list], list]
 _counter = itertools.count()
@@ -169,11 +169,14 @@ def _raise_at_user_line(exc: BaseException, code: types.CodeType, statement_at_l
     if tb is None:
         return
     stmt = statement_at_line.get(tb.tb_lineno)
-    if stmt is None or stmt.location is None or not stmt.location.lineno:
+    if stmt is None:
         return
-    caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir_name)
     try:
-        caller(_reraise, (exc, tb.tb_next), {})
+        if stmt.frames:  # the whole simulated call chain: the translated frame and each inlined call
+            _call_located(stmt.frames, _reraise, (exc, tb.tb_next))
+        elif stmt.location is not None and stmt.location.lineno:
+            caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir_name)
+            caller(_reraise, (exc, tb.tb_next), {})
     finally:
         del exc, tb  # no cycle through this frame
 

@@ -111,6 +111,9 @@ class Statement:
     outputs: Any  # a Symbol or a tuple/list of Symbols
     location: SourceLocation | None = None
     function: str | None = None  # the user function (possibly inlined) the statement came from
+    # The simulated call stack at the statement, outermost first: (file, line, function) of the translated
+    # frame and of each inlined call down to the statement's own line (for tracebacks of eager replays).
+    frames: tuple[tuple[str, int, str], ...] = ()
     no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
     weight: int = 1  # how many ops it puts in a program (a built-in layer or a PyLayer is many)
 
@@ -262,6 +265,15 @@ def _located_caller(filename: str, lineno: int, name: str) -> Callable[..., Any]
     return function
 
 
+def _call_located(frames: tuple[tuple[str, int, str], ...], call: Callable[..., Any], args: tuple) -> Any:
+    """``call(*args)`` inside one located frame per entry of ``frames`` (outermost first), so a traceback
+    reads like the user's own call chain."""
+    kwargs: dict[str, Any] = {}
+    for filename, lineno, name in reversed(frames):
+        call, args, kwargs = _located_caller(filename, lineno, name), (call, args, kwargs), {}
+    return call(*args, **kwargs)
+
+
 def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[Any]:
     """Interpret ``sir`` on concrete inputs; used to build the static program and for eager replay.
 
@@ -274,7 +286,9 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
     for stmt in sir.statements:
         args = map_structure(resolve, stmt.args)
         kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
-        if located and stmt.location is not None and stmt.location.lineno:
+        if located and stmt.frames:
+            result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs))
+        elif located and stmt.location is not None and stmt.location.lineno:
             caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
             result = caller(call_statement, (stmt, args, kwargs), {})
         else:

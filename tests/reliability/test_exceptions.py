@@ -220,6 +220,107 @@ def test_exception_points_at_the_raising_line_not_the_return() -> None:
                          "del obj.missing")
 
 
+def delete_in_try(x, obj):
+    y = x * 2
+    try:
+        del obj.extra
+        outcome = "deleted"
+    except AttributeError as exc:
+        outcome = f"caught {exc}"
+    return y, outcome
+
+
+class WithExtra:
+    def __init__(self) -> None:
+        self.extra = 1
+
+
+@pytest.mark.parametrize("order", ["missing_first", "present_first"])
+def test_attribute_deletion_is_guarded_on_the_attribute_being_there(order: str) -> None:
+    """The same code with and without the attribute: deletion succeeds, or the user's ``try`` catches the
+    eager error (a cache entry for one case must not serve the other)."""
+    objects = [Plain, WithExtra] if order == "missing_first" else [WithExtra, Plain]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(delete_in_try)
+        for cls in objects * 2:
+            eager_obj, sot_obj = cls(), cls()
+            expected = delete_in_try(paddle.ones([2]), eager_obj)[1]
+            assert translated(paddle.ones([2]), sot_obj)[1] == expected
+            assert vars(sot_obj) == vars(eager_obj)
+
+
+def delete_twice(x, obj):
+    y = x + 1
+    del obj.extra
+    del obj.extra  # again
+    return y
+
+
+def test_attribute_deleted_twice_raises_at_the_second_deletion() -> None:
+    check_same_exception(delete_twice, lambda: (paddle.ones([3]), WithExtra()), "# again")
+
+
+def inner_removes(lst, value):
+    lst.remove(value)
+    return len(lst)
+
+
+def outer_catches(x, lst, value):
+    y = x * 3
+    try:
+        n = inner_removes(lst, value)
+    except ValueError as exc:
+        n = str(exc)
+    return y, n
+
+
+def test_builtin_error_in_an_inlined_call_is_caught_by_the_caller() -> None:
+    for lst, value in (([1, 2], 5), ([1, 2], 2)):
+        eager_list, sot_list = list(lst), list(lst)
+        expected = outer_catches(paddle.ones([2]), eager_list, value)[1]
+        with sot.config.patch(min_graph_size=0):
+            got = sot.symbolic_translate(outer_catches)(paddle.ones([2]), sot_list, value)[1]
+        assert (got, sot_list) == (expected, eager_list)
+
+
+def reduce_empty(x, lst):
+    out = []
+    for fn in (min, max):
+        try:
+            out.append(fn(lst))
+        except ValueError as exc:
+            out.append(str(exc))
+        out.append(fn(lst, default=-1))
+    return x + 1, out
+
+
+def test_min_and_max_of_an_empty_iterable_match_eager() -> None:
+    expected = reduce_empty(paddle.ones([2]), [])[1]
+    with sot.config.patch(min_graph_size=0):
+        assert sot.symbolic_translate(reduce_empty)(paddle.ones([2]), [])[1] == expected
+        assert sot.symbolic_translate(reduce_empty)(paddle.ones([2]), [3, 1])[1] == \
+            reduce_empty(paddle.ones([2]), [3, 1])[1]
+
+
+def small_graph_error_in_a_helper(x, i):
+    return x[i]
+
+
+def small_graph_then_break(x, i):
+    y = small_graph_error_in_a_helper(x, i)
+    print("after")
+    return y
+
+
+def test_kernel_error_of_an_eagerly_replayed_graph_points_at_the_op_in_an_inlined_helper(capsys: Any) -> None:
+    """A graph below min_graph_size is replayed eagerly at the break: the error shows the op's own line, in
+    the helper that made it."""
+    exc = check_same_exception(small_graph_then_break, lambda: (paddle.ones([5]), -6),
+                               "small_graph_error_in_a_helper(x, i)", min_graph_size=10)
+    frames = [(fs.name, fs.lineno) for fs in traceback.extract_tb(exc.__traceback__)]
+    assert ("small_graph_error_in_a_helper", _line_of(small_graph_error_in_a_helper, "return x[i]")) in frames
+
+
 def mutation_then_error(x, lst):
     lst.append(7)
     y = x * 2
@@ -319,3 +420,42 @@ def test_internal_error_is_counted_as_a_fallback(monkeypatch: Any) -> None:
     with sot.config.patch(min_graph_size=0):
         sot.symbolic_translate(simple)(paddle.ones([3]), [])
     assert sot.stats().fallbacks == 1
+
+
+# -- errors found while simulating, caught by the user's own ``try`` -----------------------------------------
+class Slotted:
+    __slots__ = ("a",)
+
+
+class InitReturnsValue:
+    def __init__(self) -> None:
+        return 1  # type: ignore[return-value]
+
+
+def _kwargs_target(**kwargs: Any) -> int:
+    return len(kwargs)
+
+
+def errors_caught_in_the_frame(x, obj, extra):
+    messages = []
+    try:
+        obj.b = 1
+    except AttributeError as exc:
+        messages.append(str(exc))
+    try:
+        InitReturnsValue()
+    except TypeError as exc:
+        messages.append(str(exc))
+    try:
+        _kwargs_target(**{"k": 1}, **extra)
+    except TypeError as exc:
+        messages.append(str(exc))
+    return x + 1, messages
+
+
+def test_simulated_errors_have_the_eager_messages() -> None:
+    expected = errors_caught_in_the_frame(paddle.ones([2]), Slotted(), {"k": 2})[1]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(errors_caught_in_the_frame)
+        for _ in range(2):
+            assert translated(paddle.ones([2]), Slotted(), {"k": 2})[1] == expected

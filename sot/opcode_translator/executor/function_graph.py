@@ -270,7 +270,8 @@ class FunctionGraph:
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          map_structure(lambda var: var.symbol, outputs), self.location,
-                                         function, no_grad=not self.grad_mode, weight=weight))
+                                         function, no_grad=not self.grad_mode, weight=weight,
+                                         frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
     def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
@@ -297,6 +298,16 @@ class FunctionGraph:
         if key is not None:
             _meta_cache[key] = (_reference(target), answer)
         return answer
+
+    def _user_frames(self) -> tuple[tuple[str, int, str], ...]:
+        """The simulated call stack now, outermost first (see `Statement.frames`)."""
+        frames = []
+        executor = self.current_executor
+        while executor is not None:
+            if executor.lineno:
+                frames.append((executor.code.co_filename, executor.lineno, executor.code.co_name))
+            executor = executor.parent
+        return tuple(reversed(frames))
 
     def _wrap_outputs(self, outputs: Any) -> VariableBase:
         if type(outputs) is tuple:

@@ -95,6 +95,14 @@ def _handler_edges(code: types.CodeType) -> list[tuple[int, int, int]]:
     return pyversion.exception_table(code)
 
 
+def is_protected(code: types.CodeType, offset: int) -> bool:
+    """Whether an exception raised by the instruction at ``offset`` is caught inside ``code`` (it is in a
+    ``try``, ``with`` or ``except`` block): its handler must then see it."""
+    if pyversion.HAS_BLOCK_STACK:
+        return bool(block_stacks(code).get(offset, (0, ()))[1])
+    return any(start <= offset < end for start, end, _ in pyversion.exception_table(code))
+
+
 @functools.lru_cache(maxsize=256)
 def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
     """For each instruction offset, the local/cell names live on entry to it."""

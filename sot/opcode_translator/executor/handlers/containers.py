@@ -126,8 +126,8 @@ def _merge_into(target: object, source: object, reject_duplicates: bool) -> None
     if reject_duplicates:
         for key in source.items:
             if key in target.items:
-                raise UserCodeError(f"user code raised TypeError: got multiple values for keyword argument {key!r}",
-                                    original=TypeError(f"got multiple values for keyword argument '{key}'"))
+                # (no ``original``: the eager message names the callee; the frame runs eagerly and says it)
+                raise UserCodeError(f"user code raised TypeError: got multiple values for keyword argument {key!r}")
     target.graph.add_guard(source)
     target.items.update(source.items)
 

@@ -164,4 +164,33 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
+    if value is None:
+        _check_deletable(var, name)
+    elif descriptor is _MISSING and not isinstance(getattr(obj, "__dict__", None), dict):
+        # No instance dict and no slot of that name (``__slots__``): the real assignment fails, changing
+        # nothing, with the eager error; raised here, where the user's ``try`` and line are known.
+        var.graph.run_user_python(setattr, [obj, name, None], {})
+        raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
     var.graph.side_effects.store_attr(var, name, value)
+
+
+def _check_deletable(var: "ObjectVariable", name: str) -> None:
+    """``del obj.name`` fails when the attribute is not there: raise it now, where the user's ``try`` and line
+    are known (replayed after the graph it would escape them). Only the instance dict can hold it (data
+    descriptors and custom ``__setattr__`` already run natively), so its presence is guarded."""
+    obj = var.value
+    if getattr(type(obj), "__delattr__", object.__delattr__) is not object.__delattr__:
+        raise BreakGraphError(f"deleting {type(obj).__name__}.{name} runs a custom __delattr__: runs natively")
+    stored = var.graph.side_effects.lookup_attr(obj, name)
+    if stored is DELETED:  # deleted twice: the real object still has it, eager code raises the error
+        raise UserCodeError(f"user code raised AttributeError: {name}")
+    if stored is not ABSENT:
+        return
+    instance_dict = getattr(obj, "__dict__", None)
+    present = isinstance(instance_dict, dict) and name in instance_dict
+    if var.tracker.is_traceable() and isinstance(instance_dict, dict):
+        var.graph.add_expr_guard(var, f"({name!r} in {{}}.__dict__) is {present!r}")
+    if not present:
+        # Missing: the real deletion fails without changing anything and raises the exact eager error.
+        var.graph.run_user_python(delattr, [obj, name], {})
+        raise FallbackError(f"deleting the missing attribute {name!r} of {type(obj).__name__} did not fail")

@@ -432,10 +432,15 @@ BUILTIN_DISPATCH[all] = _truth_reduce(False)
 def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         items = _items_of(args[0]) if len(args) == 1 else list(args)
-        folded = constant_fold(fn, graph, items, kwargs)
-        if folded is None:
+        if any(isinstance(item, TensorVariable) for item in items):
             raise FallbackError(f"{fn.__name__}() over tensors compares tensors as Python bools")
-        return folded
+        if len(args) != 1:
+            return constant_fold(fn, graph, items, kwargs)
+        # One iterable: called with it (as a tuple), so an empty one raises the eager error, not the one of a
+        # call without arguments.
+        from .container import TupleVariable
+
+        return constant_fold(fn, graph, [TupleVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
 
     return rule
 
@@ -661,8 +666,8 @@ def instantiate(cls_var: ObjectVariable, args: list[VariableBase], kwargs: dict[
     if isinstance(init, types.FunctionType):
         result = UserFunctionVariable(init, graph, DummyTracker((cls_var,))).call([obj, *args], kwargs)
         if not (isinstance(result, ConstantVariable) and result.value is None):
-            raise UserCodeError("user code raised TypeError: __init__() should return None",
-                                original=TypeError("__init__() should return None"))
+            message = f"__init__() should return None, not '{result.get_py_type().__name__}'"
+            raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
     elif init is object.__init__:
         if args or kwargs:
             raise UserCodeError(f"user code raised TypeError: {cls.__name__}() takes no arguments",

@@ -323,7 +323,11 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
                 order = sorted(range(len(items)), key=values.__getitem__)
                 items[:] = [items[i] for i in order]
             elif name == "remove":
-                del items[values.index(_constant_value(args[0], "list item"))]
+                # The real method on the values raises the eager error (its message is remove's own).
+                target = _constant_value(args[0], "list item")
+                position = values.index(target) if target in values else None
+                values.remove(target)
+                del items[position]
             else:
                 method = getattr(values, name)
                 return ConstantVariable(method(*[_constant_value(a, "argument") for a in args]), graph,
