@@ -21,12 +21,6 @@ import sys
 
 # -- reasons -----------------------------------------------------------------------------------------------
 ASYNC = "async code (coroutines, async generators, async for/with) is never translated"
-GENERATOR = ("delegating generators (yield from / await) are not simulated: a generator running one falls back to "
-             "eager; plain generators consumed inside the frame are simulated")
-EXCEPTION_GROUPS = ("except* (exception groups) is not simulated: it only runs once an exception group was "
-                    "raised, which ends the simulation (the frame runs eagerly)")
-MATCH = "3.10: match statements on 3.10 are not simulated (3.11+ are)"
-CLASS_DEF = "defining a class inside a function is not simulated yet"
 MODULE_OR_CLASS_BODY = "only in module or class bodies, which are never translated"
 INTERACTIVE = "only in the interactive interpreter"
 
@@ -35,14 +29,6 @@ FALLBACKS: dict[str, str] = {
     # async
     "BEFORE_ASYNC_WITH": ASYNC, "SETUP_ASYNC_WITH": ASYNC, "GET_AITER": ASYNC, "GET_ANEXT": ASYNC,
     "GET_AWAITABLE": ASYNC, "END_ASYNC_FOR": ASYNC, "ASYNC_GEN_WRAP": ASYNC,
-    # generators
-    "GEN_START": GENERATOR, "YIELD_FROM": GENERATOR, "SEND": GENERATOR, "END_SEND": GENERATOR,
-    "CLEANUP_THROW": GENERATOR,
-    # exception handlers
-    "CHECK_EG_MATCH": EXCEPTION_GROUPS, "PREP_RERAISE_STAR": EXCEPTION_GROUPS,
-    # statements
-    "COPY_DICT_WITHOUT_KEYS": MATCH,
-    "LOAD_BUILD_CLASS": CLASS_DEF,
     # module and class bodies, interactive mode
     "IMPORT_STAR": MODULE_OR_CLASS_BODY, "LOAD_NAME": MODULE_OR_CLASS_BODY, "STORE_NAME": MODULE_OR_CLASS_BODY,
     "DELETE_NAME": MODULE_OR_CLASS_BODY, "SETUP_ANNOTATIONS": MODULE_OR_CLASS_BODY,

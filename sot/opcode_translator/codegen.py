@@ -37,6 +37,9 @@ class CodeGen:
         self._built_vars: list[Any] = []
         self._temps = 0
         self._program_failure: Label | None = None  # the handler of a failing compiled program
+        # True when the code being generated ends the frame (its return): simulated values are final, so
+        # closures made in the frame can be rebuilt with new cells holding them (nothing later writes them).
+        self.final = False
         source = Bytecode.from_code(original)
         self._template = source
         for instr in source:

@@ -103,6 +103,12 @@ HAS_BLOCK_STACK = PY < (3, 11)
 FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)
 #: How many values ``END_FOR`` pops when it does run (3.12: two; 3.13: one, a ``POP_TOP`` follows).
 END_FOR_POPS = 2 if PY == (3, 12) else 1
+#: 3.10: ``MATCH_KEYS`` and ``MATCH_CLASS`` also push a success flag (True/False) above their result, and
+#: ``MATCH_CLASS`` leaves the subject in place on failure (3.11+ push the result or None alone).
+MATCH_PUSHES_SUCCESS_FLAG = PY < (3, 11)
+#: 3.11: when the delegate of ``yield from`` returns, ``SEND`` replaces the delegate with the returned value;
+#: 3.12+ keep the delegate under it and ``END_SEND`` (the jump target) removes it.
+SEND_POPS_DELEGATE_ON_RETURN = PY < (3, 12)
 #: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
 #: bool-producing ``COMPARE_OP`` before them); generated code must do the same.
 JUMP_NEEDS_BOOL = PY >= (3, 13)

@@ -73,3 +73,74 @@ def set_cell(cell: Any, value: Any) -> None:
 def new_object(cls: type) -> Any:
     """An instance of ``cls`` without running ``__init__`` (its effects are replayed after it)."""
     return object.__new__(cls)
+
+
+def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
+    """``functools.partial(func, *args, **keywords)`` for a partial object made during simulation."""
+    import functools
+
+    return functools.partial(func, *args, **keywords)
+
+
+class _EmptyCell:
+    def __repr__(self) -> str:
+        return "<empty cell>"
+
+
+EMPTY_CELL = _EmptyCell()  # an enclosing variable not assigned yet, in `build_class`'s cell contents
+
+
+def build_class(globals_: dict, body: Any, name: str, contents: tuple, bases: tuple, keywords: dict) -> type:
+    """What ``class name(*bases, **keywords): body`` does inside a function: a new class per call. The
+    body's enclosing variables get new cells holding the values the translated frame gave them."""
+    import builtins
+    import types
+
+    cells = tuple(types.CellType() if value is EMPTY_CELL else types.CellType(value) for value in contents)
+    function = types.FunctionType(body, globals_, body.co_name, None, cells or None)
+    return builtins.__build_class__(function, name, *bases, **keywords)
+
+
+def fresh_exception(template: BaseException) -> BaseException:
+    """A new exception equal to one the simulation made: same type, arguments, attributes, cause and
+    context, and (for a group) fresh sub-exceptions."""
+    import builtins
+    import copy
+
+    group = getattr(builtins, "BaseExceptionGroup", None)  # 3.11+
+    if group is not None and isinstance(template, group):
+        made = template.derive([fresh_exception(inner) for inner in template.exceptions])
+        made.__dict__.update(template.__dict__)
+    else:
+        made = copy.copy(template)
+    made.__cause__ = template.__cause__
+    made.__context__ = template.__context__
+    made.__suppress_context__ = template.__suppress_context__
+    return made
+
+
+def make_mapping(dict_type: type, default_factory: Any, items: dict) -> Any:
+    """An ``OrderedDict``/``defaultdict`` made during simulation, with its final content."""
+    import collections
+
+    if dict_type is collections.defaultdict or issubclass(dict_type, collections.defaultdict):
+        return dict_type(default_factory, items)
+    return dict_type(items)
+
+
+def new_cell(content: Any) -> Any:
+    """A closure cell holding ``content`` (``EMPTY_CELL``: an unassigned variable)."""
+    import types
+
+    return types.CellType() if content is EMPTY_CELL else types.CellType(content)
+
+
+def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
+                  closure: tuple) -> Any:
+    """What ``MAKE_FUNCTION`` made during simulation, made for real."""
+    import types
+
+    function = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
+    function.__kwdefaults__ = kwdefaults or None
+    function.__qualname__ = qualname
+    return function

@@ -137,6 +137,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
                "runs eagerly")
         return Translation(code, graph.build_guard(), "eager", sir=sir)
     codegen = CodeGen(code, executor.lineno)
+    codegen.final = True
     codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
     if effects:
         codegen.spill(result)  # read before the effects change the paths it is reached by

@@ -83,3 +83,10 @@ def test_printout():
     for name in dis.opmap:
         assert name in out
     assert "handled" in out
+
+
+def test_only_async_and_module_or_class_body_opcodes_fall_back():
+    # issue 3: every opcode a translated function body can contain is simulated
+    allowed = {opcodes.ASYNC, opcodes.MODULE_OR_CLASS_BODY, opcodes.INTERACTIVE}
+    others = {name: reason for name, reason in opcodes.FALLBACKS.items() if reason not in allowed}
+    assert not others, f"fallback opcodes that a function body may contain: {others}"

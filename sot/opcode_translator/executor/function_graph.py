@@ -147,6 +147,8 @@ class FunctionGraph:
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
         self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
+        # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
+        self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:

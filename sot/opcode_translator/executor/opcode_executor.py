@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dis
 import types
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
 from .. import pyversion
@@ -139,6 +139,8 @@ class OpcodeExecutor:
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
         self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
+        # except*: the parts of exception groups its clauses split off, by id (see handlers/exceptions.py)
+        self.except_star_parts: dict[int, BaseException] = {}
         # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
         self.blocks: list[tuple[int, int]] = []
 
@@ -297,7 +299,7 @@ class OpcodeExecutor:
                 return result  # type: ignore[return-value]  # only in a simulated generator
 
 
-def simulate_generator(executor: OpcodeExecutor) -> "Iterator[VariableBase]":
+def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, None, VariableBase]":
     """Drive a generator function's executor lazily: each ``next`` runs it up to its next ``yield``, at
     the same point of the consumer's program as in the real interpreter."""
     graph = executor.graph
@@ -305,10 +307,16 @@ def simulate_generator(executor: OpcodeExecutor) -> "Iterator[VariableBase]":
         consumer = graph.current_executor
         try:
             result = executor.run()
+        except UserCodeError as exc:
+            if isinstance(exc.original, StopIteration):  # PEP 479 (3.12+ compile it into the generator)
+                error = RuntimeError("generator raised StopIteration")
+                error.__cause__ = exc.original
+                raise UserCodeError(f"user code raised RuntimeError: {error}", exc.location, error) from None
+            raise
         finally:
             graph.current_executor = consumer
         if not isinstance(result, Yield):
-            return
+            return result  # the generator's return value: what ``yield from`` it evaluates to
         yield result.value
         executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
 

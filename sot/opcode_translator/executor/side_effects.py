@@ -23,6 +23,7 @@ class AttrStore:
     obj: "VariableBase"
     name: str
     value: "VariableBase | None"  # None: ``del obj.name``
+    through_object: bool = False  # made by ``object.__setattr__`` (past the class's own ``__setattr__``)
 
 
 @dataclasses.dataclass
@@ -48,11 +49,12 @@ class SideEffects:
         self._undo: list[Callable[[], None]] = []
 
     # -- recording --------------------------------------------------------------------------------------
-    def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None") -> None:
+    def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None",
+                   through_object: bool = False) -> None:
         key = (id(obj.get_py_value()), name)
         previous = self._attrs.get(key, ABSENT)
         self._attrs[key] = value if value is not None else DELETED
-        self.stores.append(AttrStore(obj, name, value))
+        self.stores.append(AttrStore(obj, name, value, through_object))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
 
     def store_global(self, name: str, value: "VariableBase | None") -> None:
@@ -127,6 +129,14 @@ class SideEffects:
         for store in self.stores:
             if isinstance(store, CellStore):
                 codegen.call_helper(set_cell, [store.cell.source, store.value])
+                codegen.emit("POP_TOP")
+            elif isinstance(store, AttrStore) and store.through_object:
+                codegen.load_callable_const(object.__setattr__ if store.value is not None else object.__delattr__)
+                codegen.reconstruct(store.obj)
+                codegen.load_const(store.name)
+                if store.value is not None:
+                    codegen.reconstruct(store.value)
+                codegen.call(3 if store.value is not None else 2)
                 codegen.emit("POP_TOP")
             elif isinstance(store, AttrStore):
                 if store.value is None:

@@ -44,6 +44,8 @@ def raise_varargs(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
             raise UserCodeError("user code raised RuntimeError: No active exception to reraise")
         raise UserCodeError("user code re-raised", original=executor.handling[-1])
     exc = _exception_of(values[0])
+    # ``raise e`` gives ``e`` a new traceback: it no longer counts as a part of an except* group re-raised
+    executor.except_star_parts.pop(id(exc), None)
     if len(values) == 2:
         exc.__cause__ = None if values[1].get_py_value() is None else _exception_of(values[1])
     raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
@@ -127,3 +129,99 @@ def with_except_start(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     args = [VariableFactory.from_value(type(exc), graph, DummyTracker()), exc_var,
             ConstantVariable(None, graph, DummyTracker())]
     executor.push(exit_var.call(args, {}))
+
+
+# -- except* (3.11+) ---------------------------------------------------------------------------------------
+def _check_except_star_classes(classes: object) -> None:
+    candidates = classes if isinstance(classes, tuple) else (classes,)
+    for cls in candidates:
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            error = TypeError("catching classes that do not inherit from BaseException is not allowed")
+            raise UserCodeError(f"user code raised TypeError: {error}", original=error)
+        if issubclass(cls, BaseExceptionGroup):
+            error = TypeError("catching ExceptionGroup with except* is not allowed. Use except instead.")
+            raise UserCodeError(f"user code raised TypeError: {error}", original=error)
+
+
+def _split_exception_group(exc: BaseException | None, classes: object) -> tuple[object, object]:
+    """``(match, rest)`` of one ``except*`` clause, as the interpreter splits: a whole match of a naked
+    exception is wrapped in a group; a group is split; no match leaves the exception as the rest."""
+    if exc is None:
+        return None, None
+    if isinstance(exc, classes):  # type: ignore[arg-type]
+        if isinstance(exc, BaseExceptionGroup):
+            return exc, None
+        wrapped = BaseExceptionGroup("", [exc])
+        wrapped.__traceback__ = exc.__traceback__
+        return wrapped, None
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(classes)  # type: ignore[arg-type]
+    return None, exc
+
+
+@handles("CHECK_EG_MATCH")
+def check_eg_match(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """``except* E``: replace the exception below ``E`` with the part not matched (the rest) and push the
+    part matched, or None; the matched part becomes the exception being handled."""
+    classes = executor.pop().get_py_value()
+    exc = executor.pop().get_py_value()
+    _check_except_star_classes(classes)
+    match, rest = _split_exception_group(exc, classes)
+    graph = executor.graph
+    for part in (exc, match, rest):
+        if part is not None:
+            executor.except_star_parts[id(part)] = part  # parts of the original group (see prep_reraise_star)
+    for part in (rest, match):
+        executor.push(ConstantVariable(None, graph, DummyTracker()) if part is None
+                      else exception_variable(executor, part))
+    if match is not None and executor.handling:
+        executor.handling[-1] = match
+
+
+def prep_reraise_star(executor: OpcodeExecutor, original: BaseException, raised: list[object]) -> object:
+    """What a ``try``/``except*`` statement raises at its end: the exceptions its clauses raised, plus the
+    parts of the original group re-raised or left unhandled, re-assembled into the original's shape.
+
+    The interpreter tells a re-raised part from a new exception by its metadata (traceback, cause...);
+    here a re-raised part is one of the objects the clauses' matching produced and ``raise e`` did not
+    give a new traceback (`raise_varargs` forgets it)."""
+    raised = [exc for exc in raised if exc is not None]
+    if not raised:
+        return None
+    if not isinstance(original, BaseExceptionGroup):  # a naked exception: one clause ran at most
+        return raised[0]
+    parts = executor.except_star_parts
+    reraised = [exc for exc in raised if parts.get(id(exc)) is exc]
+    new = [exc for exc in raised if parts.get(id(exc)) is not exc]
+    leaves: set[int] = set()
+
+    def collect(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                collect(inner)
+        else:
+            leaves.add(id(exc))
+
+    for exc in reraised:
+        collect(exc)
+    kept = original.split(lambda e: id(e) in leaves)[0] if leaves else None
+    if not new:
+        return kept
+    if kept is not None:
+        new.append(kept)
+    return BaseExceptionGroup("", new) if len(new) > 1 else new[0]
+
+
+@handles("PREP_RERAISE_STAR")
+def prep_reraise_star_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.11: the original exception and the list of raised ones -> the exception to re-raise, or None."""
+    push_reraise_star(executor)
+
+
+def push_reraise_star(executor: OpcodeExecutor) -> None:
+    raised = executor.pop()
+    original = executor.pop().get_py_value()
+    items = [item.get_py_value() for item in raised.unpack()]
+    result = prep_reraise_star(executor, original, items)
+    executor.push(ConstantVariable(None, executor.graph, DummyTracker()) if result is None
+                  else exception_variable(executor, result))  # type: ignore[arg-type]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dis
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, Yield, handles
 from ..tracker import DummyTracker
-from ..variables.base import VariableBase
+from ..variables.base import VariableBase, VariableFactory
 from ..variables.basic import ConstantVariable
 from ..variables.container import DictVariable, TupleVariable
 from ..variables.function import CellVariable, NestedFunctionVariable
@@ -97,8 +97,89 @@ def yield_value(executor: OpcodeExecutor, instr: dis.Instruction) -> Yield:
     return Yield(executor.pop())
 
 
+@handles("GEN_START")
+def gen_start(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.10: the interpreter pushes the first value sent (None) and ``GEN_START`` pops it; a simulated
+    generator starts with an empty stack instead, so there is nothing to pop."""
+
+
 @handles("GET_YIELD_FROM_ITER")
 def get_yield_from_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     from ..variables.iterator import iterate
 
     executor.push(iterate(executor.pop()))
+
+
+def _step_delegate(executor: OpcodeExecutor) -> tuple[VariableBase | None, VariableBase]:
+    """``yield from``: pop the sent value, step the delegate below it. Returns ``(item, _)`` while the
+    delegate yields, ``(None, returned)`` once it returned."""
+    from ..variables.iterator import IteratorVariable
+
+    sent = executor.pop()
+    delegate = executor.peek()
+    if not (isinstance(sent, ConstantVariable) and sent.value is None):
+        raise FallbackError("send() of a value into a delegating generator is not simulated")
+    if not isinstance(delegate, IteratorVariable):
+        raise FallbackError(f"yield from {delegate!r} is not supported (only iterators made during simulation)")
+    item, returned = delegate.step()
+    if item is not None:
+        return item, delegate
+    return None, returned if returned is not None else ConstantVariable(None, executor.graph, DummyTracker())
+
+
+@handles("SEND")
+def send(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.11+: one step of ``yield from``/``await``. While the delegate yields, its item replaces the sent
+    value (the ``YIELD_VALUE`` that follows passes it on); once it returns, its return value is pushed
+    and execution continues at the target."""
+    item, result = _step_delegate(executor)
+    if item is not None:
+        executor.push(item)
+        return
+    if pyversion.SEND_POPS_DELEGATE_ON_RETURN:
+        executor.pop()
+    executor.push(result)
+    executor.jump_to(instr.argval)
+
+
+@handles("YIELD_FROM")
+def yield_from(executor: OpcodeExecutor, instr: dis.Instruction) -> Yield | None:
+    """3.10: ``SEND`` and ``YIELD_VALUE`` in one instruction, executed again after each resumption (the
+    value the generator is resumed with is then on the stack) until the delegate returns."""
+    item, result = _step_delegate(executor)
+    if item is not None:
+        executor.pc -= 1
+        return Yield(item)
+    executor.pop()
+    executor.push(result)
+    return None
+
+
+@handles("END_SEND")
+def end_send(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: after the delegate of ``yield from`` returned: drop the delegate under its return value."""
+    result = executor.pop()
+    executor.pop()
+    executor.push(result)
+
+
+@handles("CLEANUP_THROW")
+def cleanup_throw(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.12+: an exception thrown into the delegate while it was suspended: a ``StopIteration`` ends the
+    ``yield from`` with its value; anything else propagates."""
+    exc = executor.pop().get_py_value()
+    if not isinstance(exc, StopIteration):
+        raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
+    executor.pop_n(2)
+    executor.push(VariableFactory.from_value(exc.value, executor.graph, DummyTracker()))
+
+
+@handles("LOAD_BUILD_CLASS")
+def load_build_class(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """``class`` inside a function: the call of ``__build_class__`` that follows is simulated
+    (variables/classes.py)."""
+    import builtins
+
+    from ..variables.classes import BuildClassVariable
+
+    executor.push(BuildClassVariable(builtins.__build_class__, executor.graph, DummyTracker()))

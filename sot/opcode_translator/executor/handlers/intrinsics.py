@@ -22,8 +22,22 @@ def _list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     list_to_tuple(executor, instr)
 
 
+def _stopiteration_error(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """A ``StopIteration`` escaping a generator's body becomes a ``RuntimeError`` (PEP 479)."""
+    from ..variables.basic import ObjectVariable
+    from ..tracker import DummyTracker
+
+    exc = executor.pop().get_py_value()
+    if isinstance(exc, StopIteration):
+        error = RuntimeError("generator raised StopIteration")
+        error.__cause__ = exc
+        exc = error
+    executor.push(ObjectVariable(exc, executor.graph, DummyTracker()))
+
+
 # Intrinsics a function body may contain and that are simulated.
 INTRINSICS_1 = {
+    "INTRINSIC_STOPITERATION_ERROR": _stopiteration_error,  # the implicit handler around a generator's body
     "INTRINSIC_UNARY_POSITIVE": _unary_positive,  # +x (3.11: UNARY_POSITIVE)
     "INTRINSIC_LIST_TO_TUPLE": _list_to_tuple,  # f(*args) (3.11: LIST_TO_TUPLE)
 }
@@ -32,14 +46,12 @@ INTRINSICS_1 = {
 UNSUPPORTED_INTRINSICS = {
     "INTRINSIC_PRINT": "interactive mode only",
     "INTRINSIC_IMPORT_STAR": "module bodies only",
-    "INTRINSIC_STOPITERATION_ERROR": "generators are not translated",
     "INTRINSIC_ASYNC_GEN_WRAP": "async generators are not translated",
     "INTRINSIC_TYPEVAR": "PEP 695 generics are not simulated",
     "INTRINSIC_PARAMSPEC": "PEP 695 generics are not simulated",
     "INTRINSIC_TYPEVARTUPLE": "PEP 695 generics are not simulated",
     "INTRINSIC_SUBSCRIPT_GENERIC": "PEP 695 generics are not simulated",
     "INTRINSIC_TYPEALIAS": "PEP 695 type aliases are not simulated",
-    "INTRINSIC_PREP_RERAISE_STAR": "except* is not simulated",
     "INTRINSIC_TYPEVAR_WITH_BOUND": "PEP 695 generics are not simulated",
     "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS": "PEP 695 generics are not simulated",
     "INTRINSIC_SET_FUNCTION_TYPE_PARAMS": "PEP 695 generics are not simulated",
@@ -55,7 +67,22 @@ def call_intrinsic_1(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     handler(executor, instr)
 
 
+def _prep_reraise_star(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from .exceptions import push_reraise_star
+
+    push_reraise_star(executor)
+
+
+INTRINSICS_2 = {
+    "INTRINSIC_PREP_RERAISE_STAR": _prep_reraise_star,  # the end of try/except* (3.11: PREP_RERAISE_STAR)
+}
+
+
 @handles("CALL_INTRINSIC_2")
 def call_intrinsic_2(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    handler = INTRINSICS_2.get(instr.argrepr)
+    if handler is not None:
+        handler(executor, instr)
+        return
     reason = UNSUPPORTED_INTRINSICS.get(instr.argrepr, "not supported yet")
     raise FallbackError(f"CALL_INTRINSIC_2 {instr.argrepr}: {reason}")

@@ -5,6 +5,7 @@ import collections.abc
 import dis
 
 from ....errors import FallbackError
+from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import ConstTracker, DummyTracker
 from ..variables.base import VariableBase, VariableFactory
@@ -57,11 +58,25 @@ def match_keys(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if not isinstance(subject, DictVariable):
         raise FallbackError("a mapping pattern over something else than a dict")
     executor.graph.add_guard(subject)
-    if all(key in subject.items for key in keys):
+    matched = all(key in subject.items for key in keys)
+    if matched:
         values = [subject.items[key] for key in keys]
         executor.push(TupleVariable(values, executor.graph, DummyTracker(tuple(values))))
     else:
         executor.push(ConstantVariable(None, executor.graph, DummyTracker()))
+    if pyversion.MATCH_PUSHES_SUCCESS_FLAG:
+        executor.push(ConstantVariable(matched, executor.graph, DummyTracker()))
+
+
+@handles("COPY_DICT_WITHOUT_KEYS")
+def copy_dict_without_keys(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    """3.10: ``**rest`` of a mapping pattern: the subject's items without the matched keys."""
+    keys = executor.pop().get_py_value()
+    subject = executor.peek()
+    if not isinstance(subject, DictVariable):
+        raise FallbackError("a mapping pattern over something else than a dict")
+    rest = {key: value for key, value in subject.items.items() if key not in keys}
+    executor.push(DictVariable(rest, executor.graph, DummyTracker(tuple(rest.values()))))
 
 
 @handles("MATCH_CLASS")
@@ -69,6 +84,17 @@ def match_class(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     names = executor.pop().get_py_value()
     cls_var = executor.pop()
     subject = executor.pop()
+    attributes = _match_class(executor, instr, subject, cls_var, names)
+    if pyversion.MATCH_PUSHES_SUCCESS_FLAG:  # 3.10: (attributes, True) or (subject, False)
+        executor.push(subject if attributes is None else attributes)
+        executor.push(ConstantVariable(attributes is not None, executor.graph, DummyTracker()))
+    else:
+        executor.push(ConstantVariable(None, executor.graph, DummyTracker()) if attributes is None else attributes)
+
+
+def _match_class(executor: OpcodeExecutor, instr: dis.Instruction, subject: VariableBase, cls_var: VariableBase,
+                 names: tuple[str, ...]) -> VariableBase | None:
+    """The attributes a class pattern extracts, or None when the subject is not an instance."""
     cls = cls_var.get_py_value()
     executor.graph.add_guard(cls_var)
     if isinstance(subject, TensorVariable):
@@ -77,17 +103,15 @@ def match_class(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
         executor.graph.add_guard(subject)
         matched = isinstance(subject.get_py_value(), cls)
     if not matched:
-        executor.push(ConstantVariable(None, executor.graph, DummyTracker()))
-        return
+        return None
     positional = list(getattr(cls, "__match_args__", ())) if instr.arg else []
     if instr.arg > len(positional):
         if instr.arg == 1 and cls in (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple):
-            executor.push(TupleVariable([subject], executor.graph, DummyTracker((subject,))))
-            return
+            return TupleVariable([subject], executor.graph, DummyTracker((subject,)))
         raise FallbackError(f"{cls.__name__}() accepts {len(positional)} positional sub-patterns")
     attributes = positional[:instr.arg] + list(names)
     values = [subject.getattr(name) for name in attributes]
-    executor.push(TupleVariable(values, executor.graph, DummyTracker(tuple(values))))
+    return TupleVariable(values, executor.graph, DummyTracker(tuple(values)))
 
 
 @handles("IMPORT_NAME")

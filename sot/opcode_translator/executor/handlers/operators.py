@@ -15,7 +15,7 @@ from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
 from ..variables.basic import ConstantVariable, TensorVariable
-from ..variables.callable import constant_fold
+from ..variables.callable import apply_operator as apply_operator_in
 from ..tracker import DummyTracker
 
 # BINARY_OP's argument indexes this table (the order of CPython's NB_* constants).
@@ -37,38 +37,8 @@ UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-IN_PLACE_OPERATORS = frozenset(fn for symbol, fn in BINARY_OPERATORS.items() if symbol.endswith("="))
-
-
 def apply_operator(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
-    from ..variables.container import container_operator
-    from ..variables.symbolic_int import symbolic_arithmetic
-
-    symbolic = symbolic_arithmetic(fn, operands)
-    if symbolic is not None:
-        return symbolic
-    on_items = container_operator(fn, operands)
-    if on_items is not None:
-        return on_items
-    if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
-        # Folding would change the real object during simulation (and only then): run it natively.
-        raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
-    folded = constant_fold(fn, executor.graph, operands, {})
-    if folded is not None:
-        return folded
-    return executor.graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
-
-
-def _changes_in_place(var: VariableBase, fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` (an in-place operator) would mutate the real object ``var`` holds: an object whose
-    type defines the in-place method (a user class, a numpy array), not an immutable value or a tensor."""
-    if isinstance(var, (ConstantVariable, TensorVariable)):
-        return False
-    try:
-        py_type = var.get_py_type()
-    except Exception:  # noqa: BLE001 - unknown value: not folded anyway
-        return False
-    return hasattr(py_type, f"__{fn.__name__}__")
+    return apply_operator_in(executor.graph, fn, operands)
 
 
 # 3.10 has one opcode per binary operator (3.11 merged them into BINARY_OP).
@@ -190,12 +160,11 @@ def contains_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("BINARY_SUBSCR")
 def binary_subscr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
+    from ..variables.callable import subscript
+
     key = executor.pop()
     container = executor.pop()
-    var = container.getitem(key)
-    if var.tracker.is_traceable():
-        executor.graph.add_guard(var)
-    executor.push(var)
+    executor.push(subscript(container, key))
 
 
 @handles("BINARY_SLICE")

@@ -4,6 +4,7 @@ tensor's text depends on its data, so formatting one breaks the graph and runs n
 from __future__ import annotations
 
 import dis
+import inspect
 from typing import Any, Callable
 
 from ....errors import BreakGraphError
@@ -25,32 +26,67 @@ def _fold(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[Varia
     return folded
 
 
+def _instance_text(executor: OpcodeExecutor, var: VariableBase, conversion: Callable[[Any], str] | None,
+                   spec: VariableBase | None) -> VariableBase:
+    """What formatting gets from a user instance: its own Python ``__str__``/``__repr__`` run in the
+    simulation (it reads the attributes the frame set). Its default text holds its address (known at run
+    time only) and a Python ``__format__`` is not simulated: both run natively. Anything else (not a user
+    instance, a format spec the default ``__format__`` rejects) is left to folding."""
+    from ..variables.callable import BUILTIN_DISPATCH
+    from ..variables.dunder import is_user_instance, user_method
+
+    if not is_user_instance(var):
+        return var
+    name = type(var.get_py_value()).__name__
+    if conversion is None:
+        if user_method(var, "__format__") is not None:
+            raise BreakGraphError(f"{name}.__format__ is not simulated: runs natively")
+        if spec is not None and spec.get_py_value():
+            return var  # object.__format__ raises its TypeError on the spec alone
+        conversion = str
+    if conversion is ascii:
+        raise BreakGraphError(f"ascii() of a {name} object runs natively")
+    wanted = ("__str__", "__repr__") if conversion is str else ("__repr__",)
+    for method in wanted:
+        if user_method(var, method) is not None:
+            return BUILTIN_DISPATCH[conversion](executor.graph, [var], {})
+        if method == "__str__" and inspect.getattr_static(type(var.get_py_value()), "__str__") is not object.__str__:
+            break
+    raise BreakGraphError(f"the default text of a {name} object holds its address: runs natively")
+
+
 @handles("FORMAT_VALUE")
 def format_value(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     spec = executor.pop() if instr.arg & FORMAT_VALUE_HAS_SPEC else None
-    value = executor.pop()
     conversion = CONVERSIONS.get(instr.arg & 0x03)
+    value = executor.pop()
+    text = _instance_text(executor, value, conversion, spec)
+    if text is not value:
+        conversion = None
 
     def render(obj: Any, *format_spec: str) -> str:
         return format(conversion(obj) if conversion is not None else obj, *format_spec)
 
-    executor.push(_fold(executor, render, [value] if spec is None else [value, spec]))
+    executor.push(_fold(executor, render, [text] if spec is None else [text, spec]))
 
 
 @handles("CONVERT_VALUE")
 def convert_value(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    executor.push(_fold(executor, CONVERSIONS[instr.arg], [executor.pop()]))
+    value = executor.pop()
+    text = _instance_text(executor, value, CONVERSIONS[instr.arg], None)
+    executor.push(text if text is not value else _fold(executor, CONVERSIONS[instr.arg], [value]))
 
 
 @handles("FORMAT_SIMPLE")
 def format_simple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    executor.push(_fold(executor, format, [executor.pop()]))
+    value = _instance_text(executor, executor.pop(), None, None)
+    executor.push(_fold(executor, format, [value]))
 
 
 @handles("FORMAT_WITH_SPEC")
 def format_with_spec(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     spec = executor.pop()
-    value = executor.pop()
+    value = _instance_text(executor, executor.pop(), None, spec)
     executor.push(_fold(executor, format, [value, spec]))
 
 

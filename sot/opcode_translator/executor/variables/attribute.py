@@ -6,6 +6,7 @@ whose reading would run unknown code (custom descriptors, ``__getattr__``) makes
 """
 from __future__ import annotations
 
+import enum
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,10 @@ _MISSING = object()
 _SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType,
                           types.WrapperDescriptorType, types.MethodDescriptorType,
                           types.BuiltinFunctionType, types.ClassMethodDescriptorType)
+
+
+def _no_attribute(message: str) -> UserCodeError:
+    return UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
 
 
 def _value_tracker(owner: VariableBase, name: str) -> Tracker:
@@ -52,8 +57,7 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     graph = var.graph
     stored = graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:
-        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
-                            f"{name!r}")
+        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if stored is not ABSENT:
         # Stored during the simulation, maybe through another path to the same object: the guard keeps
         # the two paths one object (FunctionGraph._identity_guards).
@@ -64,8 +68,7 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         try:
             value = getattr(obj, name)
         except AttributeError:
-            raise UserCodeError(f"user code raised AttributeError: module {obj.__name__!r} has no attribute "
-                                f"{name!r}") from None
+            raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}") from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(obj, paddle.nn.Layer):
         for store in ("_parameters", "_sub_layers", "_buffers"):
@@ -73,6 +76,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             if members is not None and name in members:
                 return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
     is_class = isinstance(obj, type)
+    if name == "__dict__" and not is_class:
+        # The simulated attributes of an instance live in the side-effect overlay, not in its real dict.
+        raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict.
     if meta_attr is not _MISSING and hasattr(type(meta_attr), "__set__") and not is_class:
@@ -83,10 +89,17 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
-        if hasattr(type(obj), "__getattr__"):
+        fallback = inspect.getattr_static(type(obj), "__getattr__", None)
+        if isinstance(fallback, types.FunctionType) and not is_class:
+            # A Python __getattr__ computes the missing attribute: inlined (its AttributeError is the user's)
+            from .function import UserFunctionVariable
+
+            graph.add_guard(var)
+            name_var = VariableFactory.from_value(name, graph, DummyTracker())
+            return UserFunctionVariable(fallback, graph, DummyTracker((var,))).call([var, name_var], {})
+        if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
-        raise UserCodeError(f"user code raised AttributeError: {type(obj).__name__!r} object has no attribute "
-                            f"{name!r}")
+        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if is_class:
         if isinstance(found, staticmethod):
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
@@ -116,13 +129,21 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         # The getter is fixed by the guarded identity and type of the object.
         getter = UserFunctionVariable(descriptor.fget, graph, DummyTracker((var,)))
         return getter.call([var], {})
+    if (isinstance(descriptor, types.DynamicClassAttribute) and isinstance(var.value, enum.Enum)
+            and getattr(descriptor.fget, "__module__", None) == "enum"):
+        # ``member.name``/``member.value`` (and enum's other properties): plain reads of the member itself
+        value = getattr(var.value, name)
+        return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES):
         try:
             value = getattr(var.value, name)
         except AttributeError as exc:
-            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
+            raise _no_attribute(str(exc)) from None
         if callable(value) and not isinstance(value, type):
-            from .callable import OpaqueCallableVariable
+            from .callable import BUILTIN_DISPATCH, BuiltinVariable, OpaqueCallableVariable, member_of
+
+            if member_of(BUILTIN_DISPATCH, value):  # e.g. ``object.__setattr__`` in a frozen dataclass
+                return BuiltinVariable(value, graph, DummyTracker((var,)))
 
             return OpaqueCallableVariable(value, graph, _value_tracker(var, name))
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
@@ -134,20 +155,30 @@ def has_attribute(var: "ObjectVariable", name: str) -> bool:
     """``hasattr(var.value, name)`` as the frame would see it at this point: attributes stored or deleted
     earlier in the simulation count (they are only replayed after the graph); otherwise the real object is
     asked, and the answer guarded (a plain instance is guarded by type, not by what attributes it has)."""
+    from .basic import is_plain_instance
+
     graph = var.graph
     stored = graph.side_effects.lookup_attr(var.value, name)
     if var.tracker.is_traceable():
         graph.add_guard(var)
     if stored is not ABSENT:
         return stored is not DELETED
-    result = hasattr(var.value, name)
-    if var.tracker.is_traceable():
+    try:  # as Python does it: read the attribute (simulated), AttributeError means False
+        var.getattr(name)
+        result = True
+    except UserCodeError as exc:
+        if not isinstance(exc.original, AttributeError):
+            raise
+        result = False
+    if var.tracker.is_traceable() and is_plain_instance(var.value):
         graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {result!r}")
     return result
 
 
-def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
-    """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph."""
+def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None,
+                    through_object: bool = False) -> None:
+    """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph.
+    ``through_object``: ``object.__setattr__(obj, name, value)``, which skips the class's own ``__setattr__``."""
     obj = var.value
     if not var.tracker.is_traceable() and not getattr(var, "created", False):
         raise FallbackError(f"setting an attribute of {type(obj).__name__} computed during simulation is not "
@@ -156,7 +187,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
-    custom_setattr = setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+    custom_setattr = (setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+                      and not through_object)
     if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
@@ -165,21 +197,21 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
     if value is None:
-        _check_deletable(var, name)
+        _check_deletable(var, name, through_object)
     elif descriptor is _MISSING and not isinstance(getattr(obj, "__dict__", None), dict):
         # No instance dict and no slot of that name (``__slots__``): the real assignment fails, changing
         # nothing, with the eager error; raised here, where the user's ``try`` and line are known.
         var.graph.run_user_python(setattr, [obj, name, None], {})
         raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
-    var.graph.side_effects.store_attr(var, name, value)
+    var.graph.side_effects.store_attr(var, name, value, through_object=through_object)
 
 
-def _check_deletable(var: "ObjectVariable", name: str) -> None:
+def _check_deletable(var: "ObjectVariable", name: str, through_object: bool = False) -> None:
     """``del obj.name`` fails when the attribute is not there: raise it now, where the user's ``try`` and line
     are known (replayed after the graph it would escape them). Only the instance dict can hold it (data
     descriptors and custom ``__setattr__`` already run natively), so its presence is guarded."""
     obj = var.value
-    if getattr(type(obj), "__delattr__", object.__delattr__) is not object.__delattr__:
+    if not through_object and getattr(type(obj), "__delattr__", object.__delattr__) is not object.__delattr__:
         raise BreakGraphError(f"deleting {type(obj).__name__}.{name} runs a custom __delattr__: runs natively")
     stored = var.graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:  # deleted twice: the real object still has it, eager code raises the error

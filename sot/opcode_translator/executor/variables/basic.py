@@ -1,6 +1,7 @@
 """Leaf kinds: Python constants, tensors, and any other object the simulation only looks at."""
 from __future__ import annotations
 
+import enum
 import inspect
 import math
 import operator
@@ -53,7 +54,7 @@ class ConstantVariable(VariableBase):
         try:
             attr = getattr(self.value, name)
         except AttributeError as exc:
-            raise UserCodeError(f"user code raised AttributeError: {exc}") from None
+            raise UserCodeError(f"user code raised AttributeError: {exc}", original=exc) from None
         if callable(attr):
             from .callable import PureFunctionVariable
 
@@ -85,8 +86,9 @@ def is_plain_instance(obj: Any) -> bool:
     is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
     cls = type(obj)
     return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
-                                                                         types.MethodType, paddle.nn.Layer))
-            and hasattr(obj, "__dict__"))
+                                                                         types.MethodType, paddle.nn.Layer,
+                                                                         enum.Enum))
+            and hasattr(obj, "__dict__"))  # an enum member is a singleton: guarded by identity
 
 
 _HEAPTYPE = 1 << 9
@@ -109,15 +111,83 @@ class ObjectVariable(VariableBase):
     def get_py_value(self) -> Any:
         return self.value
 
+    @property
+    def is_mutable_container(self) -> bool:
+        """An exception made during simulation is made anew by each run (built once per run)."""
+        return isinstance(self.value, BaseException)
+
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        if isinstance(self.value, BaseException):
+            # Each eager call makes its own exception object (tracebacks and attributes are per object).
+            from ...runtime import fresh_exception
+
+            codegen.load_callable_const(fresh_exception)
+            codegen.load_const(self.value)
+            codegen.call(1)
+            return
         # A computed object (e.g. a tensor's dtype) is the very object the guarded simulation saw.
         codegen.load_const(self.value)
 
     def bool(self) -> bool:
+        from .dunder import truth
+
         cls = type(self.value)
         if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
             return True  # the default truth of objects, e.g. modules and functions
+        result = truth(self)
+        if result is not None:
+            return result
         raise FallbackError(f"truth value of {cls.__name__} objects is not simulated yet")
+
+    # -- the protocols of user classes (their Python dunders are inlined: see dunder.py) -----------------
+    def getitem(self, key: VariableBase) -> VariableBase:
+        from .dunder import call_method, user_method
+
+        if isinstance(self.value, enum.EnumMeta):  # ``Color["RED"]``: a member by name
+            from .callable import constant_fold
+
+            return constant_fold(operator.getitem, self.graph, [self, key], {}) or super().getitem(key)
+        function = user_method(self, "__getitem__")
+        if function is None:
+            return super().getitem(key)
+        return call_method(self, function, [key])
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        from .dunder import call_method, user_method
+
+        function = user_method(self, "__setitem__" if value is not None else "__delitem__")
+        if function is None:
+            return super().setitem(key, value)
+        call_method(self, function, [key] if value is None else [key, value])
+
+    def length(self) -> int:
+        from .dunder import length
+
+        size = length(self)
+        if size is None:  # not a Python __len__: folded on the (guarded) object
+            self.graph.add_guard(self)
+            size = self.graph.run_user_python(len, [self.get_py_value()], {})
+        return size
+
+    def iterator(self) -> "VariableBase | None":
+        """``iter(self)`` for a user instance with Python ``__iter__``/``__getitem__``, else None."""
+        from .dunder import is_user_instance, iterate_instance
+
+        if isinstance(self.value, enum.EnumMeta):  # the members of an enum, in definition order
+            from .iterator import IteratorVariable, lazy
+
+            self.graph.add_guard(self)
+            members = [VariableFactory.from_value(member, self.graph, DummyTracker((self,)))
+                       for member in self.value]
+            return IteratorVariable(lazy(lambda: members), self.graph, f"iterator over {self.value.__name__}",
+                                    (iter, [self]))
+        return iterate_instance(self) if is_user_instance(self) else None
+
+    def unpack(self) -> list[VariableBase]:
+        iterator = self.iterator()
+        if iterator is None:
+            return super().unpack()
+        return iterator.unpack()  # type: ignore[attr-defined]
 
     def getattr(self, name: str) -> VariableBase:
         from .attribute import load_attribute

@@ -1,6 +1,9 @@
 """Callables the simulation knows how to call: Paddle APIs, tensor methods, builtins, `psdb` helpers."""
 from __future__ import annotations
 
+import collections
+import enum
+import functools
 import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable
@@ -131,6 +134,7 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor)."""
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
+    _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
     values = [a.get_py_value() for a in args]
     kw_values = {k: v.get_py_value() for k, v in kwargs.items()}
     for var in [*args, *kwargs.values()]:
@@ -139,8 +143,96 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
 
 
+# Functions that look at an object's identity or type only, never at its state or its Python methods.
+_SHALLOW_FUNCTIONS = frozenset({operator.is_, operator.is_not, id, type, callable, isinstance, issubclass})
+
+
+def _check_no_hidden_user_code(fn: Callable[..., Any], operands: list[VariableBase]) -> None:
+    """Folding runs ``fn`` on real objects now. On an instance of a user class that could run the class's
+    Python dunders (not simulated: unguarded state, and the placeholder of an object made in the frame
+    has none of its attributes) or print its address: the graph breaks and it runs natively."""
+    from .container import DictVariable, SequenceVariable
+    from .dunder import is_user_instance
+
+    if member_of(_SHALLOW_FUNCTIONS, fn):
+        return
+    containers = [var for var in operands if isinstance(var, (SequenceVariable, DictVariable))]
+    if fn in (operator.eq, operator.ne) and not containers:
+        return  # reached only without Python __eq__/__ne__ (see dunder.py): the default compares identity
+    seen: list[VariableBase] = []
+    for var in operands:
+        seen.append(var)
+        if isinstance(var, SequenceVariable):
+            seen.extend(var.items)
+        elif isinstance(var, DictVariable):
+            seen.extend(var.items.values())
+    for var in seen:
+        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)):
+            raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() on a {type(var.value).__name__} object "
+                                  "runs its Python code natively")
+
+
+def _has_python_dunders(cls: type) -> bool:
+    import types
+
+    return any(isinstance(value, types.FunctionType) and name.startswith("__") and name.endswith("__")
+               and name not in ("__init__", "__new__", "__init_subclass__")
+               for klass in cls.__mro__[:-1] for name, value in vars(klass).items())
+
+
+IN_PLACE_OPERATORS = frozenset({
+    operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul, operator.imul,
+    operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub, operator.itruediv,
+    operator.ixor,
+})
+
+
+def _changes_in_place(var: VariableBase, fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` (an in-place operator) would mutate the real object ``var`` holds: an object whose
+    type defines the in-place method (a numpy array, a C type), not an immutable value or a tensor."""
+    if isinstance(var, (ConstantVariable, TensorVariable)):
+        return False
+    try:
+        py_type = var.get_py_type()
+    except Exception:  # noqa: BLE001 - unknown value: not folded anyway
+        return False
+    return hasattr(py_type, f"__{fn.__name__}__")
+
+
+def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
+    """An operator (a function of `operator`) on variables, dispatched like the interpreter does: user
+    dunders are inlined, symbolic ints stay in the graph, known values are folded, tensors become an
+    ``api`` statement calling the operator."""
+    from .container import container_operator
+    from .dunder import dunder_operator
+    from .symbolic_int import symbolic_arithmetic
+
+    result = dunder_operator(fn, operands)
+    if result is not None:
+        return result
+    symbolic = symbolic_arithmetic(fn, operands)
+    if symbolic is not None:
+        return symbolic
+    on_items = container_operator(fn, operands)
+    if on_items is not None:
+        return on_items
+    if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
+        # Folding would change the real object during simulation (and only then): run it natively.
+        raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
+    folded = constant_fold(fn, graph, operands, {})
+    if folded is not None:
+        return folded
+    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+
+
 def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .dunder import dunder_operator
+
+        if not kwargs:
+            result = dunder_operator(fn, args)
+            if result is not None:
+                return result
         folded = constant_fold(fn, graph, args, kwargs)
         if folded is not None:
             return folded
@@ -159,11 +251,182 @@ def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
     return rule
 
 
-for _fn in (abs, operator.neg, operator.pos, operator.invert, pow):
-    BUILTIN_DISPATCH[_fn] = _fold_or_tensor(_fn, f"{getattr(_fn, '__module__', 'builtins')}.{_fn.__name__}")
+for _fn in (abs, pow):
+    BUILTIN_DISPATCH[_fn] = _fold_or_tensor(_fn, f"builtins.{_fn.__name__}")
+
+
+# -- the operator module: each function does what its operator does ----------------------------------------
+def _operator_rule(fn: Callable[..., Any]) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if kwargs:
+            raise UserCodeError(f"user code raised TypeError: {fn.__name__}() takes no keyword arguments",
+                                original=TypeError(f"{fn.__name__}() takes no keyword arguments"))
+        return apply_operator(graph, fn, args)
+
+    return rule
+
+
+def _register_operator_module() -> None:
+    from .dunder import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS
+
+    operators = [*BINARY_DUNDERS, *INPLACE_DUNDERS, *COMPARE_DUNDERS, operator.neg, operator.pos,
+                 operator.invert, operator.inv, operator.abs, operator.contains]
+    for fn in operators:
+        BUILTIN_DISPATCH[fn] = _operator_rule(fn)
+    # callable objects made from constants (their calls: `call_object`)
+    for fn in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        BUILTIN_DISPATCH[fn] = _fold_only(fn)
+
+
+_register_operator_module()
+
+
+@builtin_rule(operator.getitem)
+def _operator_getitem(graph: "FunctionGraph", args: list[VariableBase],
+                      kwargs: dict[str, VariableBase]) -> VariableBase:
+    container, key = args
+    return subscript(container, key)
+
+
+def subscript(container: VariableBase, key: VariableBase) -> VariableBase:
+    """``container[key]``, with the guard ``BINARY_SUBSCR`` puts on a value read from the frame."""
+    var = container.getitem(key)
+    if var.tracker.is_traceable():
+        container.graph.add_guard(var)
+    return var
+
+
+@builtin_rule(operator.setitem, operator.delitem)
+def _operator_setitem(graph: "FunctionGraph", args: list[VariableBase],
+                      kwargs: dict[str, VariableBase]) -> VariableBase:
+    container, key, *value = args
+    container.setitem(key, value[0] if value else None)
+    return ConstantVariable(None, graph, DummyTracker())
+
+
+def _object_setattr(delete: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        """``object.__setattr__(obj, name, value)``/``object.__delattr__(obj, name)``: the plain store,
+        as a class's own ``__setattr__`` (a frozen dataclass's ``__init__``) does it."""
+        from .attribute import store_attribute
+
+        if kwargs or len(args) != (2 if delete else 3) or not isinstance(args[1], ConstantVariable):
+            raise FallbackError("object.__setattr__ with unusual arguments")
+        target = args[0]
+        if not isinstance(target, ObjectVariable) or isinstance(target.value, type):
+            raise BreakGraphError(f"object.__setattr__ on {target!r} runs natively")
+        graph.add_guard(args[1])
+        store_attribute(target, args[1].value, None if delete else args[2], through_object=True)
+        return ConstantVariable(None, graph, DummyTracker())
+
+    return rule
+
+
+BUILTIN_DISPATCH[object.__setattr__] = _object_setattr(delete=False)
+BUILTIN_DISPATCH[object.__delattr__] = _object_setattr(delete=True)
+
+
+@builtin_rule(vars)
+def _vars(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``vars(obj)`` is ``obj.__dict__`` (without an argument it reads the frame's locals: not simulated)."""
+    if len(args) != 1 or kwargs:
+        raise BreakGraphError("vars() of the current frame runs natively")
+    return args[0].getattr("__dict__")
+
+
+def _truth_rule(negate: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .dunder import truth_value
+
+        (value,) = args
+        return ConstantVariable(truth_value(value) != negate, graph, DummyTracker((value,)))
+
+    return rule
+
+
+BUILTIN_DISPATCH[operator.truth] = _truth_rule(False)
+BUILTIN_DISPATCH[operator.not_] = _truth_rule(True)
+
+
+def call_operator_getter(var: ObjectVariable, args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> VariableBase:
+    """A call of an ``itemgetter``/``attrgetter``/``methodcaller`` object: what it does, on variables."""
+    from .container import TupleVariable
+
+    getter = var.value
+    graph = var.graph
+    graph.add_guard(var)
+    if kwargs or len(args) != 1:
+        raise UserCodeError(f"user code raised TypeError: {type(getter).__name__} expected 1 argument, got "
+                            f"{len(args)}", original=TypeError(f"{type(getter).__name__} expected 1 argument"))
+    (target,) = args
+    maker, params = getter.__reduce__()[:2]
+    if type(getter) is operator.itemgetter:
+        items = [subscript(target, VariableFactory.from_value(key, graph, DummyTracker((var,)))) for key in params]
+        return items[0] if len(items) == 1 else TupleVariable(items, graph, DummyTracker(tuple(items)))
+    if type(getter) is operator.attrgetter:
+        results = []
+        for path in params:
+            value = target
+            for name in path.split("."):
+                value = value.getattr(name)
+            results.append(value)
+        return results[0] if len(results) == 1 else TupleVariable(results, graph, DummyTracker(tuple(results)))
+    # methodcaller: (partial(methodcaller, name, **kwargs), args) or (methodcaller, (name, *args))
+    if isinstance(maker, type):
+        name, call_args, call_kwargs = params[0], params[1:], {}
+    else:
+        name, call_args, call_kwargs = maker.args[0], params, maker.keywords
+    wrap = lambda value: VariableFactory.from_value(value, graph, DummyTracker((var,)))  # noqa: E731
+    return target.getattr(name).call([wrap(a) for a in call_args], {k: wrap(v) for k, v in call_kwargs.items()})
 for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, repr, chr, ord, range, slice,
             format, bin, oct, hex, ascii, complex, bytes):
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
+
+
+# Builtins that call one dunder of their argument, and the type it must return.
+CONVERSION_DUNDERS: dict[Any, tuple[tuple[str, ...], type]] = {
+    str: (("__str__", "__repr__"), str), repr: (("__repr__",), str), int: (("__int__", "__index__"), int),
+    float: (("__float__",), float), hash: (("__hash__",), int), operator.index: (("__index__",), int),
+}
+
+
+def _conversion(fn: Any, fold: BuiltinRule) -> BuiltinRule:
+    """``fn(obj)`` on a user instance whose class defines the dunder in Python inlines it."""
+    methods, result_type = CONVERSION_DUNDERS[fn]
+
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        import inspect
+
+        from .dunder import call_method, is_user_instance, user_method
+
+        if len(args) == 1 and not kwargs and is_user_instance(args[0]):
+            for name in methods:
+                function = user_method(args[0], name)
+                if function is not None:
+                    result = call_method(args[0], function, [])
+                    if isinstance(result, TensorVariable) or not isinstance(result.get_py_value(), result_type):
+                        message = f"{name} returned non-{result_type.__name__} (type {result.get_py_type().__name__})"
+                        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+                    return result
+                if inspect.getattr_static(type(args[0].get_py_value()), name, None) is not object.__dict__.get(name):
+                    break  # a C-level method in between (e.g. a builtin base class): folded below
+        return fold(graph, args, kwargs)
+
+    return rule
+
+
+for _fn in CONVERSION_DUNDERS:
+    BUILTIN_DISPATCH[_fn] = _conversion(_fn, BUILTIN_DISPATCH.get(_fn) or _fold_only(_fn))
+
+
+@builtin_rule(bool)
+def _bool(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .dunder import truth_value
+
+    if len(args) != 1 or kwargs:
+        return _fold_only(bool)(graph, args, kwargs)
+    return ConstantVariable(truth_value(args[0]), graph, DummyTracker((args[0],)))
 
 
 def _const(graph: "FunctionGraph", value: Any, *sources: VariableBase) -> VariableBase:
@@ -187,8 +450,8 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, classes = args
     graph.add_guard(classes)
-    if isinstance(obj, TensorVariable):
-        graph.add_guard(obj)  # its guard pins the exact tensor type
+    if not isinstance(obj, (ObjectVariable, ConstantVariable)):
+        graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
         result = issubclass(obj.get_py_type(), classes.get_py_value())
     else:
         graph.add_guard(obj)
@@ -227,6 +490,11 @@ def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
             return args[2]
     try:
         return obj.getattr(name.get_py_value())
+    except UserCodeError as exc:
+        if len(args) == 3 and isinstance(exc.original, AttributeError):
+            graph.add_guard(obj)
+            return args[2]
+        raise
     except FallbackError:
         if len(args) == 3 and not hasattr(obj.get_py_value(), name.get_py_value()):
             graph.add_guard(obj)
@@ -265,7 +533,17 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
 
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
-        raise FallbackError(f"next() of {iterator!r} is not supported")
+        from .dunder import call_method, user_method
+
+        step = user_method(iterator, "__next__")
+        if step is None:
+            raise FallbackError(f"next() of {iterator!r} is not supported")
+        try:
+            return call_method(iterator, step, [])
+        except UserCodeError as exc:
+            if len(args) > 1 and isinstance(exc.original, StopIteration):
+                return args[1]
+            raise
     item = iterator.next()
     if item is None:
         if len(args) > 1:
@@ -306,23 +584,45 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     from .container import TupleVariable
     from .iterator import IteratorVariable, iterate
 
-    if kwargs:
-        raise FallbackError("zip(strict=...) is not supported yet")
-    rows = _in_step([iterate(a) for a in args])
+    if set(kwargs) - {"strict"}:
+        graph.run_user_python(zip, [], dict.fromkeys(kwargs))  # the eager TypeError
+    strict = False
+    if "strict" in kwargs:
+        graph.add_guard(kwargs["strict"])
+        strict = bool(kwargs["strict"].get_py_value())
+    sources = [iterate(a) for a in args]
+    rows = _in_step(sources, strict)
     produce = (TupleVariable(items, graph, DummyTracker(tuple(items))) for items in rows)
-    return IteratorVariable(produce, graph, "zip", (zip, list(args)))
+    return IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
 
 
-def _in_step(sources: list[Any]) -> Any:
-    """One list of items per step of several iterators, until the shortest is exhausted (zip, map)."""
+def _in_step(sources: list[Any], strict: bool = False) -> Any:
+    """One list of items per step of several iterators, until the shortest is exhausted (zip, map);
+    ``strict``: iterators of different lengths raise zip's ValueError."""
     while True:
         items = []
-        for source in sources:
+        for index, source in enumerate(sources):
             item = source.next()
             if item is None:
+                if strict:
+                    _check_same_length(sources, index)
                 return
             items.append(item)
         yield items
+
+
+def _check_same_length(sources: list[Any], exhausted: int) -> None:
+    def plural(n: int) -> str:
+        return f"s 1-{n}" if n > 1 else " 1"
+
+    if exhausted > 0:
+        message = f"zip() argument {exhausted + 1} is shorter than argument{plural(exhausted)}"
+    else:
+        longer = next((i for i, source in enumerate(sources[1:], 1) if source.next() is not None), None)
+        if longer is None:
+            return
+        message = f"zip() argument {longer + 1} is longer than argument{plural(longer)}"
+    raise UserCodeError(f"user code raised ValueError: {message}", original=ValueError(message))
 
 
 @builtin_rule(map)
@@ -393,6 +693,30 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
     return DictVariable(items, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
 
 
+def _typed_dict(dict_type: type) -> BuiltinRule:
+    """``OrderedDict(...)`` / ``defaultdict(factory, ...)``: the items as ``dict(...)`` takes them."""
+
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .container import TypedDictVariable
+
+        factory = None
+        if dict_type is collections.defaultdict:
+            factory = args[0] if args else ConstantVariable(None, graph, DummyTracker())
+            if isinstance(factory, ConstantVariable) and factory.value is not None and not callable(factory.value):
+                raise UserCodeError("user code raised TypeError: first argument must be callable or None",
+                                    original=TypeError("first argument must be callable or None"))
+            args = args[1:]
+        plain = _dict(graph, args, kwargs)
+        return TypedDictVariable(dict(plain.items), graph, DummyTracker(tuple(plain.items.values())), dict_type,
+                                 factory)
+
+    return rule
+
+
+BUILTIN_DISPATCH[collections.OrderedDict] = _typed_dict(collections.OrderedDict)
+BUILTIN_DISPATCH[collections.defaultdict] = _typed_dict(collections.defaultdict)
+
+
 def _reduce_with(fn: Callable[[Any, Any], Any], start: VariableBase | None, items: list[VariableBase],
                  graph: "FunctionGraph") -> VariableBase:
     acc = start
@@ -429,18 +753,50 @@ BUILTIN_DISPATCH[any] = _truth_reduce(True)
 BUILTIN_DISPATCH[all] = _truth_reduce(False)
 
 
+def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: VariableBase | None) -> list[Any]:
+    """The Python values ``sorted``/``min``/``max``/``list.sort`` compare: the items, or ``key(item)`` with
+    the key function simulated (a lambda, a method...). Guarded; tensors cannot be compared as Python
+    values."""
+    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
+        keys = [key.call([item], {}) for item in items]
+    else:
+        keys = list(items)
+    if any(isinstance(k, TensorVariable) for k in keys):
+        raise FallbackError("ordering tensors compares them as Python bools")
+    _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
+    for k in keys:
+        graph.add_guard(k)
+    return [k.get_py_value() for k in keys]
+
+
+def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict[str, VariableBase],
+                 name: str = "sorted") -> list[VariableBase]:
+    """``items`` in the order ``sorted(items, key=..., reverse=...)`` gives (stable, like Python)."""
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        message = f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    reverse = False
+    if "reverse" in kwargs:
+        graph.add_guard(kwargs["reverse"])
+        reverse = bool(kwargs["reverse"].get_py_value())
+    values = ordering_keys(graph, items, kwargs.get("key"))
+    order = graph.run_user_python(sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
+    return [items[i] for i in order]
+
+
 def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if not args or set(kwargs) - {"key", "default"} or ("default" in kwargs and len(args) > 1):
+            graph.run_user_python(fn, [0] * len(args), dict.fromkeys(kwargs))  # the eager TypeError
         items = _items_of(args[0]) if len(args) == 1 else list(args)
-        if any(isinstance(item, TensorVariable) for item in items):
-            raise FallbackError(f"{fn.__name__}() over tensors compares tensors as Python bools")
-        if len(args) != 1:
-            return constant_fold(fn, graph, items, kwargs)
-        # One iterable: called with it (as a tuple), so an empty one raises the eager error, not the one of a
-        # call without arguments.
-        from .container import TupleVariable
-
-        return constant_fold(fn, graph, [TupleVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            graph.run_user_python(fn, [[]], {})  # the eager ValueError (its message differs by version)
+        values = ordering_keys(graph, items, kwargs.get("key"))
+        best = graph.run_user_python(fn, [range(len(items))], {"key": values.__getitem__})
+        return items[best]
 
     return rule
 
@@ -453,11 +809,29 @@ BUILTIN_DISPATCH[max] = _min_max(max)
 def _sorted(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import ListVariable
 
-    items = _items_of(args[0])
-    folded = constant_fold(sorted, graph, [ListVariable(items, graph, DummyTracker(tuple(items)))], kwargs)
-    if folded is None:
-        raise FallbackError("sorted() over tensors compares tensors as Python bools")
-    return folded
+    items = sorted_items(graph, _items_of(args[0]), kwargs)
+    return ListVariable(items, graph, DummyTracker(tuple(items)))
+
+
+@builtin_rule(functools.reduce)
+def _reduce(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``functools.reduce(fn, iterable[, initial])`` with ``fn`` simulated at each step."""
+    if kwargs or not 2 <= len(args) <= 3:
+        graph.run_user_python(functools.reduce, [None] * len(args), {})  # the eager TypeError
+    fn, source = args[0], iterate_items(args[1])
+    acc = args[2] if len(args) == 3 else source.next()
+    if acc is None:
+        message = "reduce() of empty iterable with no initial value"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    while (item := source.next()) is not None:
+        acc = fn.call([acc, item], {})
+    return acc
+
+
+def iterate_items(var: VariableBase) -> Any:
+    from .iterator import iterate
+
+    return iterate(var)
 
 
 class PureFunctionVariable(CallableVariable):
@@ -625,10 +999,29 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         folded = constant_fold(obj, var.graph, args, kwargs)
         if folded is not None:
             return folded
+    if isinstance(obj, enum.EnumMeta) and len(args) == 1 and not kwargs:
+        # ``Color(2)``: the member with that value (with more arguments, the functional API makes a class)
+        folded = constant_fold(obj, var.graph, args, kwargs)
+        if folded is not None:
+            return folded
+    from .container import construct_namedtuple, namedtuple_class
+    from .function import PartialVariable
+
+    if obj is functools.partial:
+        if not args:
+            raise UserCodeError("user code raised TypeError: type 'partial' takes at least one argument",
+                                original=TypeError("type 'partial' takes at least one argument"))
+        var.graph.add_guard(var)
+        return PartialVariable.build(args[0], args[1:], kwargs, var.graph)
+
+    if namedtuple_class(obj):
+        return construct_namedtuple(var, args, kwargs)
     if isinstance(obj, type) and is_simple_class(obj):
         return instantiate(var, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
+    if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        return call_operator_getter(var, args, kwargs)
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__

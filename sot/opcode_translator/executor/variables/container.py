@@ -314,15 +314,19 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
         items.clear()
     elif name == "reverse":
         items.reverse()
-    elif name in ("remove", "index", "count", "sort"):
+    elif name == "sort":
+        from .callable import sorted_items
+
+        if args:
+            raise UserCodeError("user code raised TypeError: sort() takes no positional arguments",
+                                original=TypeError("sort() takes no positional arguments"))
+        var.length_used = True  # (the order depends on every item, and on how many there are)
+        graph.add_guard(var)
+        items[:] = sorted_items(graph, list(items), kwargs, "sort")
+    elif name in ("remove", "index", "count"):
         values = _read_all(var)
         try:
-            if name == "sort":
-                if kwargs:
-                    raise FallbackError("list.sort() with arguments is not supported yet")
-                order = sorted(range(len(items)), key=values.__getitem__)
-                items[:] = [items[i] for i in order]
-            elif name == "remove":
+            if name == "remove":
                 # The real method on the values raises the eager error (its message is remove's own).
                 target = _constant_value(args[0], "list item")
                 position = values.index(target) if target in values else None
@@ -678,3 +682,188 @@ def container_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> 
     if rule is None or len(operands) != 2:
         return None
     return rule(*operands)
+
+
+# -- namedtuples ---------------------------------------------------------------------------------------------
+def namedtuple_class(cls: Any) -> bool:
+    """A class made by ``collections.namedtuple`` or ``typing.NamedTuple`` (maybe subclassed), whose
+    instances are built by the generated ``__new__`` (not overridden)."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and type(cls) is type):
+        return False
+    for klass in cls.__mro__:
+        if "__new__" in klass.__dict__:
+            return "_fields" in klass.__dict__ and "_make" in klass.__dict__
+    return False
+
+
+class NamedTupleVariable(TupleVariable):
+    """An instance of a namedtuple class: a tuple whose items are also read by field name."""
+
+    def __init__(self, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker,
+                 cls: type | None = None) -> None:
+        super().__init__(items, graph, tracker)
+        self.py_type = cls if cls is not None else tuple
+
+    @classmethod
+    def of_class(cls, namedtuple: type, items: list[VariableBase], graph: "FunctionGraph") -> "NamedTupleVariable":
+        return cls(items, graph, DummyTracker(tuple(items)), namedtuple)
+
+    @classmethod
+    def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "SequenceVariable":
+        var = super().from_real(value, graph, tracker)
+        var.py_type = type(value)
+        return var
+
+    def get_py_value(self) -> Any:
+        self.length_used = True
+        return tuple.__new__(self.py_type, [item.get_py_value() for item in self.items])
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(self.py_type)}"]  # its class fixes the length
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(tuple.__new__)
+        codegen.load_const(self.py_type)
+        super()._reconstruct_computed(codegen)
+        codegen.call(2)
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        if isinstance(key, ConstantVariable) and isinstance(key.value, slice):  # a slice is a plain tuple
+            self.graph.add_guard(key)
+            items = self.items[key.value]
+            return TupleVariable(items, self.graph, DummyTracker((self, key)))
+        return super().getitem(key)
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        message = f"'{self.py_type.__name__}' object does not support item assignment"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+
+    def getattr(self, name: str) -> VariableBase:
+        import inspect
+        import types
+
+        from .attribute import _descriptor
+        from .function import BoundMethodVariable, UserFunctionVariable
+
+        cls = self.py_type
+        fields = cls._fields  # type: ignore[attr-defined]
+        if name in fields:
+            return self.items[fields.index(name)]
+        graph = self.graph
+        if name == "_replace":
+            return NamedTupleMethodVariable(self, name)
+        if name == "_asdict":
+            return NamedTupleMethodVariable(self, name)
+        found = inspect.getattr_static(cls, name, None)
+        if isinstance(found, types.FunctionType):  # a method of a typing.NamedTuple class
+            function = UserFunctionVariable(found, graph, DummyTracker((self,)))
+            return BoundMethodVariable(function, self, graph, DummyTracker((function, self)))
+        if isinstance(found, property):
+            if not isinstance(found.fget, types.FunctionType):
+                raise FallbackError(f"property {name!r} without a Python getter")
+            return UserFunctionVariable(found.fget, graph, DummyTracker((self,))).call([self], {})
+        if name in ("count", "index"):
+            return super().getattr(name)
+        if found is not None and not hasattr(type(found), "__get__"):  # a class attribute (``_fields``...)
+            return VariableFactory.from_value(found, graph, DummyTracker((self,)))
+        raise FallbackError(f"attribute {name!r} of a namedtuple is not supported yet")
+
+
+class NamedTupleMethodVariable(VariableBase):
+    """``nt._replace`` / ``nt._asdict`` of a simulated namedtuple."""
+
+    def __init__(self, owner: NamedTupleVariable, name: str) -> None:
+        super().__init__(owner.graph, DummyTracker((owner,)))
+        self.owner = owner
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        owner = self.owner
+        fields = owner.py_type._fields  # type: ignore[attr-defined]
+        if self.name == "_asdict":
+            return DictVariable(dict(zip(fields, owner.items)), self.graph, DummyTracker(tuple(owner.items)))
+        if args:
+            raise UserCodeError("user code raised TypeError: _replace() takes 1 positional argument",
+                                original=TypeError("_replace() takes 1 positional argument"))
+        unknown = [key for key in kwargs if key not in fields]
+        if unknown:
+            error = ValueError(f"Got unexpected field names: {unknown!r}")
+            raise UserCodeError(f"user code raised ValueError: {error}", original=error)
+        items = [kwargs.get(field, item) for field, item in zip(fields, owner.items)]
+        return NamedTupleVariable.of_class(owner.py_type, items, self.graph)
+
+
+def construct_namedtuple(cls_var: VariableBase, args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> NamedTupleVariable:
+    """``cls(*args, **kwargs)``: arguments bound by the class's own ``__new__`` signature (same errors)."""
+    from .function import _bind_arguments
+
+    cls = cls_var.get_py_value()
+    graph = cls_var.graph
+    graph.add_guard(cls_var)
+    new = cls.__new__
+    defaults = tuple(VariableFactory.from_value(value, graph, DummyTracker((cls_var,)))
+                     for value in new.__defaults__ or ())
+    bound = _bind_arguments(new.__code__, f"{cls.__name__}.__new__", [cls_var, *args], kwargs, defaults, {}, graph)
+    return NamedTupleVariable.of_class(cls, [bound[field] for field in cls._fields], graph)
+
+
+@VariableFactory.register(96)
+def _namedtuple_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, tuple) and type(value) is not tuple and namedtuple_class(type(value)):
+        return NamedTupleVariable.from_real(value, graph, tracker)
+    return None
+
+
+# -- dict subclasses made in the frame: OrderedDict, defaultdict ------------------------------------------
+class TypedDictVariable(DictVariable):
+    """An ``OrderedDict`` or ``defaultdict`` created during simulation: a dict with its class (and, for a
+    defaultdict, the factory a missing key calls), rebuilt as that class in generated code."""
+
+    def __init__(self, items: dict[Any, VariableBase], graph: "FunctionGraph", tracker: Tracker, dict_type: type,
+                 default_factory: VariableBase | None = None) -> None:
+        super().__init__(items, graph, tracker)
+        self.dict_type = dict_type
+        self.default_factory = default_factory
+
+    def get_py_type(self) -> type:
+        return self.dict_type
+
+    def get_py_value(self) -> Any:
+        for item in self.items.values():  # the whole value is read: every item is guarded
+            self.graph.add_guard(item)
+        values = {key: item.get_py_value() for key, item in self.items.items()}
+        if self.default_factory is not None:
+            return self.dict_type(self.default_factory.get_py_value(), values)
+        return self.dict_type(values)
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        if (self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items
+                and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None)):
+            self.graph.add_guard(key)
+            value = self.default_factory.call([], {})  # __missing__: the factory's value is stored
+            self.setitem(key, value)
+            return value
+        return super().getitem(key)
+
+    def getattr(self, name: str) -> VariableBase:
+        if name == "default_factory" and self.default_factory is not None:
+            return self.default_factory
+        return super().getattr(name)
+
+    def children(self) -> list[VariableBase]:
+        return [*super().children(), *([self.default_factory] if self.default_factory is not None else [])]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import make_mapping
+
+        plain = DictVariable(dict(self.items), self.graph, DummyTracker(tuple(self.items.values())))
+        factory = self.default_factory or ConstantVariable(None, self.graph, DummyTracker())
+        codegen.load_callable_const(make_mapping)
+        codegen.load_const(self.dict_type)
+        codegen.reconstruct(factory)
+        codegen.reconstruct(plain)
+        codegen.call(3)
+
+    def __repr__(self) -> str:
+        return f"TypedDictVariable({self.dict_type.__name__}: {self.items!r})"

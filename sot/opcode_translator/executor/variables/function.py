@@ -43,7 +43,18 @@ class CellVariable(VariableBase):
             raise UserCodeError(f"user code raised NameError: free variable {name!r} referenced before assignment")
         return self.content
 
+    captured_by_class = False  # a class built during simulation holds a snapshot of this cell
+    _rebuilt: "CellRebuildVariable | None" = None
+
+    def rebuilt(self) -> "CellRebuildVariable":
+        """The real cell of this variable in generated code (one per run, shared by the closures)."""
+        if self._rebuilt is None:
+            self._rebuilt = CellRebuildVariable(self)
+        return self._rebuilt
+
     def store(self, name: str, value: VariableBase | None) -> None:
+        if self.captured_by_class:
+            raise FallbackError(f"assigning {name!r} after a class defined in the frame captured it")
         if self.external:
             if value is None:
                 raise FallbackError(f"deleting closure variable {name!r} of an enclosing function is not "
@@ -52,6 +63,35 @@ class CellVariable(VariableBase):
                 raise FallbackError(f"assigning closure variable {name!r}: its cell cannot be reached")
             self.graph.side_effects.store_cell(self, value)
         self.content = value
+
+
+class CellRebuildVariable(VariableBase):
+    """A closure cell in generated code: the real cell when it belongs to a real function (or the frame's
+    free variables), else a new cell holding the simulated content (see `NestedFunctionVariable`)."""
+
+    is_mutable_container = True
+
+    def __init__(self, cell: CellVariable) -> None:
+        super().__init__(cell.graph, DummyTracker())
+        self.cell = cell
+
+    def children(self) -> list[VariableBase]:
+        if self.cell.external:
+            return [self.cell.source] if self.cell.source is not None else []
+        return [self.cell.content] if self.cell.content is not None else []
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import EMPTY_CELL, new_cell
+
+        cell = self.cell
+        if cell.external:
+            if cell.source is None:
+                raise FallbackError("a closure cell of a function outside the frame cannot be reached")
+            codegen.reconstruct(cell.source)
+            return
+        content = cell.content if cell.content is not None else ObjectVariable(EMPTY_CELL, self.graph,
+                                                                               DummyTracker())
+        codegen.call_helper(new_cell, [content])
 
 
 class FrameCellVariable(VariableBase):
@@ -213,6 +253,10 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
         closure_var = self._source("__closure__", fn.__closure__)
         cells = {}
         for index, name in enumerate(self.code.co_freevars):
+            simulated = self.graph.class_cells.get(id(fn.__closure__[index]))
+            if simulated is not None and simulated[0] is fn.__closure__[index]:
+                cells[name] = simulated[1]  # a function of a class built during simulation
+                continue
             known = self.graph.known_cells.get(id(fn.__closure__[index]))
             if known is not None:  # a cell already simulated (shared with the frame or another function)
                 cells[name] = known[1]
@@ -261,9 +305,29 @@ class NestedFunctionVariable(FunctionVariableBase):
     def freevar_cells(self) -> dict[str, CellVariable]:
         return dict(self._closure)
 
+    is_mutable_container = True  # one function object per run of the generated code, however referenced
+
+    def children(self) -> list[VariableBase]:
+        return [*self._defaults, *self._kwdefaults.values(),
+                *(self._closure[name].rebuilt() for name in self.code.co_freevars)]
+
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        raise FallbackError(f"returning the function {self.qualname} created inside the translated frame is not "
-                            "supported yet")
+        """A new function of the same code, defaults and closure (as ``MAKE_FUNCTION`` makes one)."""
+        from ...runtime import make_function
+        from .container import DictVariable, TupleVariable
+
+        graph = self.graph
+        cells = [self._closure[name] for name in self.code.co_freevars]
+        if not codegen.final and any(not cell.external for cell in cells):
+            raise FallbackError(f"the function {self.qualname} created inside the translated frame closes over "
+                                "its variables: it cannot leave the frame before the frame ends")
+        parts = [ObjectVariable(self.code, graph, DummyTracker()),
+                 ObjectVariable(self._resolver.globals, graph, DummyTracker()),
+                 ConstantVariable(self.qualname, graph, DummyTracker()),
+                 TupleVariable(list(self._defaults), graph, DummyTracker(tuple(self._defaults))),
+                 DictVariable(dict(self._kwdefaults), graph, DummyTracker(tuple(self._kwdefaults.values()))),
+                 TupleVariable([cell.rebuilt() for cell in cells], graph, DummyTracker())]
+        codegen.call_helper(make_function, parts)
 
     def __repr__(self) -> str:
         return f"NestedFunctionVariable({self.qualname})"
@@ -310,3 +374,93 @@ def _function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Vari
 
 __all__ = ["BoundMethodVariable", "CellVariable", "ConstantVariable", "NestedFunctionVariable",
            "UserFunctionVariable"]
+
+
+class PartialVariable(VariableBase):
+    """A ``functools.partial``: calling it calls its function with the stored arguments first. One made
+    during simulation is rebuilt in generated code; one from outside is read through its attributes."""
+
+    def __init__(self, func: VariableBase, args: VariableBase, keywords: VariableBase, graph: "FunctionGraph",
+                 tracker: Tracker) -> None:
+        super().__init__(graph, tracker)
+        self.func = func
+        self.args = args  # a TupleVariable
+        self.keywords = keywords  # a DictVariable
+
+    @classmethod
+    def build(cls, func: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase],
+              graph: "FunctionGraph") -> "PartialVariable":
+        """``functools.partial(func, *args, **kwargs)``; a partial of a partial is flattened, as in Python."""
+        from .container import DictVariable, TupleVariable
+
+        if isinstance(func, PartialVariable):
+            args = [*func.args.unpack(), *args]
+            kwargs = {**func.keywords.items, **kwargs}  # type: ignore[attr-defined]
+            graph.add_guard(func.keywords)
+            func = func.func
+        if isinstance(func, ConstantVariable) and not callable(func.value):
+            raise UserCodeError("user code raised TypeError: the first argument must be callable",
+                                original=TypeError("the first argument must be callable"))
+        args_var = TupleVariable(list(args), graph, DummyTracker(tuple(args)))
+        keywords_var = DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))
+        return cls(func, args_var, keywords_var, graph, DummyTracker((func, args_var, keywords_var)))
+
+    @classmethod
+    def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "PartialVariable":
+        var = cls(None, None, None, graph, tracker)  # type: ignore[arg-type]
+
+        def part(name: str) -> VariableBase:
+            sub = GetAttrTracker(var, name) if tracker.is_traceable() else DummyTracker((var,))
+            return VariableFactory.from_value(getattr(value, name), graph, sub)
+
+        var.func, var.args, var.keywords = part("func"), part("args"), part("keywords")
+        return var
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        graph = self.graph
+        for part in (self.func, self.keywords):
+            graph.add_guard(part)
+        stored_kwargs = dict(self.keywords.items)  # type: ignore[attr-defined]
+        return self.func.call([*self.args.unpack(), *args], {**stored_kwargs, **kwargs})
+
+    def getattr(self, name: str) -> VariableBase:
+        parts = {"func": self.func, "args": self.args, "keywords": self.keywords}
+        if name in parts:
+            return parts[name]
+        raise FallbackError(f"attribute {name!r} of functools.partial is not supported yet")
+
+    def get_py_value(self) -> Any:
+        import functools
+
+        return functools.partial(self.func.get_py_value(), *self.args.get_py_value(),
+                                 **self.keywords.get_py_value())
+
+    def get_py_type(self) -> type:
+        import functools
+
+        return functools.partial
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        import functools
+
+        return [f"type({expr}) is {builder.constant(functools.partial)}"]  # its parts are guarded when used
+
+    def children(self) -> list[VariableBase]:
+        return [self.func, self.args, self.keywords]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import make_partial
+
+        codegen.call_helper(make_partial, [self.func, self.args, self.keywords])
+
+    def __repr__(self) -> str:
+        return f"PartialVariable({self.func!r})"
+
+
+@VariableFactory.register(61)
+def _partial_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    import functools
+
+    if type(value) is functools.partial and not value.__dict__:
+        return PartialVariable.from_real(value, graph, tracker)
+    return None

@@ -35,6 +35,17 @@ class IteratorVariable(VariableBase):
         self.consumed = True
         return next(self._source, None)
 
+    def step(self) -> tuple[VariableBase | None, VariableBase | None]:
+        """One step as ``yield from`` drives its delegate: ``(item, None)`` while it yields, then
+        ``(None, returned)`` once exhausted, ``returned`` being a simulated generator's return value
+        (None for other iterators: ``yield from`` a list evaluates to None)."""
+        self.consumed = True
+        try:
+            return next(self._source), None
+        except StopIteration as stop:
+            returned = stop.value if isinstance(stop.value, VariableBase) else None
+            return None, returned
+
     def unpack(self) -> list[VariableBase]:
         self.consumed = True
         return list(self._source)
@@ -59,6 +70,11 @@ def iterate(var: VariableBase) -> IteratorVariable:
         return var
     if isinstance(var, TensorVariable):
         return IteratorVariable(lazy(var.unpack), graph, "tensor iterator", (iter, [var]))
+    instance_iterator = getattr(var, "iterator", None)
+    if instance_iterator is not None:
+        made = instance_iterator()
+        if made is not None:
+            return made
     keys = getattr(var, "iter_items", None)
     if keys is not None:
         return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
