@@ -20,6 +20,7 @@ from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
+from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
@@ -99,6 +100,11 @@ class CompiledProgram:
         # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
         # threads would share them (wrong results were observed), so runs of one program are serialised.
         with self._lock:
+            if ambient_amp_enabled():
+                # Every statement carries its own AMP state: the program is built and run with AMP off
+                # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
+                with amp_applied(AMP_OFF):
+                    return self._run_compiled_locked(inputs)
             return self._run_compiled_locked(inputs)
 
     def _run_compiled_locked(self, inputs: list) -> list:

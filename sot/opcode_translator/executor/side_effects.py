@@ -88,6 +88,10 @@ class SideEffects:
         else:
             table[key] = previous
 
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Another simulated change (outside this log) that a rollback must undo."""
+        self._undo.append(undo)
+
     # -- reading through the overlay --------------------------------------------------------------------
     def lookup_attr(self, obj: Any, name: str) -> Any:
         """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""

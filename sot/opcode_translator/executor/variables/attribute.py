@@ -38,10 +38,12 @@ def _value_tracker(owner: VariableBase, name: str) -> Tracker:
 
 def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
     """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
+    from .context import AmpDecoratedFunctionVariable, amp_decorator_manager
     from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
-    fn_var = UserFunctionVariable(function, owner.graph, _value_tracker(bound, "__func__"))
+    kind = AmpDecoratedFunctionVariable if amp_decorator_manager(function) is not None else UserFunctionVariable
+    fn_var = kind(function, owner.graph, _value_tracker(bound, "__func__"))
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
 
