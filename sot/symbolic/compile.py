@@ -81,13 +81,17 @@ class CompiledProgram:
         return self._measure(inputs)
 
     def _measure(self, inputs: list) -> list:
-        """The cost model: after warming up, time a few compiled calls, then a few eager runs of the same
-        ops (in blocks: alternating single calls hides the compiled program's thread hand-off), and keep the faster (on CPU a compiled program pays a fixed cost per call, so a small graph
-        can be slower than its ops run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
+        """The cost model: after warming up, time compiled calls and eager replays of the same statements,
+        alternating in blocks (alternating single calls would hide the compiled program's thread hand-off;
+        one block of each would let a burst of load on the machine decide), and keep the faster by median
+        (on CPU a compiled program pays a fixed cost per call, so a small graph can be slower than its ops
+        run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
         self._calls += 1
         if config.min_graph_size <= 0 or self._calls <= _WARMUP_CALLS:
+            if self._calls == _WARMUP_CALLS and config.min_graph_size > 0:
+                self._replay_function = self._replay_function or compile_replay(self.sir)  # not timed
             return self._run_compiled(inputs)
-        eager = self._calls > _WARMUP_CALLS + _SAMPLES
+        eager = ((self._calls - _WARMUP_CALLS - 1) // _BLOCK) % 2 == 1
         start = time.perf_counter()
         outputs = self._replay(inputs) if eager else self._run_compiled(inputs)
         (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
@@ -255,7 +259,8 @@ def _flags(**flags: Any) -> Iterator[None]:
 BUILD_LOCK = threading.RLock()
 
 _WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
-_SAMPLES = 4  # timed runs of each kind before choosing
+_SAMPLES = 6  # timed runs of each kind before choosing
+_BLOCK = 2  # consecutive runs of one kind
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
