@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import re
 import types
 from typing import Any, Callable
 
@@ -145,7 +146,7 @@ class _ReplaySource:
 def compile_replay(sir: StatementIR) -> Replay:
     """A function running ``sir``'s statements eagerly on a list of input tensors, returning its outputs."""
     builder = _ReplaySource(sir)
-    function_name = f"replay_{sir.name}"
+    function_name = "replay_" + re.sub(r"\W", "_", sir.name)  # a code name may be ``<lambda>``
     filename = f"<sot replay of {sir.name} #{next(_counter)}>"
     code = compile(builder.source(function_name), filename, "exec")
     exec(code, builder.namespace)

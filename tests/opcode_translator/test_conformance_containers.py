@@ -350,8 +350,8 @@ def test_key_in_a_dict_holding_a_computed_tensor(compile_all):
 
 
 def test_tuple_concatenation_with_a_computed_tensor(compile_all):
-    """Unexpected fallback: ``t + (x * 2,)`` ("the data of a computed tensor is not known during simulation");
-    ``(*t, x * 2)`` works."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``t + (x * 2,)`` ("the data of a computed tensor
+    is not known during simulation"); ``(*t, x * 2)`` works."""
 
     def fn(x, y):
         t = (x, y)

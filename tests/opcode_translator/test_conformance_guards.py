@@ -82,9 +82,9 @@ def append_to_both(x, a, b):
 
 
 def test_list_aliasing_both_directions(compile_all):
-    """WRONG RESULT: the translation made for two distinct lists is reused when the same list is passed twice:
-    ``len(b)`` is 1 instead of 2 (the append through ``a`` is not seen through ``b``). Aliasing between
-    arguments must be guarded (see also test_aliased_arguments_then_distinct)."""
+    """Fixed (kept as a regression test); was: WRONG RESULT: the translation made for two distinct lists is reused
+    when the same list is passed twice: ``len(b)`` is 1 instead of 2 (the append through ``a`` is not seen through
+    ``b``). Aliasing between arguments must be guarded (see also test_aliased_arguments_then_distinct)."""
     shared = lambda: (lambda s: (T(3), s, s))([])  # noqa: E731
     distinct = lambda: (T(3), [], [])  # noqa: E731
     check(append_to_both, distinct, shared, distinct, stable=False)

@@ -209,9 +209,9 @@ def test_min_with_a_default(compile_all):
 
 # -- the default min_graph_size (small graphs replayed eagerly) --------------------------------------------------
 def test_lambda_frame_with_default_graph_size():
-    """Unexpected fallback (internal error) with the default ``min_graph_size``: a lambda's own frame fails in the
-    eager replay ("SyntaxError: expected '(' (<sot replay of <lambda> #1>, line 1)"): the generated replay
-    function is named after ``<lambda>``, not a valid identifier."""
+    """Fixed (kept as a regression test); was: Unexpected fallback (internal error) with the default
+    ``min_graph_size``: a lambda's own frame fails in the eager replay ("SyntaxError: expected '(' (<sot replay of
+    <lambda> #1>, line 1)"): the generated replay function is named after ``<lambda>``, not a valid identifier."""
     check(lambda x, y=1: x * 2 + y, lambda: (T(3),), lambda: (T(3), 3))
 
 

@@ -559,9 +559,9 @@ def _seeded(make, seed=5):
 
 
 def test_lstm_outputs_keep_their_gradients(compile_all):
-    """WRONG GRADIENTS: the outputs of ``nn.LSTM`` called in a translated function come back with
-    ``stop_gradient=True`` (eager: False), and a backward from them leaves the LSTM weights without gradients:
-    training an LSTM through sot silently does not train it. ``nn.GRU`` likewise
+    """Fixed (kept as a regression test); was: WRONG GRADIENTS: the outputs of ``nn.LSTM`` called in a translated
+    function come back with ``stop_gradient=True`` (eager: False), and a backward from them leaves the LSTM weights
+    without gradients: training an LSTM through sot silently does not train it. ``nn.GRU`` likewise
     (test_more_layers_called_from_a_function[gru])."""
     eager, translated = _seeded(lambda: nn.LSTM(3, 4)), _seeded(lambda: nn.LSTM(3, 4))
 

@@ -241,9 +241,9 @@ def test_aliased_arguments(compile_all):
 
 
 def test_aliased_arguments_then_distinct(compile_all):
-    """WRONG RESULT: the translation made for ``fn(x, shared, shared)`` is reused for ``fn(x, a, b)`` with two
-    distinct lists: ``len(b)`` is 2 instead of 1 (the append through ``a`` is applied as if ``b`` were ``a``).
-    Aliasing between arguments must be part of the guard."""
+    """Fixed (kept as a regression test); was: WRONG RESULT: the translation made for ``fn(x, shared, shared)`` is
+    reused for ``fn(x, a, b)`` with two distinct lists: ``len(b)`` is 2 instead of 1 (the append through ``a`` is
+    applied as if ``b`` were ``a``). Aliasing between arguments must be part of the guard."""
     shared = lambda: (lambda s: (T(3), s, s))([T(3, seed=1)])  # noqa: E731
     distinct = lambda: (T(3), [T(3, seed=1)], [T(3, seed=2)])  # noqa: E731
     check(aliasing_between_arguments, shared, distinct, shared, stable=False)

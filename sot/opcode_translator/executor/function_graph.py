@@ -17,9 +17,9 @@ from ...symbolic.pytree import leaves, map_structure
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 from .guard import Guard, GuardBuilder
 from .side_effects import SideEffects
-from .tracker import ConstTracker, DummyTracker
+from .tracker import ConstTracker, DummyTracker, Tracker
 from .variables.base import VariableBase
-from .variables.basic import TensorVariable
+from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
 
 
@@ -123,6 +123,18 @@ def repr_free(tree: Any) -> Any:
     return (type(tree), tree)
 
 
+def _mutable_object(var: VariableBase) -> Any:
+    """The real object of a variable reached from the frame whose identity is not guarded but matters for
+    aliasing (a list, a dict, an instance of a user class), else None."""
+    if not var.tracker.is_traceable():
+        return None
+    if isinstance(var, (ListVariable, DictVariable)):
+        return getattr(var, "real", None)
+    if isinstance(var, ObjectVariable) and is_plain_instance(var.value):
+        return var.value
+    return None
+
+
 class FunctionGraph:
     """Collects the SIR and the guards of one translation."""
 
@@ -155,6 +167,10 @@ class FunctionGraph:
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
+        # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
+        # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
+        self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
+        self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
 
@@ -178,12 +194,15 @@ class FunctionGraph:
 
     def build_guard(self) -> Guard:
         builder = self.guard_builder
+        for container in list(self.side_effects.mutated.values()):
+            self.add_guard(container)  # written back: its identity relations are guarded (_identity_guards)
         for var in self._guarded.values():
             if isinstance(var.tracker, (DummyTracker, ConstTracker)):
                 continue
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
+        self._identity_guards(builder)
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -192,6 +211,34 @@ class FunctionGraph:
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def add_alias(self, var: VariableBase, tracker: Tracker) -> None:
+        """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two
+        arguments): the simulation treats both as one object, so the guard checks they still are."""
+        self._aliases.append((var, tracker))
+        for source in tracker.inputs:  # the path's own steps are checked before it is followed
+            self.add_guard(source)
+
+    def _identity_guards(self, builder: GuardBuilder) -> None:
+        """Which guarded mutable objects are the same object and which are distinct.
+
+        A list, dict or plain instance is guarded by type and content, not identity, yet the simulation
+        relies on how they alias: a mutation through one path is seen through another only when they are
+        one object (``f(x, a, a)`` then ``f(x, a, b)`` must not share a translation)."""
+        groups: dict[int, list[VariableBase]] = {}
+        for var in self._guarded.values():
+            obj = _mutable_object(var)
+            if obj is not None:
+                groups.setdefault(id(obj), []).append(var)
+        for same in groups.values():
+            first = builder.expr_of(same[0])
+            for other in same[1:]:
+                builder.add(f"{builder.expr_of(other)} is {first}")
+        for var, tracker in self._aliases:  # (always: e.g. ``return a, b`` rebuilds both from ``a``'s path)
+            builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
+        if len(groups) > 1:
+            ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
+            builder.add(f"len({{{ids}}}) == {len(groups)}")
 
     def add_expr_guard(self, var: VariableBase, template: str) -> None:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""

@@ -61,6 +61,10 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     if stored is DELETED:
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if stored is not ABSENT:
+        # Stored during the simulation, maybe through another path to the same object: the guard keeps
+        # the two paths one object (FunctionGraph._identity_guards).
+        if var.tracker.is_traceable():
+            graph.add_guard(var)
         return stored
     if isinstance(obj, types.ModuleType):
         try:
@@ -147,6 +151,30 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
+
+
+def has_attribute(var: "ObjectVariable", name: str) -> bool:
+    """``hasattr(var.value, name)`` as the frame would see it at this point: attributes stored or deleted
+    earlier in the simulation count (they are only replayed after the graph); otherwise the real object is
+    asked, and the answer guarded (a plain instance is guarded by type, not by what attributes it has)."""
+    from .basic import is_plain_instance
+
+    graph = var.graph
+    stored = graph.side_effects.lookup_attr(var.value, name)
+    if var.tracker.is_traceable():
+        graph.add_guard(var)
+    if stored is not ABSENT:
+        return stored is not DELETED
+    try:  # as Python does it: read the attribute (simulated), AttributeError means False
+        var.getattr(name)
+        result = True
+    except UserCodeError as exc:
+        if not isinstance(exc.original, AttributeError):
+            raise
+        result = False
+    if var.tracker.is_traceable() and is_plain_instance(var.value):
+        graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {result!r}")
+    return result
 
 
 def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None,
