@@ -369,9 +369,9 @@ def test_conformance_default_graph_size(c):
 
 # -- guards on what a call depends on -------------------------------------------------------------------------
 def test_function_argument_changed_between_calls(compile_all):
-    """WRONG RESULT: a function passed as an argument is not guarded. ``fn(x, paddle.tanh)`` then
-    ``fn(x, F.relu)`` hits the cache and returns tanh's result again (same with two user functions, or a
-    user function and a Paddle one)."""
+    """A function passed as an argument is guarded (it was not: ``fn(x, paddle.tanh)`` then ``fn(x, F.relu)``
+    returned tanh's result again; fixed, kept as a regression test). Still open: it is guarded by identity,
+    so a lambda made anew for every call is translated again each time (input set #3)."""
     check(call_function_passed_as_argument, lambda: (T(3), paddle.tanh), lambda: (T(3), F.relu),
           lambda: (T(3), paddle.tanh), lambda: (T(3), lambda t: t * 10))
 
@@ -417,8 +417,8 @@ def _call_act(x, m):
 
 
 def test_method_of_a_class_patched_between_calls(compile_all):
-    """WRONG RESULT: after ``Model.act`` is replaced on the class, the cached translation still inlines the
-    old method (the method read through the instance is not guarded on the class attribute)."""
+    """Fixed (kept as a regression test); was a wrong result: after ``Model.act`` is replaced on the class,
+    the cached translation still inlined the old method (a called method was not guarded)."""
 
     class Model:
         def act(self, t):
@@ -612,3 +612,9 @@ def test_instance_dict_read_does_not_break(compile_all):
         return x * s.__dict__["factor"]
 
     check(fn, lambda: (T(3), Scaler(5.0)))
+
+
+def test_function_passed_as_argument_is_guarded(compile_all):
+    """The wrong-result half of the case above, without per-call lambdas: each callable its own entry."""
+    check(call_function_passed_as_argument, lambda: (T(3), paddle.tanh), lambda: (T(3), F.relu),
+          lambda: (T(3), paddle.tanh), lambda: (T(3), call_function_returned_from_function))
