@@ -26,6 +26,50 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+class BlockExit:
+    """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
+
+    ``kind`` ("grad" or "amp") and ``previous`` (the grad mode or `AmpState` before the block) let the
+    resume function's translation simulate the end of the block: its generated code then calls `leave_block`
+    before its graph (and `rerun_natively` opens the block again if that graph fails, since the original
+    code then reruns from inside it). Run natively, the resume function calls it as ``__exit__`` (also the
+    original's own ``with`` cleanup, when an exception is re-raised inside the block). It runs once, and as
+    a last resort when the frames holding it are freed, so the mode never stays switched for the rest of
+    the program."""
+
+    __slots__ = ("_make_manager", "_exit", "kind", "previous", "left_early")
+
+    def __init__(self, make_manager: Any, kind: str, previous: Any) -> None:
+        self._make_manager = make_manager
+        self._exit: Any = None
+        self.kind = kind
+        self.previous = previous
+        self.left_early = False
+
+    def enter(self) -> "BlockExit":
+        manager = self._make_manager()
+        manager.__enter__()
+        self._exit = manager.__exit__
+        return self
+
+    def __call__(self, *exc_info: Any) -> Any:
+        exit_, self._exit = self._exit, None
+        return exit_(*exc_info) if exit_ is not None else None
+
+    def __del__(self) -> None:
+        if self._exit is not None:
+            try:
+                self(None, None, None)
+            except Exception:  # (at interpreter exit Paddle may be gone: nothing left to restore)
+                pass
+
+
+def leave_block(block_exit: BlockExit) -> None:
+    """The normal end of a block entered before a graph break (simulated by the resume function)."""
+    block_exit(None, None, None)
+    block_exit.left_early = True
+
+
 def without_own_frame(exc: BaseException) -> BaseException:
     """``exc``, raised by an instruction the calling generated code ran natively, minus that frame's entry
     in its traceback: the resume function re-raising it in the user's handler adds the same line again."""
@@ -42,6 +86,11 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
     if not isinstance(exc, Exception):  # KeyboardInterrupt and friends are not the program's error
         raise exc
     from ..eval_frame_ext import set_callback
+
+    for argument in arguments:  # the original code starts inside the blocks the generated code left
+        if type(argument) is BlockExit and argument.left_early:
+            argument.left_early = False
+            argument.enter()
 
     code = fn.__code__
     n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
@@ -67,12 +116,19 @@ def int_tensor(value: int) -> Any:
 
 
 def enter_grad_mode(enabled: bool) -> Any:
-    """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its bound ``__exit__``."""
+    """Enter ``paddle.enable_grad()``/``paddle.no_grad()`` for real; returns its ``__exit__``."""
     import paddle
 
-    manager = paddle.enable_grad() if enabled else paddle.no_grad()
-    manager.__enter__()
-    return manager.__exit__
+    previous = paddle.is_grad_enabled()
+    return BlockExit(paddle.enable_grad if enabled else paddle.no_grad, "grad", previous).enter()
+
+
+def enter_context_manager(make_manager: Any) -> Any:
+    """Enter a fresh AMP ``make_manager()`` for real (a block a graph break interrupted); returns its
+    ``__exit__``."""
+    from ..symbolic.amp import current_amp_state
+
+    return BlockExit(make_manager, "amp", current_amp_state()).enter()
 
 
 def set_cell(cell: Any, value: Any) -> None:

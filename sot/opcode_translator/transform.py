@@ -26,7 +26,7 @@ from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_raising_code, build_resume_code
-from .runtime import without_own_frame
+from .runtime import leave_block, without_own_frame
 
 
 @dataclasses.dataclass
@@ -87,6 +87,14 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
     return sir, EagerProgram(sir)
 
 
+def _leave_blocks(codegen: CodeGen, graph: FunctionGraph) -> None:
+    """Blocks entered before the frame (grad mode, AMP) whose end the simulation reached are left for real
+    first: every statement carries its own mode, and what follows the block runs in the outer one."""
+    for block_exit in graph.block_exits:
+        codegen.call_helper(leave_block, [block_exit])
+        codegen.emit("POP_TOP")
+
+
 def _log_translation(code: types.CodeType, new_code: types.CodeType, sir: StatementIR | None) -> None:
     if enabled(2) and sir is not None and sir.statements:
         log(2, f"SIR of {code.co_name} ({code.co_filename}:{code.co_firstlineno}):\n{sir.dump()}")
@@ -137,6 +145,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
                "runs eagerly")
         return Translation(code, graph.build_guard(), "eager", sir=sir)
     codegen = CodeGen(code, executor.lineno)
+    _leave_blocks(codegen, graph)
     codegen.final = True
     codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
     if effects:
@@ -198,6 +207,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     effects = graph.side_effects
     sir, program = _program_for(graph, [iterable, *values, *effects.values()])
     codegen = CodeGen(code, entry.lineno)
+    _leave_blocks(codegen, graph)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
     for var in [iterable, *values]:
@@ -330,6 +340,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     effects = graph.side_effects
     sir, program = _program_for(graph, needed + effects.values())
     codegen = CodeGen(code, brk.lineno)
+    _leave_blocks(codegen, graph)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
     # Every value any path needs is read now, once: before the effects and the native instruction change

@@ -20,6 +20,7 @@ from ..config import config
 from ..eval_frame_ext import get_callback
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
+from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
@@ -45,6 +46,8 @@ class CompiledProgram:
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
+        self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
+        self._scope_flags: dict = {}  # flags to restore after a run that made a new scope
         self._choice: str | None = None  # "compiled" or "eager", once measured
         self._calls = 0
         self._compiled_times: list[float] = []
@@ -78,13 +81,17 @@ class CompiledProgram:
         return self._measure(inputs)
 
     def _measure(self, inputs: list) -> list:
-        """The cost model: after warming up, time a few compiled calls, then a few eager runs of the same
-        ops (in blocks: alternating single calls hides the compiled program's thread hand-off), and keep the faster (on CPU a compiled program pays a fixed cost per call, so a small graph
-        can be slower than its ops run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
+        """The cost model: after warming up, time compiled calls and eager replays of the same statements,
+        alternating in blocks (alternating single calls would hide the compiled program's thread hand-off;
+        one block of each would let a burst of load on the machine decide), and keep the faster by median
+        (on CPU a compiled program pays a fixed cost per call, so a small graph can be slower than its ops
+        run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
         self._calls += 1
         if config.min_graph_size <= 0 or self._calls <= _WARMUP_CALLS:
+            if self._calls == _WARMUP_CALLS and config.min_graph_size > 0:
+                self._replay_function = self._replay_function or compile_replay(self.sir)  # not timed
             return self._run_compiled(inputs)
-        eager = self._calls > _WARMUP_CALLS + _SAMPLES
+        eager = ((self._calls - _WARMUP_CALLS - 1) // _BLOCK) % 2 == 1
         start = time.perf_counter()
         outputs = self._replay(inputs) if eager else self._run_compiled(inputs)
         (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
@@ -97,6 +104,11 @@ class CompiledProgram:
         # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
         # threads would share them (wrong results were observed), so runs of one program are serialised.
         with self._lock:
+            if ambient_amp_enabled():
+                # Every statement carries its own AMP state: the program is built and run with AMP off
+                # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
+                with amp_applied(AMP_OFF):
+                    return self._run_compiled_locked(inputs)
             return self._run_compiled_locked(inputs)
 
     def _run_compiled_locked(self, inputs: list) -> list:
@@ -111,33 +123,125 @@ class CompiledProgram:
                     _, self._program = self.static_function.get_concrete_program(inputs)
             finally:
                 leave_room()
+            self._watch_new_scopes()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
             self._program.training = training
         try:
-            if training not in self._built_modes:
-                # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
-                # (observed with reshape + softmax): build the runnable programs without it.
-                self._built_modes.add(training)
-                enter_room()
-                try:
-                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
-                        outputs = self._program.sot_call(inputs)
-                finally:
-                    leave_room()
-            else:
-                outputs = self._program.sot_call(inputs)
+            try:
+                if training not in self._built_modes:
+                    # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
+                    # (observed with reshape + softmax): build the runnable programs without it.
+                    self._built_modes.add(training)
+                    enter_room()
+                    try:
+                        with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                            outputs = self._program.sot_call(inputs)
+                    finally:
+                        leave_room()
+                else:
+                    outputs = self._program.sot_call(inputs)
+            finally:
+                self._end_scope_build()
         except Exception:
             # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
             # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
             return run_sir(self.sir, inputs, located=True)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
+        if training and paddle.is_grad_enabled():
+            self._watch_saved_tensors(inputs, outputs)
         return outputs
+
+    def _watch_new_scopes(self) -> None:
+        """Keep Paddle's in-place pass away from every interpreter of the program, not only the first.
+
+        The program runner builds one interpreter per scope, and makes a new scope whenever the cached ones
+        are still held (e.g. by outputs whose backward has not run yet); the pass, applied at that moment,
+        may let an op write into the buffer of an input (observed: ``(y.detach() - t).detach()`` followed
+        by ``-=`` changed the caller's ``y`` on every other call). So the pass is switched off while a call
+        that makes a new scope runs."""
+        program = self._program
+        original = getattr(type(program), "_create_scope_vec", None)
+        scope_cache = getattr(program, "_scope_cache", None)
+        if original is None or not isinstance(scope_cache, dict):
+            return
+        program_ref = weakref.ref(program)  # (the wrapper lives on the program: no reference cycle)
+
+        saved_flags = self._scope_flags  # (shared with the wrapper, which must not hold ``self``: no cycle)
+
+        def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
+            known = len(scope_cache.get(cache_key, ()))
+            scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
+            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not saved_flags:
+                BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
+                saved_flags.update(paddle.get_flags(["FLAGS_pir_apply_inplace_pass"]))
+                paddle.set_flags({"FLAGS_pir_apply_inplace_pass": False})
+            return scopes
+
+        program._create_scope_vec = create_scope_vec
+
+    def _end_scope_build(self) -> None:
+        if self._scope_flags:
+            paddle.set_flags(self._scope_flags)
+            self._scope_flags.clear()
+            BUILD_LOCK.release()
+
+    def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
+        """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
+        changed in place after this run (eager snapshots the version of every saved tensor; the program
+        runner keeps plain references, so the backward would silently use the new values)."""
+        differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+        if not differentiable:
+            return
+        if self._saved is None:
+            self._saved = _saved_for_backward(self._program, self.sir)
+        saved_inputs, saved_outputs = self._saved
+        watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
+        if not watched:
+            return
+        versions = [(tensor, tensor._inplace_version()) for tensor in watched]
+        checked = [False]
+
+        def check_versions(grad: Any) -> None:
+            if not checked[0]:
+                checked[0] = True
+                for tensor, expected in versions:
+                    version = tensor._inplace_version()
+                    if version != expected:
+                        raise RuntimeError(_modified_in_place_message(version, expected))
+
+        for out in differentiable:
+            out.register_hook(check_versions)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int]]:
+    """Indexes of the inputs and of the outputs whose data the backward program reads (its ``bx``/``bo``
+    values, minus those it needs only the shape of)."""
+    try:
+        attrs = program.train_program.program_attr
+        needed = set(attrs["bx_names"]) | set(attrs["bo_names"])
+        needed -= set(attrs.get("no_need_buffers_names", ()))
+        output_names = list(attrs["fo_names"])
+    except (AttributeError, KeyError, TypeError):  # another Paddle version: nothing to watch
+        return [], []
+    inputs = [i for i, symbol in enumerate(sir.inputs) if symbol.name in needed]
+    outputs = [i for i, name in enumerate(output_names) if name in needed] \
+        if len(output_names) == len(sir.outputs) else []
+    return inputs, outputs
+
+
+def _modified_in_place_message(version: int, expected: int) -> str:
+    """Eager autograd's words for the same misuse (paddle/fluid/eager/tensor_wrapper.h)."""
+    return (f"(PermissionDenied) Tensor '' used in gradient computation has been modified by an inplace "
+            f"operation. Its version is {version} but the expected version is {expected}. Please fix your "
+            "code to void calling an inplace operator after using the Tensor which will used in gradient "
+            f"computation.\n  [Hint: Expected tensor_version == wrapper_version_snapshot, but received "
+            f"tensor_version:{version} != wrapper_version_snapshot:{expected}.]")
 
 
 @contextlib.contextmanager
@@ -155,7 +259,8 @@ def _flags(**flags: Any) -> Iterator[None]:
 BUILD_LOCK = threading.RLock()
 
 _WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
-_SAMPLES = 4  # timed runs of each kind before choosing
+_SAMPLES = 6  # timed runs of each kind before choosing
+_BLOCK = 2  # consecutive runs of one kind
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.

@@ -62,6 +62,12 @@ def meta_of_static(value: Any) -> MetaInfo:
     return MetaInfo(tuple(value.shape), value.dtype, bool(value.stop_gradient))
 
 
+# Ops that only pack tensors into a vector value or unpack one (an op taking a list of tensors, such as
+# ``concat`` or ``stack``, reads it through ``builtin.combine``): no backward of their own, but the gradient
+# flows through them.
+_PACKING_OPS = frozenset({"builtin.combine", "builtin.split", "builtin.slice"})
+
+
 def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     """``stop_gradient`` of every value as eager mode would set it.
 
@@ -79,7 +85,8 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
         # A PyLayer op has no vjp interface but a registered backward; it marks its non-differentiable
         # outputs stop_gradient itself (see pylayer.py).
         pylayer = op.name() == "pd_op.pylayer"
-        flag = not (core.has_vjp(op) or pylayer) or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
+        differentiable = core.has_vjp(op) or pylayer or op.name() in _PACKING_OPS
+        flag = not differentiable or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
         for result in op.results():
             stop[result.id] = flag or (pylayer and bool(result.stop_gradient))
     return stop

@@ -13,11 +13,16 @@ person would write for it, compiled once:
         del v2                                    # not used after this statement
         with no_grad():
             v4, v5, *_ = k4(v3)                   # statement recorded under paddle.no_grad()
-        return [v4, v5]
+        with amp(k5):
+            v6 = k6(v4)                           # statement recorded in an ``auto_cast`` block
+        return [v5, v6]
 
 Constants (callables, layers, dtypes, Python values) are referenced by name from the function's globals, so
 they keep their identity; tuples, lists and dicts in arguments are rebuilt on each call exactly as `run_sir`
 rebuilds them (a callee that mutates an argument list cannot leak into the next call).
+
+With mixed precision on around the call (statements carry their own AMP state, applied where it differs from
+the ambient one), the SIR is interpreted by `run_sir` instead.
 
 A statement that raises is re-raised through a frame carrying the statement's user ``file:line`` (as
 `run_sir(located=True)` does), without running anything twice.
@@ -26,12 +31,14 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import re
 import types
 from typing import Any, Callable
 
 import paddle
 
-from .sir import Statement, StatementIR, Symbol, _call_located, _located_caller
+from .amp import ambient_amp_enabled, amp_applied
+from .sir import Statement, StatementIR, Symbol, _call_located, _located_caller, run_sir
 
 Replay = Callable[[list], list]
 _counter = itertools.count()
@@ -42,7 +49,7 @@ class _ReplaySource:
 
     def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
-        self.namespace: dict[str, Any] = {"no_grad": paddle.no_grad}
+        self.namespace: dict[str, Any] = {"no_grad": paddle.no_grad, "amp": amp_applied}
         self._constant_names: dict[int, str] = {}
         self._local_names: dict[Symbol, str] = {}
         # Line number in the generated source -> the statement on it (for locating exceptions).
@@ -122,8 +129,10 @@ class _ReplaySource:
         dead_after = self._dead_after()
         for index, stmt in enumerate(self.sir.statements):
             assignment = f"{self.target(stmt.outputs)} = {self.call(stmt)}"
-            if stmt.no_grad:
-                lines.append("    with no_grad():")
+            managers = ([f"amp({self.constant(stmt.amp)})"] if stmt.amp.enabled else []) + (
+                ["no_grad()"] if stmt.no_grad else [])
+            if managers:
+                lines.append(f"    with {', '.join(managers)}:")
                 lines.append(f"        {assignment}")
             else:
                 lines.append(f"    {assignment}")
@@ -140,7 +149,7 @@ class _ReplaySource:
 def compile_replay(sir: StatementIR) -> Replay:
     """A function running ``sir``'s statements eagerly on a list of input tensors, returning its outputs."""
     builder = _ReplaySource(sir)
-    function_name = f"replay_{sir.name}"
+    function_name = "replay_" + re.sub(r"\W", "_", sir.name)  # a code name may be ``<lambda>``
     filename = f"<sot replay of {sir.name} #{next(_counter)}>"
     code = compile(builder.source(function_name), filename, "exec")
     exec(code, builder.namespace)
@@ -151,6 +160,8 @@ def compile_replay(sir: StatementIR) -> Replay:
     statement_at_line = builder.statement_at_line
 
     def run(inputs: list) -> list:
+        if ambient_amp_enabled():
+            return run_sir(sir, inputs, located=True)
         try:
             return replay(inputs)
         except Exception as exc:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Literal
 import paddle
 
 from ..errors import SourceLocation
+from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .pytree import leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
@@ -116,6 +117,7 @@ class Statement:
     frames: tuple[tuple[str, int, str], ...] = ()
     no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
     weight: int = 1  # how many ops it puts in a program (a built-in layer or a PyLayer is many)
+    amp: AmpState = AMP_OFF  # the mixed-precision state its ops are created under (``auto_cast`` blocks)
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
@@ -172,6 +174,7 @@ class StatementIR:
             metas = ", ".join(str(self.metas[s]) for s in stmt.output_symbols() if s in self.metas)
             where = f"  @ {stmt.location}" if stmt.location else ""
             where += "  [no_grad]" if stmt.no_grad else ""
+            where += f"  [{stmt.amp}]" if stmt.amp.enabled else ""
             lines.append(f"  {outs} = {stmt.kind} {call}    # {metas}{where}")
         lines.append(f"  return {', '.join(s.name for s in self.outputs)}")
         return "\n".join(lines)
@@ -213,6 +216,7 @@ class StatementIR:
                 freeze(s.kwargs),
                 tuple(o.name for o in s.output_symbols()),
                 s.no_grad,
+                s.amp,
             )
             for s in self.statements
         )
@@ -221,8 +225,20 @@ class StatementIR:
         return ins, stmts, outs, self.grad_enabled
 
 
-def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Perform one statement on concrete values (eager tensors or static placeholders)."""
+def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:
+    """Perform one statement on concrete values (eager tensors or static placeholders).
+
+    ``ambient_amp`` is the AMP state around the call (read now when not given); where the statement's own
+    state differs (also when it is off: ops outside an ``auto_cast`` block must not cast), it is applied."""
+    if ambient_amp is None:
+        ambient_amp = current_amp_state()
+    if stmt.amp is not ambient_amp and stmt.amp != ambient_amp:
+        with amp_applied(stmt.amp):
+            return _call_in_grad_mode(stmt, args, kwargs)
+    return _call_in_grad_mode(stmt, args, kwargs)
+
+
+def _call_in_grad_mode(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
     if stmt.no_grad:
         if paddle.in_dynamic_mode():
             with paddle.no_grad():
@@ -281,6 +297,7 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
 
     ``located`` runs every statement through a frame that carries its user source line (error path)."""
     env: dict[Symbol, Any] = dict(zip(sir.inputs, inputs))
+    ambient_amp = current_amp_state()  # (statements leave the state as they found it)
 
     def resolve(value: Any) -> Any:
         return env[value] if isinstance(value, Symbol) else value
@@ -289,11 +306,11 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
         args = map_structure(resolve, stmt.args)
         kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
         if located and stmt.frames:
-            result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs))
+            result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs, ambient_amp))
         elif located and stmt.location is not None and stmt.location.lineno:
             caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
-            result = caller(call_statement, (stmt, args, kwargs), {})
+            result = caller(call_statement, (stmt, args, kwargs, ambient_amp), {})
         else:
-            result = call_statement(stmt, args, kwargs)
+            result = call_statement(stmt, args, kwargs, ambient_amp)
         bind_outputs(env, stmt.outputs, result)
     return [env[symbol] for symbol in sir.outputs]

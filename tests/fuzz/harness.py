@@ -164,7 +164,7 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])
-    return Outcome(result_tree, error, out.getvalue(), state, grad, where, tb_text)
+    return Outcome(result_tree, error, normalize_message(out.getvalue()), state, grad, where, tb_text)
 
 
 def fn_filename(fn: Any) -> str:

@@ -249,6 +249,22 @@ def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward(
         assert _backward_outcome(translated) == expected
 
 
+def test_inplace_change_of_a_saved_tensor_after_a_break_never_gives_a_silent_gradient() -> None:
+    """Seed 650, the part fixed so far: the compiled program's backward refuses like eager autograd (the
+    exception type still differs: Paddle wraps an error raised in a gradient hook in an OSError)."""
+    x, y = paddle.to_tensor([1.0, -2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0])
+    w = paddle.to_tensor([1.0, 2.0, 3.0])
+    w.stop_gradient = False
+    with sot.config.patch(min_graph_size=0), contextlib.redirect_stdout(io.StringIO()):
+        out = sot.symbolic_translate(inplace_after_use_across_a_break)(x, y, w)
+    try:
+        out.sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        assert "has been modified by an inplace operation" in str(exc)
+    else:
+        raise AssertionError(f"backward computed the gradient {w.grad.numpy()} with the modified tensor")
+
+
 # -- effects deferred past the code that should observe or catch them -------------------------------------
 def delete_missing_attribute_in_try(x):
     try:
@@ -384,3 +400,194 @@ def test_value_read_before_setattr_keeps_its_value_across_a_break() -> None:
     for min_graph_size in (0, 10):
         assert_parity(read_then_setattr_then_break, lambda: (paddle.ones([2]), Plain(3), 7),
                       min_graph_size=min_graph_size)
+
+
+# -- folded containers and operators on containers -----------------------------------------------------------
+def compare_and_format_argument_list(x, lst):
+    return x.sum(), lst == [3, 1], str(lst)
+
+
+def test_a_list_folded_into_a_constant_is_guarded_by_its_items() -> None:
+    """Reading a whole argument list (``==``, ``str()``) guarded only its length: a second call with a list
+    of the same length but other items returned the first call's result."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(compare_and_format_argument_list)
+        for lst in ([3, 1], [9, 7]):
+            assert translated(paddle.ones([2]), lst)[1:] == (lst == [3, 1], str(lst))
+
+
+def repeat_and_merge_in_place(x, lst, d):
+    alias = lst
+    lst *= 2
+    d |= {"k": 1}
+    return x + 1, alias is lst
+
+
+def test_inplace_repeat_and_merge_change_the_argument_containers() -> None:
+    """``lst *= 2`` and ``d |= {...}`` mutate the very containers (written back, names still aliases)."""
+    assert_parity(repeat_and_merge_in_place, lambda: (paddle.ones([2]), [1, 2], {"a": 0}), min_graph_size=0)
+
+
+class Accumulator:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __iadd__(self, other):
+        self.total += other
+        return self
+
+
+def inplace_add_to_an_object(x, acc):
+    acc += 5
+    return x * 2
+
+
+def test_inplace_operator_of_an_object_runs_at_every_call() -> None:
+    """An in-place operator of a user object (``__iadd__``) was folded: it ran once, during the simulation,
+    on the object of the first call, and never again."""
+    translated = sot.symbolic_translate(inplace_add_to_an_object)
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(3):
+            acc = Accumulator()
+            translated(paddle.ones([2]), acc)
+            assert acc.total == 5
+
+
+# -- aliasing ------------------------------------------------------------------------------------------------
+def append_to_one_read_the_other(x, a, b):
+    a.append(1)
+    return x + len(b)
+
+
+def test_a_list_passed_twice_and_two_lists_do_not_share_a_translation() -> None:
+    """One list passed as both arguments is one simulated list (``b`` sees the append), but the guard did
+    not check that: two distinct lists reused that translation (and the reverse order failed the same way,
+    no guard that they were distinct)."""
+    translated = sot.symbolic_translate(append_to_one_read_the_other)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (True, False, True, False):
+            a = [1]
+            b = a if aliased else [1]
+            expected = 3.0 if aliased else 2.0
+            assert translated(paddle.ones([1]), a, b).item() == expected, aliased
+
+
+def store_through_one_read_through_the_other(x, o, p):
+    o.a = 7
+    return x + p.a
+
+
+def test_an_attribute_stored_through_one_path_is_read_through_another_only_when_aliased() -> None:
+    """``p.a`` after ``o.a = 7`` is read from the simulated store only if ``p is o``: guarded now."""
+    translated = sot.symbolic_translate(store_through_one_read_through_the_other)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (True, False, True):
+            o = Plain(1)
+            p = o if aliased else Plain(1)
+            assert translated(paddle.ones([1]), o, p).item() == (8.0 if aliased else 2.0), aliased
+
+
+def compare_identity_of_arguments(x, a, b):
+    return x + 1, a is b, b
+
+
+def test_identity_of_two_list_arguments_is_guarded() -> None:
+    """``a is b`` of two lists (and rebuilding ``b``, which is ``a``'s variable when aliased) must not be
+    reused for arguments that alias differently."""
+    translated = sot.symbolic_translate(compare_identity_of_arguments)
+    with sot.config.patch(min_graph_size=0):
+        for aliased in (False, True, False, True):
+            a = [1]
+            b = a if aliased else [2]
+            _, same, returned = translated(paddle.ones([1]), a, b)
+            assert same is aliased and returned is b, aliased
+
+
+def count_in_argument_list(x, lst):
+    return x + lst.count(3)
+
+
+def test_count_of_an_empty_list_is_guarded_by_its_length() -> None:
+    """Seed 3462: ``[].count(3)`` guarded no item (there are none) and not the length either: a later call
+    with ``[3, 2]`` reused the answer 0."""
+    translated = sot.symbolic_translate(count_in_argument_list)
+    with sot.config.patch(min_graph_size=0):
+        for lst in ([], [3, 2], []):
+            assert translated(paddle.ones([1]), lst).item() == 1.0 + lst.count(3), lst
+
+
+STORES = 0
+
+
+def store_a_global_then_fail_in_the_graph(x):
+    global STORES
+    STORES += 1
+    y = paddle.ones([1])
+    return x + y[-2]
+
+
+def test_global_stored_before_a_failing_graph_op_is_kept() -> None:
+    """Seed 4256: eagerly ``STORES`` is incremented before ``y[-2]`` raises IndexError; translated, the store
+    is replayed after the graph, which raised first: the store is lost."""
+    global STORES
+    for min_graph_size in (0, 10):
+        STORES = 0
+        with sot.config.patch(min_graph_size=min_graph_size):
+            try:
+                sot.symbolic_translate(store_a_global_then_fail_in_the_graph)(paddle.ones([1]))
+            except Exception:  # noqa: BLE001 - eager raises too
+                pass
+        assert STORES == 1, (min_graph_size, STORES)
+
+
+def set_then_hasattr(x, box):
+    box.extra = 3
+    return x + 1, hasattr(box, "extra"), getattr(box, "extra", None)
+
+
+def hasattr_of_an_argument(x, box):
+    return x + 1, hasattr(box, "extra"), getattr(box, "extra", 0)
+
+
+def test_hasattr_sees_an_attribute_stored_earlier_in_the_frame() -> None:
+    """Seed 549: ``hasattr(obj, 'extra')`` after ``obj.extra = 3`` asked the real object, where the store
+    is only replayed after the graph: False instead of True."""
+    assert_parity(set_then_hasattr, lambda: (paddle.ones([2]), Plain(1)), min_graph_size=0)
+
+
+def test_hasattr_of_a_plain_object_is_guarded() -> None:
+    """A plain instance is guarded by type: whether it has the attribute must be guarded too."""
+    translated = sot.symbolic_translate(hasattr_of_an_argument)
+    with sot.config.patch(min_graph_size=0):
+        for has in (False, True, False):
+            box = Plain(1)
+            if has:
+                box.extra = 5
+            assert translated(paddle.ones([2]), box)[1:] == (has, 5 if has else 0), has
+
+
+STORED = None
+
+
+def subtract_from_a_detached_copy(x, y, w):
+    global STORED
+    paddle.tanh(y - w)
+    STORED = (-1.93 * x) + paddle.tanh(y)  # a graph output whose backward keeps the program's scope busy
+    v = (y.detach() - paddle.tanh(x)).detach()
+    v -= x + x
+    print("p")
+    return 1
+
+
+def test_a_compiled_program_never_writes_into_its_input() -> None:
+    """Seed 3927: every other call wrote ``v``'s final value into the caller's ``y``: the program runner
+    builds a new interpreter for each new scope, and Paddle's in-place pass was only switched off for the
+    first one."""
+    translated = sot.symbolic_translate(subtract_from_a_detached_copy)
+    with sot.config.patch(min_graph_size=10), contextlib.redirect_stdout(io.StringIO()):
+        for call in range(4):
+            y = paddle.to_tensor([1.0, 2.0])
+            w = paddle.to_tensor([0.1, 0.1])
+            w.stop_gradient = False
+            translated(paddle.to_tensor([0.5, 0.5]), y, w)
+            assert y.numpy().tolist() == [1.0, 2.0], (call, y.numpy())

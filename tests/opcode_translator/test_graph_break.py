@@ -13,6 +13,8 @@ How the counters add up, for a frame ``f`` with one break and ``min_graph_size=0
 """
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 import math
 import textwrap
@@ -914,9 +916,8 @@ def break_in_with_block(x):
 
 
 def test_break_inside_with_block(compile_all):
-    # CURRENT BEHAVIOUR; ISSUE 4 WANTS BETTER: the break inside `with paddle.no_grad()` is followed by a
-    # second one where the resume function calls the context manager's `__exit__` natively. Semantics are
-    # exact (grad mode inside and after the block, results, stop_gradient); one break would be enough.
+    # One break: the resume function simulates the end of the block (its generated code leaves the real
+    # no_grad block before its graph); grad mode inside and after the block, results and stop_gradient exact.
     x = _t(3, stop_gradient=False)
     expected = break_in_with_block(x)
     assert [t.stop_gradient for t in expected] == [True, True, False]
@@ -925,4 +926,140 @@ def test_break_inside_with_block(compile_all):
         out = fast(x)
         assert_same(out, expected)
         assert paddle.is_grad_enabled()
-    assert_counts(translate_count=3, graph_breaks=2, fallbacks=0, compiled_graphs=3)
+    assert_counts(translate_count=2, graph_breaks=1, fallbacks=0, compiled_graphs=2)
+
+
+grad_modes_seen: list[bool] = []
+
+
+@sot.skip_function
+def record_grad_mode() -> None:
+    grad_modes_seen.append(paddle.is_grad_enabled())
+
+
+def native_call_in_no_grad_block(x):
+    with paddle.no_grad():
+        y = x * 2
+        record_grad_mode()  # a graph break: runs natively, inside the block
+        z = y + 1
+    return z
+
+
+def test_native_call_at_a_break_inside_a_no_grad_block_runs_without_grad(compile_all):
+    x = _t(3, stop_gradient=False)
+    grad_modes_seen.clear()
+    expected = native_call_in_no_grad_block(x)
+    assert grad_modes_seen == [False]
+    fast = sot.symbolic_translate(native_call_in_no_grad_block)
+    for _ in range(2):
+        grad_modes_seen.clear()
+        assert_same(fast(x), expected)
+        assert grad_modes_seen == [False]
+    assert paddle.is_grad_enabled()
+    assert sot.stats().fallbacks == 0
+
+
+@sot.skip_function
+def fail_natively() -> None:
+    raise ValueError("raised by a native call inside the block")
+
+
+def raise_at_break_in_no_grad_block(x):
+    with paddle.no_grad():
+        y = x * 2
+        fail_natively()
+    return y
+
+
+def _grad_mode_in_and_after_handler(fn, x):
+    try:
+        fn(x)
+    except ValueError:
+        inside = paddle.is_grad_enabled()
+    return inside, paddle.is_grad_enabled()
+
+
+def test_an_exception_at_a_break_inside_a_no_grad_block_leaves_grad_mode_restored(compile_all):
+    fast = sot.symbolic_translate(raise_at_break_in_no_grad_block)
+    for _ in range(2):
+        assert _grad_mode_in_and_after_handler(fast, _t(3))[1] is True
+    assert paddle.is_grad_enabled()
+
+
+def test_an_exception_at_a_break_inside_a_no_grad_block_exits_it_before_the_handler(compile_all):
+    # The generated code leaves the block entered at the break when an exception escapes it, before the
+    # caller's ``except`` clause runs (as the ``with`` statement would).
+    expected = _grad_mode_in_and_after_handler(raise_at_break_in_no_grad_block, _t(3))
+    fast = sot.symbolic_translate(raise_at_break_in_no_grad_block)
+    assert _grad_mode_in_and_after_handler(fast, _t(3)) == expected
+
+
+def test_the_resumed_block_end_is_guarded_on_the_mode_it_restores(compile_all):
+    # The same break met inside an outer no_grad: the block's end restores no_grad, not grad mode.
+    x = _t(3, stop_gradient=False)
+    fast = sot.symbolic_translate(break_in_with_block)
+    for outer in (contextlib.nullcontext, paddle.no_grad, contextlib.nullcontext):
+        with outer():
+            expected = break_in_with_block(x)
+            assert_same(fast(x), expected)
+            assert_same(fast(x), expected)
+    assert paddle.is_grad_enabled()
+    assert sot.stats().fallbacks == 0 and sot.stats().translate_count == 4
+
+
+def raise_after_break_in_block(x):
+    try:
+        with paddle.no_grad():
+            y = x * 2
+            psdb.breakgraph()
+            if y.shape[0] == 3:
+                raise ValueError("leaves the block resumed after the break")
+    except ValueError:
+        y = x + 1
+    return y, paddle.is_grad_enabled()
+
+
+def test_an_exception_leaving_a_resumed_block_restores_grad_mode(parity, compile_all):
+    parity(raise_after_break_in_block, _t(3, stop_gradient=False))
+    assert paddle.is_grad_enabled()
+
+
+def raise_in_resumed_block(x):
+    with paddle.no_grad():
+        y = x * 2
+        psdb.breakgraph()
+        z = y + 1
+        fail_natively()  # a second break, inside the block the first one resumed in
+    return z
+
+
+def test_an_exception_in_a_resumed_block_exits_it_before_the_handler(compile_all):
+    expected = _grad_mode_in_and_after_handler(raise_in_resumed_block, _t(3))
+    assert expected == (True, True)
+    fast = sot.symbolic_translate(raise_in_resumed_block)
+    for _ in range(2):
+        assert _grad_mode_in_and_after_handler(fast, _t(3)) == expected
+    assert sot.stats().fallbacks == 0
+
+
+def failing_op_after_break_in_block(x, index):
+    with paddle.no_grad():
+        y = x * 2
+        psdb.breakgraph()
+        try:
+            z = paddle.gather(y, index)  # only the kernel checks the index
+        except Exception:
+            z = x * 3  # inside the block: no gradient
+    return z, z.sum() * x
+
+
+def test_a_failing_graph_after_a_resumed_block_end_reruns_inside_the_block(compile_all):
+    # The resume function's generated code leaves the block before its graph; when the graph fails, its
+    # original code reruns natively from inside the block (opened again).
+    x = _t(4, stop_gradient=False)
+    fast = sot.symbolic_translate(failing_op_after_break_in_block)
+    for index in ([1, 2], [1, 2], [7], [7]):
+        expected = failing_op_after_break_in_block(x, paddle.to_tensor(index))
+        assert_same(fast(x, paddle.to_tensor(index)), expected)
+        assert paddle.is_grad_enabled()
+    assert sot.stats().fallbacks == 0

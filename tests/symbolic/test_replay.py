@@ -134,3 +134,12 @@ def test_translated_small_graph_is_replayed_with_eager_results_and_gradients() -
             w.clear_gradient()
     stats = sot.stats()
     assert stats.graph_breaks == 1 and stats.fallbacks == 0 and stats.compiled_graphs == 0
+
+
+def test_replay_of_a_frame_named_like_a_lambda() -> None:
+    """Code names such as ``<lambda>`` or ``<listcomp>`` are not identifiers: the replay function's name is
+    made one (it was a SyntaxError, so every such frame with a small graph fell back)."""
+    sir = StatementIR("<lambda>", [S[0], S[1]], [Statement("api", "add", paddle.add, (S[0], S[1]), {}, S[2])],
+                      [S[2]], {s: MetaInfo((2, 3), paddle.float32, True) for s in S[:2]})
+    inputs = [paddle.ones([2, 3]), paddle.ones([2, 3])]
+    _assert_same(compile_replay(sir)(inputs), run_sir(sir, inputs))

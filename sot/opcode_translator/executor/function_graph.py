@@ -1,6 +1,7 @@
 """`FunctionGraph`: what one simulated frame records (SIR statements, tensor inputs, guards)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import weakref
@@ -9,14 +10,16 @@ from typing import Any, Callable
 import paddle
 
 from ...errors import FallbackError, UserCodeError, SourceLocation
+from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
+    current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import leaves, map_structure
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 from .guard import Guard, GuardBuilder
 from .side_effects import SideEffects
-from .tracker import ConstTracker, DummyTracker
+from .tracker import ConstTracker, DummyTracker, Tracker
 from .variables.base import VariableBase
-from .variables.basic import TensorVariable
+from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
                                      contains_symbolic, pin_all, pin_direct)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
@@ -67,6 +70,26 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     return False
 
 
+_FLOAT_DTYPES = frozenset({paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64})
+
+
+def _mixes_float_dtypes(tree: Any, more_dtypes: Any = ()) -> bool:
+    dtypes = {leaf.dtype for leaf in leaves(tree) if isinstance(leaf, MetaInfo)} | set(more_dtypes)
+    return len(dtypes & _FLOAT_DTYPES) > 1
+
+
+def _rejects_mixed_float_dtypes(kind: str, call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether eager mode raises for this call because its inputs (or a layer's parameters) mix floating
+    dtypes: a static program casts them silently (matmul of bfloat16 by float32) and would compute."""
+    if kind == "layer":
+        layer = getattr(call, "layer", call)  # (a layer's forward without its hooks)
+        if not _mixes_float_dtypes((args, kwargs), (p.dtype for p in layer.parameters())):
+            return False
+        # Probed on a copy: running the layer may update its state (batch norm statistics).
+        return _fails_eagerly(copy.deepcopy(layer).forward, args, kwargs)
+    return kind in ("api", "method") and _mixes_float_dtypes((args, kwargs)) and _fails_eagerly(call, args, kwargs)
+
+
 _global_var = paddle.base.framework.global_var
 _has_grad = paddle.base.core._has_grad
 _amp_attrs = paddle.base.core._get_amp_attrs()  # one process-wide object, shared with the tracer
@@ -81,9 +104,6 @@ def autograd_state() -> tuple:
     return (_has_grad(), _amp_attrs._amp_level.value, _amp_attrs._amp_dtype)
 
 
-_AMP_OFF = paddle.base.core.AmpLevel.O0.value
-
-
 def _reference(target: Any) -> Callable[[], Any]:
     """A weak reference to ``target`` when it allows one (a layer must not be kept alive by the cache)."""
     try:
@@ -92,8 +112,8 @@ def _reference(target: Any) -> Callable[[], Any]:
         return lambda: target
 
 
-def _meta_key(kind: str, target: Any, args: Any, kwargs: Any) -> tuple | None:
-    key = (kind, target if kind == "method" else id(target), repr_free(args), repr_free(kwargs))
+def _meta_key(kind: str, target: Any, args: Any, kwargs: Any, amp: AmpState) -> tuple | None:
+    key = (kind, target if kind == "method" else id(target), repr_free(args), repr_free(kwargs), amp)
     try:
         hash(key)
     except TypeError:
@@ -112,6 +132,18 @@ def repr_free(tree: Any) -> Any:
     return (type(tree), tree)
 
 
+def _mutable_object(var: VariableBase) -> Any:
+    """The real object of a variable reached from the frame whose identity is not guarded but matters for
+    aliasing (a list, a dict, an instance of a user class), else None."""
+    if not var.tracker.is_traceable():
+        return None
+    if isinstance(var, (ListVariable, DictVariable)):
+        return getattr(var, "real", None)
+    if isinstance(var, ObjectVariable) and is_plain_instance(var.value):
+        return var.value
+    return None
+
+
 class FunctionGraph:
     """Collects the SIR and the guards of one translation."""
 
@@ -123,24 +155,32 @@ class FunctionGraph:
         self.inputs: dict[Symbol, TensorVariable] = {}
         self.guard_builder = GuardBuilder(frame.code)
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
-        # Grad mode decides whether outputs require gradients; every entry is guarded on it.
-        # Grad mode and mixed precision (which changes the dtype ops compute in) are guarded together;
-        # translating under AMP is not modelled yet.
+        # Grad mode decides whether outputs require gradients, mixed precision the dtypes ops compute in:
+        # every entry is guarded on both (the AMP op lists too, when AMP is on).
         self.state = autograd_state()
         self.grad_enabled = bool(self.state[0])
         self.grad_mode = self.grad_enabled  # changed by simulated ``with paddle.no_grad():`` blocks
-        self.amp_enabled = self.state[1] not in (None, _AMP_OFF)
+        self.amp_state = current_amp_state()  # changed by simulated ``with paddle.amp.auto_cast():`` blocks
         self._counter = 0
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
+        # Blocks entered before the frame started (a resume function's) that the simulation ended: the
+        # generated code leaves them for real before running the graph.
+        self.block_exits: list[VariableBase] = []
         self._query_guards: list[tuple[Callable[[], Any], Any]] = []
+        if self.amp_state.enabled:
+            self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
+        # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
+        # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
+        self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
+        self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
 
@@ -164,12 +204,15 @@ class FunctionGraph:
 
     def build_guard(self) -> Guard:
         builder = self.guard_builder
+        for container in list(self.side_effects.mutated.values()):
+            self.add_guard(container)  # written back: its identity relations are guarded (_identity_guards)
         for var in self._guarded.values():
             if isinstance(var.tracker, (DummyTracker, ConstTracker)):
                 continue
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
+        self._identity_guards(builder)
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -180,6 +223,34 @@ class FunctionGraph:
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def add_alias(self, var: VariableBase, tracker: Tracker) -> None:
+        """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two
+        arguments): the simulation treats both as one object, so the guard checks they still are."""
+        self._aliases.append((var, tracker))
+        for source in tracker.inputs:  # the path's own steps are checked before it is followed
+            self.add_guard(source)
+
+    def _identity_guards(self, builder: GuardBuilder) -> None:
+        """Which guarded mutable objects are the same object and which are distinct.
+
+        A list, dict or plain instance is guarded by type and content, not identity, yet the simulation
+        relies on how they alias: a mutation through one path is seen through another only when they are
+        one object (``f(x, a, a)`` then ``f(x, a, b)`` must not share a translation)."""
+        groups: dict[int, list[VariableBase]] = {}
+        for var in self._guarded.values():
+            obj = _mutable_object(var)
+            if obj is not None:
+                groups.setdefault(id(obj), []).append(var)
+        for same in groups.values():
+            first = builder.expr_of(same[0])
+            for other in same[1:]:
+                builder.add(f"{builder.expr_of(other)} is {first}")
+        for var, tracker in self._aliases:  # (always: e.g. ``return a, b`` rebuilds both from ``a``'s path)
+            builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
+        if len(groups) > 1:
+            ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
+            builder.add(f"len({{{ids}}}) == {len(groups)}")
 
     def add_expr_guard(self, var: VariableBase, template: str) -> None:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""
@@ -230,9 +301,7 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if self.amp_enabled:
-            raise FallbackError("mixed precision (paddle.amp.auto_cast) is not modelled in graphs yet: "
-                                "the frame runs eagerly", self.location)
+        op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
             # A layer's own code would see a 0-D tensor where the user passed an int: pass the int.
@@ -242,8 +311,9 @@ class FunctionGraph:
             symbolic = contains_symbolic(args) or contains_symbolic(kwargs)
         n_inputs = len(self.inputs)
         try:
-            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs)
-        except FallbackError as exc:
+            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
+                                                                             op_amp)
+        except FallbackError:
             if not symbolic:
                 raise
             # The API does not take a tensor where the int goes (a failure on zeros of its meta is no proof
@@ -251,19 +321,20 @@ class FunctionGraph:
             if len(self.inputs) > n_inputs:
                 self.inputs = dict(list(self.inputs.items())[:n_inputs])
             args, kwargs = pin_all(list(args)), pin_all(dict(kwargs))
-            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs)
+            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
+                                                                             op_amp)
         if not self.grad_mode:  # under no_grad eager outputs never require gradients
             out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          map_structure(lambda var: var.symbol, outputs), self.location,
-                                         function, no_grad=not self.grad_mode, weight=weight,
+                                         function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
-                           kwargs: dict[str, VariableBase]) -> tuple[tuple, dict, Any, int]:
+                           kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:
         sir_args = tuple(self._to_sir_arg(a) for a in args)
         sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
 
@@ -272,12 +343,28 @@ class FunctionGraph:
 
         meta_args = map_structure(meta_of, sir_args)
         meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
-        out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs)
+        out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs, amp)
         return sir_args, sir_kwargs, out_meta, weight
 
-    def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
+    def _op_amp(self) -> AmpState:
+        """The AMP state the next statement's ops are built under (off where eager would not cast)."""
+        if not self.amp_state.enabled:
+            return AMP_OFF
+        place = paddle.base.framework._current_expected_place()
+        self.add_query_guard(paddle.base.framework._current_expected_place, place)
+        return op_amp_state(self.amp_state)
+
+    def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict,
+               amp: AmpState = AMP_OFF) -> tuple[Any, int]:
         """Output metas of the call, and how many ops it puts in a program (a layer is many ops)."""
-        key = _meta_key(kind, target, args, kwargs)
+        if amp.enabled or ambient_amp_enabled():
+            with amp_applied(amp):
+                return self._infer_cached(kind, name, target, args, kwargs, amp)
+        return self._infer_cached(kind, name, target, args, kwargs, amp)
+
+    def _infer_cached(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict,
+                      amp: AmpState) -> tuple[Any, int]:
+        key = _meta_key(kind, target, args, kwargs, amp)
         if key is not None and key in _meta_cache:
             owner, cached = _meta_cache[key]
             if owner() is target:  # (the key holds id(target): a new object may reuse a dead one's id)
@@ -293,6 +380,8 @@ class FunctionGraph:
             if kind != "layer" and _fails_eagerly(call, args, kwargs):  # a layer may update its state
                 raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
+        if _rejects_mixed_float_dtypes(kind, call, args, kwargs):
+            raise UserCodeError(f"user code raised in {name}: its inputs mix floating dtypes", self.location)
         # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)

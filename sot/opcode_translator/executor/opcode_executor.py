@@ -158,6 +158,7 @@ class OpcodeExecutor:
                 content = None  # an empty cell: reading it fails like in eager code
             cells[name] = CellVariable(content, graph, DummyTracker(), external=True,
                                        source=FrameCellVariable(name, graph))
+            graph.known_cells[id(cell)] = (cell, cells[name])
         resolver = NameResolver(frame.globals, frame.builtins)
         graph.top_resolver = resolver
         executor = cls(frame.code, graph, resolver, locals_, cells)

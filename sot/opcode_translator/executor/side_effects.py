@@ -88,6 +88,10 @@ class SideEffects:
         else:
             table[key] = previous
 
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Another simulated change (outside this log) that a rollback must undo."""
+        self._undo.append(undo)
+
     # -- reading through the overlay --------------------------------------------------------------------
     def lookup_attr(self, obj: Any, name: str) -> Any:
         """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""
@@ -109,8 +113,7 @@ class SideEffects:
         """Variables the replay needs (their tensors must be graph outputs)."""
         needed: list[VariableBase] = list(self.mutated.values())
         for container in self.mutated.values():
-            items = container.items
-            needed += list(items.values()) if isinstance(items, dict) else list(items)
+            needed += container.write_back_values()
         needed += [s.value for s in self.stores if s.value is not None]
         needed += [s.obj for s in self.stores if isinstance(s, AttrStore)]
         needed += [s.cell.source for s in self.stores if isinstance(s, CellStore)]

@@ -22,6 +22,9 @@ def kw_names(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 def _do_call(executor: OpcodeExecutor, fn: VariableBase, args: list[VariableBase],
              kwargs: dict[str, VariableBase]) -> None:
+    # What runs depends on which callable this is: a function passed as an argument, a method read through
+    # an instance (``m.act.__func__``) or a global must be the same one for the entry to apply.
+    executor.graph.add_guard(fn)
     result = fn.call(args, kwargs)
     executor.push(result)
 

@@ -128,12 +128,17 @@ def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
             other = rhs if isinstance(lhs, TensorVariable) else lhs
             executor.graph.add_guard(other)
     elif lhs is rhs:
-        result = True
+        result = True  # (one variable per real list/dict: reached by two paths, guarded as aliases)
+        if lhs.tracker.is_traceable():
+            executor.graph.add_guard(lhs)
     elif _is_container(lhs) or _is_container(rhs):
         # One variable per real list/dict, and a built container is a new object: identity is variable
         # identity, except for two reads of the same real tuple.
         real_l, real_r = getattr(lhs, "real", None), getattr(rhs, "real", None)
         result = real_l is not None and real_l is real_r
+        for operand in (lhs, rhs):  # (their aliasing is guarded with them: FunctionGraph._identity_guards)
+            if operand.tracker.is_traceable():
+                executor.graph.add_guard(operand)
     else:
         for operand in (lhs, rhs):
             if hasattr(operand, "needs_identity"):

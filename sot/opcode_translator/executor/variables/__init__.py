@@ -8,6 +8,7 @@ from .function import BoundMethodVariable, NestedFunctionVariable, UserFunctionV
 from .iterator import IteratorVariable
 from .layer import LayerVariable
 from . import pylayer  # noqa: F401  (registers the PyLayer rule)
+from . import context  # noqa: F401  (registers the auto_cast rule)
 from . import classes  # noqa: F401  (registers the rule of classes built during simulation)
 from . import itertools_rules  # noqa: F401  (registers the itertools functions)
 

@@ -38,10 +38,12 @@ def _value_tracker(owner: VariableBase, name: str) -> Tracker:
 
 def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
     """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
+    from .context import AmpDecoratedFunctionVariable, amp_decorator_manager
     from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
-    fn_var = UserFunctionVariable(function, owner.graph, _value_tracker(bound, "__func__"))
+    kind = AmpDecoratedFunctionVariable if amp_decorator_manager(function) is not None else UserFunctionVariable
+    fn_var = kind(function, owner.graph, _value_tracker(bound, "__func__"))
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
 
@@ -59,6 +61,10 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     if stored is DELETED:
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if stored is not ABSENT:
+        # Stored during the simulation, maybe through another path to the same object: the guard keeps
+        # the two paths one object (FunctionGraph._identity_guards).
+        if var.tracker.is_traceable():
+            graph.add_guard(var)
         return stored
     if isinstance(obj, types.ModuleType):
         try:
@@ -145,6 +151,30 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
+
+
+def has_attribute(var: "ObjectVariable", name: str) -> bool:
+    """``hasattr(var.value, name)`` as the frame would see it at this point: attributes stored or deleted
+    earlier in the simulation count (they are only replayed after the graph); otherwise the real object is
+    asked, and the answer guarded (a plain instance is guarded by type, not by what attributes it has)."""
+    from .basic import is_plain_instance
+
+    graph = var.graph
+    stored = graph.side_effects.lookup_attr(var.value, name)
+    if var.tracker.is_traceable():
+        graph.add_guard(var)
+    if stored is not ABSENT:
+        return stored is not DELETED
+    try:  # as Python does it: read the attribute (simulated), AttributeError means False
+        var.getattr(name)
+        result = True
+    except UserCodeError as exc:
+        if not isinstance(exc.original, AttributeError):
+            raise
+        result = False
+    if var.tracker.is_traceable() and is_plain_instance(var.value):
+        graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {result!r}")
+    return result
 
 
 def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None,

@@ -180,10 +180,30 @@ def _has_python_dunders(cls: type) -> bool:
                for klass in cls.__mro__[:-1] for name, value in vars(klass).items())
 
 
+IN_PLACE_OPERATORS = frozenset({
+    operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul, operator.imul,
+    operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub, operator.itruediv,
+    operator.ixor,
+})
+
+
+def _changes_in_place(var: VariableBase, fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` (an in-place operator) would mutate the real object ``var`` holds: an object whose
+    type defines the in-place method (a numpy array, a C type), not an immutable value or a tensor."""
+    if isinstance(var, (ConstantVariable, TensorVariable)):
+        return False
+    try:
+        py_type = var.get_py_type()
+    except Exception:  # noqa: BLE001 - unknown value: not folded anyway
+        return False
+    return hasattr(py_type, f"__{fn.__name__}__")
+
+
 def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
     """An operator (a function of `operator`) on variables, dispatched like the interpreter does: user
     dunders are inlined, symbolic ints stay in the graph, known values are folded, tensors become an
     ``api`` statement calling the operator."""
+    from .container import container_operator
     from .dunder import dunder_operator
     from .symbolic_int import symbolic_arithmetic, tensor_operand
 
@@ -193,6 +213,12 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     symbolic = symbolic_arithmetic(fn, operands)
     if symbolic is not None:
         return symbolic
+    on_items = container_operator(fn, operands)
+    if on_items is not None:
+        return on_items
+    if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
+        # Folding would change the real object during simulation (and only then): run it natively.
+        raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
     folded = constant_fold(fn, graph, operands, {})
     if folded is not None:
         return folded
@@ -460,6 +486,11 @@ def _id(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Vari
 def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, name = args[0], args[1]
     graph.add_guard(name)
+    if len(args) == 3 and isinstance(obj, ObjectVariable):
+        from .attribute import has_attribute
+
+        if not has_attribute(obj, name.get_py_value()):
+            return args[2]
     try:
         return obj.getattr(name.get_py_value())
     except UserCodeError as exc:
@@ -481,16 +512,9 @@ def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
     if isinstance(obj, TensorVariable):
         result = hasattr(paddle.Tensor, name.get_py_value()) or name.get_py_value() in ("shape", "dtype")
     elif isinstance(obj, ObjectVariable):
-        # as Python does it: read the attribute (simulated: it sees the frame's own stores), AttributeError
-        # means False
-        graph.add_guard(obj)
-        try:
-            obj.getattr(name.get_py_value())
-            result = True
-        except UserCodeError as exc:
-            if not isinstance(exc.original, AttributeError):
-                raise
-            result = False
+        from .attribute import has_attribute
+
+        result = has_attribute(obj, name.get_py_value())
     else:
         graph.add_guard(obj)
         result = hasattr(obj.get_py_value(), name.get_py_value())

@@ -1,7 +1,8 @@
 """Containers: tuples, lists and dicts, holding variables."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import operator
+from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError, UserCodeError
 from ..tracker import DummyTracker, GetItemTracker, Tracker
@@ -36,7 +37,10 @@ class SequenceVariable(VariableBase):
         return var
 
     def get_py_value(self) -> Any:
+        # The whole value is read (e.g. folded into a constant): the length and every item are guarded.
         self.length_used = True
+        for item in self.items:
+            self.graph.add_guard(item)
         return self.py_type(item.get_py_value() for item in self.items)
 
     def get_py_type(self) -> type:
@@ -112,6 +116,13 @@ class ListVariable(SequenceVariable):
         """Make the real list hold the simulated content (it came from outside and was mutated)."""
         _list_write_back(self, codegen)
 
+    def write_back_values(self) -> list[VariableBase]:
+        """The items `write_back` reads: only the appended ones for a list only appended to (its earlier
+        items are neither guarded nor read, and the next call's list may be shorter)."""
+        if self.appended_only and self.initial_length is not None:
+            return self.items[self.initial_length:]
+        return list(self.items)
+
 
 class DictVariable(VariableBase):
     """A dict with constant keys."""
@@ -136,6 +147,8 @@ class DictVariable(VariableBase):
         return var
 
     def get_py_value(self) -> Any:
+        for item in self.items.values():  # the whole value is read: every item is guarded
+            self.graph.add_guard(item)
         return {key: item.get_py_value() for key, item in self.items.items()}
 
     def get_py_type(self) -> type:
@@ -185,8 +198,15 @@ class DictVariable(VariableBase):
     def write_back(self, codegen: "CodeGen") -> None:
         _dict_write_back(self, codegen)
 
+    def write_back_values(self) -> list[VariableBase]:
+        return list(self.items.values())
+
     def __repr__(self) -> str:
         return f"DictVariable({self.items!r})"
+
+
+def _path(tracker: Tracker) -> tuple[type, str]:
+    return type(tracker), tracker.describe() if tracker.is_traceable() else str(id(tracker))
 
 
 @VariableFactory.register(95)
@@ -198,6 +218,8 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
         if known is not None:
+            if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
+                graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
             return known[1]
         var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
         graph.known_objects[id(value)] = (value, var)
@@ -249,6 +271,14 @@ def _record_mutation(var: VariableBase, appends_only: bool = False) -> None:
     var.graph.side_effects.mutate(var, undo)
 
 
+def _read_all(var: SequenceVariable) -> list[Any]:
+    """The Python values of every item: the answer depends on the length too (``[].count(3)`` is 0, not
+    the count of the next call's list), so both are guarded."""
+    var.length_used = True
+    var.graph.add_guard(var)
+    return list(var.get_py_value())
+
+
 def _constant_value(var: VariableBase, what: str) -> Any:
     if not isinstance(var, ConstantVariable):
         raise FallbackError(f"{what} {var!r} is not a Python constant")
@@ -290,11 +320,11 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
         if args:
             raise UserCodeError("user code raised TypeError: sort() takes no positional arguments",
                                 original=TypeError("sort() takes no positional arguments"))
+        var.length_used = True  # (the order depends on every item, and on how many there are)
+        graph.add_guard(var)
         items[:] = sorted_items(graph, list(items), kwargs, "sort")
     elif name in ("remove", "index", "count"):
-        values = [item.get_py_value() for item in items]
-        for item in items:
-            graph.add_guard(item)
+        values = _read_all(var)
         try:
             if name == "remove":
                 # The real method on the values raises the eager error (its message is remove's own).
@@ -379,9 +409,7 @@ class ContainerMethodVariable(VariableBase):
         if isinstance(self.container, ListVariable):
             return _list_method(self.container, self.name, args, kwargs)
         if self.name in ("index", "count"):
-            values = [item.get_py_value() for item in self.container.items]
-            for item in self.container.items:
-                self.graph.add_guard(item)
+            values = _read_all(self.container)
             try:
                 result = getattr(values, self.name)(*[_constant_value(a, "argument") for a in args])
             except ValueError as exc:
@@ -539,6 +567,123 @@ def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableB
     return None
 
 
+# -- operators on containers ---------------------------------------------------------------------------------
+# Concatenation, repetition and merging are simulated on the items themselves: the result holds the same
+# item variables (tensors, objects, nested containers keep their identity), and an in-place operator changes
+# the container it is applied to (``lst += other`` is ``lst.extend(other)`` on the very list, recorded as a
+# mutation to write back), as the interpreter does. Folding them on Python copies would lose both.
+ContainerOperator = Callable[[VariableBase, VariableBase], "VariableBase | None"]
+
+
+def _is_plain(var: VariableBase, *kinds: type) -> bool:
+    """``var`` is exactly one of ``kinds`` (not a subclass such as `SizeVariable`, whose type differs)."""
+    return type(var) in kinds
+
+
+def _repeat_count(var: VariableBase) -> int | None:
+    if isinstance(var, ConstantVariable) and type(var.value) in (int, bool):
+        var.graph.add_guard(var)
+        return int(var.value)
+    return None
+
+
+def _concatenate(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not (_is_plain(lhs, ListVariable, TupleVariable) and type(rhs) is type(lhs)):
+        return None
+    return type(lhs)(lhs.unpack() + rhs.unpack(), lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _extend_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if _is_plain(lhs, TupleVariable):
+        return _concatenate(lhs, rhs)
+    if not isinstance(lhs, ListVariable):  # (a `SizeVariable` too: paddle.Size keeps list's in-place ops)
+        return None
+    from .iterator import iterate
+
+    added = iterate(rhs).unpack()  # (a copy: ``lst += lst`` doubles the list)
+    _record_mutation(lhs, appends_only=True)
+    lhs.items.extend(added)
+    return lhs
+
+
+def _repeat(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not _is_plain(lhs, ListVariable, TupleVariable):
+        lhs, rhs = rhs, lhs  # ``3 * seq``
+    count = _repeat_count(rhs)
+    if not _is_plain(lhs, ListVariable, TupleVariable) or count is None:
+        return None
+    return type(lhs)(lhs.unpack() * count, lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _repeat_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if _is_plain(lhs, TupleVariable):
+        return _repeat(lhs, rhs)
+    count = _repeat_count(rhs)
+    if not isinstance(lhs, ListVariable) or count is None:
+        return None
+    items = lhs.unpack()
+    _record_mutation(lhs)
+    lhs.items[:] = items * count
+    return lhs
+
+
+def _merge(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not (_is_plain(lhs, DictVariable) and _is_plain(rhs, DictVariable)):
+        return None
+    lhs.graph.add_guard(lhs)
+    lhs.graph.add_guard(rhs)
+    return DictVariable({**lhs.items, **rhs.items}, lhs.graph, DummyTracker((lhs, rhs)))
+
+
+def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if not _is_plain(lhs, DictVariable):
+        return None
+    if not _is_plain(rhs, DictVariable):
+        raise FallbackError("dict |= with a non-dict operand is not supported yet")
+    lhs.graph.add_guard(rhs)
+    _record_mutation(lhs)
+    lhs.items.update(rhs.items)
+    return lhs
+
+
+def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
+    def apply(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+        if not isinstance(lhs, SetVariable):
+            return None
+        graph = lhs.graph
+        graph.add_guard(rhs)
+        values = graph.run_user_python(fn, [set(lhs.values), rhs.get_py_value()], {})
+        lhs.record_mutation()
+        lhs.values.clear()
+        lhs.values.update(values)
+        return lhs
+
+    return apply
+
+
+CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
+    operator.add: _concatenate,
+    operator.iadd: _extend_in_place,
+    operator.mul: _repeat,
+    operator.imul: _repeat_in_place,
+    operator.or_: _merge,
+    operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
+                                    else _set_in_place(operator.ior))(lhs, rhs),
+    operator.iand: _set_in_place(operator.iand),
+    operator.isub: _set_in_place(operator.isub),
+    operator.ixor: _set_in_place(operator.ixor),
+}
+
+
+def container_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``fn(*operands)`` simulated on container items, or None when ``fn`` is not such an operator for these
+    operands (the caller folds or records it as usual)."""
+    rule = CONTAINER_OPERATORS.get(fn)
+    if rule is None or len(operands) != 2:
+        return None
+    return rule(*operands)
+
+
 # -- namedtuples ---------------------------------------------------------------------------------------------
 def namedtuple_class(cls: Any) -> bool:
     """A class made by ``collections.namedtuple`` or ``typing.NamedTuple`` (maybe subclassed), whose
@@ -685,6 +830,8 @@ class TypedDictVariable(DictVariable):
         return self.dict_type
 
     def get_py_value(self) -> Any:
+        for item in self.items.values():  # the whole value is read: every item is guarded
+            self.graph.add_guard(item)
         values = {key: item.get_py_value() for key, item in self.items.items()}
         if self.default_factory is not None:
             return self.dict_type(self.default_factory.get_py_value(), values)

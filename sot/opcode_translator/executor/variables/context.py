@@ -1,20 +1,31 @@
-"""Context managers in ``with`` blocks: Paddle's grad-mode switches are modelled in the graph; user
-context managers written in Python have their ``__enter__``/``__exit__`` inlined."""
+"""Context managers in ``with`` blocks: Paddle's grad-mode switches and mixed-precision blocks
+(``paddle.amp.auto_cast``) are modelled in the graph; user context managers written in Python have their
+``__enter__``/``__exit__`` inlined."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
 
-from ....errors import FallbackError
-from ..tracker import DummyTracker
-from .base import VariableBase
+from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ....symbolic.amp import AmpState, current_amp_state
+from ..tracker import ConstTracker, DummyTracker, Tracker
+from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
+from .callable import CallableVariable, member_of
+from .function import UserFunctionVariable
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
+
+# (``paddle.amp.auto_cast`` is the function; the module of the same name is shadowed by it)
+_amp_module = importlib.import_module("paddle.amp.auto_cast")
 
 _GradClasses = {paddle.base.dygraph.base.no_grad_: False, paddle.base.dygraph.base.enable_grad: True}
 
@@ -38,6 +49,8 @@ class GradModeVariable(VariableBase):
 
 class GradModeExitVariable(VariableBase):
     """The ``__exit__`` a grad-mode ``with`` leaves on the stack."""
+
+    exits_a_block = True  # rebuilding it at a graph break enters the real mode (and returns its exit)
 
     def __init__(self, previous: bool, inside: bool, graph: "FunctionGraph") -> None:
         super().__init__(graph, DummyTracker())
@@ -68,7 +81,7 @@ def grad_mode_for_class(cls: Any) -> bool | None:
 
 def enter_context(manager: VariableBase) -> tuple[VariableBase, VariableBase]:
     """``BEFORE_WITH``: returns (the ``__exit__`` to keep on the stack, the value of ``__enter__()``)."""
-    if isinstance(manager, GradModeVariable):
+    if isinstance(manager, (GradModeVariable, AmpModeVariable)):
         return manager.enter()
     if isinstance(manager, ObjectVariable):
         enter = getattr(type(manager.value), "__enter__", None)
@@ -77,3 +90,222 @@ def enter_context(manager: VariableBase) -> tuple[VariableBase, VariableBase]:
             exit_var = manager.getattr("__exit__")
             return exit_var, manager.getattr("__enter__").call([], {})
     raise FallbackError(f"`with` over {manager!r} is not simulated yet")
+
+
+# -- mixed precision ---------------------------------------------------------------------------------------
+# The functions that return an AMP context manager; each is called for real (with the block's constant
+# arguments) to enter the block, so every rule of Paddle's own (argument checks, the place and device
+# checks that turn AMP off, the default op lists) applies exactly as in eager mode.
+_AMP_FACTORIES = frozenset({_amp_module.auto_cast, _amp_module.amp_guard, _amp_module.autocast})
+
+
+class AmpFactoryVariable(CallableVariable):
+    """``paddle.amp.auto_cast`` (or ``amp_guard``, ``autocast``): calling it with known arguments makes the
+    block's manager; nothing happens before ``__enter__`` (as in eager mode)."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        for var in [*args, *kwargs.values()]:
+            self.graph.add_guard(var)  # the block's state is computed from their values
+        py_args = tuple(var.get_py_value() for var in args)
+        py_kwargs = {key: var.get_py_value() for key, var in kwargs.items()}
+        self.graph.add_guard(self)
+        return AmpModeVariable(functools.partial(self.value, *py_args, **py_kwargs), self.graph)
+
+
+@VariableFactory.register(73)
+def _amp_factory_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return AmpFactoryVariable(value, graph, tracker) if member_of(_AMP_FACTORIES, value) else None
+
+
+def _amp_state_inside(make_manager: Callable[[], Any]) -> tuple[AmpState, Any]:
+    """The AMP state eager mode has inside the block, and the ``amp_dtype`` it records globally, found by
+    entering and leaving a fresh manager (the process-wide record is put back: the generated code
+    replays it at run time)."""
+    record = _amp_module.amp_global_state()
+    recorded_dtype = record.amp_dtype
+    try:
+        manager = make_manager()
+        manager.__enter__()
+    except Exception as exc:
+        raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
+    try:
+        return current_amp_state(), record.amp_dtype
+    finally:
+        manager.__exit__(None, None, None)
+        record.amp_dtype = recorded_dtype
+
+
+def _master_grad_on() -> bool:
+    return bool(_amp_module.amp_global_state().use_master_grad)
+
+
+class AmpModeVariable(VariableBase):
+    """``paddle.amp.auto_cast(...)`` before its ``with``: entering switches the simulated AMP state, so the
+    statements recorded inside are built and inferred with the casts eager mode applies."""
+
+    def __init__(self, make_manager: Callable[[], Any], graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker())
+        self.make_manager = make_manager
+
+    def enter(self) -> tuple[VariableBase, VariableBase]:
+        graph = self.graph
+        # With master gradients, each entry registers a backward hook: an effect per call, not modelled.
+        graph.add_query_guard(_master_grad_on, _master_grad_on())
+        if _master_grad_on():
+            raise FallbackError("auto_cast with master gradients (amp.decorate(master_grad=True)) registers a "
+                                "backward hook at each entry: the frame runs eagerly", graph.location)
+        inside, recorded_dtype = _amp_state_inside(self.make_manager)
+        # Whether AMP really switches on depends on the device ops run on.
+        graph.add_query_guard(paddle.base.framework._current_expected_place,
+                              paddle.base.framework._current_expected_place())
+        record = ObjectVariable(_amp_module.amp_global_state(), graph, ConstTracker(_amp_module.amp_global_state()))
+        graph.side_effects.store_attr(record, "amp_dtype", ConstantVariable(recorded_dtype, graph, DummyTracker()))
+        exit_var = AmpModeExitVariable(graph.amp_state, self.make_manager, graph)
+        graph.amp_state = inside
+        return exit_var, ConstantVariable(None, graph, DummyTracker())
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        # Made before a graph break and entered after it: the generated code makes the real manager.
+        codegen.load_callable_const(self.make_manager)
+        codegen.call(0)
+
+    def __repr__(self) -> str:
+        return f"AmpModeVariable({self.make_manager!r})"
+
+
+class AmpModeExitVariable(VariableBase):
+    """The ``__exit__`` an AMP ``with`` leaves on the stack."""
+
+    exits_a_block = True  # rebuilding it at a graph break enters a real block (and returns its exit)
+
+    def __init__(self, previous: AmpState, make_manager: Callable[[], Any], graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker())
+        self.previous = previous
+        self.make_manager = make_manager
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        self.graph.amp_state = self.previous
+        return ConstantVariable(None, self.graph, DummyTracker())
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        # A graph break inside the block: enter a real manager now; the resume function, which continues
+        # in the block, receives its ``__exit__``.
+        from ...runtime import enter_context_manager
+
+        codegen.load_callable_const(enter_context_manager)
+        codegen.load_const(self.make_manager)
+        codegen.call(1)
+
+
+# Queries of the AMP state, answered from the simulated state (what the tracer holds at that point of the
+# frame: the state at the frame's start is guarded, and a block's state follows from guarded arguments).
+_AMP_QUERIES: dict[Any, Callable[[AmpState], Any]] = {
+    _amp_module.is_autocast_enabled: lambda state: state.enabled,
+    _amp_module.get_autocast_dtype: lambda state: state.dtype if state.enabled else "float16",
+}
+
+
+class AmpQueryVariable(CallableVariable):
+    """``paddle.amp.is_autocast_enabled()`` / ``get_autocast_dtype()`` (their ``device_type`` argument is
+    ignored by Paddle too)."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if len(args) + len(kwargs) > 1 or (kwargs and "device_type" not in kwargs):
+            raise FallbackError(f"{self.value.__name__}() with unexpected arguments (eager raises the error)")
+        self.graph.add_guard(self)
+        answer = _AMP_QUERIES[self.value](self.graph.amp_state)
+        return ConstantVariable(answer, self.graph, DummyTracker())
+
+
+@VariableFactory.register(74)
+def _amp_query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return AmpQueryVariable(value, graph, tracker) if member_of(_AMP_QUERIES, value) else None
+
+
+# -- functions decorated with ``@paddle.amp.auto_cast(...)`` ----------------------------------------------------
+def _context_decorator_wrapper_code() -> types.CodeType:
+    """The code of the wrapper ``contextlib.ContextDecorator`` puts around a decorated function."""
+
+    @contextlib.contextmanager
+    def manager() -> Iterator[None]:
+        yield
+
+    return manager()(lambda: None).__code__
+
+
+_DECORATOR_WRAPPER_CODE = _context_decorator_wrapper_code()
+_AMP_GUARD_GENERATOR = _amp_module.amp_guard.__wrapped__  # what auto_cast's managers run
+
+
+def amp_decorator_manager(fn: types.FunctionType) -> Any:
+    """The AMP manager of a function decorated with ``@paddle.amp.auto_cast(...)``, or None."""
+    if fn.__code__ is not _DECORATOR_WRAPPER_CODE or fn.__closure__ is None:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+    try:
+        manager = cells["self"].cell_contents
+    except (KeyError, ValueError):
+        return None
+    return manager if getattr(manager, "func", None) is _AMP_GUARD_GENERATOR else None
+
+
+class AmpDecoratedFunctionVariable(UserFunctionVariable):
+    """A function decorated with ``@paddle.amp.auto_cast(...)``: its call is the decorated function inlined
+    inside a simulated AMP block (the wrapper itself is library code, which would break the graph)."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        manager = amp_decorator_manager(self.value)
+        self.graph.add_guard(self)  # (the identity of the wrapper fixes its manager and function)
+        cells = self.freevar_cells()
+        exit_var, _ = AmpModeVariable(manager._recreate_cm, self.graph).enter()
+        try:
+            result = cells["func"].load("func").call(args, kwargs)
+        except BaseException:  # (leaving by an exception leaves the block too; it does not suppress it)
+            exit_var.call([], {})
+            raise
+        exit_var.call([], {})
+        return result
+
+
+@VariableFactory.register(61)
+def _amp_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, types.FunctionType) and amp_decorator_manager(value) is not None:
+        return AmpDecoratedFunctionVariable(value, graph, tracker)
+    return None
+
+
+class BlockExitVariable(ObjectVariable):
+    """The real ``__exit__`` of a block entered at a graph break, received by a resume function (a new object
+    at each call, guarded by its type and the mode it restores). The normal end of the block is simulated:
+    the mode switches back for what follows, and the generated code calls the real exit before its graph."""
+
+    exits_a_block = True  # still open at a further break: left if an exception escapes
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(type(self.value))}",
+                f"{expr}.kind == {self.value.kind!r}", f"{expr}.previous == {builder.constant(self.value.previous)}"]
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if kwargs or not all(isinstance(arg, ConstantVariable) and arg.value is None for arg in args):
+            raise BreakGraphError("an exception leaving a block entered before a graph break: runs natively")
+        graph = self.graph
+        graph.add_guard(self)
+        block_exit = self.value
+        attribute = "grad_mode" if block_exit.kind == "grad" else "amp_state"
+        inside = getattr(graph, attribute)
+        setattr(graph, attribute, block_exit.previous)
+        graph.block_exits.append(self)
+
+        def undo() -> None:
+            graph.block_exits.pop()
+            setattr(graph, attribute, inside)
+
+        graph.side_effects.on_rollback(undo)
+        return ConstantVariable(None, graph, DummyTracker())
+
+
+@VariableFactory.register(76)
+def _block_exit_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    from ...runtime import BlockExit
+
+    return BlockExitVariable(value, graph, tracker) if type(value) is BlockExit else None

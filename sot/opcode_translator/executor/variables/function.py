@@ -257,6 +257,10 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
             if simulated is not None and simulated[0] is fn.__closure__[index]:
                 cells[name] = simulated[1]  # a function of a class built during simulation
                 continue
+            known = self.graph.known_cells.get(id(fn.__closure__[index]))
+            if known is not None:  # a cell already simulated (shared with the frame or another function)
+                cells[name] = known[1]
+                continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
             try:
@@ -268,6 +272,7 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
                                                      if self.tracker.is_traceable() else DummyTracker((self,)))
             cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True,
                                        source=cell_var if self.tracker.is_traceable() else None)
+            self.graph.known_cells[id(fn.__closure__[index])] = (fn.__closure__[index], cells[name])
         return cells
 
     def __repr__(self) -> str:
