@@ -69,6 +69,7 @@ __all__ = [
     "is_skipped",
     "reset_cache",
     "set_callback",
+    "tensor_matches",
 ]
 
 #: ``guard(globals, closure, *args) -> bool``
@@ -109,6 +110,10 @@ is_skipped: Callable[[CodeType], bool] = _ext.is_skipped
 
 #: ``hit_count() -> int``: frames served from the cache since import.
 hit_count: Callable[[], int] = _ext.hit_count
+
+#: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
+#: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
+tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
 
 #: ``with callback_installed(callback): ...`` sets the callback of the current
 #: thread and restores the previous one on exit. ``__enter__`` returns the

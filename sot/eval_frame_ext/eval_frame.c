@@ -593,27 +593,23 @@ callback_set(PyObject *callback)
                      Py_TYPE(callback)->tp_name);
         return -1;
     }
-    PyObject *dict = PyThreadState_GetDict();
-    if (dict == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
-        }
-        return -1;
-    }
+    /* The slot stays in the thread-state dict once made: symbolic_translate sets and clears the
+     * callback around every call, and making a slot and a dict entry each time cost more than the
+     * rest of a cache hit. Clearing only empties it and gives up its share of the hook. */
     if (callback == NULL) {
         if (tls_slot == NULL) {
             return 0;
         }
-        /* Dropping the slot clears the thread-locals and releases the hook. */
-        PyObject *slot = tls_slot;
-        Py_INCREF(slot);
+        CallbackSlot *s = (CallbackSlot *)tls_slot;
+        PyObject *old = s->callback;
+        PyInterpreterState *interp = s->interp;
         tls_callback = NULL;
-        tls_slot = NULL;
-        int rc = PyDict_DelItem(dict, slot_key);
-        if (rc < 0) {
-            PyErr_Clear();
+        s->callback = NULL;
+        s->interp = NULL;
+        if (interp != NULL) {
+            hook_release(interp);
         }
-        Py_DECREF(slot);
+        Py_XDECREF(old);
         return 0;
     }
     if (tls_slot != NULL) {
@@ -622,8 +618,19 @@ callback_set(PyObject *callback)
         Py_INCREF(callback);
         s->callback = callback;
         tls_callback = callback;
+        if (s->interp == NULL) {
+            s->interp = PyInterpreterState_Get();
+            hook_acquire(s->interp);
+        }
         Py_XDECREF(old);
         return 0;
+    }
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
+        }
+        return -1;
     }
     CallbackSlot *s = PyObject_New(CallbackSlot, &CallbackSlot_Type);
     if (s == NULL) {
@@ -792,7 +799,176 @@ m_hook_installed(PyObject *module, PyObject *unused)
     return PyBool_FromLong(f == sot_eval_hook);
 }
 
+/* ------------------------------------------------------------------ */
+/* Guard helper                                                        */
+/* ------------------------------------------------------------------ */
+
+static PyObject *str_shape = NULL;
+static PyObject *str_dtype = NULL;
+static PyObject *str_stop_gradient = NULL;
+
+/* 1 if `shape` (a list, e.g. paddle.Size) matches `want`: a list is
+ * compared item by item; a tuple is a pattern where -1 stands for any size
+ * but 0 and 1 (a dynamic dimension). 0 if not, -1 on error. */
+static int
+shape_matches(PyObject *shape, PyObject *want)
+{
+    if (!PyList_Check(shape)) {
+        return PyObject_RichCompareBool(shape, want, Py_EQ);
+    }
+    int pattern = PyTuple_Check(want);
+    if (!pattern && !PyList_Check(want)) {
+        return PyObject_RichCompareBool(shape, want, Py_EQ);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(shape);
+    if (n != PySequence_Fast_GET_SIZE(want)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *have = PyList_GET_ITEM(shape, i);
+        PyObject *expect = PySequence_Fast_GET_ITEM(want, i);
+        if (have == expect) {
+            continue;
+        }
+        if (pattern && PyLong_CheckExact(expect) && PyLong_AsLong(expect) == -1) {
+            long size = PyLong_AsLong(have);
+            if (size == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (size < 2) {
+                return 0;
+            }
+            continue;
+        }
+        int eq = PyObject_RichCompareBool(have, expect, Py_EQ);
+        if (eq <= 0) {
+            return eq;
+        }
+    }
+    return 1;
+}
+
+/* The C getters of the tensor type's shape, dtype and stop_gradient, looked
+ * up once per type version: calling a getter directly skips the generic
+ * attribute lookup (about a third of each read). The type's version tag
+ * changes whenever its dict does (e.g. a monkeypatched property), which
+ * makes the getters be looked up again, so the read is always what
+ * `x.name` would give. */
+static struct {
+    PyTypeObject *type;     /* borrowed: only compared, with its version tag */
+    unsigned int version;
+    PyGetSetDef *getters[3];
+} meta_getters = {NULL, 0, {NULL, NULL, NULL}};
+
+enum { META_SHAPE = 0, META_DTYPE = 1, META_STOP_GRADIENT = 2 };
+
+static PyGetSetDef *
+find_getter(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyGetSetDef *def = NULL;
+    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+        def = ((PyGetSetDescrObject *)descr)->d_getset;
+        if (def->get == NULL) {
+            def = NULL;
+        }
+    }
+    Py_DECREF(descr);
+    return def;
+}
+
+/* The getters to use for `type`, or NULL to read attributes generically. */
+static PyGetSetDef **
+meta_getters_for(PyTypeObject *type)
+{
+    if (meta_getters.type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+        && meta_getters.version == type->tp_version_tag) {
+        return meta_getters.getters;
+    }
+    PyObject *names[3] = {str_shape, str_dtype, str_stop_gradient};
+    PyGetSetDef *found[3];
+    for (int i = 0; i < 3; i++) {
+        found[i] = find_getter(type, names[i]);
+    }
+    /* (the lookups give the type a valid version tag when it can have one) */
+    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return NULL;
+    }
+    meta_getters.type = type;
+    meta_getters.version = type->tp_version_tag;
+    for (int i = 0; i < 3; i++) {
+        meta_getters.getters[i] = found[i];
+    }
+    return meta_getters.getters;
+}
+
+/* x.<name> (new reference), through its getter when known. */
+static PyObject *
+read_meta(PyObject *x, PyGetSetDef **getters, int which, PyObject *name)
+{
+    if (getters != NULL && getters[which] != NULL) {
+        PyGetSetDef *def = getters[which];
+        return def->get(x, def->closure);
+    }
+    return PyObject_GetAttr(x, name);
+}
+
+/* Compare one attribute of `x` with `want` by identity. */
+static int
+attr_is(PyObject *x, PyGetSetDef **getters, int which, PyObject *name, PyObject *want)
+{
+    PyObject *value = read_meta(x, getters, which, name);
+    if (value == NULL) {
+        return -1;
+    }
+    int same = value == want;
+    Py_DECREF(value);
+    return same;
+}
+
+PyDoc_STRVAR(tensor_matches_doc,
+"tensor_matches($module, x, cls, shape, dtype, stop_gradient, /)\n--\n\n"
+"The tensor-meta guard in one call: type(x) is cls and x.stop_gradient is\n"
+"stop_gradient and x.dtype is dtype and x.shape == shape (a list), or x's\n"
+"shape matches the pattern shape (a tuple, -1 for a dimension of any size\n"
+"but 0 and 1). Saves the bytecode of four separate checks per tensor.");
+
+static PyObject *
+m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "tensor_matches expects 5 arguments");
+        return NULL;
+    }
+    PyObject *x = args[0];
+    if ((PyObject *)Py_TYPE(x) != args[1]) {
+        Py_RETURN_FALSE;
+    }
+    PyGetSetDef **getters = meta_getters_for(Py_TYPE(x));
+    int ok = attr_is(x, getters, META_STOP_GRADIENT, str_stop_gradient, args[4]);
+    if (ok > 0) {
+        ok = attr_is(x, getters, META_DTYPE, str_dtype, args[3]);
+    }
+    if (ok > 0) {
+        PyObject *shape = read_meta(x, getters, META_SHAPE, str_shape);
+        if (shape == NULL) {
+            return NULL;
+        }
+        ok = shape_matches(shape, args[2]);
+        Py_DECREF(shape);
+    }
+    if (ok < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef module_methods[] = {
+    {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
     {"reset_cache", (PyCFunction)m_reset_cache, METH_NOARGS, reset_cache_doc},
@@ -975,6 +1151,14 @@ PyInit__eval_frame(void)
     if (skip_sentinel == NULL) {
         skip_sentinel = PyType_GenericAlloc(&SkipType, 0);
         if (skip_sentinel == NULL) {
+            return NULL;
+        }
+    }
+    if (str_shape == NULL) {
+        str_shape = PyUnicode_InternFromString("shape");
+        str_dtype = PyUnicode_InternFromString("dtype");
+        str_stop_gradient = PyUnicode_InternFromString("stop_gradient");
+        if (str_shape == NULL || str_dtype == NULL || str_stop_gradient == NULL) {
             return NULL;
         }
     }

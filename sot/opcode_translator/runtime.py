@@ -5,6 +5,11 @@ import inspect
 import sys
 from typing import Any
 
+import paddle
+
+_full = paddle.full
+_INT64 = paddle.int64
+
 
 def write_back_list(target: list, content: list) -> None:
     """Give ``target`` the content the simulation computed for it, keeping its identity."""
@@ -103,6 +108,11 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
         return fn(*positional, **keywords)
     finally:
         set_callback(previous)
+
+
+def int_tensor(value: int) -> Any:
+    """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
+    return _full([], value, _INT64)
 
 
 def enter_grad_mode(enabled: bool) -> Any:

@@ -1,4 +1,6 @@
-"""Tiny helpers over nested tuples/lists/dicts, the shapes SIR arguments and outputs come in."""
+"""Tiny helpers over nested tuples/lists/dicts, the shapes SIR arguments and outputs come in.
+
+A slice is a node too (its bounds may be symbols: ``x[:, :n]`` with a symbolic ``n``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -10,6 +12,8 @@ def map_structure(fn: Callable[[Any], Any], tree: Any) -> Any:
         return type(tree)(map_structure(fn, item) for item in tree)
     if type(tree) is dict:
         return {key: map_structure(fn, value) for key, value in tree.items()}
+    if type(tree) is slice:
+        return slice(map_structure(fn, tree.start), map_structure(fn, tree.stop), map_structure(fn, tree.step))
     return fn(tree)
 
 
@@ -21,5 +25,7 @@ def leaves(tree: Any) -> Iterator[Any]:
     elif type(tree) is dict:
         for value in tree.values():
             yield from leaves(value)
+    elif type(tree) is slice:
+        yield from leaves((tree.start, tree.stop, tree.step))
     else:
         yield tree

@@ -82,6 +82,9 @@ class _ReplaySource:
         if type(value) is dict:
             items = ", ".join(f"{self.constant(key)}: {self.expression(item)}" for key, item in value.items())
             return "{" + items + "}"
+        if type(value) is slice:  # (its bounds may be symbols: ``x[:, :n]`` with a symbolic ``n``)
+            parts = ", ".join(self.expression(part) for part in (value.start, value.stop, value.step))
+            return f"{self.constant(slice)}({parts})"
         return self.constant(value)
 
     def target(self, pattern: Any) -> str:

@@ -192,6 +192,8 @@ class StatementIR:
                 return (type(value).__name__,) + tuple(freeze(item) for item in value)
             if type(value) is dict:
                 return ("dict",) + tuple(sorted((k, freeze(v)) for k, v in value.items()))
+            if type(value) is slice:  # (unhashable before 3.12)
+                return ("slice", freeze(value.start), freeze(value.stop), freeze(value.step))
             try:
                 hash(value)
             except TypeError:

@@ -5,6 +5,9 @@ dimension that differs (and is not 0 or 1, which stay specialised) is remembered
 (identified by its path, e.g. ``x`` or ``self.w``). The next translation then gives it ``-1`` in the meta
 and in the program's input spec, so later values hit the same entry. Reading such a dimension as a Python
 value (``x.shape[0]``) pins it again for that entry (a guard on its value).
+
+Python int inputs are treated the same way: one seen with a second value (neither being 0 or 1) becomes a
+symbolic int at the next translation (variables/symbolic_int.py).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import paddle
 from ...config import config
 
 _dynamic: dict[tuple[types.CodeType, str], frozenset[int]] = {}
+_dynamic_ints: set[tuple[types.CodeType, str]] = set()
 
 
 def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
@@ -28,6 +32,7 @@ def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, clo
     """Mark the dimensions in which the new call's inputs differ from what existing entries were made for."""
     if not config.dynamic_shape:
         return
+    learn_ints_from_miss(code, guards, globals_, closure, args)
     for guard in guards:
         for path, expr, shape in getattr(guard, "shape_checks", ()):
             try:
@@ -41,6 +46,24 @@ def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, clo
             if changed:
                 key = (code, path)
                 _dynamic[key] = _dynamic.get(key, frozenset()) | frozenset(changed)
+
+
+def is_dynamic_int(code: types.CodeType, path: str) -> bool:
+    """Whether the int input at ``path`` was seen with a second value: then it is a symbolic int."""
+    return config.dynamic_shape and (code, path) in _dynamic_ints
+
+
+def learn_ints_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
+                         args: tuple) -> None:
+    """Mark the int inputs whose value differs from what an existing entry was made for (0 and 1 aside)."""
+    for guard in guards:
+        for path, expr, old in getattr(guard, "int_checks", ()):
+            try:
+                new = guard.evaluate(expr, globals_, closure, args)
+            except Exception:
+                continue
+            if type(new) is int and new != old and old not in (0, 1) and new not in (0, 1):
+                _dynamic_ints.add((code, path))
 
 
 def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
@@ -59,3 +82,4 @@ def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
 def forget() -> None:
     """``sot.reset()``."""
     _dynamic.clear()
+    _dynamic_ints.clear()

@@ -20,6 +20,8 @@ from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, Tracker
 from .variables.base import VariableBase
 from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
+from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
+                                     contains_symbolic, pin_all, pin_direct)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
 
 
@@ -88,13 +90,18 @@ def _rejects_mixed_float_dtypes(kind: str, call: Callable[..., Any], args: tuple
     return kind in ("api", "method") and _mixes_float_dtypes((args, kwargs)) and _fails_eagerly(call, args, kwargs)
 
 
+_global_var = paddle.base.framework.global_var
+_has_grad = paddle.base.core._has_grad
+_amp_attrs = paddle.base.core._get_amp_attrs()  # one process-wide object, shared with the tracer
+
+
 def autograd_state() -> tuple:
     """What the tracer decides about every op: (grad enabled, AMP level, AMP dtype), as raw values so the
-    per-call guard compares one tuple."""
-    tracer = paddle.base.framework.global_var._dygraph_tracer_
-    if tracer is None:
+    per-call guard compares one tuple. Read the cheapest way (this runs on every cache hit): the grad flag
+    through ``core._has_grad()``, the AMP level as its int (comparing Paddle's enum objects costs ~0.3 us)."""
+    if _global_var._dygraph_tracer_ is None:
         return (False, None, None)
-    return (tracer._has_grad, tracer._amp_level, tracer._amp_dtype)
+    return (_has_grad(), _amp_attrs._amp_level.value, _amp_attrs._amp_dtype)
 
 
 def _reference(target: Any) -> Callable[[], Any]:
@@ -120,6 +127,8 @@ def repr_free(tree: Any) -> Any:
         return (type(tree).__name__,) + tuple(repr_free(item) for item in tree)
     if type(tree) is dict:
         return ("dict",) + tuple(sorted((k, repr_free(v)) for k, v in tree.items()))
+    if type(tree) is slice:
+        return ("slice", repr_free(tree.start), repr_free(tree.stop), repr_free(tree.step))
     return (type(tree), tree)
 
 
@@ -166,6 +175,7 @@ class FunctionGraph:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
+        self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
         # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
@@ -208,6 +218,8 @@ class FunctionGraph:
                 builder.add(template.format(builder.expr_of(var)))
         for tensor, dim, size in self._pins:
             builder.add(f"{builder.expr_of(tensor)}.shape[{dim}] == {size}")
+        for render, template in self._symbolic_guards:
+            builder.add(template.format(render(builder)))
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
@@ -245,6 +257,15 @@ class FunctionGraph:
         self.add_guard(var)
         self._expr_guards.append((var, template))
 
+    def add_symbolic_guard(self, render: Callable[[GuardBuilder], str], template: str,
+                           *symbolic: SymbolicIntVariable) -> None:
+        """A decision on symbolic ints (``n > 3``): ``render`` writes the expression over the inputs,
+        ``template`` the check around it (``{}`` or ``not {}``). The inputs it reads are guarded too."""
+        for var in symbolic:
+            for source, _ in var.sources:
+                self.add_guard(source)
+        self._symbolic_guards.append((render, template))
+
     def pin_dimension(self, tensor: VariableBase, dim: int) -> None:
         """A dynamic dimension of an input was used as a Python value: guard its value for this entry."""
         self._pins.append((tensor, dim, tensor.value.shape[dim]))
@@ -257,9 +278,10 @@ class FunctionGraph:
 
     # -- recording ---------------------------------------------------------------------------------------
     def _to_sir_arg(self, var: VariableBase) -> Any:
-        tensor = getattr(var, "tensor", None)
-        if isinstance(tensor, TensorVariable) and type(var).__name__ == "SymbolicIntVariable":
-            var = tensor  # a symbolic int is passed as its 0-D tensor (Paddle takes those in shapes)
+        if isinstance(var, SymbolicIntVariable):
+            var = var.tensor  # a symbolic int is passed as its 0-D tensor (Paddle takes those in shapes)
+        if isinstance(var, SymbolicSliceVariable):
+            return slice(*(self._to_sir_arg(part) for part in var.parts))
         if isinstance(var, TensorVariable):
             if var.tracker.is_traceable() and var.symbol not in self.inputs:
                 self.add_guard(var)
@@ -280,14 +302,27 @@ class FunctionGraph:
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
         op_amp = self._op_amp()
-        sir_args = tuple(self._to_sir_arg(a) for a in args)
-        sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
-        def meta_of(leaf: Any) -> Any:
-            return self.metas[leaf] if isinstance(leaf, Symbol) else leaf
-
-        meta_args = map_structure(meta_of, sir_args)
-        meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
-        out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs, op_amp)
+        symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
+        if symbolic and kind not in ("api", "method"):
+            # A layer's own code would see a 0-D tensor where the user passed an int: pass the int.
+            args, kwargs, symbolic = pin_all(list(args)), pin_all(dict(kwargs)), False
+        elif symbolic and target not in TAKES_SCALAR_TENSORS:
+            args, kwargs = pin_direct(list(args), dict(kwargs))
+            symbolic = contains_symbolic(args) or contains_symbolic(kwargs)
+        n_inputs = len(self.inputs)
+        try:
+            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
+                                                                             op_amp)
+        except FallbackError:
+            if not symbolic:
+                raise
+            # The API does not take a tensor where the int goes (a failure on zeros of its meta is no proof
+            # of a user error either): pass the int; a real error shows again.
+            if len(self.inputs) > n_inputs:
+                self.inputs = dict(list(self.inputs.items())[:n_inputs])
+            args, kwargs = pin_all(list(args)), pin_all(dict(kwargs))
+            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
+                                                                             op_amp)
         if not self.grad_mode:  # under no_grad eager outputs never require gradients
             out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
@@ -297,6 +332,19 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
+                           kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:
+        sir_args = tuple(self._to_sir_arg(a) for a in args)
+        sir_kwargs = {k: self._to_sir_arg(v) for k, v in kwargs.items()}
+
+        def meta_of(leaf: Any) -> Any:
+            return self.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+        meta_args = map_structure(meta_of, sir_args)
+        meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
+        out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs, amp)
+        return sir_args, sir_kwargs, out_meta, weight
 
     def _op_amp(self) -> AmpState:
         """The AMP state the next statement's ops are built under (off where eager would not cast)."""

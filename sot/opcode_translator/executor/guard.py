@@ -53,7 +53,7 @@ class GuardBuilder:
         self.arg_names = argument_names(code)
         self._params = {name: f"__a{i}" for i, name in enumerate(self.arg_names)}
         self.namespace: dict[str, Any] = {}
-        self._const_names: dict[int, str] = {}
+        self._const_names: dict[Any, str] = {}  # id(value), or a key of a made constant
         self.exprs: list[str] = []  # checks, and ``name := path`` bindings
         self._bindings: dict[str, str] = {}
         self._bound_names: dict[int, str] = {}
@@ -61,6 +61,8 @@ class GuardBuilder:
         # (input path, expression, shape) of every tensor shape guard: compared with a missing call's
         # inputs to find dimensions that vary (dynamic_shape.py).
         self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
+        # (input path, expression, value) of every int value guard: the same, for ints that vary.
+        self.int_checks: list[tuple[str, str, int]] = []
         self._seen: set[str] = set()
 
     # -- naming -----------------------------------------------------------------------------------------
@@ -76,8 +78,22 @@ class GuardBuilder:
             self._const_names[id(value)] = name
         return name
 
+    def constant_list(self, items: tuple) -> str:
+        """A list constant (e.g. a shape ``Tensor.shape`` is compared with), made once, not per call."""
+        key = ("list", tuple(items))
+        name = self._const_names.get(key)  # type: ignore[call-overload]
+        if name is None:
+            name = self.constant(list(items))
+            self._const_names[key] = name  # type: ignore[index]
+        return name
+
     def identity(self, expr: str, value: Any) -> str:
-        """``expr is value``, holding ``value`` by weak reference when it allows one."""
+        """``expr is value``, holding ``value`` by weak reference when it allows one. Modules and builtin
+        functions are held strongly (they live as long as the interpreter anyway): a plain ``is`` saves the
+        weak reference's call on every check."""
+        if isinstance(value, types.ModuleType) or (isinstance(value, types.BuiltinFunctionType) and isinstance(
+                getattr(value, "__self__", None), (types.ModuleType, type(None)))):  # (not a bound method)
+            return f"{expr} is {self.constant(value)}"
         try:
             ref = weakref.ref(value)
         except TypeError:
@@ -137,30 +153,64 @@ class GuardBuilder:
         return Guard(self)
 
 
+class CombinedCheck(str):
+    """A check the guard function runs as one fast expression (the string itself, e.g. one C call) that
+    stands for several plain ones (``parts``), which explain a miss and read well."""
+
+    parts: tuple[str, ...]
+
+    def __new__(cls, fast: str, parts: list[str]) -> "CombinedCheck":
+        check = super().__new__(cls, fast)
+        check.parts = tuple(parts)
+        return check
+
+
+def _is_binding(expr: str) -> bool:
+    return expr.startswith("__v") and " := " in expr
+
+
+_ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d+ is (None|True|False|Ellipsis)"
+                             r"|__a\d+ not in \(0, 1\))$")
+
+
+def _guard_source(params: str, exprs: list[str]) -> str:
+    """One function returning one ``and`` chain: the cheapest short-circuiting form CPython has (no
+    statement or jump per check beyond the chain's own). A binding ``__vN := path`` becomes the always true
+    term ``(__vN := path) is __vN``, so a falsy value (0, an empty list) cannot end the chain."""
+    # Argument type and value checks first: the cheapest, and the ones that tell apart the entries of one
+    # code object (``mode == 'm3'``), so a scan past failing entries stops early in each. They read only
+    # parameters and constants, so they can move ahead of the bindings.
+    early = [e for e in exprs if _ARGUMENT_CHECK.match(e)]
+    exprs = early + [e for e in exprs if not _ARGUMENT_CHECK.match(e)]
+    terms = []
+    for expr in exprs:
+        if _is_binding(expr):
+            name, path = expr.split(" := ", 1)
+            terms.append(f"({name} := {path}) is {name}")
+        else:
+            terms.append(f"({expr})")
+    body = "\n        and ".join(terms) if terms else "True"
+    # (the hook takes the result's truth value, as ``if`` would)
+    return f"def __sot_guard({params}):\n    return (\n        {body}\n    )\n"
+
+
 class Guard:
     """The compiled check of one cache entry, plus what is needed to explain a miss."""
 
     def __init__(self, builder: GuardBuilder) -> None:
         params = ", ".join([builder.GLOBALS, builder.CLOSURE, *builder._params.values()])
-        lines = [f"def __sot_guard({params}):"]
-        for expr in builder.exprs:
-            if " := " in expr and expr.startswith("__v"):
-                name, path = expr.split(" := ", 1)
-                lines.append(f"    {name} = {path}")
-            else:
-                lines.append(f"    if not ({expr}): return False")
-        lines.append("    return True")
-        source = "\n".join(lines) + "\n"
+        self.source = _guard_source(params, builder.exprs)
         namespace = dict(builder.namespace)
-        exec(compile(source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
+        exec(compile(self.source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
         self.check: Callable[..., bool] = namespace["__sot_guard"]
-        self.source = source
-        checks = [e for e in builder.exprs if not (" := " in e and e.startswith("__v"))]
+        checks = [part for e in builder.exprs if not _is_binding(e)
+                  for part in (e.parts if isinstance(e, CombinedCheck) else (e,))]
         self.exprs = [builder.expand(e) for e in checks]  # self-contained, for explaining a miss
         self.readable = [builder.readable(e) for e in checks]
         self._params = params
         self._namespace = builder.namespace
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
+        self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
 
     def evaluate(self, expr: str, globals_: dict, closure: Any, args: tuple) -> Any:
         """The value of one guard expression (e.g. a tensor's path) for a new call."""

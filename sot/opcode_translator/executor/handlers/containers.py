@@ -8,6 +8,7 @@ from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
 from ..variables.container import DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable
+from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable
 
 
 @handles("BUILD_TUPLE")
@@ -84,6 +85,10 @@ def build_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     for part in parts:
         if not isinstance(part, ConstantVariable):
             raise FallbackError("slice bounds that are not Python constants are not supported yet")
+    if any(isinstance(part, SymbolicIntVariable) for part in parts):
+        executor.push(SymbolicSliceVariable(parts, executor.graph))
+        return
+    for part in parts:
         executor.graph.add_guard(part)
     value = slice(*(part.value for part in parts))
     executor.push(ConstantVariable(value, executor.graph, DummyTracker(tuple(parts))))

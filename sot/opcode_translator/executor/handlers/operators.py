@@ -72,7 +72,7 @@ def legacy_binary_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 def to_bool(executor: OpcodeExecutor, value: VariableBase) -> VariableBase:
     """``bool(value)`` as a Python decision (guarded); a tensor's truth needs a graph break."""
-    if isinstance(value, ConstantVariable) and type(value.value) is bool:
+    if type(value) is ConstantVariable and type(value.value) is bool:  # (a symbolic int's value would pin it)
         return value
     truth = value.bool()
     executor.graph.add_guard(value)

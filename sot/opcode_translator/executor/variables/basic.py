@@ -40,6 +40,8 @@ class ConstantVariable(VariableBase):
             return [f"{expr} is {self.value!r}"]
         if type(self.value) is float and self.value != self.value:  # NaN never equals itself
             return [f"type({expr}) is float", f"{expr} != {expr}"]
+        if type(self.value) is int:  # compared with a missing call's inputs to find ints that vary
+            builder.int_checks.append((self.tracker.describe(), expr, self.value))
         return [f"type({expr}) is {builder.constant(type(self.value))}",
                 f"{expr} == {builder.constant(self.value)}"]
 
@@ -234,22 +236,28 @@ class TensorVariable(VariableBase):
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         from ..dynamic_shape import shape_matches
 
+        from ....eval_frame_ext import tensor_matches
+        from ..guard import CombinedCheck
+
         meta = self.meta
         builder.shape_checks.append((self.tracker.describe(), expr, tuple(meta.shape)))
+        cls = builder.constant(self.get_py_type())
+        dtype = builder.constant(meta.dtype)
         if -1 in meta.shape:
-            shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {tuple(meta.shape)!r})"
+            shape = builder.constant(tuple(meta.shape))  # a pattern: -1 is a dynamic dimension
+            shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {shape})"
         else:
-            shape_guard = f"{expr}.shape == {list(meta.shape)!r}"
+            shape = builder.constant_list(meta.shape)
+            shape_guard = f"{expr}.shape == {shape}"
+        # Checked in one C call (the hot path); explained as the four checks it stands for.
+        meta_check = CombinedCheck(
+            f"{builder.constant(tensor_matches)}({expr}, {cls}, {shape}, {dtype}, {meta.stop_gradient!r})",
+            [f"type({expr}) is {cls}", shape_guard, f"{expr}.dtype is {dtype}",
+             f"{expr}.stop_gradient is {meta.stop_gradient!r}"])
         place = []
         if _SEVERAL_DEVICES and self.value is not None:  # on a CPU-only build every tensor is on the CPU
             place = [f"{expr}.place._equals({builder.constant(self.value.place)})"]
-        return [
-            f"type({expr}) is {builder.constant(self.get_py_type())}",
-            *place,
-            shape_guard,
-            f"{expr}.dtype is {builder.constant(meta.dtype)}",
-            f"{expr}.stop_gradient is {meta.stop_gradient!r}",
-        ]
+        return [meta_check, *place]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         codegen.load_graph_output(self.symbol)
@@ -369,6 +377,13 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
 
 @VariableFactory.register(90)
 def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) is int and value not in (0, 1) and -2 ** 63 <= value < 2 ** 63 and tracker.is_traceable():
+        from ..dynamic_shape import is_dynamic_int
+
+        if is_dynamic_int(graph.frame.code, tracker.describe()):
+            from .symbolic_int import int_input
+
+            return int_input(value, graph, tracker)
     if type(value) in CONSTANT_TYPES or isinstance(value, np.generic):
         return ConstantVariable(value, graph, tracker)
     return None

@@ -205,7 +205,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     ``api`` statement calling the operator."""
     from .container import container_operator
     from .dunder import dunder_operator
-    from .symbolic_int import symbolic_arithmetic
+    from .symbolic_int import symbolic_arithmetic, tensor_operand
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -222,6 +222,9 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     folded = constant_fold(fn, graph, operands, {})
     if folded is not None:
         return folded
+    tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
+    if tensor is not None:  # a symbolic int operand computes in the tensor's dtype, as a Python int would
+        operands = [tensor_operand(tensor, o) for o in operands]
     return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
 
 

@@ -609,8 +609,10 @@ def _extend_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | Non
 def _repeat(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
     if not _is_plain(lhs, ListVariable, TupleVariable):
         lhs, rhs = rhs, lhs  # ``3 * seq``
+    if not _is_plain(lhs, ListVariable, TupleVariable):
+        return None  # (before reading the count: reading a symbolic int's value pins it)
     count = _repeat_count(rhs)
-    if not _is_plain(lhs, ListVariable, TupleVariable) or count is None:
+    if count is None:
         return None
     return type(lhs)(lhs.unpack() * count, lhs.graph, DummyTracker((lhs, rhs)))
 

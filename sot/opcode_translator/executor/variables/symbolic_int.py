@@ -1,10 +1,21 @@
-"""Symbolic ints: the value of a dynamic dimension, known only when the program runs.
+"""Symbolic ints: an int known only when the program runs (a dynamic dimension, or a varying int input).
 
-``B, T, C = x.shape`` on an input whose ``T`` varies gives ``T`` as a `SymbolicIntVariable`: a 0-D int
-tensor of the graph (``paddle.shape(x)[1]``). Arithmetic with ints stays in the graph, and it can be
-passed where Paddle takes a shape (``x.reshape([B * T, C])``), so one translation serves every length.
-Using it as a Python value (a branch, ``range(T)``, a slice bound) pins it: the value of the call being
-translated is used and guarded; when that value is not known (a computed tensor) the graph breaks there.
+Two sources:
+
+* ``B, T, C = x.shape`` on an input whose ``T`` varies gives ``T`` as a 0-D int tensor of the graph
+  (``paddle.shape(x)[1]``);
+* a Python int input (an argument, an attribute, a global) that was seen with a second value (not 0 or 1)
+  becomes a program input: the generated code hands it to the program as a 0-D int64 tensor.
+
+Arithmetic with ints stays in the graph, and the value can be passed where Paddle takes a shape
+(``x.reshape([B * T, C])``, ``x[:, :n]``) or used as a tensor operand (``x * n``), so one translation serves
+every value. A comparison or a truth test of it (``if n > 3``) is decided with this call's value and
+guarded by the same expression over the inputs (``n > 3``), not by the value. Any other use as a Python
+value (``range(n)``, a list index, a call of a layer) pins it: this call's value is used and guarded. When
+the value is not known (derived from a computed tensor) the graph breaks there instead.
+
+A symbolic int is a `ConstantVariable` whose ``value`` pins it when read: code that needs a concrete int
+gets one (and a value guard), so only the paths written for symbolic ints keep it symbolic.
 """
 from __future__ import annotations
 
@@ -14,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 
 from ....errors import BreakGraphError
-from ..tracker import DummyTracker
+from ....symbolic.sir import MetaInfo
+from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
 
@@ -23,19 +35,46 @@ if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
     from ..guard import GuardBuilder
 
-ARITHMETIC = (operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
-              operator.iadd, operator.isub, operator.imul, operator.ifloordiv)
+# Operators kept in the graph between symbolic ints and ints, with their spelling in guard expressions.
+ARITHMETIC: dict[Callable[..., Any], str] = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//", operator.mod: "%",
+    operator.iadd: "+", operator.isub: "-", operator.imul: "*", operator.ifloordiv: "//", operator.imod: "%",
+}
+# Decided at translation time and guarded by the same comparison over the inputs.
+COMPARISONS: dict[Callable[..., Any], str] = {
+    operator.lt: "<", operator.le: "<=", operator.eq: "==", operator.ne: "!=", operator.gt: ">",
+    operator.ge: ">=",
+}
+# Tensor dtypes a Python int operand is converted to by eager Paddle (``x * 3`` computes in x's dtype); a
+# symbolic int operand is cast to the same dtype so the result's dtype and values match.
+_CASTABLE_DTYPES = {paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64, paddle.int8, paddle.uint8,
+                    paddle.int16, paddle.int32, paddle.int64}
 
 
-class SymbolicIntVariable(VariableBase):
-    """An int computed in the graph. ``known`` is its value for the call being translated, when derivable
-    from the inputs; ``sources`` are the (input tensor, dimension) pairs it depends on (pinned together)."""
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 
-    def __init__(self, tensor: TensorVariable, known: int | None, sources: tuple, graph: "FunctionGraph") -> None:
-        super().__init__(graph, DummyTracker((tensor,)))
+
+class SymbolicIntVariable(ConstantVariable):
+    """An int computed in the graph.
+
+    ``tensor`` is its 0-D int tensor in the graph; ``known`` its value for the call being translated, when
+    derivable from the inputs; ``sources`` what pinning it must guard: ``(input tensor, dim)`` pairs and
+    ``(int input, None)``; ``form`` how to re-compute it from the inputs in a guard expression (None when it
+    cannot be): ``("input",)``, ``("dim", tensor, dim)`` or ``("op", symbol, operands)``.
+    """
+
+    def __init__(self, tensor: TensorVariable, known: int | None, sources: tuple, graph: "FunctionGraph",
+                 form: tuple | None, tracker: Tracker | None = None) -> None:
+        VariableBase.__init__(self, graph, tracker if tracker is not None else DummyTracker((tensor,)))
         self.tensor = tensor
         self.known = known
         self.sources = sources
+        self.form = form
+
+    @property
+    def value(self) -> int:  # type: ignore[override]
+        """Read as a plain constant: pinned."""
+        return self.get_py_value()
 
     def children(self) -> list[VariableBase]:
         return [self.tensor]
@@ -44,17 +83,42 @@ class SymbolicIntVariable(VariableBase):
         """Pin: this call's value becomes part of the entry's guards."""
         if self.known is None:
             raise BreakGraphError("a dynamic dimension of a computed tensor is used as a Python value")
-        for tensor, dim in self.sources:
-            self.graph.pin_dimension(tensor, dim)
+        for source, dim in self.sources:
+            if dim is None:
+                self.graph.add_expr_guard(source, f"{{}} == {source.known!r}")
+            else:
+                self.graph.pin_dimension(source, dim)
         return self.known
 
     def get_py_type(self) -> type:
         return int
 
     def bool(self) -> bool:
-        return bool(self.get_py_value())
+        """``if n:``: decided by this call's value, guarded by the truth of the same expression."""
+        if self.known is None or self.form is None:
+            return bool(self.get_py_value())
+        truth = bool(self.known)
+        self.graph.add_symbolic_guard(self.render, "{}" if truth else "not {}", self)
+        return truth
+
+    def render(self, builder: "GuardBuilder") -> str:
+        """A Python expression over the guard's parameters that computes this int at the next call."""
+        assert self.form is not None
+        kind = self.form[0]
+        if kind == "input":
+            return builder.expr_of(self)
+        if kind == "dim":
+            _, tensor, dim = self.form
+            return f"{builder.expr_of(tensor)}.shape[{dim}]"
+        _, symbol, operands = self.form
+        parts = [o.render(builder) if isinstance(o, SymbolicIntVariable) else repr(o.value) for o in operands]
+        return f"({parts[0]} {symbol} {parts[1]})"
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        if self.form is not None and self.form[0] == "input":
+            # Valid for any int but 0 and 1, which stay specialised (as dimensions do), that fits the int64
+            # tensor the program gets; uses of the value added their own guards (pins, branch conditions).
+            return [f"type({expr}) is int", f"{expr} not in (0, 1)", f"{INT64_MIN} <= {expr} <= {INT64_MAX}"]
         return []
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
@@ -62,6 +126,41 @@ class SymbolicIntVariable(VariableBase):
 
     def __repr__(self) -> str:
         return f"SymbolicIntVariable({self.tensor.symbol.name}, known={self.known})"
+
+
+class IntInputTensorTracker(Tracker):
+    """The 0-D int64 tensor the generated code makes from an int input, to feed it to the program."""
+
+    def __init__(self, source: SymbolicIntVariable) -> None:
+        self.inputs = (source,)
+        self.source = source
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return builder.expr_of(self.source)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        from ...runtime import int_tensor
+
+        codegen.call_helper(int_tensor, [self.source])
+
+    def describe(self) -> str:
+        return f"int_tensor({self.source.tracker.describe()})"
+
+
+class IntInputTensorVariable(TensorVariable):
+    """The program input standing for an int input; the int's own guards cover it."""
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []
+
+
+def int_input(value: int, graph: "FunctionGraph", tracker: Tracker) -> SymbolicIntVariable:
+    """A symbolic int for an int input read from the frame (``tracker`` leads back to it)."""
+    var = SymbolicIntVariable.__new__(SymbolicIntVariable)
+    meta = MetaInfo((), paddle.int64, True)
+    tensor = IntInputTensorVariable(meta, graph, IntInputTensorTracker(var))
+    SymbolicIntVariable.__init__(var, tensor, value, ((var, None),), graph, ("input",), tracker)
+    return var
 
 
 def dimension(tensor: TensorVariable, dim: int) -> VariableBase:
@@ -73,25 +172,167 @@ def dimension(tensor: TensorVariable, dim: int) -> VariableBase:
     shape = graph.call_tensor_op("api", "paddle.shape", paddle.shape, [tensor], {})
     value = graph.call_tensor_op("api", "operator.getitem", operator.getitem,
                                  [shape, ConstantVariable(dim, graph, DummyTracker())], {})
-    known = tensor.value.shape[dim] if tensor.value is not None else None
-    sources = ((tensor, dim),) if tensor.value is not None else ()
-    return SymbolicIntVariable(value, known, sources, graph)
+    if tensor.value is None:
+        return SymbolicIntVariable(value, None, (), graph, None)
+    return SymbolicIntVariable(value, tensor.value.shape[dim], ((tensor, dim),), graph, ("dim", tensor, dim))
+
+
+def _is_int_constant(var: VariableBase) -> bool:
+    return type(var) is ConstantVariable and type(var.value) is int
+
+
+def _symbolic_operands(operands: list[VariableBase]) -> bool:
+    """At least one symbolic int, the rest symbolic ints or plain int constants."""
+    return (any(isinstance(o, SymbolicIntVariable) for o in operands)
+            and all(isinstance(o, SymbolicIntVariable) or _is_int_constant(o) for o in operands))
 
 
 def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
-    """``fn(*operands)`` kept in the graph when a symbolic int meets ints; None when it does not apply."""
-    if fn not in ARITHMETIC or not any(isinstance(o, SymbolicIntVariable) for o in operands):
+    """``fn(*operands)`` kept symbolic when a symbolic int meets ints; None when it does not apply."""
+    if fn is operator.neg and len(operands) == 1 and isinstance(operands[0], SymbolicIntVariable):
+        operands = [ConstantVariable(0, operands[0].graph, DummyTracker()), operands[0]]
+        fn = operator.sub
+    if len(operands) != 2 or not _symbolic_operands(operands):
         return None
-    if not all(isinstance(o, SymbolicIntVariable) or (isinstance(o, ConstantVariable) and type(o.value) is int)
-               for o in operands):
+    if fn in COMPARISONS:
+        return _symbolic_comparison(fn, operands)
+    if fn not in ARITHMETIC:
         return None
     graph = operands[0].graph
     parts = [o.tensor if isinstance(o, SymbolicIntVariable) else o for o in operands]
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, parts, {})
-    knowns = [o.known if isinstance(o, SymbolicIntVariable) else o.value for o in operands]
+    if fn in (operator.floordiv, operator.ifloordiv):
+        # Eager Paddle gives a 0-D tensor // a Python int the shape [1] (a static program keeps []): make
+        # it 0-D again, or reading it back as an int fails.
+        result = graph.call_tensor_op("api", "paddle.reshape", paddle.reshape,
+                                      [result, ConstantVariable([], graph, DummyTracker())], {})
     for o in operands:
-        if isinstance(o, ConstantVariable):
+        if not isinstance(o, SymbolicIntVariable):
             graph.add_guard(o)
+    knowns = [o.known if isinstance(o, SymbolicIntVariable) else o.value for o in operands]
     known = fn(*knowns) if None not in knowns else None
     sources = tuple(s for o in operands if isinstance(o, SymbolicIntVariable) for s in o.sources)
-    return SymbolicIntVariable(result, known, sources, graph)
+    renderable = all(o.form is not None for o in operands if isinstance(o, SymbolicIntVariable))
+    form = ("op", ARITHMETIC[fn], tuple(operands)) if renderable and known is not None else None
+    return SymbolicIntVariable(result, known, sources, graph, form)
+
+
+def _symbolic_comparison(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``n > 3``: this call's answer, guarded by the comparison itself (not by ``n``'s value)."""
+    symbolic = [o for o in operands if isinstance(o, SymbolicIntVariable)]
+    if any(o.known is None or o.form is None for o in symbolic):
+        return None  # constant folding pins (or breaks the graph)
+    graph = operands[0].graph
+    for o in operands:
+        if not isinstance(o, SymbolicIntVariable):
+            graph.add_guard(o)
+    knowns = [o.known if isinstance(o, SymbolicIntVariable) else o.value for o in operands]
+    answer = bool(fn(*knowns))
+    symbol = COMPARISONS[fn]
+
+    def render(builder: "GuardBuilder") -> str:
+        parts = [o.render(builder) if isinstance(o, SymbolicIntVariable) else repr(o.value) for o in operands]
+        return f"({parts[0]} {symbol} {parts[1]})"
+
+    graph.add_symbolic_guard(render, "{}" if answer else "not {}", *symbolic)
+    return ConstantVariable(answer, graph, DummyTracker(tuple(operands)))
+
+
+def tensor_operand(tensor: TensorVariable, other: VariableBase) -> VariableBase:
+    """``other`` as the operand of an operator with ``tensor``: a symbolic int becomes its 0-D tensor cast
+    to the tensor's dtype, which is what eager Paddle does with a Python int (``x * 3`` stays in x's dtype,
+    ``int32 // 3`` stays int32); for other dtypes (bool, complex) it is pinned to a Python int."""
+    if not isinstance(other, SymbolicIntVariable):
+        return other
+    graph = tensor.graph
+    if tensor.meta.dtype not in _CASTABLE_DTYPES:  # (an unknown value breaks the graph here)
+        return ConstantVariable(other.get_py_value(), graph, DummyTracker((other,)))
+    from .basic import ObjectVariable
+
+    dtype = ObjectVariable(tensor.meta.dtype, graph, DummyTracker())
+    return graph.call_tensor_op("api", "paddle.cast", paddle.cast, [other.tensor, dtype], {})
+
+
+class SymbolicSliceVariable(ConstantVariable):
+    """``start:stop:step`` with a symbolic bound: passed to the program as a slice of its tensors
+    (``x[:, :n]``); read as a Python slice (a list's ``items[:n]``) it pins the bounds."""
+
+    def __init__(self, parts: list[VariableBase], graph: "FunctionGraph") -> None:
+        VariableBase.__init__(self, graph, DummyTracker(tuple(parts)))
+        self.parts = parts
+
+    @property
+    def value(self) -> slice:  # type: ignore[override]
+        return self.get_py_value()
+
+    def get_py_value(self) -> Any:
+        return slice(*(part.get_py_value() for part in self.parts))
+
+    def get_py_type(self) -> type:
+        return slice
+
+    def bool(self) -> bool:
+        return True
+
+    def children(self) -> list[VariableBase]:
+        return list(self.parts)
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        for part in self.parts:
+            codegen.reconstruct(part)
+        codegen.build("BUILD_SLICE", len(self.parts))
+
+    def __repr__(self) -> str:
+        return f"SymbolicSliceVariable({self.parts!r})"
+
+
+# Calls that take a 0-D int tensor where the user passed an int, with the same meaning. Anywhere else a
+# symbolic int passed directly as an argument is pinned: a tensor can mean something else there
+# (``repeat_interleave(x, n)`` takes a tensor as per-element repeats). Inside a list or tuple (a shape:
+# ``reshape([n, -1])``, ``full([n], v)``) and as a slice bound it stays symbolic.
+TAKES_SCALAR_TENSORS: set[Any] = {operator.getitem, paddle.full, paddle.full_like, paddle.arange,
+                                  paddle.to_tensor, paddle.linspace}
+
+
+def pin_direct(args: list[VariableBase], kwargs: dict[str, VariableBase]) -> tuple[list, dict]:
+    """``args``/``kwargs`` with the symbolic ints passed directly (not inside a shape) pinned."""
+    def pin(var: VariableBase) -> VariableBase:
+        return pin_all(var) if isinstance(var, SymbolicIntVariable) else var
+
+    return [pin(a) for a in args], {k: pin(v) for k, v in kwargs.items()}
+
+
+def pin_all(tree: Any) -> Any:
+    """``tree`` (a variable, or a list/tuple/dict of them) with every symbolic int in it pinned."""
+    from .container import DictVariable, SequenceVariable
+
+    if isinstance(tree, (SymbolicIntVariable, SymbolicSliceVariable)):
+        return ConstantVariable(tree.get_py_value(), tree.graph, DummyTracker((tree,)))
+    if isinstance(tree, list):
+        return [pin_all(item) for item in tree]
+    if isinstance(tree, dict):
+        return {key: pin_all(item) for key, item in tree.items()}
+    if isinstance(tree, SequenceVariable) and contains_symbolic(tree):
+        return type(tree)(pin_all(list(tree.items)), tree.graph, DummyTracker((tree,)))
+    if isinstance(tree, DictVariable) and contains_symbolic(tree):
+        return DictVariable(pin_all(dict(tree.items)), tree.graph, DummyTracker((tree,)))
+    return tree
+
+
+def contains_symbolic(tree: Any) -> bool:
+    from .container import DictVariable, SequenceVariable
+
+    if isinstance(tree, (SymbolicIntVariable, SymbolicSliceVariable)):
+        return True
+    if isinstance(tree, (list, tuple)):
+        return any(contains_symbolic(item) for item in tree)
+    if isinstance(tree, dict):
+        return any(contains_symbolic(item) for item in tree.values())
+    if isinstance(tree, SequenceVariable):
+        return any(contains_symbolic(item) for item in tree.items)
+    if isinstance(tree, DictVariable):
+        return any(contains_symbolic(item) for item in tree.items.values())
+    return False
