@@ -68,6 +68,18 @@ def _cache_limit_reached(code: types.CodeType, frame: FrameInfo, guards: list[An
     return True
 
 
+_COMPREHENSION_BODIES = ("<listcomp>", "<dictcomp>", "<setcomp>")
+
+
+def _is_comprehension_body(code: types.CodeType) -> bool:
+    """A list/dict/set comprehension's own function (Python 3.10/3.11; inlined in its parent from 3.12).
+
+    A translated parent inlines it; a call reaching the hook comes from a parent running natively (graph
+    too small, fallback) and passes a live iterator (``.0``) that simulation cannot step without consuming
+    it: such a body runs natively, it is not a fallback of its own."""
+    return code.co_name in _COMPREHENSION_BODIES and code.co_argcount == 1 and code.co_varnames[0] == ".0"
+
+
 def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None,
                    args: tuple) -> Any:
     """Called by the hook for a frame whose cached entries all failed their guards (or none exist)."""
@@ -85,7 +97,7 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
 
 
 def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None, args: tuple) -> Any:
-    if should_skip(code, globals_):
+    if should_skip(code, globals_) or _is_comprehension_body(code):
         return SKIP
     frame = FrameInfo(code, globals_, builtins_, closure, args)
     guards = [entry[0].guard for entry in cache_entries(code) if hasattr(entry[0], "guard")]

@@ -425,8 +425,8 @@ def test_functools_reduce_with_a_lambda(compile_all):
 
 
 def test_comprehension_in_a_frame_that_falls_back(compile_all):
-    """Unexpected second fallback: when a frame falls back, its list comprehension (a separate code object on
-    3.11) is translated alone and falls back too ("stepping ObjectVariable(list_iterator .0) is not supported
+    """Fixed (kept as a regression test); was an unexpected second fallback: when a frame falls back, its list
+    comprehension (a separate code object on 3.11) was translated alone and fell back too ("stepping ObjectVariable(list_iterator .0) is not supported
     (only iterators made during simulation)")."""
     from sot import psdb
 

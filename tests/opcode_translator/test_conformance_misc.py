@@ -216,8 +216,8 @@ def test_lambda_frame_with_default_graph_size():
 
 
 def test_comprehension_in_a_small_frame_with_default_graph_size():
-    """Unexpected fallbacks with the default ``min_graph_size``: in a frame whose graph is too small to compile,
-    each comprehension is translated as its own frame and falls back ("stepping ObjectVariable(range_iterator
+    """Fixed (kept as a regression test); were unexpected fallbacks with the default ``min_graph_size``: in a
+    frame whose graph is too small to compile, each comprehension was translated as its own frame and fell back ("stepping ObjectVariable(range_iterator
     .0) is not supported (only iterators made during simulation)"); with ``min_graph_size=0`` it is inlined."""
 
     def fn(x, n):
