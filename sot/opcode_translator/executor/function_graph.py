@@ -96,12 +96,17 @@ _amp_attrs = paddle.base.core._get_amp_attrs()  # one process-wide object, share
 
 
 def autograd_state() -> tuple:
-    """What the tracer decides about every op: (grad enabled, AMP level, AMP dtype), as raw values so the
+    """What the tracer decides about every op: (grad enabled, AMP dtype[, AMP level]), as raw values so the
     per-call guard compares one tuple. Read the cheapest way (this runs on every cache hit): the grad flag
-    through ``core._has_grad()``, the AMP level as its int (comparing Paddle's enum objects costs ~0.3 us)."""
+    through ``core._has_grad()``; the AMP level (its int: comparing Paddle's enum objects costs ~0.3 us, and
+    even ``.value`` costs ~0.35 us) only when the dtype says AMP is on. Paddle's ``auto_cast`` sets both
+    together, and AMP off (``enable=False``, or on a place without AMP) is always level O0 with "float32"."""
     if _global_var._dygraph_tracer_ is None:
-        return (False, None, None)
-    return (_has_grad(), _amp_attrs._amp_level.value, _amp_attrs._amp_dtype)
+        return (False, None)
+    dtype = _amp_attrs._amp_dtype
+    if dtype == "float32":
+        return (_has_grad(), dtype)
+    return (_has_grad(), dtype, _amp_attrs._amp_level.value)
 
 
 def _reference(target: Any) -> Callable[[], Any]:
