@@ -466,7 +466,8 @@ def test_ordered_dict_and_defaultdict(compile_all):
 
 
 def test_dict_popitem(compile_all):
-    """Unexpected fallback: ``d.popitem()`` ("dict.popitem() is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``d.popitem()`` ("dict.popitem() is not
+    supported yet")."""
 
     def fn(x):
         d = {"a": x, "b": x * 2}
@@ -474,6 +475,17 @@ def test_dict_popitem(compile_all):
         return k, v, d
 
     check(fn, lambda: (T(3),))
+
+
+def test_dict_popitem_of_an_empty_dict_raises_the_eager_error(compile_all):
+    """Popping until empty raises the eager KeyError (same message) on the last call."""
+
+    def fn(x, d):
+        d.popitem()
+        return x + 1, d.popitem()
+
+    # (a frame whose simulation raises runs eagerly to raise the real error: one fallback for the second inputs)
+    check(fn, lambda: (T(3), {"a": 1, "b": 2}), lambda: (T(3), {"a": 1}), fallbacks=None)
 
 
 def test_itertools_product_and_chain(compile_all):

@@ -385,6 +385,13 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         if key not in items:
             items[key] = args[1] if len(args) > 1 else _none(graph)
         return items[key]
+    if name == "popitem":
+        if not items:
+            error = KeyError("popitem(): dictionary is empty")
+            raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+        key, value = items.popitem()  # (last inserted first, as the real dict)
+        return TupleVariable([ConstantVariable(key, graph, DummyTracker((var,))), value], graph,
+                             DummyTracker((var,)))
     if name == "clear":
         items.clear()
         return _none(graph)
