@@ -362,7 +362,7 @@ def test_tuple_concatenation_with_a_computed_tensor(compile_all):
 
 
 def test_tuple_as_a_dict_key(compile_all):
-    """Unexpected fallback: a tuple of constants as a dict key ("dict key TupleVariable(...) is not a Python
+    """Fixed (kept as a regression test); was: Unexpected fallback: a tuple of constants as a dict key ("dict key TupleVariable(...) is not a Python
     constant", "dict lookup with TupleVariable is not supported yet")."""
 
     def fn(x, n):
@@ -370,6 +370,19 @@ def test_tuple_as_a_dict_key(compile_all):
         return table[(n, "k")] + table[(0, "k")]
 
     check(fn, lambda: (T(3), 3), lambda: (T(3), 4))
+
+
+def test_tuple_keys_of_a_dict_argument_read_back(compile_all):
+    """A dict from outside with (nested) tuple keys: lookup, keys unpacked, popitem, get, pop and the mutated
+    dict written back."""
+
+    def fn(x, d):
+        first, (second, third) = list(d)[0]
+        k, v = d.popitem()
+        d[(5, ("z",))] = x * 3
+        return d[(1, ("a", 2))] + first, second, third, k, v, d.get((9,)), d.pop((5, ("z",)))
+
+    check(fn, lambda: (T(3), {(1, ("a", 2)): T(3, seed=1), (7,): 4}))
 
 
 _Point = collections.namedtuple("_Point", ["a", "b"])
