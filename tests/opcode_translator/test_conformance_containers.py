@@ -339,7 +339,7 @@ def test_dict_argument_with_changed_keys(compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_key_in_a_dict_holding_a_computed_tensor(compile_all):
-    """Unexpected fallback: ``"x" in d`` when ``d`` holds a tensor computed in the frame ("the data of a computed
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``"x" in d`` when ``d`` holds a tensor computed in the frame ("the data of a computed
     tensor is not known during simulation"); membership only needs the keys."""
 
     def fn(x):
@@ -373,14 +373,15 @@ def test_tuple_as_a_dict_key(compile_all):
 
 
 def test_tuple_keys_of_a_dict_argument_read_back(compile_all):
-    """A dict from outside with (nested) tuple keys: lookup, keys unpacked, popitem, get, pop and the mutated
-    dict written back."""
+    """A dict from outside with (nested) tuple keys: lookup, membership, keys unpacked, popitem, get, pop and the
+    mutated dict written back."""
 
     def fn(x, d):
         first, (second, third) = list(d)[0]
         k, v = d.popitem()
         d[(5, ("z",))] = x * 3
-        return d[(1, ("a", 2))] + first, second, third, k, v, d.get((9,)), d.pop((5, ("z",)))
+        found = (1, ("a", 2)) in d, (9,) in d, (5, ("z",)) not in d
+        return d[(1, ("a", 2))] + first, second, third, k, v, d.get((9,)), d.pop((5, ("z",))), found
 
     check(fn, lambda: (T(3), {(1, ("a", 2)): T(3, seed=1), (7,): 4}))
 

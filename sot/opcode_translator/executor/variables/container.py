@@ -681,6 +681,27 @@ def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None
     return lhs
 
 
+def _is_key_variable(var: VariableBase) -> bool:
+    """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
+    if type(var) is TupleVariable:
+        return all(_is_key_variable(item) for item in var.items)
+    return isinstance(var, ConstantVariable)
+
+
+def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    """``key in d`` reads only the keys (guarded by the dict's guard), never the values: a dict holding a
+    tensor computed in the frame answers without its data."""
+    if not (isinstance(container, DictVariable) and _is_key_variable(item)):
+        return None
+    key = dict_key(item)
+    try:
+        hash(key)
+    except TypeError:
+        return None  # (the generic path raises the eager TypeError)
+    container.graph.add_guard(container)
+    return ConstantVariable(key in container.items, container.graph, DummyTracker((container, item)))
+
+
 def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
     def apply(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
         if not isinstance(lhs, SetVariable):
@@ -702,6 +723,7 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
     operator.mul: _repeat,
     operator.imul: _repeat_in_place,
     operator.or_: _merge,
+    operator.contains: _key_membership,
     operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
                                     else _set_in_place(operator.ior))(lhs, rhs),
     operator.iand: _set_in_place(operator.iand),
