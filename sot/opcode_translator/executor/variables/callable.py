@@ -505,6 +505,27 @@ def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
         raise
 
 
+def _setattr_builtin(delete: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        """``setattr(obj, name, value)``/``delattr(obj, name)`` with a constant string name: exactly the
+        ``obj.name = value``/``del obj.name`` statement (user ``__setattr__``, properties, side effects)."""
+        if kwargs or len(args) != (2 if delete else 3) or not isinstance(args[1], ConstantVariable) \
+                or type(args[1].value) is not str:
+            raise FallbackError(f"{'delattr' if delete else 'setattr'} with unusual arguments")  # (eager error)
+        graph.add_guard(args[1])
+        try:
+            args[0].setattr(args[1].value, None if delete else args[2])
+        except FallbackError as exc:  # a store not simulated yet: the call alone runs natively, as before
+            raise BreakGraphError(f"{'delattr' if delete else 'setattr'} runs natively: {exc}") from None
+        return ConstantVariable(None, graph, DummyTracker())
+
+    return rule
+
+
+BUILTIN_DISPATCH[setattr] = _setattr_builtin(delete=False)
+BUILTIN_DISPATCH[delattr] = _setattr_builtin(delete=True)
+
+
 @builtin_rule(hasattr)
 def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, name = args
