@@ -452,7 +452,7 @@ def test_comprehension_in_a_frame_that_falls_back(compile_all):
 
 
 def test_dict_fromkeys_and_frozenset_do_not_break(compile_all):
-    """Unexpected graph breaks: ``dict.fromkeys(names, 0)`` ("C code with unknown effects") and ``frozenset(...)``
+    """Fixed (kept as a regression test); was: Unexpected graph breaks: ``dict.fromkeys(names, 0)`` ("C code with unknown effects") and ``frozenset(...)``
     ("creating an instance of frozenset runs natively"), both pure."""
 
     def fn(x, names):
@@ -461,6 +461,20 @@ def test_dict_fromkeys_and_frozenset_do_not_break(compile_all):
         return x * len(d), "a" in f
 
     check(fn, lambda: (T(3), ["a", "b"]))
+
+
+def test_dict_fromkeys_shares_one_value_object(compile_all):
+    """``dict.fromkeys`` maps every key to the same object: mutating it through one key shows through all; the
+    default value is None; tuple keys work too."""
+
+    def fn(x, names):
+        shared = dict.fromkeys(names, [])
+        shared[names[0]].append(x * 2)
+        plain = dict.fromkeys("ab")
+        pairs = dict.fromkeys([(1, "a"), (2, "b")], x)
+        return shared, plain, pairs[(2, "b")] + 1, frozenset(), frozenset(names) | {"z"}
+
+    check(fn, lambda: (T(3), ["a", "b", "c"]))
 
 
 def test_ordered_dict_and_defaultdict(compile_all):

@@ -858,6 +858,22 @@ def iterate_items(var: VariableBase) -> Any:
     return iterate(var)
 
 
+@builtin_rule(dict.fromkeys)
+def _dict_fromkeys(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``dict.fromkeys(keys, value=None)``: every key maps to the very same value variable, as eagerly."""
+    from .container import DictVariable, dict_key
+
+    if kwargs or not 1 <= len(args) <= 2:
+        raise FallbackError("dict.fromkeys with unusual arguments")  # (the eager TypeError)
+    value = args[1] if len(args) == 2 else ConstantVariable(None, graph, DummyTracker())
+    items = {dict_key(key): value for key in _items_of(args[0])}
+    return DictVariable(items, graph, DummyTracker(tuple(args)))
+
+
+# A frozenset of constants is itself a constant.
+BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
+
+
 class PureFunctionVariable(CallableVariable):
     """A callable without side effects on Python values (e.g. a bound method of a str): folded when every
     argument is known."""
