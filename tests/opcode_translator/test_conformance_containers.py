@@ -414,8 +414,9 @@ def test_list_sort_and_sorted_with_a_key_lambda(compile_all):
 
 
 def test_lambda_passed_to_map_filter_and_max(compile_all):
-    """Unexpected fallback: a lambda made in the frame passed to a builtin (map, filter, max(key=)): "the value
-    of NestedFunctionVariable(<lambda>) is not known during simulation"."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a lambda made in the frame passed to a
+    builtin (map, filter, max(key=)): "the value of NestedFunctionVariable(<lambda>) is not known during
+    simulation" (filter asked the function's value to tell ``filter(None, ...)`` apart)."""
 
     def fn(x, nums):
         doubled = list(map(lambda v: v * 2, nums))
@@ -424,6 +425,19 @@ def test_lambda_passed_to_map_filter_and_max(compile_all):
         return doubled, odd, scaled, max(nums, key=lambda v: -v)
 
     check(fn, lambda: (T(3), [1, 2, 3, 4]))
+
+
+def test_filter_with_none_and_with_a_closure_over_a_tensor(compile_all):
+    """``filter(None, ...)`` keeps the true items (the None may come from an argument); a nested function
+    reading a tensor of the frame decides per item."""
+
+    def fn(x, nums, predicate):
+        def positive(v):
+            return bool(v > 0) and x.shape[0] == 3
+
+        return list(filter(predicate, nums)), list(filter(positive, nums)), x + 1
+
+    check(fn, lambda: (T(3), [0, 1, -2, 3, 0], None))
 
 
 def test_functools_reduce_with_a_lambda(compile_all):

@@ -661,14 +661,18 @@ def _map(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable, iterate
 
+    from .dunder import truth_value
+
     fn, source = args[0], iterate(args[1])
+    # ``filter(None, xs)`` keeps the true items; asked of the variable's kind, not its value (a function made
+    # in the frame has no value during simulation).
+    keeps_true_items = isinstance(fn, ConstantVariable) and fn.value is None
+    if keeps_true_items:
+        graph.add_guard(fn)
 
     def produce() -> Any:
         while (item := source.next()) is not None:
-            keep = item if fn.get_py_value() is None else fn.call([item], {})
-            truth = keep.bool()
-            graph.add_guard(keep)
-            if truth:
+            if truth_value(item if keeps_true_items else fn.call([item], {})):
                 yield item
 
     return IteratorVariable(produce(), graph, "filter", (filter, list(args)))
