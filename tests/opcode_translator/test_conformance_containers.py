@@ -543,7 +543,8 @@ def test_itertools_product_and_chain(compile_all):
 
 
 def test_str_join_of_a_generator_expression(compile_all):
-    """Unexpected fallback: ``"x".join(str(d) for d in x.shape)`` ("the value of IteratorVariable(generator
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``"x".join(str(d) for d in x.shape)`` ("the
+    value of IteratorVariable(generator
     <genexpr>) is not known during simulation"): a generator handed to a builtin should be consumed during
     simulation, as ``list(...)`` and ``sum(...)`` already are."""
 
@@ -551,6 +552,22 @@ def test_str_join_of_a_generator_expression(compile_all):
         return "x".join(str(d) for d in x.shape), x * 2
 
     check(fn, lambda: (T(3, 4),))
+
+
+def test_iterators_consumed_by_str_join_and_set_union(compile_all):
+    """Generators, map and filter objects handed to ``str.join``/``bytes.join``/``set.union`` are consumed
+    during simulation; a generator left half-consumed by ``next`` gives only its rest."""
+
+    def fn(x, names):
+        rest = (n.upper() for n in names)
+        first = next(rest)
+        joined = "-".join(rest)
+        mapped = ",".join(map(str, x.shape))
+        raw = b"".join(n.encode() for n in names)
+        merged = {"z"}.union(n for n in names if n != "b")
+        return first, joined, mapped, raw, sorted(merged), x * len(joined)
+
+    check(fn, lambda: (T(3, 2), ["a", "b", "c"]))
 
 
 def test_yield_from_in_a_user_generator(compile_all):

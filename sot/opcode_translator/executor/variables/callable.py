@@ -878,11 +878,33 @@ def _dict_fromkeys(graph: "FunctionGraph", args: list[VariableBase], kwargs: dic
 BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
 
 
+# Methods of constants that iterate one positional argument to its end, whatever it is: an iterator handed
+# to them (``"x".join(str(d) for d in shape)``) is consumed during simulation into a list, which they treat
+# the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
+_CONSUMING_METHODS: dict[tuple[type, str], int] = {
+    (str, "join"): 0, (bytes, "join"): 0,
+    (frozenset, "union"): 0, (frozenset, "intersection"): 0, (frozenset, "difference"): 0,
+    (frozenset, "symmetric_difference"): 0,
+}
+
+
+def _consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
+    from .container import ListVariable
+    from .iterator import IteratorVariable
+
+    position = _CONSUMING_METHODS.get((type(getattr(method, "__self__", None)), getattr(method, "__name__", "")))
+    if position is None or position >= len(args) or not isinstance(args[position], IteratorVariable):
+        return args
+    items = _items_of(args[position])
+    return [*args[:position], ListVariable(items, graph, DummyTracker(tuple(items))), *args[position + 1:]]
+
+
 class PureFunctionVariable(CallableVariable):
     """A callable without side effects on Python values (e.g. a bound method of a str): folded when every
     argument is known."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        args = _consume_iterators(self.value, args, self.graph)
         folded = constant_fold(self.value, self.graph, args, kwargs)
         if folded is None:
             raise FallbackError(f"calling {self.value!r} with tensors is not supported")
