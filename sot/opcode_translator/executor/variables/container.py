@@ -562,7 +562,11 @@ class SetVariable(VariableBase):
 
         if name in ("add", "update", "discard", "remove", "clear", "pop"):
             return ContainerMethodVariable(self, name)
-        return PureFunctionVariable(getattr(frozenset(self.values), name), self.graph, DummyTracker((self,)))
+        if name.endswith("_update"):
+            raise FallbackError(f"set.{name}() is not simulated yet")
+        # The other methods do not change the set: called on a copy (a set, so that ``union`` and friends
+        # return a set as in eager code, not a frozenset).
+        return PureFunctionVariable(getattr(set(self.values), name), self.graph, DummyTracker((self,)))
 
     def __repr__(self) -> str:
         return f"SetVariable({self.values!r})"
