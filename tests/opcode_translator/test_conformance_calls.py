@@ -554,7 +554,7 @@ def test_functools_partial(compile_all):
 
 
 def test_setattr_builtin_on_a_user_object(compile_all):
-    """Unexpected graph break: ``setattr(s, "extra", 5)`` ("call of setattr runs natively (not simulated)"),
+    """Fixed (kept as a regression test); was: Unexpected graph break: ``setattr(s, "extra", 5)`` ("call of setattr runs natively (not simulated)"),
     while ``s.extra = 5`` is recorded as a side effect."""
 
     def fn(x, s):
@@ -562,6 +562,19 @@ def test_setattr_builtin_on_a_user_object(compile_all):
         return x * s.extra
 
     check(fn, lambda: (T(3), Scaler(2.0)))
+
+
+def test_setattr_and_delattr_builtins_with_a_computed_name(compile_all):
+    """``setattr``/``delattr`` with a name built in the frame, a tensor value, and an object made in the frame."""
+
+    def fn(x, s, name):
+        setattr(s, name + "_t", x * 2)
+        local = Scaler(1.0)
+        setattr(local, "factor", 3.0)
+        delattr(s, "factor")
+        return getattr(s, name + "_t") + local.factor, hasattr(s, "factor")
+
+    check(fn, lambda: (T(3), Scaler(2.0), "extra"))
 
 
 def test_class_defined_inside_the_function(compile_all):

@@ -339,7 +339,7 @@ def test_dict_argument_with_changed_keys(compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_key_in_a_dict_holding_a_computed_tensor(compile_all):
-    """Unexpected fallback: ``"x" in d`` when ``d`` holds a tensor computed in the frame ("the data of a computed
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``"x" in d`` when ``d`` holds a tensor computed in the frame ("the data of a computed
     tensor is not known during simulation"); membership only needs the keys."""
 
     def fn(x):
@@ -362,7 +362,7 @@ def test_tuple_concatenation_with_a_computed_tensor(compile_all):
 
 
 def test_tuple_as_a_dict_key(compile_all):
-    """Unexpected fallback: a tuple of constants as a dict key ("dict key TupleVariable(...) is not a Python
+    """Fixed (kept as a regression test); was: Unexpected fallback: a tuple of constants as a dict key ("dict key TupleVariable(...) is not a Python
     constant", "dict lookup with TupleVariable is not supported yet")."""
 
     def fn(x, n):
@@ -370,6 +370,20 @@ def test_tuple_as_a_dict_key(compile_all):
         return table[(n, "k")] + table[(0, "k")]
 
     check(fn, lambda: (T(3), 3), lambda: (T(3), 4))
+
+
+def test_tuple_keys_of_a_dict_argument_read_back(compile_all):
+    """A dict from outside with (nested) tuple keys: lookup, membership, keys unpacked, popitem, get, pop and the
+    mutated dict written back."""
+
+    def fn(x, d):
+        first, (second, third) = list(d)[0]
+        k, v = d.popitem()
+        d[(5, ("z",))] = x * 3
+        found = (1, ("a", 2)) in d, (9,) in d, (5, ("z",)) not in d
+        return d[(1, ("a", 2))] + first, second, third, k, v, d.get((9,)), d.pop((5, ("z",))), found
+
+    check(fn, lambda: (T(3), {(1, ("a", 2)): T(3, seed=1), (7,): 4}))
 
 
 _Point = collections.namedtuple("_Point", ["a", "b"])
@@ -400,8 +414,9 @@ def test_list_sort_and_sorted_with_a_key_lambda(compile_all):
 
 
 def test_lambda_passed_to_map_filter_and_max(compile_all):
-    """Unexpected fallback: a lambda made in the frame passed to a builtin (map, filter, max(key=)): "the value
-    of NestedFunctionVariable(<lambda>) is not known during simulation"."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a lambda made in the frame passed to a
+    builtin (map, filter, max(key=)): "the value of NestedFunctionVariable(<lambda>) is not known during
+    simulation" (filter asked the function's value to tell ``filter(None, ...)`` apart)."""
 
     def fn(x, nums):
         doubled = list(map(lambda v: v * 2, nums))
@@ -410,6 +425,19 @@ def test_lambda_passed_to_map_filter_and_max(compile_all):
         return doubled, odd, scaled, max(nums, key=lambda v: -v)
 
     check(fn, lambda: (T(3), [1, 2, 3, 4]))
+
+
+def test_filter_with_none_and_with_a_closure_over_a_tensor(compile_all):
+    """``filter(None, ...)`` keeps the true items (the None may come from an argument); a nested function
+    reading a tensor of the frame decides per item."""
+
+    def fn(x, nums, predicate):
+        def positive(v):
+            return bool(v > 0) and x.shape[0] == 3
+
+        return list(filter(predicate, nums)), list(filter(positive, nums)), x + 1
+
+    check(fn, lambda: (T(3), [0, 1, -2, 3, 0], None))
 
 
 def test_functools_reduce_with_a_lambda(compile_all):
@@ -438,7 +466,7 @@ def test_comprehension_in_a_frame_that_falls_back(compile_all):
 
 
 def test_dict_fromkeys_and_frozenset_do_not_break(compile_all):
-    """Unexpected graph breaks: ``dict.fromkeys(names, 0)`` ("C code with unknown effects") and ``frozenset(...)``
+    """Fixed (kept as a regression test); was: Unexpected graph breaks: ``dict.fromkeys(names, 0)`` ("C code with unknown effects") and ``frozenset(...)``
     ("creating an instance of frozenset runs natively"), both pure."""
 
     def fn(x, names):
@@ -447,6 +475,20 @@ def test_dict_fromkeys_and_frozenset_do_not_break(compile_all):
         return x * len(d), "a" in f
 
     check(fn, lambda: (T(3), ["a", "b"]))
+
+
+def test_dict_fromkeys_shares_one_value_object(compile_all):
+    """``dict.fromkeys`` maps every key to the same object: mutating it through one key shows through all; the
+    default value is None; tuple keys work too."""
+
+    def fn(x, names):
+        shared = dict.fromkeys(names, [])
+        shared[names[0]].append(x * 2)
+        plain = dict.fromkeys("ab")
+        pairs = dict.fromkeys([(1, "a"), (2, "b")], x)
+        return shared, plain, pairs[(2, "b")] + 1, frozenset(), frozenset(names) | {"z"}
+
+    check(fn, lambda: (T(3), ["a", "b", "c"]))
 
 
 def test_ordered_dict_and_defaultdict(compile_all):
@@ -466,7 +508,8 @@ def test_ordered_dict_and_defaultdict(compile_all):
 
 
 def test_dict_popitem(compile_all):
-    """Unexpected fallback: ``d.popitem()`` ("dict.popitem() is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``d.popitem()`` ("dict.popitem() is not
+    supported yet")."""
 
     def fn(x):
         d = {"a": x, "b": x * 2}
@@ -474,6 +517,17 @@ def test_dict_popitem(compile_all):
         return k, v, d
 
     check(fn, lambda: (T(3),))
+
+
+def test_dict_popitem_of_an_empty_dict_raises_the_eager_error(compile_all):
+    """Popping until empty raises the eager KeyError (same message) on the last call."""
+
+    def fn(x, d):
+        d.popitem()
+        return x + 1, d.popitem()
+
+    # (a frame whose simulation raises runs eagerly to raise the real error: one fallback for the second inputs)
+    check(fn, lambda: (T(3), {"a": 1, "b": 2}), lambda: (T(3), {"a": 1}), fallbacks=None)
 
 
 def test_itertools_product_and_chain(compile_all):
@@ -489,7 +543,8 @@ def test_itertools_product_and_chain(compile_all):
 
 
 def test_str_join_of_a_generator_expression(compile_all):
-    """Unexpected fallback: ``"x".join(str(d) for d in x.shape)`` ("the value of IteratorVariable(generator
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``"x".join(str(d) for d in x.shape)`` ("the
+    value of IteratorVariable(generator
     <genexpr>) is not known during simulation"): a generator handed to a builtin should be consumed during
     simulation, as ``list(...)`` and ``sum(...)`` already are."""
 
@@ -497,6 +552,22 @@ def test_str_join_of_a_generator_expression(compile_all):
         return "x".join(str(d) for d in x.shape), x * 2
 
     check(fn, lambda: (T(3, 4),))
+
+
+def test_iterators_consumed_by_str_join_and_set_union(compile_all):
+    """Generators, map and filter objects handed to ``str.join``/``bytes.join``/``set.union`` are consumed
+    during simulation; a generator left half-consumed by ``next`` gives only its rest."""
+
+    def fn(x, names):
+        rest = (n.upper() for n in names)
+        first = next(rest)
+        joined = "-".join(rest)
+        mapped = ",".join(map(str, x.shape))
+        raw = b"".join(n.encode() for n in names)
+        merged = {"z"}.union(n for n in names if n != "b")
+        return first, joined, mapped, raw, sorted(merged), x * len(joined)
+
+    check(fn, lambda: (T(3, 2), ["a", "b", "c"]))
 
 
 def test_yield_from_in_a_user_generator(compile_all):

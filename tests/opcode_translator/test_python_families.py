@@ -1061,3 +1061,30 @@ def test_ordering_instances_by_their_python_lt_runs_natively_and_stays_correct()
         items = [Ranked(r) for r in ranks]
         assert_same(translated(X, items), fn(X, items))
     assert sot.stats().fallbacks == 0
+
+
+# -- set methods ---------------------------------------------------------------------------------------------
+def set_method_results(x: paddle.Tensor) -> tuple:
+    s = {"z", "q"}
+    u = s.union(["a"])
+    i = s.intersection({"q"})
+    d = s.difference({"q"})
+    return x * len(u), type(u).__name__, type(i).__name__, type(d).__name__, sorted(u), s.issubset(u)
+
+
+def test_non_mutating_set_methods_return_sets_as_in_eager_code():
+    """``union`` and friends were simulated on a frozenset copy and returned frozensets (wrong type)."""
+    x = _t(1.0, 2.0)
+    assert_same(captured(set_method_results, x), set_method_results(x))
+
+
+def set_update_in_place(x: paddle.Tensor) -> tuple:
+    s = {1, 2, 3}
+    s.intersection_update({2, 3, 4})
+    return x + len(s), sorted(s)
+
+
+def test_set_update_methods_are_never_applied_to_a_copy():
+    x = _t(1.0)
+    translated = sot.symbolic_translate(set_update_in_place)
+    assert_same(translated(x), set_update_in_place(x))

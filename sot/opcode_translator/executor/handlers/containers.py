@@ -7,7 +7,8 @@ from ....errors import FallbackError, UserCodeError
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
-from ..variables.container import DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable
+from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
+                                   dict_key)
 from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable
 
 
@@ -23,16 +24,10 @@ def build_list(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(ListVariable(items, executor.graph, DummyTracker(tuple(items))))
 
 
-def _constant_key(var: object) -> object:
-    if not isinstance(var, ConstantVariable):
-        raise FallbackError(f"dict key {var!r} is not a Python constant")
-    return var.value
-
-
 @handles("BUILD_MAP")
 def build_map(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     flat = executor.pop_n(2 * instr.arg)
-    items = {_constant_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     executor.push(DictVariable(items, executor.graph, DummyTracker(tuple(flat))))
 
 
@@ -156,7 +151,7 @@ def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     target = executor.peek(instr.arg)
     if not isinstance(target, DictVariable) or target.tracker.is_traceable():
         raise FallbackError(f"MAP_ADD on {target!r}")
-    target.items[_constant_key(key)] = value
+    target.items[dict_key(key)] = value
 
 
 @handles("UNPACK_EX")

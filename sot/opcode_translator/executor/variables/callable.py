@@ -505,6 +505,27 @@ def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
         raise
 
 
+def _setattr_builtin(delete: bool) -> BuiltinRule:
+    def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        """``setattr(obj, name, value)``/``delattr(obj, name)`` with a constant string name: exactly the
+        ``obj.name = value``/``del obj.name`` statement (user ``__setattr__``, properties, side effects)."""
+        if kwargs or len(args) != (2 if delete else 3) or not isinstance(args[1], ConstantVariable) \
+                or type(args[1].value) is not str:
+            raise FallbackError(f"{'delattr' if delete else 'setattr'} with unusual arguments")  # (eager error)
+        graph.add_guard(args[1])
+        try:
+            args[0].setattr(args[1].value, None if delete else args[2])
+        except FallbackError as exc:  # a store not simulated yet: the call alone runs natively, as before
+            raise BreakGraphError(f"{'delattr' if delete else 'setattr'} runs natively: {exc}") from None
+        return ConstantVariable(None, graph, DummyTracker())
+
+    return rule
+
+
+BUILTIN_DISPATCH[setattr] = _setattr_builtin(delete=False)
+BUILTIN_DISPATCH[delattr] = _setattr_builtin(delete=True)
+
+
 @builtin_rule(hasattr)
 def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, name = args
@@ -640,14 +661,18 @@ def _map(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable, iterate
 
+    from .dunder import truth_value
+
     fn, source = args[0], iterate(args[1])
+    # ``filter(None, xs)`` keeps the true items; asked of the variable's kind, not its value (a function made
+    # in the frame has no value during simulation).
+    keeps_true_items = isinstance(fn, ConstantVariable) and fn.value is None
+    if keeps_true_items:
+        graph.add_guard(fn)
 
     def produce() -> Any:
         while (item := source.next()) is not None:
-            keep = item if fn.get_py_value() is None else fn.call([item], {})
-            truth = keep.bool()
-            graph.add_guard(keep)
-            if truth:
+            if truth_value(item if keeps_true_items else fn.call([item], {})):
                 yield item
 
     return IteratorVariable(produce(), graph, "filter", (filter, list(args)))
@@ -837,11 +862,49 @@ def iterate_items(var: VariableBase) -> Any:
     return iterate(var)
 
 
+@builtin_rule(dict.fromkeys)
+def _dict_fromkeys(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``dict.fromkeys(keys, value=None)``: every key maps to the very same value variable, as eagerly."""
+    from .container import DictVariable, dict_key
+
+    if kwargs or not 1 <= len(args) <= 2:
+        raise FallbackError("dict.fromkeys with unusual arguments")  # (the eager TypeError)
+    value = args[1] if len(args) == 2 else ConstantVariable(None, graph, DummyTracker())
+    items = {dict_key(key): value for key in _items_of(args[0])}
+    return DictVariable(items, graph, DummyTracker(tuple(args)))
+
+
+# A frozenset of constants is itself a constant.
+BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
+
+
+# Methods of constants that iterate one positional argument to its end, whatever it is: an iterator handed
+# to them (``"x".join(str(d) for d in shape)``) is consumed during simulation into a list, which they treat
+# the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
+_CONSUMING_METHODS: dict[tuple[type, str], int] = {
+    (str, "join"): 0, (bytes, "join"): 0,
+    (frozenset, "union"): 0, (frozenset, "intersection"): 0, (frozenset, "difference"): 0,
+    (frozenset, "symmetric_difference"): 0,
+}
+
+
+def _consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
+    from .container import ListVariable
+    from .iterator import IteratorVariable
+
+    position = _CONSUMING_METHODS.get((type(getattr(method, "__self__", None)), getattr(method, "__name__", "")))
+    if position is None or position >= len(args) or not isinstance(args[position], IteratorVariable):
+        return args
+    items = _items_of(args[position])
+    return [*args[:position], ListVariable(items, graph, DummyTracker(tuple(items))), *args[position + 1:]]
+
+
 class PureFunctionVariable(CallableVariable):
     """A callable without side effects on Python values (e.g. a bound method of a str): folded when every
     argument is known."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        args = _consume_iterators(self.value, args, self.graph)
         folded = constant_fold(self.value, self.graph, args, kwargs)
         if folded is None:
             raise FallbackError(f"calling {self.value!r} with tensors is not supported")

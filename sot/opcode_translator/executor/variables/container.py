@@ -124,6 +124,16 @@ class ListVariable(SequenceVariable):
         return list(self.items)
 
 
+_CONSTANT_KEY_TYPES = (int, str, float, bool, bytes, type(None))
+
+
+def _is_constant_key(key: Any) -> bool:
+    """A key the simulated dict can hold as a Python value: a constant, or a plain tuple of such keys."""
+    if type(key) is tuple:
+        return all(_is_constant_key(part) for part in key)
+    return type(key) in _CONSTANT_KEY_TYPES
+
+
 class DictVariable(VariableBase):
     """A dict with constant keys."""
 
@@ -138,7 +148,7 @@ class DictVariable(VariableBase):
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
         var = cls({}, graph, tracker)
         for key, item in value.items():
-            if type(key) not in (int, str, float, bool, bytes, type(None)):
+            if not _is_constant_key(key):
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
             var.items[key] = VariableFactory.from_value(
                 item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
@@ -173,18 +183,18 @@ class DictVariable(VariableBase):
 
     def iter_items(self) -> list[VariableBase]:
         self.graph.add_guard(self)
-        return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in self.items]
+        return [key_variable(key, self.graph, DummyTracker((self,))) for key in self.items]
 
     unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if not isinstance(key, ConstantVariable):
+        if not isinstance(key, (ConstantVariable, TupleVariable)):
             raise FallbackError(f"dict lookup with {key!r} is not supported yet")
+        value = dict_key(key, "dict lookup with")
         self.graph.add_guard(self)
-        self.graph.add_guard(key)
-        if key.value not in self.items:
-            raise UserCodeError(f"user code raised KeyError: {key.value!r}", original=KeyError(key.value))
-        return self.items[key.value]
+        if value not in self.items:
+            raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
+        return self.items[value]
 
     def children(self) -> list[VariableBase]:
         return list(self.items.values())
@@ -286,6 +296,22 @@ def _constant_value(var: VariableBase, what: str) -> Any:
     return var.value
 
 
+def dict_key(var: VariableBase, what: str = "dict key") -> Any:
+    """The Python value of a dict key: a constant, or a plain tuple of such keys (``table[(n, "k")]``). Every
+    part is guarded, since the key decides which item is read."""
+    if type(var) is TupleVariable:
+        return tuple(dict_key(item, what) for item in var.items)
+    return _constant_value(var, what)
+
+
+def key_variable(key: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase:
+    """A variable for a dict key read back from the simulated dict (its keys are Python values): a tuple key
+    is a tuple of variables again, so it can be indexed and unpacked like one built in the frame."""
+    if type(key) is tuple:
+        return TupleVariable([key_variable(part, graph, tracker) for part in key], graph, tracker)
+    return ConstantVariable(key, graph, tracker)
+
+
 def _none(graph: "FunctionGraph") -> VariableBase:
     return ConstantVariable(None, graph, DummyTracker())
 
@@ -353,10 +379,10 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
-        key = _constant_value(args[0], "dict key")
+        key = dict_key(args[0])
         return items[key] if key in items else (args[1] if len(args) > 1 else _none(graph))
     if name in ("keys", "values", "items"):
-        keys = [ConstantVariable(k, graph, DummyTracker((var,))) for k in items]
+        keys = [key_variable(k, graph, DummyTracker((var,))) for k in items]
         if name == "keys":
             values = keys
         elif name == "values":
@@ -374,17 +400,24 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         items.update(kwargs)
         return _none(graph)
     if name == "pop":
-        key = _constant_value(args[0], "dict key")
+        key = dict_key(args[0])
         if key in items:
             return items.pop(key)
         if len(args) > 1:
             return args[1]
         raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
     if name == "setdefault":
-        key = _constant_value(args[0], "dict key")
+        key = dict_key(args[0])
         if key not in items:
             items[key] = args[1] if len(args) > 1 else _none(graph)
         return items[key]
+    if name == "popitem":
+        if not items:
+            error = KeyError("popitem(): dictionary is empty")
+            raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+        key, value = items.popitem()  # (last inserted first, as the real dict)
+        return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph,
+                             DummyTracker((var,)))
     if name == "clear":
         items.clear()
         return _none(graph)
@@ -444,7 +477,7 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
 
 
 def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | None) -> None:
-    k = _constant_value(key, "dict key")
+    k = dict_key(key)
     _record_mutation(self)
     if value is None:
         if k not in self.items:
@@ -529,7 +562,11 @@ class SetVariable(VariableBase):
 
         if name in ("add", "update", "discard", "remove", "clear", "pop"):
             return ContainerMethodVariable(self, name)
-        return PureFunctionVariable(getattr(frozenset(self.values), name), self.graph, DummyTracker((self,)))
+        if name.endswith("_update"):
+            raise FallbackError(f"set.{name}() is not simulated yet")
+        # The other methods do not change the set: called on a copy (a set, so that ``union`` and friends
+        # return a set as in eager code, not a frozenset).
+        return PureFunctionVariable(getattr(set(self.values), name), self.graph, DummyTracker((self,)))
 
     def __repr__(self) -> str:
         return f"SetVariable({self.values!r})"
@@ -648,6 +685,27 @@ def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None
     return lhs
 
 
+def _is_key_variable(var: VariableBase) -> bool:
+    """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
+    if type(var) is TupleVariable:
+        return all(_is_key_variable(item) for item in var.items)
+    return isinstance(var, ConstantVariable)
+
+
+def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    """``key in d`` reads only the keys (guarded by the dict's guard), never the values: a dict holding a
+    tensor computed in the frame answers without its data."""
+    if not (isinstance(container, DictVariable) and _is_key_variable(item)):
+        return None
+    key = dict_key(item)
+    try:
+        hash(key)
+    except TypeError:
+        return None  # (the generic path raises the eager TypeError)
+    container.graph.add_guard(container)
+    return ConstantVariable(key in container.items, container.graph, DummyTracker((container, item)))
+
+
 def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
     def apply(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
         if not isinstance(lhs, SetVariable):
@@ -669,6 +727,7 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
     operator.mul: _repeat,
     operator.imul: _repeat_in_place,
     operator.or_: _merge,
+    operator.contains: _key_membership,
     operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
                                     else _set_in_place(operator.ior))(lhs, rhs),
     operator.iand: _set_in_place(operator.iand),
