@@ -883,8 +883,8 @@ BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
 # the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
 _CONSUMING_METHODS: dict[tuple[type, str], int] = {
     (str, "join"): 0, (bytes, "join"): 0,
-    (frozenset, "union"): 0, (frozenset, "intersection"): 0, (frozenset, "difference"): 0,
-    (frozenset, "symmetric_difference"): 0,
+    **{(kind, name): 0 for kind in (set, frozenset)
+       for name in ("union", "intersection", "difference", "symmetric_difference")},
 }
 
 
