@@ -44,13 +44,17 @@ class FallbackError(Exception):
         where = f" at {self.location}" if self.location else ""
         return f"{self.reason}{where}"
 
-    def forget_frames(self) -> None:
+    def forget_frames(self, handled: BaseException | None = None) -> None:
         """Keep only the report (reason, location): drop the tracebacks of this error and of the errors
         chained to it. A failure is stored with its cache entry, and a traceback holds the simulated
-        frames, whose locals hold the user's arguments: the cache would keep them alive."""
+        frames, whose locals hold the user's arguments: the cache would keep them alive.
+
+        ``handled`` is the exception the user's code was handling when the frame was called (a call in an
+        ``except`` or ``finally`` block): Python chains errors raised during the translation to it, but it
+        is the user's, still in flight, and its traceback must stay whole. The walk stops there."""
         seen: set[int] = set()
         error: BaseException | None = self
-        while error is not None and id(error) not in seen:
+        while error is not None and error is not handled and id(error) not in seen:
             seen.add(id(error))
             error.__traceback__ = None
             if isinstance(error, UserCodeError):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import dis
+import sys
 import types
 from typing import Any
 
@@ -39,10 +40,6 @@ class Translation:
     sir: StatementIR | None = None
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
-
-    def __post_init__(self) -> None:
-        if self.failure is not None:
-            self.failure.forget_frames()  # the translation lives as long as its cache entry
 
     @property
     def is_break(self) -> bool:
@@ -111,6 +108,15 @@ def _log_translation(code: types.CodeType, new_code: types.CodeType, sir: Statem
 
 def translate_frame(frame: FrameInfo) -> Translation:
     """Simulate ``frame``; never raises for unsupported code (the result is then a fallback entry)."""
+    # Read before anything of ours raises: the exception the user's code is handling around this call, if any.
+    handled = sys.exc_info()[1]
+    translation = _simulate_frame(frame)
+    if translation.failure is not None:
+        translation.failure.forget_frames(handled)  # the translation lives as long as its cache entry
+    return translation
+
+
+def _simulate_frame(frame: FrameInfo) -> Translation:
     code = frame.code
     graph = FunctionGraph(frame, code.co_name)
     try:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import traceback
 from typing import Any, Callable
 
 import numpy as np
 import paddle
+import pytest
 
 import sot
 from sot import psdb
@@ -591,3 +593,67 @@ def test_a_compiled_program_never_writes_into_its_input() -> None:
             w.stop_gradient = False
             translated(paddle.to_tensor([0.5, 0.5]), y, w)
             assert y.numpy().tolist() == [1.0, 2.0], (call, y.numpy())
+
+
+def _innermost_frame(fn: Callable[..., Any], *args: Any) -> tuple[str, int | None]:
+    """(function name, line) of the innermost traceback entry in this file of the error ``fn`` raises."""
+    try:
+        fn(*args)
+    except AttributeError as exc:
+        entries = [e for e in traceback.extract_tb(exc.__traceback__) if e.filename == __file__]
+        return (entries[-1].name, entries[-1].lineno) if entries else ("<none>", None)
+    raise AssertionError("expected an AttributeError")
+
+
+def reads_its_own_frame(t):
+    sys._getframe(0)  # the translation of this frame falls back
+    return t + 1
+
+
+def steps_an_iterator_to_its_end(t):
+    it = iter([1])
+    next(it)
+    try:
+        next(it)  # the simulation falls back here (user code raised StopIteration)
+    except StopIteration:
+        pass
+    return t + 1
+
+
+def delete_then_call_in_finally(helper, x, obj):
+    try:
+        del obj.extra
+    finally:
+        x = helper(x)
+    return x
+
+
+@pytest.mark.parametrize("helper", [reads_its_own_frame, steps_an_iterator_to_its_end])
+def test_a_fallback_inside_finally_keeps_the_traceback_of_the_exception_in_flight(helper) -> None:
+    """Seed 477: the traceback of the AttributeError re-raised after ``finally`` lost the user's frame.
+    The helper called in the ``finally`` block falls back; Python chains the translator's FallbackError to
+    the exception being handled (the user's AttributeError), and dropping the failure's tracebacks walked
+    that chain and cleared the user's traceback too."""
+    expected = _innermost_frame(delete_then_call_in_finally, helper, paddle.ones([2]), Plain(1))
+    translated = sot.symbolic_translate(delete_then_call_in_finally)
+    with sot.config.patch(min_graph_size=0):
+        for call in range(2):
+            assert _innermost_frame(translated, helper, paddle.ones([2]), Plain(1)) == expected, call
+
+
+def breaks_the_graph(t):
+    eval("1")  # a graph break: the rest of the frame resumes in a new function
+    return t + 1
+
+
+def test_a_graph_break_inside_finally_keeps_the_line_of_the_exception_in_flight() -> None:
+    """Found with seed 477's reduction (known bug): the caller breaks its graph at the call in ``finally``
+    and the resume function re-raises the AttributeError after the ``finally`` block: its traceback then
+    points at the line of the call in ``finally`` instead of ``del obj.extra`` (3.11+; 3.10 passes). The
+    AttributeError was raised by the simulation, so it carries no entry of the user's frame, and the
+    generated code raises it from the line of the break; eager ``RERAISE`` keeps the entry of the line that
+    raised it first."""
+    expected = _innermost_frame(delete_then_call_in_finally, breaks_the_graph, paddle.ones([2]), Plain(1))
+    translated = sot.symbolic_translate(delete_then_call_in_finally)
+    with sot.config.patch(min_graph_size=0):
+        assert _innermost_frame(translated, breaks_the_graph, paddle.ones([2]), Plain(1)) == expected

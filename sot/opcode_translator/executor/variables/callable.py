@@ -881,6 +881,7 @@ BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
 # Methods of constants that iterate one positional argument to its end, whatever it is: an iterator handed
 # to them (``"x".join(str(d) for d in shape)``) is consumed during simulation into a list, which they treat
 # the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
+# Set methods run on a copy of the simulated set (a `set`; a frozenset constant keeps its own type).
 _CONSUMING_METHODS: dict[tuple[type, str], int] = {
     (str, "join"): 0, (bytes, "join"): 0,
     **{(kind, name): 0 for kind in (set, frozenset)
