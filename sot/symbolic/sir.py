@@ -194,6 +194,8 @@ class StatementIR:
                 return ("dict",) + tuple(sorted((k, freeze(v)) for k, v in value.items()))
             if type(value) is slice:  # (unhashable before 3.12)
                 return ("slice", freeze(value.start), freeze(value.stop), freeze(value.step))
+            if type(value) in (float, complex):  # -0.0 == 0.0 (and hashes alike), but the sign reaches results
+                return ("const", type(value), repr(value))
             try:
                 hash(value)
             except TypeError:

@@ -114,3 +114,32 @@ def test_grad_mode_change_misses(compile_all):
     out.backward()
     assert w.grad is not None
     assert sot.stats().translate_count == 2
+
+
+def _divide_by(x: paddle.Tensor, s: float) -> paddle.Tensor:
+    return paddle.divide(x, paddle.full([1], s))
+
+
+def test_the_sign_of_a_float_zero_is_guarded():
+    """-0.0 == 0.0, but ``x / s`` is +inf for one and -inf for the other: each gets its own entry.
+
+    (With the default ``min_graph_size`` this graph is replayed eagerly; compiled, Paddle's static ``full``
+    drops the sign of a -0.0 fill value, a Paddle limitation seen by the fuzzer at seed 1074.)"""
+    x = paddle.to_tensor([1.0, -2.0])
+    translated = sot.symbolic_translate(_divide_by)
+    for s in (0.0, -0.0, 0.0, -0.0):
+        np.testing.assert_array_equal(translated(x, s).numpy(), _divide_by(x, s).numpy())
+    assert sot.stats().translate_count == 2
+
+
+def test_programs_differing_only_in_the_sign_of_a_zero_constant_are_not_shared():
+    from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
+
+    a, b = Symbol("var_0"), Symbol("var_1")
+
+    def sir(zero: float) -> StatementIR:
+        return StatementIR("t", [a], [Statement("api", "scale", paddle.scale, (a, zero), {}, b)], [b],
+                           {a: MetaInfo((2,), paddle.float32, True), b: MetaInfo((2,), paddle.float32, True)})
+
+    assert sir(0.0).structural_key() != sir(-0.0).structural_key()
+    assert sir(0.0).structural_key() == sir(0.0).structural_key()

@@ -40,6 +40,10 @@ class ConstantVariable(VariableBase):
             return [f"{expr} is {self.value!r}"]
         if type(self.value) is float and self.value != self.value:  # NaN never equals itself
             return [f"type({expr}) is float", f"{expr} != {expr}"]
+        if type(self.value) is float and self.value == 0.0:
+            # -0.0 == 0.0, but the sign reaches results (``x / s``, ``x * s`` of negative x): compare it too
+            return [f"type({expr}) is float", f"{expr} == 0.0",
+                    f"{builder.constant(math.copysign)}(1.0, {expr}) == {math.copysign(1.0, self.value)!r}"]
         if type(self.value) is int:  # compared with a missing call's inputs to find ints that vary
             builder.int_checks.append((self.tracker.describe(), expr, self.value))
         return [f"type({expr}) is {builder.constant(type(self.value))}",
