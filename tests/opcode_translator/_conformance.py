@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import paddle
+import pytest
 
 import sot
 
@@ -178,3 +179,21 @@ def case(fn: Callable[..., Any], *makers: ArgMaker, breaks: int | None = 0, fall
 
 def check_case(c: Case) -> None:
     check(c.fn, *c.makers, breaks=c.breaks, fallbacks=c.fallbacks, stable=c.stable)
+
+
+def table_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests every family file runs over its table: each row with every graph compiled
+    (``compile_all``), and with the default ``min_graph_size`` (small graphs replayed eagerly). Bound to
+    module names by the caller, which pytest uses as the test names."""
+    ids = [c.id for c in cases]
+
+    @pytest.mark.parametrize("c", cases, ids=ids)
+    def compiled(c: Case, compile_all: Any) -> None:
+        check_case(c)
+
+    @pytest.mark.parametrize("c", cases, ids=ids)
+    def default_graph_size(c: Case) -> None:
+        """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
+        check_case(c)
+
+    return compiled, default_graph_size

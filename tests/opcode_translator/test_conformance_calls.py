@@ -13,7 +13,7 @@ import paddle.nn.functional as F
 import pytest
 
 import sot
-from _conformance import T, assert_observed_same, case, check, check_case, observe
+from _conformance import T, assert_observed_same, case, check, observe, table_tests
 
 GLOBAL_SCALE = 3.0
 GLOBAL_BIAS = T(3, seed=42)
@@ -356,15 +356,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance(c, compile_all):
-    check_case(c)
-
-
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance_default_graph_size(c):
-    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
-    check_case(c)
+test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 
 
 # -- guards on what a call depends on -------------------------------------------------------------------------

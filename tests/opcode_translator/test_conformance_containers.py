@@ -13,7 +13,7 @@ import itertools
 import paddle
 import pytest
 
-from _conformance import T, args, case, check, check_case
+from _conformance import T, args, case, check, table_tests
 
 
 def xs(n: int = 3):
@@ -276,15 +276,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance(c, compile_all):
-    check_case(c)
-
-
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance_default_graph_size(c):
-    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
-    check_case(c)
+test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 
 
 # -- errors raised by container operations must be the eager ones ----------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import sot
 from sot import psdb
 
-from _conformance import T, case, check, check_case
+from _conformance import T, case, check, table_tests
 
 
 def pos(*shape: int, seed: int = 0):
@@ -306,15 +306,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance(c, compile_all):
-    check_case(c)
-
-
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance_default_graph_size(c):
-    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
-    check_case(c)
+test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 
 
 # -- graph breaks: where they must happen, and what the resumed code must give -------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 import sot
 
-from _conformance import T, args, case, check, check_case
+from _conformance import T, args, case, check, check_case, table_tests
 
 
 # -- builtins dispatched on tensors ---------------------------------------------------------------------------
@@ -356,14 +356,7 @@ ASSORTED_CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", ASSORTED_CASES, ids=[c.id for c in ASSORTED_CASES])
-def test_assorted(c, compile_all):
-    check_case(c)
-
-
-@pytest.mark.parametrize("c", ASSORTED_CASES, ids=[c.id for c in ASSORTED_CASES])
-def test_assorted_default_graph_size(c):
-    check_case(c)
+test_assorted, test_assorted_default_graph_size = table_tests(ASSORTED_CASES)
 
 
 def print_tensor_value(x):

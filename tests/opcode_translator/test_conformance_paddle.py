@@ -16,7 +16,7 @@ import pytest
 import sot
 from sot import psdb
 
-from _conformance import T, assert_observed_same, case, check, check_case, observe
+from _conformance import T, assert_observed_same, case, check, observe, table_tests
 
 
 def x34(seed: int = 0, dtype: str = "float32"):
@@ -165,15 +165,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance(c, compile_all):
-    check_case(c)
-
-
-@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_conformance_default_graph_size(c):
-    """The same rows with the default ``min_graph_size``: small graphs replayed eagerly instead of compiled."""
-    check_case(c)
+test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 
 
 
