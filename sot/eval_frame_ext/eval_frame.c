@@ -26,6 +26,7 @@
  * frame_compat.h and frame_3XX.c.
  */
 #include "frame_compat.h"
+#include "guard_program.h"
 
 #include <string.h>
 
@@ -1137,7 +1138,8 @@ PyMODINIT_FUNC
 PyInit__eval_frame(void)
 {
     if (PyType_Ready(&CallbackSlot_Type) < 0 || PyType_Ready(&Scope_Type) < 0
-        || PyType_Ready(&SkipType) < 0) {
+        || PyType_Ready(&SkipType) < 0
+        || PyType_Ready(&GuardProgram_Type) < 0) {
         return NULL;
     }
     if (extra_index < 0) {
@@ -1173,7 +1175,9 @@ PyInit__eval_frame(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
-        || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0) {
+        || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0
+        || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
+        || sot_guard_program_add_opcodes(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
