@@ -55,6 +55,11 @@ typedef struct {
     int a;
     int b;
     int c;
+    /* GP_ATTR's inline cache: for this type (borrowed: only compared, with
+     * its version tag) `x.name` is a plain read of the instance dict. */
+    PyTypeObject *cache_type;
+    unsigned int cache_version;
+    int cache_plain;
 } gp_instr;
 
 typedef struct {
@@ -99,6 +104,52 @@ as_bool(int v)
     return Py_NewRef(v ? Py_True : Py_False);
 }
 
+static PyObject *str_getattribute = NULL;
+
+/* 1 if instances of `tp` read attributes generically: object.__getattribute__
+ * (descriptors, then the instance dict, then the type), with at most a
+ * Python __getattr__ for what that does not find. Python's own read of such
+ * a type then goes through slot_tp_getattr_hook, which looks up
+ * __getattr__ and __getattribute__ on the type on every read: the program
+ * skips those lookups (cached per instruction and type version). */
+static int
+reads_generically(PyTypeObject *tp)
+{
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
+        return 1;
+    }
+    PyObject *getattribute = _PyType_Lookup(tp, str_getattribute);
+    return getattribute != NULL && Py_IS_TYPE(getattribute, &PyWrapperDescr_Type)
+           && ((PyWrapperDescrObject *)getattribute)->d_wrapped == (void *)PyObject_GenericGetAttr;
+}
+
+/* x.name (new reference), as PyObject_GetAttr. For a type that reads
+ * generically, the generic read is tried first without raising; only a
+ * name it does not find takes the full way (and so reaches __getattr__).
+ * (A descriptor that raises AttributeError then runs twice, once per way.) */
+static PyObject *
+gp_getattr(gp_instr *in, PyObject *obj, PyObject *name)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (in->cache_type != tp || in->cache_version != tp->tp_version_tag
+        || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        int plain = reads_generically(tp);
+        if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+            return PyObject_GetAttr(obj, name);
+        }
+        in->cache_type = tp;
+        in->cache_version = tp->tp_version_tag;
+        in->cache_plain = plain;
+    }
+    if (in->cache_plain) {
+        PyObject *value = _PyObject_GenericGetAttrWithDict(obj, name, NULL, 1);
+        if (value != NULL || PyErr_Occurred()) {
+            return value;
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 /* Run the program on `regs` (arguments and constants filled in). Returns
  * 1 (pass), 0 (fail) or -1 (exception set). */
 static int
@@ -106,11 +157,11 @@ gp_run(GuardProgram *self, PyObject **regs)
 {
     PyObject *stack_args[8];
     for (Py_ssize_t pc = 0; pc < self->ninstr; pc++) {
-        const gp_instr *in = &self->code[pc];
+        gp_instr *in = &self->code[pc];
         PyObject *value = NULL;
         switch (in->op) {
         case GP_ATTR:
-            value = PyObject_GetAttr(regs[in->a], regs[in->b]);
+            value = gp_getattr(in, regs[in->a], regs[in->b]);
             break;
         case GP_ITEM: {
             PyObject *container = regs[in->a];
@@ -352,6 +403,9 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             f[k] = (int)v;
         }
         gp_instr *in = &self->code[i];
+        in->cache_type = NULL;
+        in->cache_version = 0;
+        in->cache_plain = 0;
         in->op = f[0];
         in->dst = (int)(f[1] + first_work);
         in->a = f[2];
@@ -369,6 +423,11 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         }
         /* Operands that must be constants of a given kind (checked once here). */
+        if (in->op == GP_ATTR && (in->b < nargs || in->b >= first_work
+                                  || !PyUnicode_CheckExact(PyTuple_GET_ITEM(consts, in->b - nargs)))) {
+            PyErr_Format(PyExc_ValueError, "guard instruction %zd: an attribute name must be a str", i);
+            goto fail;
+        }
         if (in->op == GP_DEREF || in->op == GP_TEST_IS_REF) {
             int ref = in->op == GP_DEREF ? in->a : in->b;
             if (ref < nargs || ref >= first_work
@@ -467,6 +526,12 @@ PyTypeObject GuardProgram_Type = {
 int
 sot_guard_program_add_opcodes(PyObject *module)
 {
+    if (str_getattribute == NULL) {
+        str_getattribute = PyUnicode_InternFromString("__getattribute__");
+        if (str_getattribute == NULL) {
+            return -1;
+        }
+    }
     static const struct { const char *name; int op; } names[] = {
         {"ATTR", GP_ATTR}, {"ITEM", GP_ITEM}, {"DEREF", GP_DEREF}, {"TYPE", GP_TYPE},
         {"LEN", GP_LEN}, {"CALL", GP_CALL}, {"IS", GP_IS}, {"IS_NOT", GP_IS_NOT},

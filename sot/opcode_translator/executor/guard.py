@@ -124,6 +124,17 @@ class GuardBuilder:
         self._bound_names[id(var)] = name
         return name
 
+    def bind(self, path: str) -> str:
+        """A local of the guard standing for ``path`` (bound once, in order among the checks): for paths
+        that have no variable of their own, e.g. the inside of a built-in layer."""
+        name = self._path_names.get(path)
+        if name is None:
+            name = f"__v{len(self._bindings)}"
+            self._bindings[name] = path
+            self._path_names[path] = name
+            self.exprs.append(f"{name} := {path}")
+        return name
+
     def expand(self, expr: str) -> str:
         """``expr`` with its bound locals replaced by the paths they stand for."""
         # (paths are chains of attribute and item accesses: no parentheses needed)

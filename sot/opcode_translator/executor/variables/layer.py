@@ -47,7 +47,10 @@ class LayerVariable(ObjectVariable):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
-        return [head, f"{expr}.training is {bool(self.value.training)!r}"]
+        checks = [head, f"{expr}.training is {bool(self.value.training)!r}"]
+        if is_builtin_layer(self.value):
+            checks += _compiled_state_guards(builder, expr, self.value)
+        return checks
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
         tracker: Tracker
@@ -159,6 +162,34 @@ class LayerVariable(ObjectVariable):
 
     def __repr__(self) -> str:
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer, top: bool = True
+                           ) -> list[str]:
+    """What a built-in layer's compiled statement took in when it was traced, besides its identity: its
+    parameters and buffers (the program holds those very objects, so a replaced one must miss, not be
+    ignored) and, through its whole tree of sublayers, each sublayer's identity, training flag and forward
+    hooks (the trace ran them). The layer's own hooks are guarded where it is called (`LayerVariable.call`)."""
+    checks = []
+    for store in ("_parameters", "_buffers"):
+        members = layer.__dict__.get(store) or {}
+        for name, tensor in members.items():
+            checks.append(builder.identity(f"{expr}.{store}[{name!r}]", tensor) if tensor is not None
+                          else f"{expr}.{store}[{name!r}] is None")
+    if not top:
+        for hooks in ("_forward_pre_hooks", "_forward_post_hooks"):
+            registered = getattr(layer, hooks)
+            checks.append(f"len({expr}.{hooks}) == {len(registered)}" if registered else f"not {expr}.{hooks}")
+            for key, hook in registered.items():
+                checks.append(builder.identity(f"{expr}.{hooks}[{key!r}]", hook))
+    for name, child in (layer.__dict__.get("_sub_layers") or {}).items():
+        if child is None:
+            checks.append(f"{expr}._sub_layers[{name!r}] is None")
+            continue
+        child_expr = builder.bind(f"{expr}._sub_layers[{name!r}]")
+        checks += [builder.identity(child_expr, child), f"{child_expr}.training is {bool(child.training)!r}"]
+        checks += _compiled_state_guards(builder, child_expr, child, top=False)
+    return checks
 
 
 @VariableFactory.register(65)
