@@ -309,3 +309,26 @@ def test_bad_programs_are_refused():
         GuardProgram(1, (1,), 1, [(GUARD_OPCODES["ATTR"], 0, 0, 1, 0)], [])  # name not a str
     with pytest.raises(TypeError):
         _program([("TEST", 0, None)])(1, 2)  # wrong number of arguments
+
+
+def test_grad_and_amp_state_are_read_by_the_program(compile_all):
+    def f(x):
+        return x * 2
+
+    x = _t(2)
+    sot.symbolic_translate(f)(x)
+    guard = _guard_of(f.__code__)
+    assert guard.check is guard.program  # the state check needs no Python call
+    assert _agree(guard, f.__globals__, None, x)
+    with paddle.no_grad():
+        assert not _agree(guard, f.__globals__, None, x)
+    tracer = paddle.base.framework._dygraph_tracer()
+    saved = tracer._amp_level, tracer._amp_dtype
+    try:  # (AMP switched on in the tracer itself: on a CPU build ``auto_cast`` turns it off again)
+        for level in ("O1", "O2"):
+            tracer._amp_level, tracer._amp_dtype = getattr(paddle.base.core.AmpLevel, level), "bfloat16"
+            assert not _agree(guard, f.__globals__, None, x)
+    finally:
+        tracer._amp_level, tracer._amp_dtype = saved
+    assert _agree(guard, f.__globals__, None, x)
+    assert any("autograd_state()" in text for text in guard.readable)  # a miss is explained as before

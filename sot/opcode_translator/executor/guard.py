@@ -363,7 +363,10 @@ class _ProgramCompiler:
             return False
 
     def _test(self, node: ast.expr) -> None:
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _TOP_LEVEL_TESTS:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):  # (a and b) as a chain: a, then b
+            for value in node.values:
+                self._test(value)
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _TOP_LEVEL_TESTS:
             left = self._value(node.left)
             ref = self._weakref_const(node.comparators[0]) if isinstance(node.ops[0], ast.Is) else None
             if ref is not None:
