@@ -311,7 +311,13 @@ class _ProgramCompiler:
             if isinstance(node.slice, ast.Slice):
                 raise _NotCompilable("slice")
             owner = self._value(node.value)
-            return self._emit("ITEM", owner, self._value(node.slice))
+            key = node.slice
+            if isinstance(key, ast.Constant) and type(key.value) is str:
+                # Interned, as the names of attributes and sublayers are: the lookup then matches by
+                # identity instead of comparing the characters.
+                interned = sys.intern(key.value)
+                return self._emit("ITEM", owner, self._const(interned, ("interned", interned)))
+            return self._emit("ITEM", owner, self._value(key))
         return self._emit("TYPE", self._value(node.args[0]))  # type: ignore[attr-defined]
 
     def _builtin_op(self, node: ast.Call) -> str | None:
