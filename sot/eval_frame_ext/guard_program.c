@@ -46,7 +46,8 @@ enum {
     GP_TEST_IS_NOT = 15,
     GP_TEST_NOT = 16,   /* fail unless r[a] is false                     */
     GP_TEST_IS_REF = 17,/* fail unless r[a] is r[b]()  (an exact weakref) */
-    GP_OP_COUNT = 18,
+    GP_TEST_ITEMS_EQ = 18, /* fail unless tuple(r[a]) == r[b]  (a tuple)   */
+    GP_OP_COUNT = 19,
 };
 
 typedef struct {
@@ -148,6 +149,61 @@ gp_getattr(gp_instr *in, PyObject *obj, PyObject *name)
         }
     }
     return PyObject_GetAttr(obj, name);
+}
+
+/* tuple(obj) == want (`want` a tuple) without building the tuple: the
+ * items are compared in order as tuple comparison does (identity first,
+ * then ==), and the first difference in an item or in the length ends it.
+ * Only for dicts, lists and tuples, whose iteration runs no Python code
+ * (so stopping early changes nothing); anything else is made a tuple.
+ * 1, 0, or -1 on error. */
+static int
+items_equal(PyObject *obj, PyObject *want)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(want);
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+        PyObject *seq = PySequence_Fast(obj, "");
+        if (seq == NULL) {
+            return -1;
+        }
+        int same = PySequence_Fast_GET_SIZE(seq) == n;
+        for (Py_ssize_t i = 0; same && i < n && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+            same = PyObject_RichCompareBool(item, PyTuple_GET_ITEM(want, i), Py_EQ);
+            Py_DECREF(item);
+        }
+        Py_DECREF(seq);
+        return same;
+    }
+    /* A dict, or a C subclass of it (OrderedDict): iterating runs no Python code. */
+    int plain_dict = PyDict_Check(obj) && (Py_TYPE(obj)->tp_iter == PyDict_Type.tp_iter
+                                           || !PyType_HasFeature(Py_TYPE(obj), Py_TPFLAGS_HEAPTYPE));
+    if (!plain_dict) {
+        PyObject *items = PySequence_Tuple(obj);
+        if (items == NULL) {
+            return -1;
+        }
+        int same = PyObject_RichCompareBool(items, want, Py_EQ);
+        Py_DECREF(items);
+        return same;
+    }
+    PyObject *it = PyObject_GetIter(obj);
+    if (it == NULL) {
+        return -1;
+    }
+    Py_ssize_t i = 0;
+    int same = 1;
+    PyObject *item;
+    while (same > 0 && (item = PyIter_Next(it)) != NULL) {
+        same = i < n ? PyObject_RichCompareBool(item, PyTuple_GET_ITEM(want, i), Py_EQ) : 0;
+        Py_DECREF(item);
+        i++;
+    }
+    Py_DECREF(it);
+    if (same < 0 || PyErr_Occurred()) {
+        return -1;
+    }
+    return same && i == n;
 }
 
 /* Run the program on `regs` (arguments and constants filled in). Returns
@@ -272,6 +328,13 @@ gp_run(GuardProgram *self, PyObject **regs)
             }
             continue;
         }
+        case GP_TEST_ITEMS_EQ: {
+            int r = items_equal(regs[in->a], regs[in->b]);
+            if (r <= 0) {
+                return r;
+            }
+            continue;
+        }
         case GP_TEST_IS_REF:
             if (regs[in->a] != weakref_target(regs[in->b])) {
                 return 0;
@@ -306,6 +369,10 @@ gp_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
         if (regs == NULL) {
             return PyErr_NoMemory();
         }
+    }
+    if (self->consts == NULL) {  /* cleared by the garbage collector */
+        PyErr_SetString(PyExc_ReferenceError, "sot guard program was cleared");
+        return NULL;
     }
     Py_ssize_t nconsts = PyTuple_GET_SIZE(self->consts);
     Py_ssize_t work = nargs + nconsts;
@@ -413,7 +480,8 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         in->c = f[4];
         int writes = in->op < GP_TEST;
         int uses_b = in->op == GP_ATTR || in->op == GP_ITEM || (in->op >= GP_IS && in->op <= GP_NOT_IN)
-                     || in->op == GP_TEST_IS || in->op == GP_TEST_IS_NOT || in->op == GP_TEST_IS_REF;
+                     || in->op == GP_TEST_IS || in->op == GP_TEST_IS_NOT || in->op == GP_TEST_IS_REF
+                     || in->op == GP_TEST_ITEMS_EQ;
         if (in->op < 0 || in->op >= GP_OP_COUNT
             || (writes && (f[1] < 0 || in->dst >= nregs))
             || in->a < 0 || in->a >= nregs
@@ -426,6 +494,11 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (in->op == GP_ATTR && (in->b < nargs || in->b >= first_work
                                   || !PyUnicode_CheckExact(PyTuple_GET_ITEM(consts, in->b - nargs)))) {
             PyErr_Format(PyExc_ValueError, "guard instruction %zd: an attribute name must be a str", i);
+            goto fail;
+        }
+        if (in->op == GP_TEST_ITEMS_EQ && (in->b < nargs || in->b >= first_work
+                                           || !PyTuple_CheckExact(PyTuple_GET_ITEM(consts, in->b - nargs)))) {
+            PyErr_Format(PyExc_ValueError, "guard instruction %zd: not a tuple constant", i);
             goto fail;
         }
         if (in->op == GP_DEREF || in->op == GP_TEST_IS_REF) {
@@ -537,7 +610,7 @@ sot_guard_program_add_opcodes(PyObject *module)
         {"LEN", GP_LEN}, {"CALL", GP_CALL}, {"IS", GP_IS}, {"IS_NOT", GP_IS_NOT},
         {"EQ", GP_EQ}, {"NE", GP_NE}, {"IN", GP_IN}, {"NOT_IN", GP_NOT_IN}, {"NOT", GP_NOT},
         {"TEST", GP_TEST}, {"TEST_IS", GP_TEST_IS}, {"TEST_IS_NOT", GP_TEST_IS_NOT},
-        {"TEST_NOT", GP_TEST_NOT}, {"TEST_IS_REF", GP_TEST_IS_REF},
+        {"TEST_NOT", GP_TEST_NOT}, {"TEST_IS_REF", GP_TEST_IS_REF}, {"TEST_ITEMS_EQ", GP_TEST_ITEMS_EQ},
     };
     PyObject *ops = PyDict_New();
     if (ops == NULL) {

@@ -332,3 +332,35 @@ def test_grad_and_amp_state_are_read_by_the_program(compile_all):
         tracer._amp_level, tracer._amp_dtype = saved
     assert _agree(guard, f.__globals__, None, x)
     assert any("autograd_state()" in text for text in guard.readable)  # a miss is explained as before
+
+
+def test_items_of_dicts_lists_and_others_compare_as_a_tuple_would():
+    import collections
+
+    same_keys = _program([("TEST_ITEMS_EQ", 0, ("c", ("a", "b")))])
+    assert same_keys({"a": 1, "b": 2}) and not same_keys({"b": 2, "a": 1}) and not same_keys({"a": 1})
+    assert not same_keys({"a": 1, "b": 2, "c": 3})
+    ordered = collections.OrderedDict(a=1, b=2)
+    assert same_keys(ordered)
+    ordered.move_to_end("a")  # the OrderedDict's own order, not its dict's
+    assert not same_keys(ordered)
+    assert same_keys(["a", "b"]) and same_keys(("a", "b")) and not same_keys(["a"]) and same_keys(iter("ab"))
+
+    class Reversed(dict):
+        def __iter__(self):
+            return reversed(list(super().__iter__()))
+
+    assert same_keys(Reversed(b=1, a=2)) and not same_keys(Reversed(a=1, b=2))
+    with pytest.raises(ValueError):
+        GuardProgram(1, ("ab",), 1, [(GUARD_OPCODES["TEST_ITEMS_EQ"], 0, 0, 1, 0)], [])  # not a tuple
+
+
+def test_container_members_are_checked_by_the_program(compile_all):
+    net = _Net()
+    sot.symbolic_translate(net)(_t(3, 4))
+    guard = _guard_of(type(net).forward.__code__)
+    assert any("tuple(" in e and "_sub_layers" in e for e in guard.exprs)
+    args = (type(net).forward.__globals__, None, net, _t(3, 4))
+    assert _agree(guard, *args)
+    net.blocks._sub_layers.move_to_end("0")  # the blocks run in another order
+    assert not _agree(guard, *args)

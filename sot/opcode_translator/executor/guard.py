@@ -372,6 +372,9 @@ class _ProgramCompiler:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):  # (a and b) as a chain: a, then b
             for value in node.values:
                 self._test(value)
+        elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
+            items = self._value(node.left.args[0])  # type: ignore[attr-defined]
+            self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _TOP_LEVEL_TESTS:
             left = self._value(node.left)
             ref = self._weakref_const(node.comparators[0]) if isinstance(node.ops[0], ast.Is) else None
@@ -383,6 +386,18 @@ class _ProgramCompiler:
             self._emit("TEST_NOT", self._value(node.operand))
         else:
             self._emit("TEST", self._value(node))
+
+    def _items_check(self, node: ast.expr) -> bool:
+        """``tuple(x) == (constants...)``"""
+        return (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
+                and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Name)
+                and node.left.func.id == "tuple" and self._is_builtin_name("tuple") and len(node.left.args) == 1
+                and not node.left.keywords and not isinstance(node.left.args[0], ast.Starred)
+                and isinstance(node.comparators[0], ast.Tuple)
+                and all(isinstance(e, ast.Constant) for e in node.comparators[0].elts))
+
+    def _is_builtin_name(self, name: str) -> bool:
+        return name not in self.namespace and name not in self.params and name not in self.bindings
 
     def build(self) -> GuardProgram | None:
         if not self.code:
