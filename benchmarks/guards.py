@@ -53,6 +53,7 @@ import sot  # noqa: E402
 from sot.eval_frame_ext import cache_entries  # noqa: E402
 
 from _common import (  # noqa: E402
+    python_chain_guards,
     Variant,
     assert_same_tensor,
     cprofile_top,
@@ -118,27 +119,6 @@ def run_sweep(fn, inputs) -> None:  # noqa: ANN001
 
 
 # -- setup ------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def python_chain_guards():  # noqa: ANN201
-    """Guards built inside run as the Python ``and`` chain they are compiled from (no C guard program): the
-    state before the program, for an interleaved comparison."""
-    from sot.opcode_translator.executor import guard as guard_module
-
-    original = guard_module._fast_check
-
-    def chain(builder, params, exprs):  # noqa: ANN001, ANN202
-        namespace = dict(builder.namespace)
-        exec(compile(guard_module._guard_source(", ".join(params), exprs), "<python chain guard>", "exec"),
-             namespace)
-        return namespace["__sot_guard"], None, list(exprs)
-
-    guard_module._fast_check = chain
-    try:
-        yield
-    finally:
-        guard_module._fast_check = original
-
-
 def guard_atoms(code) -> list[int]:  # noqa: ANN001
     """Number of guard checks of each sot cache entry of ``code`` (most recently hit first)."""
     return [len(getattr(getattr(g, "guard", None), "readable", None) or []) for g, _ in cache_entries(code)]
