@@ -393,8 +393,10 @@ class _ProgramCompiler:
                 and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Name)
                 and node.left.func.id == "tuple" and self._is_builtin_name("tuple") and len(node.left.args) == 1
                 and not node.left.keywords and not isinstance(node.left.args[0], ast.Starred)
-                and isinstance(node.comparators[0], ast.Tuple)
-                and all(isinstance(e, ast.Constant) for e in node.comparators[0].elts))
+                and (isinstance(node.comparators[0], ast.Tuple)
+                     and all(isinstance(e, ast.Constant) for e in node.comparators[0].elts)
+                     or isinstance(node.comparators[0], ast.Name)
+                     and type(self.namespace.get(node.comparators[0].id)) is tuple))
 
     def _is_builtin_name(self, name: str) -> bool:
         return name not in self.namespace and name not in self.params and name not in self.bindings
