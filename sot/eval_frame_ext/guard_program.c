@@ -47,7 +47,8 @@ enum {
     GP_TEST_NOT = 16,   /* fail unless r[a] is false                     */
     GP_TEST_IS_REF = 17,/* fail unless r[a] is r[b]()  (an exact weakref) */
     GP_TEST_ITEMS_EQ = 18, /* fail unless tuple(r[a]) == r[b]  (a tuple)   */
-    GP_OP_COUNT = 19,
+    GP_TEST_TENSOR = 19,   /* fail unless tensor_matches(*r[args[b:b+5]])  */
+    GP_OP_COUNT = 20,
 };
 
 typedef struct {
@@ -328,6 +329,17 @@ gp_run(GuardProgram *self, PyObject **regs)
             }
             continue;
         }
+        case GP_TEST_TENSOR: {
+            PyObject *argv[5];
+            for (int i = 0; i < 5; i++) {
+                argv[i] = regs[self->call_args[in->b + i]];
+            }
+            int r = sot_tensor_matches(argv);
+            if (r <= 0) {
+                return r;
+            }
+            continue;
+        }
         case GP_TEST_ITEMS_EQ: {
             int r = items_equal(regs[in->a], regs[in->b]);
             if (r <= 0) {
@@ -486,7 +498,8 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             || (writes && (f[1] < 0 || in->dst >= nregs))
             || in->a < 0 || in->a >= nregs
             || (uses_b && (in->b < 0 || in->b >= nregs))
-            || (in->op == GP_CALL && (in->b < 0 || in->c < 0 || in->b + in->c > ncall))) {
+            || (in->op == GP_CALL && (in->b < 0 || in->c < 0 || in->b + in->c > ncall))
+            || (in->op == GP_TEST_TENSOR && (in->b < 0 || in->c != 5 || in->b + 5 > ncall))) {
             PyErr_Format(PyExc_ValueError, "bad guard instruction %zd", i);
             goto fail;
         }
@@ -611,6 +624,7 @@ sot_guard_program_add_opcodes(PyObject *module)
         {"EQ", GP_EQ}, {"NE", GP_NE}, {"IN", GP_IN}, {"NOT_IN", GP_NOT_IN}, {"NOT", GP_NOT},
         {"TEST", GP_TEST}, {"TEST_IS", GP_TEST_IS}, {"TEST_IS_NOT", GP_TEST_IS_NOT},
         {"TEST_NOT", GP_TEST_NOT}, {"TEST_IS_REF", GP_TEST_IS_REF}, {"TEST_ITEMS_EQ", GP_TEST_ITEMS_EQ},
+        {"TEST_TENSOR", GP_TEST_TENSOR},
     };
     PyObject *ops = PyDict_New();
     if (ops == NULL) {

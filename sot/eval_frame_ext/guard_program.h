@@ -6,6 +6,10 @@
 
 extern PyTypeObject GuardProgram_Type;
 
+/* The tensor-meta check of tensor_matches (eval_frame.c) on its 5
+ * arguments: 1, 0, or -1 on error. */
+int sot_tensor_matches(PyObject *const *args);
+
 /* Adds GUARD_OPCODES (name -> opcode) to the module; -1 on error. */
 int sot_guard_program_add_opcodes(PyObject *module);
 

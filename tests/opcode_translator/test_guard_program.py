@@ -307,6 +307,8 @@ def test_bad_programs_are_refused():
         GuardProgram(1, (1,), 1, [(GUARD_OPCODES["TEST_IS_REF"], 0, 0, 1, 0)], [])  # not a weakref
     with pytest.raises(ValueError):
         GuardProgram(1, (1,), 1, [(GUARD_OPCODES["ATTR"], 0, 0, 1, 0)], [])  # name not a str
+    with pytest.raises(ValueError):  # a tensor check takes 5 arguments
+        GuardProgram(1, (), 1, [(GUARD_OPCODES["TEST_TENSOR"], 0, 0, 0, 4)], [0, 0, 0, 0])
     with pytest.raises(TypeError):
         _program([("TEST", 0, None)])(1, 2)  # wrong number of arguments
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import paddle
 
-from ...eval_frame_ext import GUARD_OPCODES, GuardProgram
+from ...eval_frame_ext import GUARD_OPCODES, GuardProgram, tensor_matches
 from ...log import log
 
 
@@ -372,6 +372,11 @@ class _ProgramCompiler:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):  # (a and b) as a chain: a, then b
             for value in node.values:
                 self._test(value)
+        elif self._tensor_check(node):  # tensor_matches(x, ...): run directly, no call in between
+            args = [self._value(a) for a in node.args]  # type: ignore[attr-defined]
+            start = len(self.call_args)
+            self.call_args.extend(args)
+            self._emit("TEST_TENSOR", args[0], ("n", start), len(args))
         elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
             items = self._value(node.left.args[0])  # type: ignore[attr-defined]
             self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
@@ -386,6 +391,11 @@ class _ProgramCompiler:
             self._emit("TEST_NOT", self._value(node.operand))
         else:
             self._emit("TEST", self._value(node))
+
+    def _tensor_check(self, node: ast.expr) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 5
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
+                and self.namespace.get(node.func.id) is tensor_matches)
 
     def _items_check(self, node: ast.expr) -> bool:
         """``tuple(x) == (constants...)``"""
