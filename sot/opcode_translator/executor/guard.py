@@ -322,8 +322,7 @@ class _ProgramCompiler:
 
     def _builtin_op(self, node: ast.Call) -> str | None:
         if (isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords
-                and not isinstance(node.args[0], ast.Starred) and node.func.id not in self.namespace
-                and node.func.id not in self.params and node.func.id not in self.bindings):
+                and not isinstance(node.args[0], ast.Starred) and self._is_builtin_name(node.func.id)):
             return _BUILTIN_OPS.get(getattr(builtins, node.func.id, None))
         return None
 
@@ -409,7 +408,9 @@ class _ProgramCompiler:
                      and type(self.namespace.get(node.comparators[0].id)) is tuple))
 
     def _is_builtin_name(self, name: str) -> bool:
-        return name not in self.namespace and name not in self.params and name not in self.bindings
+        """``name`` in a guard expression means the builtin of that name (nothing of the guard shadows it)."""
+        return (name not in self.namespace and name not in self.params and name not in self.bindings
+                and hasattr(builtins, name))
 
     def build(self) -> GuardProgram | None:
         if not self.code:
