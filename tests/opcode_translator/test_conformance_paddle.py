@@ -515,7 +515,7 @@ def test_topk_result_namedtuple(compile_all):
 
 
 def test_tensor_methods_returning_python_values(compile_all):
-    """Unexpected fallback: ``x.dim()`` and ``x.is_floating_point()`` ("dim: returned a non-tensor value of type
+    """Fixed (kept as a regression test); was: unexpected fallback: ``x.dim()`` and ``x.is_floating_point()`` ("dim: returned a non-tensor value of type
     int"); both are known from the tensor's meta, like ``x.ndim``."""
 
     def fn(x):
@@ -525,7 +525,7 @@ def test_tensor_methods_returning_python_values(compile_all):
 
 
 def test_paddle_predicates_do_not_break(compile_all):
-    """Unexpected graph breaks: ``paddle.is_tensor(x)`` and ``paddle.is_grad_enabled()`` are "library functions
+    """Fixed (kept as a regression test); was: unexpected graph breaks: ``paddle.is_tensor(x)`` and ``paddle.is_grad_enabled()`` are "library functions
     run natively (not inlined)"; both are answered at translation time (grad mode is already guarded)."""
 
     def fn(x):

@@ -97,6 +97,10 @@ class TensorMethodVariable(CallableVariable):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .tensor_values import META_METHODS, meta_method_value
+
+        if self.name in META_METHODS:
+            return meta_method_value(self.tensor, self.name, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         _reject_inplace(self.name)

@@ -1,0 +1,166 @@
+"""Python values computed from tensor metas (``x.dim()``, ``x.is_floating_point()``, ``x.size``) and Paddle
+predicates (``paddle.is_tensor``, ``paddle.is_grad_enabled``): answered during translation, with the eager
+value and type, no graph break or fallback, and a new translation when the meta the answer depends on
+changes (see executor/variables/tensor_values.py)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+
+def _tensor(shape: tuple[int, ...], dtype: str = "float32", stop_gradient: bool = True) -> paddle.Tensor:
+    data = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape) % 5 - 2
+    value = paddle.to_tensor(data.astype(dtype))
+    value.stop_gradient = stop_gradient
+    return value
+
+
+def _same(actual: Any, expected: Any) -> None:
+    if isinstance(expected, paddle.Tensor):
+        assert isinstance(actual, paddle.Tensor)
+        assert (actual.dtype, actual.shape, actual.stop_gradient) == (expected.dtype, expected.shape,
+                                                                      expected.stop_gradient)
+        np.testing.assert_allclose(actual.numpy(), expected.numpy())
+    elif isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected) and len(actual) == len(expected), (actual, expected)
+        for a, e in zip(actual, expected):
+            _same(a, e)
+    else:
+        assert type(actual) is type(expected) and actual == expected, (actual, expected)
+
+
+def _run(fn: Callable[..., Any], *inputs: Callable[[], tuple]) -> Any:
+    """Eager vs translated, twice per input set; returns the stats."""
+    fast = sot.symbolic_translate(fn)
+    for make in inputs:
+        for _ in range(2):
+            _same(fast(*make()), fn(*make()))
+    return sot.stats()
+
+
+def _no_break_or_fallback(stats: Any) -> None:
+    assert stats.graph_breaks == 0 and stats.fallbacks == 0, stats
+
+
+# -- tensor methods answered from the dtype and rank ---------------------------------------------------------
+def methods(x):
+    return x * 2, x.dim(), x.ndimension(), x.is_floating_point(), x.is_complex(), x.is_integer(), x.element_size()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64", "bool", "uint8",
+                                   "complex64"])
+def test_meta_methods_match_eager_for_each_dtype(dtype, compile_all):
+    def fn(x):
+        return x.dim(), x.ndimension(), x.is_floating_point(), x.is_complex(), x.is_integer(), x.element_size(), \
+            paddle.is_floating_point(x), paddle.is_complex(x), paddle.is_integer(x)
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2, 3), dtype),)))
+
+
+def test_meta_methods_of_a_computed_tensor(compile_all):
+    def fn(x):
+        y = (x * 2).astype("int64").unsqueeze(0)
+        return y + y.dim(), y.is_floating_point(), y.element_size()
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2, 3)),)))
+
+
+def test_dtype_change_flips_is_floating_point(compile_all):
+    def fn(x):
+        if x.is_floating_point():
+            return x * 0.5
+        return x + 1
+
+    stats = _run(fn, lambda: (_tensor((3,)),), lambda: (_tensor((3,), "int64"),), lambda: (_tensor((3,)),))
+    _no_break_or_fallback(stats)
+    assert stats.translate_count == 2, stats
+
+
+def test_rank_change_retranslates_dim(compile_all):
+    def fn(x):
+        return x * x.dim()
+
+    stats = _run(fn, lambda: (_tensor((2, 3)),), lambda: (_tensor((6,)),))
+    _no_break_or_fallback(stats)
+    assert stats.translate_count == 2, stats
+
+
+def test_dim_under_a_dynamic_dimension_does_not_pin_it(compile_all):
+    """The rank is known while a dimension is symbolic: reading it must not specialise on the sizes."""
+
+    def fn(x):
+        return x * x.dim()
+
+    stats = _run(fn, *(lambda n=n: (_tensor((n, 3)),) for n in (2, 3, 4, 5)))
+    _no_break_or_fallback(stats)
+    assert stats.translate_count <= 2, stats
+
+
+def test_meta_method_with_an_argument_raises_the_eager_error(compile_all):
+    def fn(x):
+        try:
+            return x.dim(1)
+        except TypeError as exc:
+            return type(exc).__name__
+
+    _run(fn, lambda: (_tensor((2,)),))
+
+
+# -- Paddle predicates ----------------------------------------------------------------------------------------
+def test_is_tensor_of_each_kind(compile_all):
+    def fn(x, n, items):
+        y = x + 1
+        return y, paddle.is_tensor(x), paddle.is_tensor(y), paddle.is_tensor(n), paddle.is_tensor(items), \
+            paddle.is_tensor(items[0]), paddle.is_tensor(None)
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2,)), 3, [_tensor((2,)), 1.0])))
+
+
+def test_is_tensor_guard_follows_the_argument_type(compile_all):
+    def fn(x, v):
+        if paddle.is_tensor(v):
+            return x + v
+        return x * v
+
+    stats = _run(fn, lambda: (_tensor((2,)), _tensor((2,))), lambda: (_tensor((2,)), 3.0),
+                 lambda: (_tensor((2,)), _tensor((2,))))
+    _no_break_or_fallback(stats)
+    assert stats.translate_count == 2, stats
+
+
+def test_is_grad_enabled_follows_simulated_no_grad_blocks(compile_all):
+    def fn(x):
+        outside = paddle.is_grad_enabled()
+        with paddle.no_grad():
+            inside = paddle.is_grad_enabled()
+            y = x * 2
+        return y, outside, inside, paddle.is_grad_enabled()
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2,), stop_gradient=False),)))
+
+
+def test_is_grad_enabled_change_between_calls_retranslates(compile_all):
+    def fn(x):
+        return x * 2, paddle.is_grad_enabled()
+
+    fast = sot.symbolic_translate(fn)
+    x = _tensor((2,), stop_gradient=False)
+    for enabled in (True, False, True):
+        with paddle.set_grad_enabled(enabled):
+            _same(fast(x), fn(x))
+    _no_break_or_fallback(sot.stats())
+
+
+def test_dtype_predicate_of_a_non_tensor_raises_the_eager_error(compile_all):
+    def fn(x, v):
+        try:
+            return paddle.is_floating_point(v)
+        except TypeError as exc:
+            return x * 2, str(exc)
+
+    _run(fn, lambda: (_tensor((2,)), 1.5))
