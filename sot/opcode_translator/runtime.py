@@ -7,6 +7,8 @@ from typing import Any
 
 import paddle
 
+from paddle.base.dygraph.math_op_patch import TensorSize as _TensorSize
+
 _full = paddle.full
 _INT64 = paddle.int64
 
@@ -108,6 +110,15 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
         return fn(*positional, **keywords)
     finally:
         set_callback(previous)
+
+
+def tensor_size(count: int, shape: Any) -> int:
+    """A new ``x.size`` value, as eager mode makes one at each read: a ``TensorSize`` of ``count`` elements
+    carrying the shape (the very ``paddle.Size`` the frame read as its ``as_shape``, or one made from a
+    tuple). The count is given: the frame may have changed the list since (the int keeps its value)."""
+    size = int.__new__(_TensorSize, count)
+    size.as_shape = shape if isinstance(shape, paddle.Size) else paddle.Size(list(shape))
+    return size
 
 
 def int_tensor(value: int) -> Any:

@@ -536,7 +536,7 @@ def test_paddle_predicates_do_not_break(compile_all):
 
 
 def test_tensor_size_has_the_eager_type(compile_all):
-    """Wrong type (minor): eager ``x.size`` is a ``TensorSize`` (an int subclass with ``as_shape``), translated
+    """Fixed (kept as a regression test); was: wrong type (minor): eager ``x.size`` is a ``TensorSize`` (an int subclass with ``as_shape``), translated
     code returns a plain ``int``."""
 
     def fn(x):

@@ -164,3 +164,41 @@ def test_dtype_predicate_of_a_non_tensor_raises_the_eager_error(compile_all):
             return x * 2, str(exc)
 
     _run(fn, lambda: (_tensor((2,)), 1.5))
+
+
+# -- x.size -------------------------------------------------------------------------------------------------
+def _size_picture(value: Any) -> Any:
+    return type(value), int(value), type(value.as_shape), list(value.as_shape)
+
+
+def test_size_has_the_eager_type_and_shape(compile_all):
+    def fn(x):
+        s = x.size
+        return x * 2, s, s * 2, s + 1, int(s), x.size(), x.size(1), x.size(-1), x.size(None), s.as_shape, \
+            x.reshape([s])
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((3, 4)),)))
+    fast = sot.symbolic_translate(fn)
+    actual, expected = fast(_tensor((3, 4)))[1], fn(_tensor((3, 4)))[1]
+    assert _size_picture(actual) == _size_picture(expected)
+
+
+def test_each_size_read_is_a_new_object(compile_all):
+    """``as_shape`` is a mutable list: two reads (and two calls) must not share one object."""
+
+    def fn(x):
+        a, b = x.size, x.size
+        a.as_shape.append(9)
+        return x + 1, a.as_shape, b.as_shape, a, a(), a(2)
+
+    _run(fn, lambda: (_tensor((2, 3)),))
+
+
+def test_size_follows_the_shape(compile_all):
+    def fn(x):
+        return x * x.size, x.size
+
+    with sot.config.patch(dynamic_shape=False):
+        stats = _run(fn, lambda: (_tensor((2, 3)),), lambda: (_tensor((4, 3)),))
+    _no_break_or_fallback(stats)
+    assert stats.translate_count == 2, stats

@@ -354,11 +354,17 @@ def _shape(var: TensorVariable) -> VariableBase:
     return SizeVariable(items, var.graph, DummyTracker((var,)))
 
 
+def _size(var: TensorVariable) -> VariableBase:
+    from .tensor_values import TensorSizeVariable
+
+    return TensorSizeVariable(var)
+
+
 _TENSOR_ATTRIBUTES = {
     "shape": lambda var: _shape(var),
     "dtype": _meta_value(lambda m: m.dtype),
     "ndim": _meta_value(lambda m: len(m.shape)),
-    "size": lambda var: ConstantVariable(math.prod(var.concrete_shape()), var.graph, DummyTracker((var,))),
+    "size": lambda var: _size(var),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),

@@ -16,6 +16,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import paddle
+from paddle.base.dygraph.math_op_patch import TensorSize
 
 from ....errors import FallbackError
 from ..tracker import DummyTracker, Tracker
@@ -24,6 +25,7 @@ from .basic import ConstantVariable, TensorVariable
 from .callable import CallableVariable, member_of
 
 if TYPE_CHECKING:
+    from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
 
 # Tensor methods whose answer depends on the tensor's dtype and rank only (never on its data or sizes).
@@ -116,3 +118,59 @@ class PaddlePredicateVariable(CallableVariable):
 @VariableFactory.register(74)
 def _predicate_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     return PaddlePredicateVariable(value, graph, tracker) if member_of(PREDICATES, value) else None
+
+
+# -- ``x.size``: eager's TensorSize ---------------------------------------------------------------------------
+class TensorSizeVariable(ConstantVariable):
+    """``x.size``: in eager mode a ``TensorSize``, an int subclass (the number of elements) that carries the
+    shape (``as_shape``, a ``paddle.Size``) and, called, gives it (``x.size()``, ``x.size(dim)``). Its
+    arithmetic is the int's; its shape reads and calls are the tensor's own ``shape``. Each eager read makes a
+    new object (``as_shape`` is a mutable list): the generated code builds one per read too."""
+
+    def __init__(self, tensor: TensorVariable) -> None:
+        shape = tensor.concrete_shape()  # the int value is a Python constant of the translation: guarded
+        super().__init__(TensorSize(paddle.Size(list(shape))), tensor.graph, DummyTracker((tensor,)))
+        self.tensor = tensor
+        self._shape: VariableBase | None = None  # ``as_shape``, made at its first read (one list per size)
+
+    def as_shape(self) -> VariableBase:
+        if self._shape is None:
+            self._shape = self.tensor.getattr("shape")
+        return self._shape
+
+    def children(self) -> list[VariableBase]:
+        return [self._shape] if self._shape is not None else []
+
+    def getattr(self, name: str) -> VariableBase:
+        if name == "as_shape":
+            return self.as_shape()
+        return super().getattr(name)
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .container import SizeVariable
+
+        if kwargs or len(args) > 1:  # the eager TypeError
+            self.graph.run_user_python(self.value, [a.get_py_value() for a in args],
+                                       {k: v.get_py_value() for k, v in kwargs.items()})
+        # ``paddle.Size(self.as_shape)``: a copy of the (maybe changed) list, indexed by ``dim`` if given
+        shape = self.as_shape()
+        copy = SizeVariable(list(shape.items), self.graph, DummyTracker((shape,)))  # type: ignore[attr-defined]
+        return copy.getitem(args[0]) if args and not _is_none(args[0]) else copy
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import tensor_size
+
+        codegen.load_callable_const(tensor_size)
+        codegen.load_const(int(self.value))
+        if self._shape is not None:  # the very list the frame read (and maybe changed)
+            codegen.reconstruct(self._shape)
+        else:
+            codegen.load_const(tuple(self.value.as_shape))
+        codegen.call(2)
+
+    def __repr__(self) -> str:
+        return f"TensorSizeVariable({int(self.value)})"
+
+
+def _is_none(var: VariableBase) -> bool:
+    return isinstance(var, ConstantVariable) and var.value is None
