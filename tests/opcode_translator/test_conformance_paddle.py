@@ -504,7 +504,7 @@ def test_paddle_errors_have_the_eager_type(c, compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_topk_result_namedtuple(compile_all):
-    """Unexpected fallback: ``paddle.topk`` returns a ``TopKRetType`` named tuple ("paddle.topk: returned a
+    """Fixed (kept as a regression test); was: unexpected fallback: ``paddle.topk`` returns a ``TopKRetType`` named tuple ("paddle.topk: returned a
     non-tensor value of type TopKRetType"); unpacking it is the usual use."""
 
     def fn(x):

@@ -202,3 +202,37 @@ def test_size_follows_the_shape(compile_all):
         stats = _run(fn, lambda: (_tensor((2, 3)),), lambda: (_tensor((4, 3)),))
     _no_break_or_fallback(stats)
     assert stats.translate_count == 2, stats
+
+
+# -- ops returning named tuples ----------------------------------------------------------------------------
+def test_topk_result_is_the_eager_named_tuple(compile_all):
+    def fn(x):
+        result = paddle.topk(x, 2)
+        values, indices = result
+        return result, result.values * 2, result.indices, values + 1, indices, result[0], result._fields, \
+            x.topk(1, axis=0)
+
+    stats = _run(fn, lambda: (_tensor((3, 4)),))
+    _no_break_or_fallback(stats)
+    fast = sot.symbolic_translate(fn)
+    assert type(fast(_tensor((3, 4)))[0]) is type(fn(_tensor((3, 4)))[0])
+
+
+def test_named_tuple_result_passed_to_another_api(compile_all):
+    def fn(x):
+        ints = x.astype("int64")
+        return paddle.concat(paddle.topk(x, 2)[:1] + (x,), axis=1), paddle.concat(paddle.topk(ints, 2), axis=1)
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((3, 4)),)))
+
+
+def test_named_tuple_result_gradients(compile_all):
+    def fn(x):
+        top = paddle.topk(x * 3, 2)
+        return top.values.sum()
+
+    x_eager, x_fast = _tensor((3, 4), stop_gradient=False), _tensor((3, 4), stop_gradient=False)
+    fn(x_eager).backward()
+    sot.symbolic_translate(fn)(x_fast).backward()
+    np.testing.assert_allclose(x_fast.grad.numpy(), x_eager.grad.numpy())
+    _no_break_or_fallback(sot.stats())
