@@ -577,7 +577,7 @@ class _DoubledLinear(nn.Linear):
 
 
 def test_super_forward_in_a_layer_subclass(compile_all):
-    """Unexpected fallback, not cached: ``super().forward(x)`` in a subclass of ``nn.Linear`` ("internal error:
+    """Fixed (kept as a regression test); was: unexpected fallback, not cached: ``super().forward(x)`` in a subclass of ``nn.Linear`` ("internal error:
     NotImplementedError: DummyTracker (the frame runs eagerly, not cached)"): the frame is simulated again
     on every call and never translated."""
     check(_run_layer, lambda: (_seeded(lambda: _DoubledLinear(3, 3)), T(2, 3)), stable=False)

@@ -1156,11 +1156,16 @@ class SuperVariable(VariableBase):
 
         owner = self.self_var.get_py_value()
         mro = type(owner).__mro__ if not isinstance(owner, type) else owner.__mro__
-        for klass in mro[mro.index(self.cls) + 1:]:
+        for index in range(mro.index(self.cls) + 1, len(mro)):
+            klass = mro[index]
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
-                    fn = UserFunctionVariable(attr, self.graph, DummyTracker((self,)))
+                    from .layer import BuiltinForwardVariable, LayerVariable, is_builtin_forward
+
+                    if name == "forward" and isinstance(self.self_var, LayerVariable) and is_builtin_forward(attr):
+                        return BuiltinForwardVariable(self.self_var, klass)  # one statement, not inlined
+                    fn = UserFunctionVariable(attr, self.graph, self._member_tracker(owner, index, name))
                     return BoundMethodVariable(fn, self.self_var, self.graph, DummyTracker((fn,)))
                 if attr is object.__init__:
                     return PureFunctionVariable(lambda: None, self.graph, DummyTracker((self,)))
@@ -1169,6 +1174,25 @@ class SuperVariable(VariableBase):
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
                             original=AttributeError(f"'super' object has no attribute '{name}'"))
+
+    def _member_tracker(self, owner: Any, index: int, name: str) -> Tracker:
+        """``type(self).__mro__[index].__dict__[name]`` as a path from ``self`` when ``self`` has one: the
+        function found is then a value of the frame like any other (its globals, defaults and closure are
+        guarded through it, whatever module it comes from); otherwise a computed value."""
+        from .function import SourceOnlyVariable
+        from ..tracker import GetAttrTracker, GetItemTracker
+
+        self_var = self.self_var
+        if not self_var.tracker.is_traceable():
+            return DummyTracker((self,))
+        graph = self.graph
+        cls = owner if isinstance(owner, type) else type(owner)
+        cls_var = self_var if isinstance(owner, type) else SourceOnlyVariable(cls, graph, GetAttrTracker(self_var,
+                                                                                                        "__class__"))
+        mro_var = SourceOnlyVariable(cls.__mro__, graph, GetAttrTracker(cls_var, "__mro__"))
+        klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
+        members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
+        return GetItemTracker(members, name)
 
 
 @builtin_rule(super)

@@ -16,6 +16,7 @@ from ....symbolic.sir import layer_call
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
+from .callable import CallableVariable
 from .container import TupleVariable
 
 if TYPE_CHECKING:
@@ -25,13 +26,41 @@ if TYPE_CHECKING:
 _CONTAINERS = (paddle.nn.Sequential, paddle.nn.LayerList, paddle.nn.LayerDict)
 
 
-def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
-    """A layer whose ``forward`` is Paddle's own code (not overridden by the user): ``Linear``, ``LSTM``
-    (which happens to subclass ``LayerList``)... but not the plain containers."""
-    forward = getattr(type(layer), "forward", None)
+def is_builtin_forward(forward: Any) -> bool:
+    """``forward`` is the ``forward`` of a built-in Paddle layer class (``Linear``, ``LSTM``...), which is
+    recorded as one ``layer`` statement; the plain containers' forward is simulated instead."""
     module = getattr(forward, "__module__", "") or ""
     return (module.startswith("paddle.nn.") and forward is not paddle.nn.Layer.forward
             and forward is not paddle.nn.Sequential.forward)
+
+
+def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
+    """A layer whose ``forward`` is Paddle's own code (not overridden by the user): ``Linear``, ``LSTM``
+    (which happens to subclass ``LayerList``)... but not the plain containers."""
+    return is_builtin_forward(getattr(type(layer), "forward", None))
+
+
+class BuiltinForwardVariable(CallableVariable):
+    """The ``forward`` of a built-in layer class bound to a layer of a user subclass: ``super().forward``
+    inside ``class Scaled(nn.Linear)``. Called, it is one ``layer`` statement running that class's forward
+    on the layer (without the hooks, as a direct ``forward`` call), like a built-in layer called directly."""
+
+    def __init__(self, layer_var: "LayerVariable", cls: type) -> None:
+        super().__init__(cls.forward, layer_var.graph, DummyTracker((layer_var,)))
+        self.layer_var = layer_var
+        self.cls = cls
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        layer_var = self.layer_var
+        # The program calls this very layer (its parameters, its attributes): guarded by identity.
+        layer_var.needs_identity = True
+        self.graph.add_guard(layer_var)
+        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
+        return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
+                                         list(args), dict(kwargs))
+
+    def __repr__(self) -> str:
+        return f"BuiltinForwardVariable({self.cls.__name__}.forward of {self.layer_var!r})"
 
 
 class LayerVariable(ObjectVariable):
