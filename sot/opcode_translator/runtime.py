@@ -121,6 +121,48 @@ def tensor_size(count: int, shape: Any) -> int:
     return size
 
 
+def _tree_paths(layer: paddle.nn.Layer) -> dict[int, tuple[str, ...]]:
+    """The attribute path of every object in a layer's tree (parameters, buffers, sublayers, the layer itself),
+    the first one found in the order Paddle walks the tree."""
+    paths: dict[int, tuple[str, ...]] = {id(layer): ()}
+    pending = [(layer, ())]
+    while pending:
+        current, path = pending.pop(0)
+        for store in ("_parameters", "_buffers", "_sub_layers"):
+            for key, member in current.__dict__.get(store, {}).items():
+                if member is not None and id(member) not in paths:
+                    paths[id(member)] = (*path, key)
+                    if store == "_sub_layers":
+                        pending.append((member, (*path, key)))
+    return paths
+
+
+def layer_structure(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict) -> tuple | None:
+    """What ``layer.<method>(*args, **kwargs)`` gives (a method reading the layer tree: ``named_parameters``,
+    ``children``, ``state_dict``...), as ``(name or None, attribute path)`` per item; None when an item is not
+    in the tree or when ``state_dict`` would run a hook. Equal answers at two calls mean equal results (the
+    guard of a translation that used the method)."""
+    if method == "state_dict" and any(sub._state_dict_hooks for sub in layer.sublayers(include_self=True)):
+        return None
+    result = getattr(layer, method)(*args, **kwargs)
+    named = method.startswith("named_") or method == "state_dict"
+    items = list(result.items()) if isinstance(result, dict) else list(result)
+    paths = _tree_paths(layer)
+    signature = []
+    for item in items:
+        name, member = item if named else (None, item)
+        path = paths.get(id(member))
+        if path is None:
+            return None
+        signature.append((name, path))
+    return tuple(signature)
+
+
+def layer_method(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict) -> Any:
+    """``layer.<method>(*args, **kwargs)``: rebuilds a generator of the layer tree in generated code."""
+    return getattr(layer, method)(*args, **kwargs)
+
+
 def int_tensor(value: int) -> Any:
     """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
     return _full([], value, _INT64)

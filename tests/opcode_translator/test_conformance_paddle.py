@@ -600,7 +600,8 @@ class _Chain(nn.Layer):
 
 
 def test_iterating_named_children_and_a_parameter_list(compile_all):
-    """Unexpected break and fallbacks: ``for name, layer in self.named_children()`` ("creating an instance of
+    """Fixed (kept as a regression test); was: unexpected break and fallbacks: ``for name, layer in
+    self.named_children()`` ("creating an instance of
     set runs natively", then "an iterator (generator Layer.named_children) cannot leave the translated frame
     yet") and ``for w in self.ws`` over a ``ParameterList`` ("iterating over ParameterList is not
     supported")."""
@@ -608,7 +609,7 @@ def test_iterating_named_children_and_a_parameter_list(compile_all):
 
 
 def test_parameter_name_and_state_dict(compile_all):
-    """Unexpected fallbacks: ``layer.weight.name`` ("tensor attribute 'name' is not supported yet") and
+    """Fixed (kept as a regression test); was: unexpected fallbacks: ``layer.weight.name`` ("tensor attribute 'name' is not supported yet") and
     ``layer.state_dict()["weight"]`` (an OrderedDict made natively: break, then "subscript of
     ObjectVariable(OrderedDict) is not supported yet")."""
 

@@ -354,6 +354,16 @@ def _shape(var: TensorVariable) -> VariableBase:
     return SizeVariable(items, var.graph, DummyTracker((var,)))
 
 
+def _name(var: TensorVariable) -> VariableBase:
+    """``x.name``: a parameter's (or any tensor's of the frame) is read now and guarded; a tensor computed in
+    the graph gets its eager name only when it is made at run time."""
+    if var.value is None or not var.tracker.is_traceable():
+        raise BreakGraphError("the name of a tensor computed in the graph is only known at run time")
+    name = var.value.name
+    var.graph.add_expr_guard(var, "{}.name == %r" % (name,))
+    return ConstantVariable(name, var.graph, DummyTracker((var,)))
+
+
 def _size(var: TensorVariable) -> VariableBase:
     from .tensor_values import TensorSizeVariable
 
@@ -365,6 +375,7 @@ _TENSOR_ATTRIBUTES = {
     "dtype": _meta_value(lambda m: m.dtype),
     "ndim": _meta_value(lambda m: len(m.shape)),
     "size": lambda var: _size(var),
+    "name": lambda var: _name(var),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
