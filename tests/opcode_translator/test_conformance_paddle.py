@@ -620,9 +620,12 @@ def test_parameter_name_and_state_dict(compile_all):
 
 
 def test_grad_of_a_leaf_after_backward_inside_the_function(compile_all):
-    """Fallback and a different ``stop_gradient``: after ``y.backward()`` (a break), reading ``x.grad`` falls back
-    ("tensor attribute 'grad' is not supported yet"), and the gradient produced through the compiled prefix has
-    ``stop_gradient=True`` where eager's has False."""
+    """A different ``stop_gradient``: the gradient a leaf gets from the backward of a compiled program has
+    ``stop_gradient=True`` where eager's has False (``paddle.jit.to_static`` gives the same: the program's grad
+    node makes the tensor; ``x.grad`` returns a new wrapper each time, so setting the flag on it does not
+    stick). Values are equal. (The fallback when reading ``x.grad`` after ``y.backward()``, "tensor attribute
+    'grad' is not supported yet", is fixed: it is read as a guarded input, see
+    executor/test_tensor_python_values.py.)"""
 
     def fn(x):
         y = (x * x).sum()

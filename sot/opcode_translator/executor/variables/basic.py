@@ -364,6 +364,16 @@ def _name(var: TensorVariable) -> VariableBase:
     return ConstantVariable(name, var.graph, DummyTracker((var,)))
 
 
+def _grad(var: TensorVariable) -> VariableBase:
+    """``x.grad`` of a tensor of the frame: its autograd state now (a graph input read by its path, or None),
+    guarded like any value of the frame. Nothing in a graph changes it (``backward()`` is a graph break), so
+    the generated code reads what the simulation read. A tensor computed in the graph has its gradient only
+    after a backward at run time."""
+    if var.value is None or not var.tracker.is_traceable():
+        raise BreakGraphError("the gradient of a tensor computed in the graph is only known at run time")
+    return VariableFactory.from_value(var.value.grad, var.graph, GetAttrTracker(var, "grad"))
+
+
 def _size(var: TensorVariable) -> VariableBase:
     from .tensor_values import TensorSizeVariable
 
@@ -376,6 +386,7 @@ _TENSOR_ATTRIBUTES = {
     "ndim": _meta_value(lambda m: len(m.shape)),
     "size": lambda var: _size(var),
     "name": lambda var: _name(var),
+    "grad": lambda var: _grad(var),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
