@@ -794,7 +794,9 @@ def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: Variab
     else:
         keys = list(items)
     if any(isinstance(k, TensorVariable) for k in keys):
-        raise FallbackError("ordering tensors compares them as Python bools")
+        # Each comparison reads tensor values as Python bools: the call runs natively (a graph break at it,
+        # the rest of the frame stays translated).
+        raise BreakGraphError("ordering tensors compares them as Python bools: runs natively")
     _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
     for k in keys:
         graph.add_guard(k)
