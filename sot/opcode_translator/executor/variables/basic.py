@@ -468,8 +468,60 @@ class NumpyArrayVariable(ObjectVariable):
         guards = [f"type({expr}) is {builder.constant(type(self.value))}",
                   f"{expr}.shape == {self.value.shape!r}", f"{expr}.dtype == {builder.constant(self.value.dtype)}"]
         if self.values_used:
-            guards.append(f"{builder.constant(np.array_equal)}({expr}, {builder.constant(self.value.copy())})")
+            contents = self.value.copy()
+            guards.append(f"{builder.constant(np.array_equal)}({expr}, {builder.constant(contents)})")
+            builder.array_checks.append((self.tracker.describe(), expr, contents))
         return guards
+
+    def getattr(self, name: str) -> VariableBase:
+        if name in PURE_ARRAY_METHODS and not self._varies():
+            return ArrayMethodVariable(self, name)
+        return super().getattr(name)
+
+    def _varies(self) -> bool:
+        """The contents of this input were seen changing between calls: folding them would translate again
+        at every call (dynamic_shape.py)."""
+        from ..dynamic_shape import is_varying_array
+
+        return self.tracker.is_traceable() and is_varying_array(self.graph.frame.code, self.tracker.describe())
+
+
+# Methods of numpy arrays that only read the array: folded on its (then guarded) contents when they give a
+# Python or numpy scalar. An array result would be a new mutable object per eager call: it runs natively.
+PURE_ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "prod", "std", "var", "any", "all", "argmax",
+                                "argmin", "item", "trace", "round", "dot"})
+
+
+class ArrayMethodVariable(VariableBase):
+    """``arr.sum`` (one of `PURE_ARRAY_METHODS`) of a numpy array variable."""
+
+    def __init__(self, array: NumpyArrayVariable, name: str) -> None:
+        super().__init__(array.graph, DummyTracker((array,)))
+        self.array = array
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        operands = [*args, *kwargs.values()]
+        if not all(isinstance(var, ConstantVariable) for var in operands):
+            raise BreakGraphError(f"ndarray.{self.name}() of these arguments runs natively")
+        method = getattr(self.array.value, self.name)
+        result = self.graph.run_user_python(method, [a.value for a in args], {k: v.value for k, v in kwargs.items()})
+        if isinstance(result, np.ndarray) or type(result) is list:
+            raise BreakGraphError(f"ndarray.{self.name}() makes a new array or list: runs natively")
+        self.array.get_py_value()  # its values are constants of the translation now: guarded
+        for var in [self.array, *operands]:
+            self.graph.add_guard(var)
+        return VariableFactory.from_value(result, self.graph, DummyTracker((self.array, *operands)))
+
+    def children(self) -> list[VariableBase]:
+        return [self.array]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.array)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"ArrayMethodVariable({self.name})"
 
 
 @VariableFactory.register(89)
