@@ -57,7 +57,7 @@ def methods(x):
 def test_meta_methods_match_eager_for_each_dtype(dtype, compile_all):
     def fn(x):
         return x.dim(), x.ndimension(), x.is_floating_point(), x.is_complex(), x.is_integer(), x.element_size(), \
-            paddle.is_floating_point(x), paddle.is_complex(x), paddle.is_integer(x)
+            paddle.is_floating_point(x), paddle.is_complex(x), paddle.is_integer(x), x.itemsize, x.requires_grad
 
     _no_break_or_fallback(_run(fn, lambda: (_tensor((2, 3), dtype),)))
 
@@ -65,9 +65,10 @@ def test_meta_methods_match_eager_for_each_dtype(dtype, compile_all):
 def test_meta_methods_of_a_computed_tensor(compile_all):
     def fn(x):
         y = (x * 2).astype("int64").unsqueeze(0)
-        return y + y.dim(), y.is_floating_point(), y.element_size()
+        z = x * 2
+        return y + y.dim(), y.is_floating_point(), y.element_size(), y.itemsize, z.requires_grad, y.requires_grad
 
-    _no_break_or_fallback(_run(fn, lambda: (_tensor((2, 3)),)))
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2, 3)),), lambda: (_tensor((2, 3), stop_gradient=False),)))
 
 
 def test_dtype_change_flips_is_floating_point(compile_all):

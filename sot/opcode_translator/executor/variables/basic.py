@@ -374,6 +374,12 @@ def _grad(var: TensorVariable) -> VariableBase:
     return VariableFactory.from_value(var.value.grad, var.graph, GetAttrTracker(var, "grad"))
 
 
+def _meta_property(var: TensorVariable, name: str) -> VariableBase:
+    from .tensor_values import meta_property_value
+
+    return meta_property_value(var, name)
+
+
 def _size(var: TensorVariable) -> VariableBase:
     from .tensor_values import TensorSizeVariable
 
@@ -390,6 +396,8 @@ _TENSOR_ATTRIBUTES = {
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
+    "requires_grad": _meta_value(lambda m: not m.stop_gradient),
+    "itemsize": lambda var: _meta_property(var, "itemsize"),
 }
 
 

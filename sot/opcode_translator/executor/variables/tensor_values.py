@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
 
-# Tensor methods whose answer depends on the tensor's dtype and rank only (never on its data or sizes).
+# Tensor methods and properties whose answer depends on the tensor's dtype and rank only (never on its data
+# or sizes).
 META_METHODS = frozenset({"dim", "ndimension", "is_floating_point", "is_complex", "is_integer", "element_size"})
+META_PROPERTIES = frozenset({"itemsize"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,6 +53,13 @@ def meta_method_value(tensor: TensorVariable, name: str, args: list[VariableBase
     value = graph.run_user_python(getattr(probe, name), [a.get_py_value() for a in args],
                                   {k: v.get_py_value() for k, v in kwargs.items()})
     return VariableFactory.from_value(value, graph, DummyTracker((tensor, *args, *kwargs.values())))
+
+
+def meta_property_value(tensor: TensorVariable, name: str) -> VariableBase:
+    """``tensor.name`` for a property of `META_PROPERTIES`, from the (guarded) meta."""
+    tensor._used_meta()
+    value = getattr(_probe(tensor.meta.dtype, len(tensor.meta.shape)), name)
+    return VariableFactory.from_value(value, tensor.graph, DummyTracker((tensor,)))
 
 
 # -- Paddle functions answered from the kinds of their arguments and the simulated state ----------------------
