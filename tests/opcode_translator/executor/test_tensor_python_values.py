@@ -292,3 +292,17 @@ def test_grad_of_a_computed_tensor_runs_natively(compile_all):
         return y, y.grad
 
     _run(fn, lambda: (_tensor((3,), stop_gradient=False),))
+
+
+def test_is_autocast_enabled_follows_simulated_amp_blocks(compile_all):
+    def fn(x):
+        outside = paddle.is_autocast_enabled()
+        with paddle.amp.auto_cast(dtype="bfloat16"):
+            inside = paddle.is_autocast_enabled()
+            with paddle.amp.auto_cast(enable=False):
+                off = paddle.is_autocast_enabled()
+        return x * 2, outside, inside, off
+
+    _no_break_or_fallback(_run(fn, lambda: (_tensor((2,)),)))
+    with paddle.amp.auto_cast(dtype="bfloat16"):  # the state a call starts in is guarded
+        _same(sot.symbolic_translate(fn)(_tensor((2,))), fn(_tensor((2,))))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 from paddle.base.dygraph.math_op_patch import TensorSize
 
-from ....errors import FallbackError
+from ....errors import BreakGraphError, FallbackError
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, TensorVariable
@@ -106,9 +106,19 @@ def _is_grad_enabled(graph: "FunctionGraph", args: list[VariableBase],
     return ConstantVariable(bool(graph.grad_mode), graph, DummyTracker())
 
 
+def _is_autocast_enabled(graph: "FunctionGraph", args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``paddle.is_autocast_enabled()``: whether the simulated AMP state (``with paddle.amp.auto_cast():`` blocks
+    included, as Paddle itself decided on entering them) casts ops; the state at the start is guarded."""
+    if args or kwargs:  # (the device argument is ignored by Paddle, but keep its call as written)
+        raise BreakGraphError("paddle.is_autocast_enabled() with arguments runs natively")
+    return ConstantVariable(bool(graph.amp_state.enabled), graph, DummyTracker())
+
+
 PREDICATES: dict[Any, PredicateRule] = {
     paddle.is_tensor: _is_tensor,
     paddle.is_grad_enabled: _is_grad_enabled,
+    paddle.is_autocast_enabled: _is_autocast_enabled,
     **{getattr(paddle, name): _dtype_predicate(name, getattr(paddle, name))
        for name in ("is_floating_point", "is_complex", "is_integer")},
 }
