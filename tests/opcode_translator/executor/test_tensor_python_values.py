@@ -306,3 +306,13 @@ def test_is_autocast_enabled_follows_simulated_amp_blocks(compile_all):
     _no_break_or_fallback(_run(fn, lambda: (_tensor((2,)),)))
     with paddle.amp.auto_cast(dtype="bfloat16"):  # the state a call starts in is guarded
         _same(sot.symbolic_translate(fn)(_tensor((2,))), fn(_tensor((2,))))
+
+
+def test_size_kept_across_a_break(compile_all):
+    def fn(x):
+        s = x.size
+        print("break")
+        return x * s, s + 1, s, s()
+
+    stats = _run(fn, lambda: (_tensor((2, 3)),))
+    assert stats.fallbacks == 0, stats

@@ -193,3 +193,16 @@ class TensorSizeVariable(ConstantVariable):
 
 def _is_none(var: VariableBase) -> bool:
     return isinstance(var, ConstantVariable) and var.value is None
+
+
+class FrameTensorSizeVariable(ConstantVariable):
+    """A ``TensorSize`` reached from the frame (e.g. an ``x.size`` kept across a graph break): an int constant
+    of the translation (its type and value guarded); calling it or changing its shape runs natively."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        raise BreakGraphError("calling a TensorSize from outside the frame runs natively")
+
+
+@VariableFactory.register(91)
+def _tensor_size_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return FrameTensorSizeVariable(value, graph, tracker) if type(value) is TensorSize else None
