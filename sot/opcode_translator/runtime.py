@@ -146,7 +146,10 @@ def layer_structure(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: di
         return None
     result = getattr(layer, method)(*args, **kwargs)
     named = method.startswith("named_") or method == "state_dict"
-    items = list(result.items()) if isinstance(result, dict) else list(result)
+    if method.startswith("get_"):  # one object (``get_sublayer("blocks.0")``)
+        items = [result]
+    else:
+        items = list(result.items()) if isinstance(result, dict) else list(result)
     paths = _tree_paths(layer)
     signature = []
     for item in items:

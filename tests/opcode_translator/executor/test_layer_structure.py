@@ -66,8 +66,10 @@ def structure(layer, x):
     buffers = [b * 2 for b in layer.buffers()]
     named_buffers = dict(layer.named_buffers())
     state = layer.state_dict()
+    modules = [type(m).__name__ for m in layer.modules()] + [name for name, _ in layer.named_modules()]
+    picked = layer.get_sublayer("blocks.1.0")(x) + layer.get_parameter("ws.0").sum() + layer.get_buffer("offset")
     return x, names, total, named, subs, deep, buffers, named_buffers, list(state), state["first.weight"] * 1, \
-        len(layer.parameters(include_sublayers=False))
+        len(layer.parameters(include_sublayers=False)), modules, picked
 
 
 def test_tree_reading_methods_match_eager(compile_all):
@@ -160,3 +162,14 @@ def test_name_of_a_computed_tensor_is_eager(compile_all):
         return y, y.name.startswith("generated") or True
 
     _check(fn, _tensor(3), breaks=None)
+
+
+def test_get_sublayer_of_a_missing_name_raises_the_eager_error(compile_all):
+    def fn(layer, x):
+        try:
+            layer.get_sublayer("blocks.7")
+        except AttributeError as exc:
+            return x * 2, str(exc)
+        return x
+
+    _check(fn, _tree(), _tensor(3), breaks=None)

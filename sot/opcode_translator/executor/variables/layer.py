@@ -213,8 +213,10 @@ class LayerVariable(ObjectVariable):
 # guarded and reloaded like ``self.blocks[0].weight`` written out.
 STRUCTURE_METHODS: dict[str, str] = {
     "children": "generator", "named_children": "generator", "named_sublayers": "generator",
-    "named_parameters": "generator", "named_buffers": "generator",
+    "named_parameters": "generator", "named_buffers": "generator", "modules": "generator",
+    "named_modules": "generator",
     "sublayers": "list", "parameters": "list", "buffers": "list", "state_dict": "ordered_dict",
+    "get_sublayer": "object", "get_parameter": "object", "get_buffer": "object",
 }
 
 
@@ -272,6 +274,8 @@ class LayerStructureMethodVariable(VariableBase):
             key_var = ConstantVariable(key, graph, DummyTracker())
             items.append(TupleVariable([key_var, value], graph, DummyTracker((value,))))
         kind = STRUCTURE_METHODS[name]
+        if kind == "object":
+            return items[0]
         if kind == "list":
             return ListVariable(items, graph, DummyTracker(tuple(items)))
         if kind == "ordered_dict":
