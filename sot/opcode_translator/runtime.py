@@ -161,6 +161,36 @@ def layer_structure(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: di
     return tuple(signature)
 
 
+def layer_tree_fingerprint(layer: paddle.nn.Layer) -> tuple:
+    """What the layer-tree methods (`layer_structure`) depend on, cheaper to compute than running them: for
+    every layer of the tree, once, in order, its class, its member names in order (parameters, buffers,
+    sublayers) each with the index of its object's first appearance (None entries and sharing included),
+    its non-persistable buffer names and whether it has state_dict hooks. Equal fingerprints mean every such
+    method gives equal names and objects at equal paths; a new instance of the same architecture has the
+    same fingerprint."""
+    index: dict[int, int] = {id(layer): 0}
+    out: list[Any] = []
+    pending = [layer]
+    while pending:
+        current = pending.pop()
+        members = current.__dict__
+        out.append(type(current))
+        for store in ("_parameters", "_buffers", "_sub_layers"):
+            for key, member in members.get(store, {}).items():
+                if member is None:
+                    out.append((key, -1))
+                    continue
+                known = index.get(id(member))
+                if known is None:
+                    known = index[id(member)] = len(index)
+                    if store == "_sub_layers":
+                        pending.append(member)
+                out.append((key, known))
+        out.append(tuple(sorted(members.get("_non_persistable_buffer_names_set", ()))))
+        out.append(bool(members.get("_state_dict_hooks")))
+    return tuple(out)
+
+
 def layer_method(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict) -> Any:
     """``layer.<method>(*args, **kwargs)``: rebuilds a generator of the layer tree in generated code."""
     return getattr(layer, method)(*args, **kwargs)

@@ -173,3 +173,46 @@ def test_get_sublayer_of_a_missing_name_raises_the_eager_error(compile_all):
         return x
 
     _check(fn, _tree(), _tensor(3), breaks=None)
+
+
+class _Leaf(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = self.create_parameter([2])
+
+
+class _Root(nn.Layer):
+    """Only user layers (a built-in layer on the path of a parameter is guarded by identity)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = _Leaf(), _Leaf()
+
+
+def test_another_instance_of_the_same_architecture_reuses_the_translation(compile_all):
+    def fn(layer, x):
+        return sum(p.sum() for p in layer.parameters()) + x, [name for name, _ in layer.named_sublayers()]
+
+    fast = sot.symbolic_translate(fn)
+    x = _tensor(1)
+    for seed in (1, 2, 3):
+        paddle.seed(seed)
+        layer = _Root()
+        assert _picture(fast(layer, x)) == _picture(fn(layer, x))
+    assert sot.stats().translate_count == 1, sot.stats()
+
+
+def test_unsharing_a_sublayer_changes_what_is_listed(compile_all):
+    """``shared`` is ``first`` (listed once); made a layer of its own, it is listed too."""
+
+    def fn(layer, x):
+        return x + len(layer.parameters()), [name for name, _ in layer.named_children()]
+
+    eager, translated = _tree(), _tree()
+    fast = sot.symbolic_translate(fn)
+    x = _tensor(1)
+    assert _picture(fast(translated, x)) == _picture(fn(eager, x))
+    for layer in (eager, translated):
+        paddle.seed(5)
+        layer.shared = nn.Linear(3, 3)
+    assert _picture(fast(translated, x)) == _picture(fn(eager, x))

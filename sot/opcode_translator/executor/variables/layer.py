@@ -237,7 +237,7 @@ class LayerStructureMethodVariable(VariableBase):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        from ...runtime import layer_method, layer_structure
+        from ...runtime import layer_method, layer_structure, layer_tree_fingerprint
         from .container import DictVariable, ListVariable, TupleVariable, TypedDictVariable
         from .iterator import IteratorVariable, lazy
 
@@ -255,12 +255,15 @@ class LayerStructureMethodVariable(VariableBase):
         if signature is None:
             raise BreakGraphError(f"Layer.{name}() gives objects outside the layer tree or runs hooks: runs "
                                   "natively")
-        # The same names, each object still the one at its path: then the method gives what it gave here.
+        # The same tree (names, sharing, classes): then the method gives the same names, and objects at the
+        # same paths. One check per layer, however many such methods the frame calls on it.
         graph.add_guard(layer_var)
-        graph.add_symbolic_guard(
-            lambda builder: f"{builder.constant(layer_structure)}({builder.expr_of(layer_var)}, {name!r}, "
-                            f"{builder.constant(py_args)}, {builder.constant(py_kwargs)}) == "
-                            f"{builder.constant(signature)}", "{}")
+        if not getattr(layer_var, "tree_guarded", False):
+            layer_var.tree_guarded = True
+            fingerprint = layer_tree_fingerprint(layer)
+            graph.add_symbolic_guard(
+                lambda builder: f"{builder.constant(layer_tree_fingerprint)}({builder.expr_of(layer_var)}) == "
+                                f"{builder.constant(fingerprint)}", "{}")
         items: list[VariableBase] = []
         keyed: dict[Any, VariableBase] = {}
         for key, path in signature:
