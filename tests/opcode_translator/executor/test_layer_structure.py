@@ -216,3 +216,11 @@ def test_unsharing_a_sublayer_changes_what_is_listed(compile_all):
         paddle.seed(5)
         layer.shared = nn.Linear(3, 3)
     assert _picture(fast(translated, x)) == _picture(fn(eager, x))
+
+
+def test_persistable_flag_of_parameters_buffers_and_results(compile_all):
+    def fn(layer, x):
+        y = x * 2
+        return y, layer.first.weight.persistable, layer.offset.persistable, x.persistable, y.persistable
+
+    _check(fn, _tree(), _tensor(3))

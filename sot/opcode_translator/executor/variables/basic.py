@@ -364,6 +364,18 @@ def _name(var: TensorVariable) -> VariableBase:
     return ConstantVariable(name, var.graph, DummyTracker((var,)))
 
 
+def _persistable(var: TensorVariable) -> VariableBase:
+    """``x.persistable``: a flag of the tensor object (parameters and buffers set it), read now and guarded for
+    a tensor of the frame; an op's output in eager mode is never persistable."""
+    if var.value is None:
+        return ConstantVariable(False, var.graph, DummyTracker((var,)))
+    if not var.tracker.is_traceable():
+        raise BreakGraphError("the persistable flag of this tensor is only known at run time")
+    flag = bool(var.value.persistable)
+    var.graph.add_expr_guard(var, "{}.persistable is %r" % (flag,))
+    return ConstantVariable(flag, var.graph, DummyTracker((var,)))
+
+
 def _grad(var: TensorVariable) -> VariableBase:
     """``x.grad`` of a tensor of the frame: its autograd state now (a graph input read by its path, or None),
     guarded like any value of the frame. Nothing in a graph changes it (``backward()`` is a graph break), so
@@ -393,6 +405,7 @@ _TENSOR_ATTRIBUTES = {
     "size": lambda var: _size(var),
     "name": lambda var: _name(var),
     "grad": lambda var: _grad(var),
+    "persistable": lambda var: _persistable(var),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
