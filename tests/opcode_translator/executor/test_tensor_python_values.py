@@ -321,7 +321,8 @@ def test_size_kept_across_a_break(compile_all):
 def test_device_and_build_queries_are_answered_and_guarded(compile_all):
     def fn(x):
         return x * 2, paddle.device.get_device(), paddle.get_device(), paddle.is_compiled_with_xpu(), \
-            paddle.device.is_compiled_with_rocm(), paddle.is_compiled_with_cinn()
+            paddle.device.is_compiled_with_rocm(), paddle.is_compiled_with_cinn(), paddle.distributed.get_rank(), \
+            paddle.distributed.get_world_size(), paddle.amp.is_float16_supported(), paddle.amp.is_bfloat16_supported()
 
     _no_break_or_fallback(_run(fn, lambda: (_tensor((2,)),)))
     assert "get_device" in str(sot.explain(fn, _tensor((2,))))  # re-asked at every call

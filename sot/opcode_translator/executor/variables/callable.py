@@ -966,6 +966,8 @@ class GuardedQueryVariable(CallableVariable):
 # Built once: the factory asks about every value it wraps.
 _GUARDED_QUERIES = frozenset({paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
                               paddle.base.framework.in_dygraph_mode, paddle.device.get_device,
+                              paddle.distributed.get_rank, paddle.distributed.get_world_size,
+                              paddle.amp.is_float16_supported, paddle.amp.is_bfloat16_supported,
                               *(getattr(module, name) for module in (paddle, paddle.device)
                                 for name in ("is_compiled_with_cuda", "is_compiled_with_xpu", "is_compiled_with_rocm",
                                              "is_compiled_with_cinn", "is_compiled_with_distribute",
