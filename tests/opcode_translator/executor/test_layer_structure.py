@@ -120,15 +120,15 @@ def test_a_replaced_parameter_is_read_fresh(compile_all):
 
 
 def test_state_dict_with_a_hook_runs_it(compile_all):
-    """A state_dict hook (any user code) runs natively: a break there (then the OrderedDict it returns is read
-    in a resume function, which runs eagerly: an OrderedDict from outside is not simulated yet)."""
+    """A state_dict hook (any user code) runs natively: a break there; the OrderedDict it gives is read in the
+    resume function."""
     layer = _tree()
     layer.first.register_state_dict_hook(lambda destination: destination.update(marker=paddle.ones([1])))
 
     def fn(layer, x):
         return x * 2, list(layer.state_dict())
 
-    _check(fn, layer, _tensor(3), breaks=None, fallbacks=None)
+    _check(fn, layer, _tensor(3), breaks=None)
 
 
 def test_generator_kept_across_a_break(compile_all):
