@@ -79,3 +79,17 @@ def test_state_dict_kept_across_a_break(compile_all):
     paddle.seed(3)
     layer = nn.Linear(2, 2)
     _check(fn, lambda: (layer, _x().unsqueeze(0)), breaks=None)
+
+
+def test_ordered_dict_copy_and_popitem(compile_all):
+    def fn(x, od, empty):
+        copy = od.copy()
+        copy["new"] = x
+        last = od.popitem()
+        try:
+            empty.popitem()
+        except KeyError as exc:
+            message = str(exc)
+        return copy, last, message, od.popitem(last=False)
+
+    _check(fn, lambda: (_x(), collections.OrderedDict(a=1, b=2, c=3), collections.OrderedDict()), breaks=None)

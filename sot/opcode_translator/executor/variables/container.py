@@ -384,6 +384,27 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     graph = var.graph
     items = var.items
     graph.add_guard(var)
+    if isinstance(var, TypedDictVariable):
+        # What differs from a plain dict: a copy keeps the class (and factory); OrderedDict.popitem takes
+        # ``last`` and words its error its own way.
+        if name == "copy":
+            return TypedDictVariable(dict(items), graph, DummyTracker((var,)), var.dict_type, var.default_factory)
+        if name == "popitem" and var.dict_type is collections.OrderedDict:
+            last_var = args[0] if args else kwargs.get("last")
+            if len(args) + len(kwargs) > 1 or (kwargs and "last" not in kwargs) or \
+                    (last_var is not None and not isinstance(last_var, ConstantVariable)):
+                raise FallbackError("OrderedDict.popitem() with unusual arguments")
+            if not items:
+                error = KeyError("dictionary is empty")
+                raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+            if last_var is not None:
+                graph.add_guard(last_var)
+                if not last_var.value:  # the first item
+                    _record_mutation(var)
+                    key = next(iter(items))
+                    value = items.pop(key)
+                    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph,
+                                         DummyTracker((var,)))
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
