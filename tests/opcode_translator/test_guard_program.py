@@ -366,3 +366,26 @@ def test_container_members_are_checked_by_the_program(compile_all):
     assert _agree(guard, *args)
     net.blocks._sub_layers.move_to_end("0")  # the blocks run in another order
     assert not _agree(guard, *args)
+
+
+class _ScaledLinear(paddle.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2  # Paddle's own forward on this layer: one ``layer`` statement
+
+
+@pytest.mark.parametrize("layer_kind", ["builtin", "subclass calling super().forward"])
+def test_replaced_parameter_of_a_layer_in_a_program_misses(compile_all, layer_kind):
+    layer = paddle.nn.Linear(4, 3) if layer_kind == "builtin" else _ScaledLinear(4, 3)
+
+    def f(x):
+        return layer(x) + 1
+
+    fast = sot.symbolic_translate(f)
+    x = _t(2, 4)
+    assert_same(fast(x), f(x))
+    assert_same(fast(x), f(x))
+    layer.weight = paddle.create_parameter([4, 3], "float32",
+                                           default_initializer=paddle.nn.initializer.Constant(0.5))
+    assert_same(fast(x), f(x))  # not the program traced with the old weight
+    layer.bias = None
+    assert_same(fast(x), f(x))
