@@ -57,6 +57,10 @@ class SideEffects:
         self.stores.append(AttrStore(obj, name, value, through_object))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
 
+    def cells_written(self) -> bool:
+        """Whether a closure cell of a function outside the frame (or of the frame) is assigned."""
+        return any(isinstance(store, CellStore) for store in self.stores)
+
     def store_global(self, name: str, value: "VariableBase | None") -> None:
         previous = self._globals.get(name, ABSENT)
         self._globals[name] = value if value is not None else DELETED

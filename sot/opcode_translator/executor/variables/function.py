@@ -44,6 +44,7 @@ class CellVariable(VariableBase):
         return self.content
 
     captured_by_class = False  # a class built during simulation holds a snapshot of this cell
+    owner: VariableBase | None = None  # the function variable whose closure it was read from
     _rebuilt: "CellRebuildVariable | None" = None
 
     def rebuilt(self) -> "CellRebuildVariable":
@@ -210,11 +211,48 @@ class FunctionVariableBase(VariableBase):
 
 
 class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
-    """A real Python function reached from the frame (a global, an attribute, a closure value...)."""
+    """A real Python function reached from the frame (a global, an attribute, a closure value...).
+
+    Inlining a call depends only on the function's code, globals, the number of its defaults and the
+    names of its keyword-only defaults; the default values and closure cell contents it reads are guarded
+    where they are used, like arguments. So the function is guarded by those parts, not by identity: a
+    function made anew for every call (a decorator's wrapper, a lambda argument) reuses the translation.
+    Its identity is guarded only when the simulation used the object itself (``is``, ``id()``, a native
+    call, an attribute stored on it, a closure cell shared with another path)."""
 
     def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
         ObjectVariable.__init__(self, value, graph, tracker)
         self.code = value.__code__
+
+    def get_py_value(self) -> Any:
+        self.needs_identity = True  # the very object goes somewhere the structural guard does not cover
+        return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value)
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        if self.needs_identity or self.graph.side_effects.cells_written():
+            # (a written closure cell: the simulation relied on which cells are shared, which the
+            # function's identity pins)
+            return [builder.identity(expr, self.value)]
+        fn = self.value
+        guards = [f"type({expr}) is {builder.constant(types.FunctionType)}",
+                  builder.identity(f"{expr}.__code__", fn.__code__),
+                  f"{expr}.__globals__ is {builder.constant(fn.__globals__)}"]
+        if self.code.co_argcount:  # which parameters take a default
+            guards.append(f"len({expr}.__defaults__ or ()) == {len(fn.__defaults__ or ())}")
+        if self.code.co_kwonlyargcount:
+            keys = builder.constant(frozenset(fn.__kwdefaults__ or ()))
+            guards.append(f"({expr}.__kwdefaults__ or {{}}).keys() == {keys}")
+        return guards
+
+    def getattr(self, name: str) -> VariableBase:
+        from ..side_effects import ABSENT
+
+        if self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT:
+            self.needs_identity = True  # stored earlier in the frame, maybe through another path
+        return super().getattr(name)
 
     def function_name(self) -> str:
         return self.value.__qualname__
@@ -255,11 +293,17 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
         for index, name in enumerate(self.code.co_freevars):
             simulated = self.graph.class_cells.get(id(fn.__closure__[index]))
             if simulated is not None and simulated[0] is fn.__closure__[index]:
+                self.needs_identity = True
                 cells[name] = simulated[1]  # a function of a class built during simulation
                 continue
             known = self.graph.known_cells.get(id(fn.__closure__[index]))
             if known is not None:  # a cell already simulated (shared with the frame or another function)
                 cells[name] = known[1]
+                owner = getattr(known[1], "owner", None)
+                if owner is not self:  # the sharing is pinned by the identity of both functions
+                    self.needs_identity = True
+                    if owner is not None:
+                        owner.needs_identity = True
                 continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
@@ -272,6 +316,7 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
                                                      if self.tracker.is_traceable() else DummyTracker((self,)))
             cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True,
                                        source=cell_var if self.tracker.is_traceable() else None)
+            cells[name].owner = self
             self.graph.known_cells[id(fn.__closure__[index])] = (fn.__closure__[index], cells[name])
         return cells
 
