@@ -44,7 +44,7 @@ class CellVariable(VariableBase):
         return self.content
 
     captured_by_class = False  # a class built during simulation holds a snapshot of this cell
-    owner: VariableBase | None = None  # the function variable whose closure it was read from
+    path: VariableBase | None = None  # reaches the real cell in guards (external cells reached from the frame)
     _rebuilt: "CellRebuildVariable | None" = None
 
     def rebuilt(self) -> "CellRebuildVariable":
@@ -223,6 +223,7 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
     def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
         ObjectVariable.__init__(self, value, graph, tracker)
         self.code = value.__code__
+        self._closure_var: VariableBase | None = None
 
     def get_py_value(self) -> Any:
         self.needs_identity = True  # the very object goes somewhere the structural guard does not cover
@@ -288,7 +289,9 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
 
     def freevar_cells(self) -> dict[str, CellVariable]:
         fn = self.value
-        closure_var = self._source("__closure__", fn.__closure__)
+        if self._closure_var is None:  # one per variable: its cells met again are recognised as its own
+            self._closure_var = self._source("__closure__", fn.__closure__)
+        closure_var = self._closure_var
         cells = {}
         for index, name in enumerate(self.code.co_freevars):
             simulated = self.graph.class_cells.get(id(fn.__closure__[index]))
@@ -299,11 +302,7 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
             known = self.graph.known_cells.get(id(fn.__closure__[index]))
             if known is not None:  # a cell already simulated (shared with the frame or another function)
                 cells[name] = known[1]
-                owner = getattr(known[1], "owner", None)
-                if owner is not self:  # the sharing is pinned by the identity of both functions
-                    self.needs_identity = True
-                    if owner is not None:
-                        owner.needs_identity = True
+                self._guard_shared_cell(known[1], index, closure_var)
                 continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
@@ -316,9 +315,20 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
                                                      if self.tracker.is_traceable() else DummyTracker((self,)))
             cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True,
                                        source=cell_var if self.tracker.is_traceable() else None)
-            cells[name].owner = self
+            cells[name].path = cell_var if self.tracker.is_traceable() else None
             self.graph.known_cells[id(fn.__closure__[index])] = (fn.__closure__[index], cells[name])
         return cells
+
+    def _guard_shared_cell(self, known: CellVariable, index: int, closure_var: VariableBase) -> None:
+        """The simulation shares cell ``index`` with a cell already simulated (of the frame, or of another
+        function): the guard checks the two paths still reach one cell (a recursive nested function's cell
+        holding itself, two closures of one scope), else this function's identity."""
+        if known.path is not None and known.path is not closure_var and self.tracker.is_traceable():
+            if known.path.tracker.inputs and known.path.tracker.inputs[0] is closure_var:
+                return  # this very function's cell, met again (the function was called twice)
+            self.graph.add_alias(known.path, GetItemTracker(closure_var, index))
+        else:
+            self.needs_identity = True
 
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.value.__qualname__})"

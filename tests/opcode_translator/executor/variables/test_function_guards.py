@@ -171,3 +171,74 @@ def test_shared_and_distinct_closure_cells_are_not_confused(compile_all):
     for shared in (True, False, True, False):
         _same(fast(_t(), *_make_counter_pair(shared)), _bump_then_read(_t(), *_make_counter_pair(shared)))
     assert sot.stats().fallbacks == 0
+
+
+def _make_pair(k):
+    def times(t):
+        return t * k
+
+    def plus(t):
+        return t + k
+
+    return times, plus
+
+
+def _use_pair(x, times, plus):
+    return times(x) + plus(x)
+
+
+def test_two_closures_sharing_a_cell_are_guarded_to_still_share_it(compile_all):
+    fast = sot.symbolic_translate(_use_pair)
+    for _ in range(2):
+        _same(fast(_t(), *_make_pair(2)), _use_pair(_t(), *_make_pair(2)))
+    assert sot.stats().translate_count == 1
+    mixed = (_make_pair(2)[0], _make_pair(3)[1])  # same codes, two cells: ``plus`` must read its own
+    _same(fast(_t(), *mixed), _use_pair(_t(), *mixed))
+
+
+def _make_fact():
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    return fact
+
+
+def _call_fact(x, fact):
+    return x * fact(4)
+
+
+def test_a_recursive_closure_made_per_call_reuses_the_translation(compile_all):
+    fast = sot.symbolic_translate(_call_fact)
+    for _ in range(3):
+        _same(fast(_t(), _make_fact()), _call_fact(_t(), _make_fact()))
+    assert sot.stats().translate_count == 1
+
+
+def test_a_closure_of_the_same_code_that_is_not_recursive_misses(compile_all):
+    def cell(value):
+        return (lambda: value).__closure__[0]
+
+    code = _make_fact().__code__
+    other = types.FunctionType(code, globals(), "fact", None, (cell(lambda n: 100),))
+    not_recursive = types.FunctionType(code, globals(), "fact", None, (cell(other),))
+    fast = sot.symbolic_translate(_call_fact)
+    for fact in (_make_fact(), not_recursive):  # 24, then 4 * (3 * 100)
+        _same(fast(_t(), fact), _call_fact(_t(), fact))
+
+
+def test_a_nested_recursive_function_in_a_small_frame_is_translated_once():
+    """With the default ``min_graph_size`` the frame runs eagerly and each recursive call of the nested
+    ``fact`` is a frame of its own, whose closure holds the ``fact`` of the current call."""
+
+    def fn(x):
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+
+        return x * fact(4)
+
+    fast = sot.symbolic_translate(fn)
+    _same(fast(_t()), fn(_t()))
+    first = sot.stats().translate_count
+    for _ in range(3):
+        _same(fast(_t()), fn(_t()))
+    assert sot.stats().translate_count == first and sot.stats().fallbacks == 0
