@@ -609,9 +609,9 @@ def test_subscript_of_a_user_object_with_getitem(compile_all):
 
 
 def test_instance_dict_read_does_not_break(compile_all):
-    """Unexpected graph break (new with the h3 merge; it was translated before): ``s.__dict__["factor"]`` of an
-    argument object ("reading Scaler.__dict__ runs natively (after pending stores)"), although nothing was
-    stored in the frame."""
+    """Fixed (kept as a regression test); was: Unexpected graph break (new with the h3 merge; it was translated
+    before): ``s.__dict__["factor"]`` of an argument object ("reading Scaler.__dict__ runs natively (after
+    pending stores)"), although nothing was stored in the frame."""
 
     def fn(x, s):
         return x * s.__dict__["factor"]

@@ -101,6 +101,10 @@ class SideEffects:
         """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""
         return self._attrs.get((id(obj), name), ABSENT)
 
+    def has_attrs_of(self, obj: Any) -> bool:
+        """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
+        return any(key[0] == id(obj) for key in self._attrs)
+
     def lookup_global(self, name: str) -> Any:
         return self._globals.get(name, ABSENT)
 

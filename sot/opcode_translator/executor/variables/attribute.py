@@ -78,8 +78,10 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             if members is not None and name in members:
                 return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
     is_class = isinstance(obj, type)
-    if name == "__dict__" and not is_class:
-        # The simulated attributes of an instance live in the side-effect overlay, not in its real dict.
+    if name == "__dict__" and not is_class and (graph.side_effects.has_attrs_of(obj)
+                                                 or isinstance(obj, paddle.nn.Layer)):
+        # The attributes stored in the frame live in the side-effect overlay, not in the real dict yet (and
+        # a layer's attributes are kept in its own tables).
         raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict.
@@ -87,7 +89,12 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         return _descriptor(var, name, meta_attr)
     if not is_class:
         instance_dict = getattr(obj, "__dict__", None)
-        if isinstance(instance_dict, dict) and name in instance_dict:
+        dict_var = instance_dict_variable(var)
+        if dict_var is not None:  # ``obj.__dict__`` was read (and maybe changed) in the frame: it holds them
+            graph.add_guard(dict_var)
+            if name in dict_var.items:
+                return dict_var.items[name]
+        elif isinstance(instance_dict, dict) and name in instance_dict:
             return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
@@ -119,6 +126,16 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)
+
+
+def instance_dict_variable(var: "ObjectVariable") -> VariableBase | None:
+    """The variable of ``obj.__dict__`` when the frame read it: then it, not the real dict, holds the
+    simulated attributes (a change through it is written back with the other mutated containers)."""
+    instance_dict = getattr(var.value, "__dict__", None)
+    if not isinstance(instance_dict, dict):
+        return None
+    known = var.graph.known_objects.get(id(instance_dict))
+    return known[1] if known is not None and known[0] is instance_dict else None
 
 
 def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBase:
@@ -185,6 +202,9 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     if not var.tracker.is_traceable() and not getattr(var, "created", False):
         raise FallbackError(f"setting an attribute of {type(obj).__name__} computed during simulation is not "
                             "supported yet")
+    if instance_dict_variable(var) is not None:
+        # (the overlay of stored attributes and the simulated ``__dict__`` would disagree)
+        raise BreakGraphError(f"setting {type(obj).__name__}.{name} after reading its __dict__ runs natively")
     if isinstance(obj, (types.ModuleType, type)):
         raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
