@@ -499,8 +499,8 @@ def test_errors_are_the_eager_ones(c, compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_name_of_a_nested_function(compile_all):
-    """Unexpected fallback: ``inner.__name__`` of a function defined in the frame ("attribute '__name__' of
-    NestedFunctionVariable is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``inner.__name__`` of a function defined in
+    the frame ("attribute '__name__' of NestedFunctionVariable is not supported yet")."""
 
     def fn(x):
         def inner(t):
