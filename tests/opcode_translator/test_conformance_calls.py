@@ -512,9 +512,10 @@ def test_name_of_a_nested_function(compile_all):
 
 
 def test_decorator_using_functools_wraps(compile_all):
-    """Unexpected break and fallback: ``functools.wraps`` is "a library function run natively (not inlined)";
-    after that break the wrapper made in the frame cannot be handed over ("returning the function wrapper
-    created inside the translated frame is not supported yet"), so the frame falls back."""
+    """Fixed (kept as a regression test); was: Unexpected break and fallback: ``functools.wraps`` is "a library
+    function run natively (not inlined)"; after that break the wrapper made in the frame cannot be handed
+    over ("returning the function wrapper created inside the translated frame is not supported yet"), so the
+    frame falls back. ``functools.wraps``/``update_wrapper`` are now inlined (skip_files.py)."""
 
     def fn(x):
         def twice(f):
