@@ -101,6 +101,10 @@ class SideEffects:
         """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""
         return self._attrs.get((id(obj), name), ABSENT)
 
+    def has_attr_stores(self) -> bool:
+        """Whether any attribute was stored or deleted in the frame (still pending)."""
+        return bool(self._attrs)
+
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)

@@ -138,6 +138,8 @@ def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | 
     obj = var.value
     graph = var.graph
     overlay = graph.side_effects
+    if not overlay.has_attr_stores():  # (the common case: nothing stored, nothing to search)
+        return None
     is_class = isinstance(obj, type)
     mro = obj.__mro__ if is_class else type(obj).__mro__
     if not any(overlay.lookup_attr(cls, name) is not ABSENT for cls in mro):
