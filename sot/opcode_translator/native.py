@@ -34,6 +34,7 @@ from typing import Any
 
 from bytecode import Instr, Label
 
+from ..config import config
 from ..eval_frame_ext import cache_entries, callback_installed, is_skipped, replace_entry_code
 from ..log import log
 from ..symbolic.compile import CHOICE_LISTENERS, CompiledProgram
@@ -91,7 +92,15 @@ class NativePlan:
             return ORIGINAL
         if self.break_offset is None or not all(path.callable_natively for path in calls):
             return self.translated
-        return native_code(code, self.break_offset, calls)
+        try:
+            return native_code(code, self.break_offset, calls)
+        except Exception as exc:  # a bug of ours must not break user code: the translated code stays
+            if config.strict_mode:
+                raise
+            log(1, f"{self.name}: could not build its native code ({type(exc).__name__}: {exc}); "
+                   "the translated code stays")
+            self.paths = tuple(dataclasses.replace(path, callable_natively=False) for path in self.paths)
+            return self.translated
 
     def refresh(self, pending: dict[types.CodeType, types.CodeType] | None = None) -> None:
         wanted = self.wanted(pending)
