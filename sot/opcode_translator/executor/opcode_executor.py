@@ -122,6 +122,8 @@ class OpcodeExecutor:
         self.resolver = resolver
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
+        if parent is not None:
+            graph.inlined_calls += 1
         if self.depth > MAX_INLINE_DEPTH:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
         self.instructions = list(dis.get_instructions(code))
