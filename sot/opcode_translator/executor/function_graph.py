@@ -187,6 +187,9 @@ class FunctionGraph:
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
+        # Calls simulated inline (user functions, dunders, generators): the original code would make each a
+        # frame of its own, hooked and guarded (see native.py: such a frame is not switched to native).
+        self.inlined_calls = 0
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
         # Blocks entered before the frame started (a resume function's) that the simulation ended: the
