@@ -163,8 +163,8 @@ class CodeGen:
         native instructions): if the program raises (an op fails at run time, e.g. an index out of range
         only the kernel checks), the original code then runs natively from its start instead
         (`runtime.rerun_natively`), so the error, its line, the effects before it and the user's
-        ``try``/``finally`` around it are exactly eager's. The programs are pure (in-place ops are never
-        recorded), so nothing of the failed attempt is visible."""
+        ``try``/``finally`` around it are exactly eager's. The programs are pure (an in-place op is recorded
+        out of place and written back after the program), so nothing of the failed attempt is visible."""
         self._program_failure = Label()
         region = pyversion.begin_exception_region(self.add, self._program_failure, self.lineno)
         self.load_callable_const(program)

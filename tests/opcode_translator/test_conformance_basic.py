@@ -479,7 +479,7 @@ def test_dict_union_holding_an_input_tensor_next_to_an_op(compile_all):
 
 
 def test_tensor_setitem_does_not_break(compile_all):
-    """Unexpected graph break: ``y[0] = 1.0`` on a tensor created inside the frame breaks the graph ("tensor
+    """Fixed (kept as a regression test); was: Unexpected graph break: ``y[0] = 1.0`` on a tensor created inside the frame breaks the graph ("tensor
     item assignment is in place: runs natively"); Paddle's SOT records it as a set_value op."""
 
     def fn(x):

@@ -1,0 +1,262 @@
+"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments.
+
+The compiled programs stay pure (a failing program reruns the frame natively, see `CodeGen.call_program`): the op
+is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
+Every alias of the tensor (a list item, an attribute, another local) holds that one variable, so all of them see
+the new value; a tensor from outside the frame is written back into the caller's tensor after the program
+(`TensorVariable.write_back`).
+
+What this model cannot express is never simulated approximately:
+  * views. Eager slicing, ``reshape``, ``squeeze``... share memory with their input, so an in-place change of one
+    changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached).
+    A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly); views made
+    earlier from the changed tensor become stale, and using one later makes the frame run eagerly too;
+  * a leaf that requires grad (eager raises, or under ``no_grad`` changes a parameter whose later uses must reach
+    its gradient), and a tensor requiring grad changed under ``no_grad`` (its gradient node stays, its data
+    changes): the graph breaks and the op runs natively;
+  * an op whose out-of-place form gives another shape, dtype or gradient requirement (eager raises or keeps the
+    tensor's own): the graph breaks there.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+import paddle
+
+from ....errors import BreakGraphError, FallbackError
+from ....symbolic.pytree import leaves, map_structure
+from ....symbolic.sir import MetaInfo, Statement, Symbol
+from .base import VariableBase
+from .basic import TensorVariable
+
+if TYPE_CHECKING:
+    from ..function_graph import FunctionGraph
+
+
+def set_items(x: paddle.Tensor, key: Any, value: Any) -> paddle.Tensor:
+    """``x[key] = value`` out of place: the set_value op eager runs, applied to a copy of ``x``."""
+    return paddle.static.setitem(paddle.assign(x), key, value)
+
+
+def zeroed(x: paddle.Tensor) -> paddle.Tensor:
+    """``x.zero_()`` out of place."""
+    return paddle.zeros_like(x)
+
+
+def filled(x: paddle.Tensor, value: Any) -> paddle.Tensor:
+    """``x.fill_(value)`` out of place."""
+    return paddle.full_like(x, value)
+
+
+# In-place methods whose out-of-place form is not simply the method without the trailing underscore.
+METHOD_COUNTERPARTS: dict[str, Callable[..., Any]] = {"zero_": zeroed, "fill_": filled}
+# Keyword arguments naming the tensor an API writes its result into.
+OUT_PARAMETERS = ("output", "out")
+
+
+def is_in_place_name(name: str) -> bool:
+    return name.endswith("_") and not name.endswith("__")
+
+
+def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
+                    kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``tensor.name(*args, **kwargs)`` for an in-place method ``name``."""
+    counterpart = METHOD_COUNTERPARTS.get(name)
+    if counterpart is not None:
+        return apply_in_place(tensor, "api", f"Tensor.{name}", counterpart, [tensor, *args], kwargs)
+    plain = name[:-1]
+    if not callable(getattr(paddle.Tensor, plain, None)):
+        plain = None
+    return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs)
+
+
+def out_parameter(fn: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | int | None:
+    """Where a call of the API ``fn`` passes a tensor to write into (``output=``/``out=``): a keyword, or the
+    position of that parameter; None when it passes none."""
+    for key in OUT_PARAMETERS:
+        if isinstance(kwargs.get(key), TensorVariable):
+            return key
+    try:
+        parameters = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    for key in OUT_PARAMETERS:
+        if key in parameters:
+            index = parameters.index(key)
+            if index < len(args) and isinstance(args[index], TensorVariable):
+                return index
+    return None
+
+
+def in_place_api(fn: Any, name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
+        VariableBase | None:
+    """A Paddle API call that changes a tensor argument (``paddle.assign(v, output=x)``, ``F.relu_(x)``), else
+    None."""
+    where = out_parameter(fn, args, kwargs)
+    if where is not None:
+        if isinstance(where, str):
+            target, kwargs = kwargs[where], {k: v for k, v in kwargs.items() if k != where}
+        else:
+            target, args = args[where], args[:where] + args[where + 1:]
+        assert isinstance(target, TensorVariable)
+        return apply_in_place(target, "api", name, fn, args, kwargs)
+    fn_name = getattr(fn, "__name__", "")
+    if not is_in_place_name(fn_name):
+        return None
+    if not args or not isinstance(args[0], TensorVariable):
+        raise BreakGraphError(f"in-place {name} on a non-tensor runs natively")
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    counterpart = getattr(module, fn_name[:-1], None) if module is not None else None
+    if not callable(counterpart):
+        counterpart = getattr(paddle, fn_name[:-1], None)
+    return apply_in_place(args[0], "api", name[:-1] if callable(counterpart) else name,
+                          counterpart if callable(counterpart) else None, args, kwargs)
+
+
+def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: list[VariableBase],
+                   kwargs: dict[str, VariableBase]) -> TensorVariable:
+    """Record ``fn(*args, **kwargs)`` (an out-of-place op) as the new value of ``target``; returns ``target``
+    (eager in-place ops return the tensor itself)."""
+    graph = target.graph
+    graph.check_not_stale(target)
+    views = _views(target)
+    if fn is None:
+        _break_natively(views, f"in-place {name} has no out-of-place form in the graph: runs natively")
+    if _is_leaf_requiring_grad(target):
+        _break_natively(views, f"in-place {name} on a leaf tensor that requires grad runs natively (eager raises "
+                               "unless under no_grad, where later uses must reach the leaf's gradient)")
+    if not graph.grad_mode and not target.meta.stop_gradient:
+        _break_natively(views, f"in-place {name} under no_grad on a tensor that requires grad runs natively")
+    if target.tracker.is_traceable() and not target.is_rebound:
+        args, kwargs = _read_through_a_copy(target, args, kwargs)
+    result = graph.call_tensor_op(kind, name, fn, args, kwargs)
+    if not isinstance(result, TensorVariable):
+        raise FallbackError(f"in-place {name} gave no single tensor")
+    meta, before = result.meta, target.meta
+    if meta.shape != before.shape or meta.dtype != before.dtype:
+        _break_natively(views, f"in-place {name} gives {meta}, not the {before} of the tensor it changes: runs "
+                               "natively (eager raises or keeps the tensor's own)")
+    if meta.stop_gradient != (meta.stop_gradient and before.stop_gradient):
+        _break_natively(views, f"in-place {name} keeps the gradient requirement of the tensor it changes, not its "
+                               "out-of-place form's: runs natively")
+    if views:
+        stale = set(views) - graph.stale_symbols
+        graph.stale_symbols |= stale
+        graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
+    target.rebind(result.symbol, meta)
+    return target
+
+
+def _read_through_a_copy(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
+        tuple[list[VariableBase], dict[str, VariableBase]]:
+    """The op changing a tensor from outside the frame reads it through a copy made in the program.
+
+    The caller's tensor is overwritten after the program (the write-back bumps its inplace version): what the
+    program's backward saves of it must not be it, or the backward would read the new data (and refuse, see
+    `CompiledProgram._watch_saved_tensors`). Eager's in-place op keeps what its own backward needs; only the
+    ops that read the tensor before the change save it (and eager refuses their backward just the same)."""
+    graph = target.graph
+    copy = graph.call_tensor_op("api", "paddle.assign", paddle.assign, [target], {})
+
+    def substitute(var: VariableBase) -> VariableBase:
+        return copy if var is target else var
+
+    return [substitute(arg) for arg in args], {key: substitute(value) for key, value in kwargs.items()}
+
+
+def _break_natively(views: list[Symbol], reason: str) -> None:
+    """The op runs natively at a graph break, on the program's outputs: separate tensors, so a view of the
+    changed tensor would not see the change; with views the whole frame runs eagerly instead."""
+    if views:
+        raise FallbackError(f"{reason}; a view of the tensor was taken earlier (views are not simulated)")
+    raise BreakGraphError(reason)
+
+
+def _is_leaf_requiring_grad(var: TensorVariable) -> bool:
+    if var.meta.stop_gradient:
+        return False
+    if var.value is None or var.is_rebound:  # an op's output requiring grad is not a leaf
+        return False
+    return bool(var.value.is_leaf)
+
+
+def _views(target: TensorVariable) -> list[Symbol]:
+    """Symbols of views taken from ``target`` (from any value it held); a `FallbackError` when ``target`` may
+    itself be a view of another tensor (the change would have to reach that one too)."""
+    graph = target.graph
+    history = set(target.history)
+    group = set(history)
+    views: list[Symbol] = []
+    for statement in graph.statements:
+        outputs = statement.output_symbols()
+        if history.intersection(outputs):
+            if target.history[0] in outputs and _may_alias(statement, graph):
+                raise FallbackError("in-place change of a tensor that may be a view of another one (views are "
+                                    "not simulated)", graph.location)
+            continue
+        if group.intersection(statement.inputs()) and _may_alias(statement, graph):
+            group.update(outputs)
+            views += outputs
+    return views
+
+
+_alias_cache: dict[Any, bool] = {}
+
+
+def forget_alias_probes() -> None:
+    _alias_cache.clear()
+
+
+def _may_alias(statement: Statement, graph: "FunctionGraph") -> bool:
+    """Whether an output of ``statement`` may share memory with one of its tensor inputs (a view): found by
+    running it on zeros of the same meta, under no_grad and with the random state restored. Anything that
+    cannot be probed (a layer, a dynamic shape, a failing probe) may alias."""
+    from ..function_graph import repr_free
+
+    if statement.kind not in ("api", "method"):
+        return True
+
+    def meta_of(leaf: Any) -> Any:
+        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+    args = map_structure(meta_of, statement.args)
+    kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
+    try:
+        key = (statement.kind, statement.target, repr_free(args), repr_free(kwargs))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _alias_cache:
+        return _alias_cache[key]
+    answer = _probe_alias(statement, args, kwargs)
+    if key is not None:
+        _alias_cache[key] = answer
+    return answer
+
+
+def _probe_alias(statement: Statement, args: tuple, kwargs: dict) -> bool:
+    metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
+    if any(dim <= 0 for meta in metas for dim in meta.shape):
+        return True  # a dynamic dimension, or an empty tensor (no memory to compare)
+
+    def zeros(leaf: Any) -> Any:
+        return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
+
+    call_args = map_structure(zeros, args)
+    call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
+    rng = paddle.get_rng_state()
+    try:
+        with paddle.no_grad():
+            if statement.kind == "method":
+                result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
+            else:
+                result = statement.target(*call_args, **call_kwargs)
+    except Exception:  # noqa: BLE001 - cannot tell: assume a view
+        return True
+    finally:
+        paddle.set_rng_state(rng)
+    inputs = [leaf for leaf in leaves((call_args, call_kwargs)) if isinstance(leaf, paddle.Tensor)]
+    outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
+    return any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs)
