@@ -443,7 +443,7 @@ def test_operator_add_of_tensors_is_translated(compile_all):
 
 
 def test_identity_comparison_of_two_tensors_does_not_break(compile_all):
-    """Unexpected graph break: ``x is y`` between two tensors ("identity comparison of two tensors is not
+    """Fixed (kept as a regression test); was: Unexpected graph break: ``x is y`` between two tensors ("identity comparison of two tensors is not
     simulated yet"); the answer is known at translation time from the variables' identity."""
 
     def fn(x, y):
@@ -505,7 +505,7 @@ def test_operator_getitem_result_live_across_a_break(compile_all, capsys):
 
 
 def test_tensor_in_a_list_holding_it(compile_all):
-    """Unexpected fallback: ``x in [x, 1]`` ("user code raised in operator.contains: TypeError: bool(Tensor) is not
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``x in [x, 1]`` ("user code raised in operator.contains: TypeError: bool(Tensor) is not
     supported in static graph mode"); eager answers True from the identity check before any ``==``."""
 
     def fn(x):

@@ -189,6 +189,7 @@ class FunctionGraph:
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
         self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
+        self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
@@ -243,6 +244,13 @@ class FunctionGraph:
         for source in tracker.inputs:  # the path's own steps are checked before it is followed
             self.add_guard(source)
 
+    def add_distinct(self, lhs: VariableBase, rhs: VariableBase) -> None:
+        """``lhs is rhs`` was answered False for two objects from outside the frame: guard that they still
+        are two objects."""
+        self.add_guard(lhs)
+        self.add_guard(rhs)
+        self._distinct.append((lhs, rhs))
+
     def _identity_guards(self, builder: GuardBuilder) -> None:
         """Which guarded mutable objects are the same object and which are distinct.
 
@@ -260,6 +268,8 @@ class FunctionGraph:
                 builder.add(f"{builder.expr_of(other)} is {first}")
         for var, tracker in self._aliases:  # (always: e.g. ``return a, b`` rebuilds both from ``a``'s path)
             builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
+        for lhs, rhs in self._distinct:
+            builder.add(f"{builder.expr_of(lhs)} is not {builder.expr_of(rhs)}")
         if len(groups) > 1:
             ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
             builder.add(f"len({{{ids}}}) == {len(groups)}")
