@@ -454,8 +454,11 @@ def test_identity_comparison_of_two_tensors_does_not_break(compile_all):
 
 
 def test_inplace_or_of_an_int_tensor_with_a_python_int(compile_all):
-    """Unexpected fallback: ``a |= 3`` on an int64 tensor works eagerly, but the static bitwise_or rejects the
-    Python int ("argument (position 2) must be Value, but got int"); the scalar should be made a tensor."""
+    """Fixed (kept as a regression test); was: "Unexpected fallback: ``a |= 3`` on an int64 tensor works eagerly,
+    but the static bitwise_or rejects the Python int". The diagnosis was wrong: eagerly ``a |= 3`` raises too
+    (a Tensor has no ``__ior__``, and Paddle's ``bitwise_or`` takes no Python int: "argument 'y' (position 1)
+    must be Tensor, but got int"). The translated frame raises the same error, by running eagerly (a user
+    error found during simulation is a fallback); with a tensor operand both compute."""
 
     def fn(a):
         a = a * 1
@@ -463,7 +466,18 @@ def test_inplace_or_of_an_int_tensor_with_a_python_int(compile_all):
         a &= 6
         return a
 
-    check(fn, lambda: (T(3, dtype="int64"),))
+    check(fn, lambda: (T(3, dtype="int64"),), fallbacks=1)
+
+
+def test_inplace_or_of_two_int_tensors(compile_all):
+    def fn(a, b):
+        a = a * 1
+        a |= b
+        a &= b + 2
+        a ^= b
+        return a
+
+    check(fn, lambda: (T(3, dtype="int64"), T(3, seed=1, dtype="int64")))
 
 
 def test_dict_union_holding_an_input_tensor_next_to_an_op(compile_all):
