@@ -441,3 +441,32 @@ def test_a_layer_called_after_an_argument_changed_breaks_the_graph():
 
     check(fn, lambda: (_tensor(3, 4),))
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 1
+
+
+def test_inplace_random_fill_runs_natively_with_the_same_draws():
+    """``normal_``/``uniform_`` have no out-of-place form taking the same arguments (``paddle.normal(mean, std,
+    shape)`` would compute something else): the graph breaks and eager's op draws the same numbers."""
+
+    def fn(x):
+        y = x * 1
+        y.uniform_(-1.0, 1.0)
+        z = x + 1
+        z.normal_()
+        return y, z
+
+    fast = sot.symbolic_translate(fn)
+    for _ in range(2):
+        paddle.seed(7)
+        expected = fn(_tensor(3, 4))
+        paddle.seed(7)
+        assert_same(fast(_tensor(3, 4)), expected)
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 2
+
+
+def test_same_signature_rejects_a_counterpart_with_other_parameters():
+    from sot.opcode_translator.executor.variables.inplace import same_signature
+
+    assert same_signature(paddle.Tensor.add_, paddle.Tensor.add)
+    assert same_signature(F.relu_, F.relu)
+    assert not same_signature(paddle.tensor.random.normal_, paddle.tensor.random.normal)
+    assert not same_signature(paddle.tensor.random.uniform_, paddle.tensor.random.uniform)

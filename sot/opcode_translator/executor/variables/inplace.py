@@ -60,14 +60,29 @@ def is_in_place_name(name: str) -> bool:
     return name.endswith("_") and not name.endswith("__")
 
 
+def _parameters(fn: Any) -> list[str] | None:
+    try:
+        return [name for name in inspect.signature(fn).parameters if name not in ("name", "out")]
+    except (TypeError, ValueError):
+        return None
+
+
+def same_signature(in_place: Any, counterpart: Any) -> bool:
+    """Whether ``counterpart`` takes the in-place function's arguments the same way (its parameters start with
+    the same names): ``add_(x, y)``/``add(x, y)`` do, ``normal_(x, mean, std)``/``normal(mean, std, shape)``
+    do not (the name alone would compute something else)."""
+    own, other = _parameters(in_place), _parameters(counterpart)
+    return own is not None and other is not None and other[:len(own)] == own
+
+
 def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
                     kwargs: dict[str, VariableBase]) -> VariableBase:
     """``tensor.name(*args, **kwargs)`` for an in-place method ``name``."""
     counterpart = METHOD_COUNTERPARTS.get(name)
     if counterpart is not None:
         return apply_in_place(tensor, "api", f"Tensor.{name}", counterpart, [tensor, *args], kwargs)
-    plain = name[:-1]
-    if not callable(getattr(paddle.Tensor, plain, None)):
+    plain: str | None = name[:-1]
+    if not same_signature(getattr(paddle.Tensor, name, None), getattr(paddle.Tensor, plain, None)):
         plain = None
     return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs)
 
@@ -107,12 +122,12 @@ def in_place_api(fn: Any, name: str, args: list[VariableBase], kwargs: dict[str,
         return None
     if not args or not isinstance(args[0], TensorVariable):
         raise BreakGraphError(f"in-place {name} on a non-tensor runs natively")
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    counterpart = getattr(module, fn_name[:-1], None) if module is not None else None
-    if not callable(counterpart):
-        counterpart = getattr(paddle, fn_name[:-1], None)
-    return apply_in_place(args[0], "api", name[:-1] if callable(counterpart) else name,
-                          counterpart if callable(counterpart) else None, args, kwargs)
+    plain = fn_name[:-1]
+    homes = (sys.modules.get(getattr(fn, "__module__", "") or ""), paddle, paddle.nn.functional)
+    candidates = (getattr(home, plain, None) for home in homes if home is not None)
+    counterpart = next((c for c in candidates if callable(c) and same_signature(fn, c)), None)
+    return apply_in_place(args[0], "api", name[:-1] if counterpart is not None else name, counterpart, args,
+                          kwargs)
 
 
 def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: list[VariableBase],
