@@ -470,3 +470,34 @@ def test_same_signature_rejects_a_counterpart_with_other_parameters():
     assert same_signature(F.relu_, F.relu)
     assert not same_signature(paddle.tensor.random.normal_, paddle.tensor.random.normal)
     assert not same_signature(paddle.tensor.random.uniform_, paddle.tensor.random.uniform)
+
+
+def test_an_argument_sharing_memory_with_the_changed_one_runs_eagerly():
+    """``y`` is a view of ``x`` (passed from the first call on): changing ``x`` changes ``y`` eagerly."""
+
+    def fn(x, y):
+        x.add_(paddle.ones_like(x))
+        return y * 1
+
+    def make():
+        x = _tensor(2, 3)
+        return x, x[0]
+
+    check(fn, make)
+    assert sot.stats().fallbacks == 1
+
+
+def test_a_view_read_after_the_change_from_a_global_runs_eagerly():
+    def fn(x):
+        x.add_(paddle.ones_like(x))
+        return VIEWS[0] * 1
+
+    fast = sot.symbolic_translate(fn)
+    for function in (fn, fast, fast):
+        x = _tensor(2, 3)
+        VIEWS[:] = [x[1]]
+        np.testing.assert_allclose(function(x).numpy(), _data(2, 3)[1] + 1, rtol=1e-6)
+    assert sot.stats().fallbacks == 1
+
+
+VIEWS: list = []

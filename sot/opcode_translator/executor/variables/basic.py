@@ -335,7 +335,7 @@ class TensorVariable(VariableBase):
 
         if value is None:
             raise BreakGraphError("deleting items of a tensor runs natively (eager raises)")
-        apply_in_place(self, "api", "__setitem__", set_items, [self, key, value], {})
+        apply_in_place(self, "api", "setitem", set_items, [self, key, value], {}, "item assignment")
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
         raise BreakGraphError(f"setting Tensor.{name} changes the tensor itself: runs natively")
@@ -456,6 +456,11 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
         meta = MetaInfo(shape, value.dtype, bool(value.stop_gradient))
         var = TensorVariable(meta, graph, tracker, value=value)
         if tracker.is_traceable():
+            from .inplace import check_memory_apart
+
+            for changed in list(graph.side_effects.mutated.values()):
+                if isinstance(changed, TensorVariable):
+                    check_memory_apart(changed, var)
             graph.known_objects[id(value)] = (value, var)
         return var
     return None

@@ -80,11 +80,11 @@ def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
     """``tensor.name(*args, **kwargs)`` for an in-place method ``name``."""
     counterpart = METHOD_COUNTERPARTS.get(name)
     if counterpart is not None:
-        return apply_in_place(tensor, "api", f"Tensor.{name}", counterpart, [tensor, *args], kwargs)
+        return apply_in_place(tensor, "api", f"Tensor.{name}", counterpart, [tensor, *args], kwargs, name)
     plain: str | None = name[:-1]
     if not same_signature(getattr(paddle.Tensor, name, None), getattr(paddle.Tensor, plain, None)):
         plain = None
-    return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs)
+    return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs, name)
 
 
 def out_parameter(fn: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | int | None:
@@ -116,7 +116,8 @@ def in_place_api(fn: Any, name: str, args: list[VariableBase], kwargs: dict[str,
         else:
             target, args = args[where], args[:where] + args[where + 1:]
         assert isinstance(target, TensorVariable)
-        return apply_in_place(target, "api", name, fn, args, kwargs)
+        return apply_in_place(target, "api", name, fn, args, kwargs, f"{name}(..., {where}=...)"
+                              if isinstance(where, str) else f"{name} (its output argument)")
     fn_name = getattr(fn, "__name__", "")
     if not is_in_place_name(fn_name):
         return None
@@ -127,34 +128,38 @@ def in_place_api(fn: Any, name: str, args: list[VariableBase], kwargs: dict[str,
     candidates = (getattr(home, plain, None) for home in homes if home is not None)
     counterpart = next((c for c in candidates if callable(c) and same_signature(fn, c)), None)
     return apply_in_place(args[0], "api", name[:-1] if counterpart is not None else name, counterpart, args,
-                          kwargs)
+                          kwargs, name)
 
 
 def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: list[VariableBase],
-                   kwargs: dict[str, VariableBase]) -> TensorVariable:
-    """Record ``fn(*args, **kwargs)`` (an out-of-place op) as the new value of ``target``; returns ``target``
-    (eager in-place ops return the tensor itself)."""
+                   kwargs: dict[str, VariableBase], spelling: str | None = None) -> TensorVariable:
+    """Record ``fn(*args, **kwargs)`` (an out-of-place op, a statement named ``name``; None when there is none)
+    as the new value of ``target``; returns ``target`` (eager in-place ops return the tensor itself).
+    ``spelling`` is the user's name of the in-place op, for the reasons given."""
     graph = target.graph
+    op = spelling or name
     graph.check_not_stale(target)
-    views = _views(target)
+    views = _views(target, op)
     if fn is None:
-        _break_natively(views, f"in-place {name} has no out-of-place form in the graph: runs natively")
+        _break_natively(views, f"in-place {op} has no out-of-place form in the graph: runs natively")
     if _is_leaf_requiring_grad(target):
-        _break_natively(views, f"in-place {name} on a leaf tensor that requires grad runs natively (eager raises "
+        _break_natively(views, f"in-place {op} on a leaf tensor that requires grad runs natively (eager raises "
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
-        _break_natively(views, f"in-place {name} under no_grad on a tensor that requires grad runs natively")
+        _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
     if target.tracker.is_traceable() and not target.is_rebound:
+        for _, other in list(graph.known_objects.values()):
+            check_memory_apart(target, other)
         args, kwargs = _read_through_a_copy(target, args, kwargs)
     result = graph.call_tensor_op(kind, name, fn, args, kwargs)
     if not isinstance(result, TensorVariable):
-        raise FallbackError(f"in-place {name} gave no single tensor")
+        raise FallbackError(f"in-place {op} gave no single tensor")
     meta, before = result.meta, target.meta
     if meta.shape != before.shape or meta.dtype != before.dtype:
-        _break_natively(views, f"in-place {name} gives {meta}, not the {before} of the tensor it changes: runs "
+        _break_natively(views, f"in-place {op} gives {meta}, not the {before} of the tensor it changes: runs "
                                "natively (eager raises or keeps the tensor's own)")
     if meta.stop_gradient != (meta.stop_gradient and before.stop_gradient):
-        _break_natively(views, f"in-place {name} keeps the gradient requirement of the tensor it changes, not its "
+        _break_natively(views, f"in-place {op} keeps the gradient requirement of the tensor it changes, not its "
                                "out-of-place form's: runs natively")
     if views:
         stale = set(views) - graph.stale_symbols
@@ -162,6 +167,18 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
         graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
     target.rebind(result.symbol, meta)
     return target
+
+
+def check_memory_apart(changed: TensorVariable, other: VariableBase) -> None:
+    """A tensor from outside the frame changed in place must not share memory with another tensor the frame
+    reads from outside (a view of it, or its base): the simulation treats the two as independent values. (The
+    guard checks it again at every call: `FunctionGraph._written_back_tensor_guards`.)"""
+    if other is changed or not isinstance(other, TensorVariable) or other.value is None \
+            or not other.tracker.is_traceable():
+        return
+    if changed.value._is_shared_buffer_with(other.value):
+        raise FallbackError(f"{changed.tracker.describe()}, changed in place, shares memory with "
+                            f"{other.tracker.describe()} (views are not simulated)", changed.graph.location)
 
 
 def _read_through_a_copy(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
@@ -197,7 +214,7 @@ def _is_leaf_requiring_grad(var: TensorVariable) -> bool:
     return bool(var.value.is_leaf)
 
 
-def _views(target: TensorVariable) -> list[Symbol]:
+def _views(target: TensorVariable, name: str) -> list[Symbol]:
     """Symbols of views taken from ``target`` (from any value it held); a `FallbackError` when ``target`` may
     itself be a view of another tensor (the change would have to reach that one too)."""
     graph = target.graph
@@ -208,8 +225,8 @@ def _views(target: TensorVariable) -> list[Symbol]:
         outputs = statement.output_symbols()
         if history.intersection(outputs):
             if target.history[0] in outputs and _may_alias(statement, graph):
-                raise FallbackError("in-place change of a tensor that may be a view of another one (views are "
-                                    "not simulated)", graph.location)
+                raise FallbackError(f"in-place {name} changes a tensor that may be a view of another one (views "
+                                    "are not simulated)", graph.location)
             continue
         if group.intersection(statement.inputs()) and _may_alias(statement, graph):
             group.update(outputs)
