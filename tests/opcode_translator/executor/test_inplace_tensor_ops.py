@@ -501,3 +501,44 @@ def test_a_view_read_after_the_change_from_a_global_runs_eagerly():
 
 
 VIEWS: list = []
+
+
+class _RunningMean(paddle.nn.Layer):
+    """A buffer updated in place in ``forward`` (batch-norm-like statistics), after a layer call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.register_buffer("running", paddle.zeros([4]))
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.running.scale_(0.9).add_(h.mean(0).detach() * 0.1)
+        return h - self.running
+
+
+def test_a_layer_buffer_updated_in_place_in_forward():
+    paddle.seed(3)
+    eager = _RunningMean()
+    paddle.seed(3)
+    translated = _RunningMean()
+    fast = sot.symbolic_translate(translated)
+    for step in range(3):
+        x = _tensor(3, 4, seed=step)
+        expected, actual = eager(x), fast(x)
+        assert_same(actual, expected)
+        assert_same(translated.running, eager.running)
+        expected.sum().backward()
+        actual.sum().backward()
+        _assert_gradients_same([translated.fc.weight.grad], [eager.fc.weight.grad])
+    assert counts() == (0, 0, 1)
+
+
+def test_out_argument_and_positional_output():
+    def fn(x, out, other):
+        paddle.tanh(x, out=out)
+        result = paddle.assign(x * 3, other)  # (``output`` passed by position)
+        return result is other, out * 1, other + 0
+
+    check(fn, lambda: (_tensor(3, 4), paddle.zeros([3, 4]), paddle.ones([3, 4])))
+    assert counts() == (0, 0, 1)
