@@ -107,3 +107,21 @@ def test_tensor_equal_to_an_element_breaks_the_graph():
 
     check(fn, lambda: (_tensor(1), _tensor(1)))
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 1
+
+
+def test_an_op_that_may_return_its_input_itself_runs_eagerly():
+    """Eagerly ``x.reshape(x.shape)`` and ``x.astype(x.dtype)`` are ``x`` itself; ``x.reshape([6])`` is not."""
+
+    def same(x):
+        y = x.reshape([2, 3])
+        return y is x, x + 1
+
+    def other(x):
+        y = x.reshape([6])
+        z = x.astype("float64")
+        return y is x, z is x, x + 1
+
+    check(same, lambda: (_tensor(2, 3),))
+    assert sot.stats().fallbacks == 1
+    check(other, lambda: (_tensor(2, 3),))
+    assert sot.stats().fallbacks == 1 and sot.stats().graph_breaks == 0

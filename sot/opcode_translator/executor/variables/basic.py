@@ -369,18 +369,21 @@ class TensorVariable(VariableBase):
 def same_tensor(lhs: TensorVariable, rhs: TensorVariable) -> bool:
     """``lhs is rhs`` for two tensors, known during simulation: one variable stands for each real tensor (all
     its aliases hold it, an in-place op returns it), so distinct variables are distinct tensors when one was
-    made by an op (a new object) or when both came from outside the frame (their distinctness is guarded).
-    A layer's output may be its input itself (``nn.Identity``), which a graph break would not keep either (the
-    program's output is another tensor): the frame runs eagerly."""
+    made by an op that returns a new object, or when both came from outside the frame (their distinctness is
+    guarded). An op may hand back its input itself (``x.reshape(x.shape)``, ``x.astype(x.dtype)``, a layer such
+    as ``nn.Identity``), which a graph break would not keep either (a program's output is another tensor): the
+    frame runs eagerly then."""
+    from .inplace import may_return_an_input
+
     if lhs is rhs:
         return True
-    if lhs.fresh or rhs.fresh:
+    if any(var.fresh and not may_return_an_input(var) for var in (lhs, rhs)):
         return False
     if lhs.value is not None and rhs.value is not None and lhs.tracker.is_traceable() \
             and rhs.tracker.is_traceable():
         lhs.graph.add_distinct(lhs, rhs)
         return False
-    raise FallbackError("identity of a layer's output tensor is not known during simulation")
+    raise FallbackError("whether an op handed back its input tensor itself is not known during simulation")
 
 
 _attr_getters: dict[str, operator.attrgetter] = {}

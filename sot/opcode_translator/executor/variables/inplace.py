@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import paddle
 
@@ -234,21 +234,45 @@ def _views(target: TensorVariable, name: str) -> list[Symbol]:
     return views
 
 
-_alias_cache: dict[Any, bool] = {}
+class Probe(NamedTuple):
+    """How an op's outputs relate to its tensor inputs in eager mode."""
+
+    shares_memory: bool  # an output is a view of an input (or the input itself)
+    same_object: bool  # an output is an input itself (``x.reshape(x.shape)``, ``x.astype(x.dtype)``, ``+x``)
+
+
+_UNKNOWN = Probe(True, True)
+_probe_cache: dict[Any, Probe] = {}
 
 
 def forget_alias_probes() -> None:
-    _alias_cache.clear()
+    _probe_cache.clear()
+
+
+def producer(graph: "FunctionGraph", symbol: Symbol) -> Statement | None:
+    """The statement whose outputs include ``symbol`` (None for an input)."""
+    return next((s for s in reversed(graph.statements) if symbol in s.output_symbols()), None)
+
+
+def may_return_an_input(var: TensorVariable) -> bool:
+    """Whether the tensor ``var`` was made by an op that may hand back one of its inputs itself."""
+    statement = producer(var.graph, var.history[0])
+    return statement is None or probe(statement, var.graph).same_object
 
 
 def _may_alias(statement: Statement, graph: "FunctionGraph") -> bool:
-    """Whether an output of ``statement`` may share memory with one of its tensor inputs (a view): found by
-    running it on zeros of the same meta, under no_grad and with the random state restored. Anything that
-    cannot be probed (a layer, a dynamic shape, a failing probe) may alias."""
+    return probe(statement, graph).shares_memory
+
+
+def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
+    """Whether an output of ``statement`` may share memory with one of its tensor inputs (a view), or be one of
+    them: found by running it on zeros of the same meta, under no_grad and with the random state restored
+    (cached per op and metas). Anything that cannot be probed (a layer, a dynamic shape, a failing probe) may
+    do both."""
     from ..function_graph import repr_free
 
     if statement.kind not in ("api", "method"):
-        return True
+        return _UNKNOWN
 
     def meta_of(leaf: Any) -> Any:
         return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
@@ -260,18 +284,18 @@ def _may_alias(statement: Statement, graph: "FunctionGraph") -> bool:
         hash(key)
     except TypeError:
         key = None
-    if key is not None and key in _alias_cache:
-        return _alias_cache[key]
-    answer = _probe_alias(statement, args, kwargs)
+    if key is not None and key in _probe_cache:
+        return _probe_cache[key]
+    answer = _run_probe(statement, args, kwargs)
     if key is not None:
-        _alias_cache[key] = answer
+        _probe_cache[key] = answer
     return answer
 
 
-def _probe_alias(statement: Statement, args: tuple, kwargs: dict) -> bool:
+def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
     metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
     if any(dim <= 0 for meta in metas for dim in meta.shape):
-        return True  # a dynamic dimension, or an empty tensor (no memory to compare)
+        return _UNKNOWN  # a dynamic dimension, or an empty tensor (no memory to compare)
 
     def zeros(leaf: Any) -> Any:
         return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
@@ -285,10 +309,11 @@ def _probe_alias(statement: Statement, args: tuple, kwargs: dict) -> bool:
                 result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
             else:
                 result = statement.target(*call_args, **call_kwargs)
-    except Exception:  # noqa: BLE001 - cannot tell: assume a view
-        return True
+    except Exception:  # noqa: BLE001 - cannot tell
+        return _UNKNOWN
     finally:
         paddle.set_rng_state(rng)
     inputs = [leaf for leaf in leaves((call_args, call_kwargs)) if isinstance(leaf, paddle.Tensor)]
     outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
-    return any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs)
+    return Probe(any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs),
+                 any(out is inp for out in outputs for inp in inputs))
