@@ -346,11 +346,13 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind == "layer" and any(isinstance(var, TensorVariable) for var in self.side_effects.mutated.values()):
-            # A layer reads its parameters and buffers inside the program, where a tensor changed in place
-            # before it still holds its old value (it is written back after the program).
-            raise BreakGraphError(f"layer {name} called after a tensor from outside the frame was changed in "
-                                  "place: runs natively")
+        if kind in ("layer", "pylayer") and any(isinstance(var, TensorVariable)
+                                                for var in self.side_effects.mutated.values()):
+            # A layer (or a PyLayer's forward) reads tensors it is not handed (parameters, buffers, globals)
+            # inside the program, where a tensor changed in place before still holds its old value (it is
+            # written back after the program).
+            raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
+                                  "runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):

@@ -233,7 +233,8 @@ class TensorVariable(VariableBase):
         # lists every symbol it was bound to, oldest first (views of any of them see later changes).
         self.input_meta = meta
         self.history: list[Symbol] = [self.symbol]
-        # Made by an api/method statement: a new object, never identical to another variable's tensor.
+        # Made by an api/method statement: a new object, unless the op hands back an input itself (probed on
+        # demand, see `same_tensor`); a layer's output may be its input (``nn.Identity``).
         self.fresh = False
 
     @property
