@@ -86,7 +86,8 @@ def tensor_methods(x):
 
 
 def indexing(x):
-    return x[0], x[:, 1], x[1:3], x[..., -1], x[0, 1], x[::2, 1:], x[None]
+    # (the plain slices are views of x, made again natively after the program: the graph computes the rest)
+    return x[0], x[:, 1], x[1:3], x[..., -1], x[0, 1], x[::2, 1:], x[None], x[[0, 2]], x[1:] * 2
 
 
 def nested_containers(x, y):
@@ -180,7 +181,7 @@ def return_inputs(x, y):
 def squeeze_transpose(x):
     u = x.unsqueeze(0)
     v = u.squeeze(0).T
-    return v.flatten(), u.shape[0]
+    return v.flatten(), u.shape[0], v.flatten() * 2  # (views of x are made natively: the graph computes the rest)
 
 
 def zero_dim(x):
@@ -223,7 +224,7 @@ def defaults_and_kwonly(x, n=3, *, scale=0.5, **extra):
 
 
 def reversed_slices(x):
-    return x[::-1], x[:, ::-2], x[-1], x[1:-1, 0]
+    return x[::-1], x[:, ::-2], x[-1], x[1:-1, 0], x[::-1] + 1  # (views of x are made natively, see indexing)
 
 
 def dropout_eval(x):

@@ -546,9 +546,9 @@ def test_out_argument_and_positional_output():
 
 
 def test_a_view_live_across_a_graph_break_then_changed_in_place():
-    """Known bug: ``row = x[0]`` is computed by the graph before the break, so the resume function receives the
-    program's output, a separate tensor; eagerly it is a view of ``x``, and ``row.add_`` changes ``x``. (A
-    live view would have to be re-made from its base natively after the program, or the frame run eagerly.)"""
+    """Fixed (kept as a regression test); was: ``row = x[0]`` is computed by the graph before the break, so the
+    resume function received the program's output, a separate tensor; eagerly it is a view of ``x``, and
+    ``row.add_`` changes ``x``. Views among a program's results are now made again from their base natively."""
 
     def fn(x):
         row = x[0]
@@ -564,9 +564,8 @@ def test_a_view_live_across_a_graph_break_then_changed_in_place():
 
 
 def test_a_returned_view_changed_in_place_by_the_caller():
-    """Known bug: eagerly ``fn(x)`` returns a view of ``x``, so the caller's ``row.add_`` changes ``x``; the
-    compiled program returns a separate tensor. (Views among a program's outputs and inputs would have to be
-    re-made natively from their base after the program.)"""
+    """Fixed (kept as a regression test); was: eagerly ``fn(x)`` returns a view of ``x``, so the caller's
+    ``row.add_`` changes ``x``; the compiled program returned a separate tensor."""
 
     def fn(x):
         return x[0]
@@ -576,3 +575,27 @@ def test_a_returned_view_changed_in_place_by_the_caller():
         x = paddle.zeros([2, 3])
         function(x).add_(paddle.ones([3]))
         np.testing.assert_array_equal(x.numpy()[0], [1.0, 1.0, 1.0])
+
+
+def test_views_among_a_compiled_programs_results_stay_views():
+    """``x[0]`` (of the input) and ``y[1]`` (of another result) are made again natively after the program, so a
+    caller changing them in place changes their bases, as eagerly; gradients flow through them as eagerly."""
+
+    def fn(x):
+        y = x * 2
+        return x[0], y, y[1], y.reshape([6]) * 1
+
+    fast = sot.symbolic_translate(fn)
+    for _ in range(2):
+        outcomes = []
+        for function in (fn, fast):
+            leaf = paddle.to_tensor(_data(2, 3), stop_gradient=False)
+            x = leaf * 1
+            row, y, y_row, flat = function(x)
+            row.add_(paddle.ones([3]))
+            y_row.scale_(3.0)
+            (x.sum() + y.sum() + flat.sum() + (row * y_row).sum()).backward()
+            outcomes.append((x.numpy(), y.numpy(), flat.numpy(), leaf.grad.numpy()))
+        for actual, expected in zip(outcomes[1], outcomes[0]):
+            np.testing.assert_allclose(actual, expected, rtol=1e-6)
+    assert counts() == (0, 0, 1)

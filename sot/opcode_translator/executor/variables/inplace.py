@@ -20,6 +20,7 @@ What this model cannot express is never simulated approximately:
 from __future__ import annotations
 
 import inspect
+import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -239,9 +240,18 @@ class Probe(NamedTuple):
 
     shares_memory: bool  # an output is a view of an input (or the input itself)
     same_object: bool  # an output is an input itself (``x.reshape(x.shape)``, ``x.astype(x.dtype)``, ``+x``)
+    known: bool = True  # False: not probed (a layer, a dynamic shape...), both are assumed
 
 
-_UNKNOWN = Probe(True, True)
+_UNKNOWN = Probe(True, True, known=False)
+_NEW_TENSOR = Probe(False, False)
+# Binary arithmetic on tensors always computes a new tensor: not probed (the probe runs the op on zeros once
+# per signature, which for a large matmul is not free). (``operator.pos`` is not here: ``+x`` is ``x``.)
+_COMPUTING_OPERATORS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
+    operator.matmul, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul,
+})
 _probe_cache: dict[Any, Probe] = {}
 
 
@@ -273,6 +283,8 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
 
     if statement.kind not in ("api", "method"):
         return _UNKNOWN
+    if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):
+        return _NEW_TENSOR
 
     def meta_of(leaf: Any) -> Any:
         return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
@@ -317,3 +329,51 @@ def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
     outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
     return Probe(any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs),
                  any(out is inp for out in outputs for inp in inputs))
+
+
+class ViewReplay(NamedTuple):
+    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, or another output):
+    made again natively from that base after the program (a program's outputs are separate tensors), so an
+    in-place change of one reaches the other, as in eager mode."""
+
+    statements: list[Statement]  # the view ops, in program order
+    roots: list[Symbol]  # their bases: graph inputs, or outputs the program still returns
+    views: list[Symbol]  # the outputs they make (no longer returned by the program)
+
+
+def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewReplay | None:
+    """Which of ``outputs`` are views (found by `probe`) of a graph input or of another output, through a chain
+    of view ops each reading one tensor. Others (a view of a temporary nobody sees) stay program outputs."""
+    inputs = {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
+    changed = {var.symbol for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
+    candidates = set(outputs)
+    chains: dict[Symbol, list[Statement]] = {}
+    roots: dict[Symbol, Symbol] = {}
+    for symbol in outputs:
+        if symbol in changed:
+            continue  # (the final value of a tensor written back: the write-back makes it the caller's)
+        chain: list[Statement] = []
+        current = symbol
+        while True:
+            statement = producer(graph, current)
+            if statement is None:
+                break
+            result = probe(statement, graph)
+            sources = set(statement.inputs())
+            if not (result.known and result.shares_memory) or len(sources) != 1:
+                break
+            chain.insert(0, statement)
+            current = next(iter(sources))
+            if current in inputs or (current in candidates and current not in changed):
+                chains[symbol] = chain
+                roots[symbol] = current
+                break
+    # A root that is itself replayed stays a program output (keeps it simple: roots are never replayed).
+    replayed = [symbol for symbol in outputs if symbol in chains and symbol not in roots.values()]
+    if not replayed:
+        return None
+    order = {id(statement): index for index, statement in enumerate(graph.statements)}
+    chosen = {id(statement): statement for symbol in replayed for statement in chains[symbol]}
+    statements = sorted(chosen.values(), key=lambda statement: order[id(statement)])
+    root_list = list(dict.fromkeys(roots[symbol] for symbol in replayed))
+    return ViewReplay(statements, root_list, replayed)
