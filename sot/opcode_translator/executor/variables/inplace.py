@@ -22,6 +22,7 @@ What this model cannot express is never simulated approximately:
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -306,10 +307,16 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
     return answer
 
 
+# Larger inputs are not probed (the zeros would cost too much memory): their ops count as unknown.
+PROBE_MAX_ELEMENTS = 1 << 24
+
+
 def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
     metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
     if any(dim <= 0 for meta in metas for dim in meta.shape):
         return _UNKNOWN  # a dynamic dimension, or an empty tensor (no memory to compare)
+    if sum(math.prod(meta.shape) for meta in metas) > PROBE_MAX_ELEMENTS:
+        return _UNKNOWN
 
     def zeros(leaf: Any) -> Any:
         return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
