@@ -599,3 +599,19 @@ def test_views_among_a_compiled_programs_results_stay_views():
         for actual, expected in zip(outcomes[1], outcomes[0]):
             np.testing.assert_allclose(actual, expected, rtol=1e-6)
     assert counts() == (0, 0, 1)
+
+
+def test_a_returned_view_of_an_argument_changed_in_place():
+    """Known bug: ``x`` is changed in place, then ``x[0]`` returned: eagerly a view of ``x``; the program returns
+    a separate tensor (a view of a written-back tensor is not made again natively: made before the write-back it
+    would take the wrong gradient node, so it would have to be made after it)."""
+
+    def fn(x):
+        x.add_(paddle.ones_like(x))
+        return x[0]
+
+    fast = sot.symbolic_translate(fn)
+    for function in (fn, fast):
+        x = paddle.zeros([2, 3])
+        function(x).zero_()
+        np.testing.assert_array_equal(x.numpy(), [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
