@@ -251,20 +251,57 @@ def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward(
         assert _backward_outcome(translated) == expected
 
 
-def test_inplace_change_of_a_saved_tensor_after_a_break_never_gives_a_silent_gradient() -> None:
-    """Seed 650, the part fixed so far: the compiled program's backward refuses like eager autograd (the
-    exception type still differs: Paddle wraps an error raised in a gradient hook in an OSError)."""
-    x, y = paddle.to_tensor([1.0, -2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0])
-    w = paddle.to_tensor([1.0, 2.0, 3.0])
-    w.stop_gradient = False
-    with sot.config.patch(min_graph_size=0), contextlib.redirect_stdout(io.StringIO()):
-        out = sot.symbolic_translate(inplace_after_use_across_a_break)(x, y, w)
-    try:
-        out.sum().backward()
-    except Exception as exc:  # noqa: BLE001
-        assert "has been modified by an inplace operation" in str(exc)
-    else:
+def exp_across_a_break(w):
+    y = paddle.exp(w)  # the backward of exp reads its output
+    print("p")
+    return y
+
+
+def test_inplace_change_of_a_saved_output_never_gives_a_silent_gradient() -> None:
+    """The output the program's backward reads, changed in place by the caller: eager refuses, so must the
+    translated function (checked by a gradient hook, whose error Paddle wraps in an OSError: the message
+    is still eager's)."""
+    def run(fn: Callable[..., Any]) -> str:
+        w = paddle.to_tensor([1.0, -2.0, 3.0])
+        w.stop_gradient = False
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = fn(w)
+        out.add_(paddle.ones([3]))
+        try:
+            out.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return str(exc)
         raise AssertionError(f"backward computed the gradient {w.grad.numpy()} with the modified tensor")
+
+    assert "has been modified by an inplace operation" in run(exp_across_a_break)
+    with sot.config.patch(min_graph_size=0):
+        assert "has been modified by an inplace operation" in run(sot.symbolic_translate(exp_across_a_break))
+
+
+def product_with_a_saved_input_across_a_break(x, y, w):
+    z = w * y  # the backward reads y: the translated output is rebuilt so eager autograd watches y
+    print("p")
+    return z, z, w * x
+
+
+def test_outputs_watched_for_in_place_changes_keep_their_values_gradients_and_identity() -> None:
+    """The outputs of a program whose backward reads an input are rebuilt around a zero (see
+    ``_version_sentinel``): bit for bit the same values (-0.0, inf, nan), the same gradients, and an output
+    returned twice is still one tensor."""
+    def run(fn: Callable[..., Any]) -> tuple:
+        x = paddle.to_tensor([-0.0, float("inf"), float("nan"), 2.0])
+        y = paddle.to_tensor([1.0, 1.0, 1.0, -0.0])
+        w = paddle.to_tensor([-0.0, 3.0, 1.0, 5.0])
+        w.stop_gradient = False
+        with contextlib.redirect_stdout(io.StringIO()):
+            a, b, c = fn(x, y, w)
+        (a.sum() + c.sum()).backward()
+        bits = [t.numpy().view(np.uint32).tolist() for t in (a, c, w.grad)]
+        return bits, a is b, a.stop_gradient, c.stop_gradient
+
+    expected = run(product_with_a_saved_input_across_a_break)
+    with sot.config.patch(min_graph_size=0):
+        assert run(sot.symbolic_translate(product_with_a_saved_input_across_a_break)) == expected
 
 
 # -- effects deferred past the code that should observe or catch them -------------------------------------
