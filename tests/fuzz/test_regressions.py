@@ -694,3 +694,31 @@ def test_a_graph_break_inside_finally_keeps_the_line_of_the_exception_in_flight(
     translated = sot.symbolic_translate(delete_then_call_in_finally)
     with sot.config.patch(min_graph_size=0):
         assert _innermost_frame(translated, breaks_the_graph, paddle.ones([2]), Plain(1)) == expected
+
+
+# -- symbolic ints -------------------------------------------------------------------------------------------
+def divide_by_a_derived_int(x, n, m):
+    return x + n // (m - 2), n % (m - 2)
+
+
+def divide_by_a_first_item_or_zero(x, n, m):
+    v = m[0] if m else 0
+    return x + 1, n // v
+
+
+def test_a_symbolic_int_divided_by_zero_raises_without_an_internal_error() -> None:
+    """Seed 834: ``n // v8`` with ``n`` a symbolic int and ``v8 == 0`` raised ZeroDivisionError inside the
+    translator (an internal error, then a fallback) instead of being the user's exception; and a symbolic
+    divisor that is 0 at a later call must not reuse the entry compiled for a non-zero one."""
+    from .harness import watch_internal_errors
+
+    cases = {divide_by_a_derived_int: [(7, 5), (9, 6), (7, 2), (5, 4), (3, 2), (-8, 7)],
+             divide_by_a_first_item_or_zero: [(7, [2]), (9, [2]), (7, []), (5, [3]), (-4, [])]}
+    with sot.config.patch(min_graph_size=0), watch_internal_errors() as internal:
+        for fn, calls in cases.items():
+            translated = sot.symbolic_translate(fn)
+            for n, m in calls:
+                expected = _outcome(fn, (paddle.ones([2]), n, m))
+                got = _outcome(translated, (paddle.ones([2]), n, m))
+                assert got[1] == expected[1] and _same(got[0], expected[0]), (fn.__name__, n, m, got, expected)
+    assert internal.messages == []
