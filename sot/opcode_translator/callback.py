@@ -134,7 +134,7 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # For sot.explain; without the code objects, which would make a cycle through the code's extra slot
     # that the garbage collector cannot see.
     guard.translation = dataclasses.replace(translation, code=None)  # type: ignore[attr-defined]
-    return guard, translation.code
+    return guard, translation.code, translation.frames
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

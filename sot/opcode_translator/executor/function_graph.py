@@ -170,6 +170,8 @@ class FunctionGraph:
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
+        # How deep calls were inlined (frames the original code has where the translation has one).
+        self.inline_depth = 0
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
         # Blocks entered before the frame started (a resume function's) that the simulation ended: the
