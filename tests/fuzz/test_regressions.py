@@ -411,6 +411,33 @@ def test_appending_to_a_list_then_calling_with_a_shorter_list() -> None:
             assert len(tl) == n + 1
 
 
+COPY_TARGET: dict = {}
+
+
+def update_a_global_dict_from_an_argument(x, d):
+    COPY_TARGET.update(d)
+    return x + 1
+
+
+def copy_an_argument_dict(x, d):
+    return x + 1, dict(d)
+
+
+@pytest.mark.parametrize("fn", [update_a_global_dict_from_an_argument, copy_an_argument_dict])
+def test_every_key_of_a_dict_read_whole_is_guarded(fn) -> None:
+    """Seed 3000: ``GDICT.update(d)`` (and ``dict(d)``) read every key of ``d`` without guarding them: a
+    call with a dict that has one more key hit the entry and lost that key."""
+    def outcome(f: Callable[..., Any], d: dict) -> Any:
+        COPY_TARGET.clear()
+        result = f(paddle.ones([2]), dict(d))
+        return dict(COPY_TARGET), result[1] if isinstance(result, tuple) else None
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for d in ({"a": -1, "c": 1}, {"a": -1, "c": 1}, {"a": 5, "b": 1, "c": -2}, {"c": 3}):
+            assert outcome(translated, d) == outcome(fn, d), d
+
+
 # -- builtins ----------------------------------------------------------------------------------------------
 def max_of_empty_list_in_try(x, lst):
     try:
