@@ -278,6 +278,28 @@ def test_inplace_change_of_a_saved_output_never_gives_a_silent_gradient() -> Non
         assert "has been modified by an inplace operation" in run(sot.symbolic_translate(exp_across_a_break))
 
 
+def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> None:
+    """Seed 2333 (``min_graph_size=0``; known bug): as above, eager raises RuntimeError, translated an
+    OSError with eager's message. The saved input case is fixed by an eager op that saves the input
+    (``_version_sentinel``), but the tensor the caller changes here is the output itself: no eager op made
+    before it exists can save it, and the hook's error is wrapped by Paddle."""
+    def run(fn: Callable[..., Any]) -> str:
+        w = paddle.to_tensor([1.0, -2.0, 3.0])
+        w.stop_gradient = False
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = fn(w)
+        out.add_(paddle.ones([3]))
+        try:
+            out.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return "no error"
+
+    expected = run(exp_across_a_break)
+    with sot.config.patch(min_graph_size=0):
+        assert run(sot.symbolic_translate(exp_across_a_break)) == expected
+
+
 def product_with_a_saved_input_across_a_break(x, y, w):
     z = w * y  # the backward reads y: the translated output is rebuilt so eager autograd watches y
     print("p")
