@@ -28,6 +28,15 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor) -> None:
+    """A tensor from outside the frame that the simulation changed in place takes its final value, computed by
+    the program: ``assign`` with ``output`` copies into ``target``'s own memory (views of it see the change,
+    as with eager in-place ops) and, when the value needs a gradient, records the copy on the autograd tape
+    (the gradient of ``target`` flows back through the program), as the eager in-place ops would have."""
+    with paddle.set_grad_enabled(not value.stop_gradient):
+        paddle.assign(value, output=target)
+
+
 class BlockExit:
     """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
 
@@ -288,11 +297,20 @@ def new_cell(content: Any) -> Any:
 
 
 def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
-                  closure: tuple) -> Any:
-    """What ``MAKE_FUNCTION`` made during simulation, made for real."""
+                  closure: tuple, annotations: tuple | None = None, slots: dict | None = None,
+                  namespace: dict | None = None) -> Any:
+    """What ``MAKE_FUNCTION`` made during simulation, made for real: with its annotations (the
+    instruction's ``(name, annotation, ...)`` tuple), the slot attributes the frame assigned (``__name__``,
+    ``__doc__``...) and its ``__dict__`` (the very dict the frame may hold)."""
     import types
 
     function = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
     function.__kwdefaults__ = kwdefaults or None
     function.__qualname__ = qualname
+    if annotations:
+        function.__annotations__ = dict(zip(annotations[::2], annotations[1::2]))
+    for name, value in (slots or {}).items():
+        setattr(function, name, value)
+    if namespace is not None:
+        function.__dict__ = namespace
     return function
