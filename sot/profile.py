@@ -9,10 +9,6 @@ event types, whatever issued it:
   compiled program: the ``run_program`` of a graph sot compiled, forward or backward, or any other static
   program (``paddle.jit.to_static``, ``paddle.static.Executor``).
 
-Kernels sot launches for its own bookkeeping around a compiled call (the zero-valued ops that let eager
-autograd check saved tensors, see ``compile._version_sentinel``) run inside a ``sot::bookkeeping`` range and
-are not counted: they are not the model's (their few backward kernels, run by the autograd engine, are).
-
 A kernel-launch event covers the kernel's execution on the CPU, so its duration is the kernel time. Steps
 are Paddle's own ``ProfileStep#N`` ranges: ``prof.step()`` starts the next one, and without any call the
 whole block is one step. Nothing is installed while no ``sot.profile()`` block is active.
@@ -21,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import contextlib
 import dataclasses
 import threading
 from typing import Any, Iterator
@@ -31,18 +26,6 @@ _COMPILED_EVENT = "StaticKernelLaunch"
 _KERNEL_SUFFIX = " kernel launch"
 
 _active = threading.local()
-
-BOOKKEEPING_EVENT = "sot::bookkeeping"
-
-
-def bookkeeping() -> Any:
-    """Around kernels sot launches for itself: a ``sot::bookkeeping`` range while this thread profiles
-    (the profile leaves them out), nothing otherwise."""
-    if getattr(_active, "profile", None) is None:
-        return contextlib.nullcontext()
-    import paddle.profiler as profiler
-
-    return profiler.RecordEvent(BOOKKEEPING_EVENT)
 
 
 @dataclasses.dataclass
@@ -237,8 +220,7 @@ def _walk(node: Any) -> Iterator[Any]:
     while stack:
         current = stack.pop()
         yield current
-        if current.name != BOOKKEEPING_EVENT:
-            stack.extend(current.children_node)
+        stack.extend(current.children_node)
 
 
 def _type_name(node: Any) -> str:

@@ -17,7 +17,6 @@ import paddle
 from paddle.static import InputSpec
 
 from ..config import config
-from ..profile import bookkeeping
 from ..eval_frame_ext import get_callback
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
@@ -218,8 +217,7 @@ class CompiledProgram:
         sentinel_watched = [inputs[i] for i in saved_inputs if inputs[i].dtype in _SENTINEL_DTYPES]
         hook_watched = [inputs[i] for i in saved_inputs if inputs[i].dtype not in _SENTINEL_DTYPES]
         if sentinel_watched:
-            with bookkeeping():
-                _version_sentinel(outputs, differentiable, sentinel_watched)
+            _version_sentinel(outputs, differentiable, sentinel_watched)
         hook_watched += [outputs[i] for i in saved_outputs]  # (after the sentinel: the tensors the caller gets)
         if not hook_watched:
             return
