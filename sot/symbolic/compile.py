@@ -201,27 +201,17 @@ class CompiledProgram:
     def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
         changed in place after this run (eager snapshots the version of every saved tensor; the program
-        runner keeps plain references, so the backward would silently use the new values).
-
-        Saved floating inputs are checked by eager autograd itself, so the error is eager's own
-        ``RuntimeError``: see `_version_sentinel`. The rest (saved outputs, which the caller sees, and
-        integer inputs) are checked by a gradient hook, whose error Paddle re-raises wrapped in an
-        ``OSError``; the message is still eager's."""
-        differentiable = [i for i, out in enumerate(outputs)
-                          if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+        runner keeps plain references, so the backward would silently use the new values)."""
+        differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
         if not differentiable:
             return
         if self._saved is None:
             self._saved = _saved_for_backward(self._program, self.sir)
         saved_inputs, saved_outputs = self._saved
-        sentinel_watched = [inputs[i] for i in saved_inputs if inputs[i].dtype in _SENTINEL_DTYPES]
-        hook_watched = [inputs[i] for i in saved_inputs if inputs[i].dtype not in _SENTINEL_DTYPES]
-        if sentinel_watched:
-            _version_sentinel(outputs, differentiable, sentinel_watched)
-        hook_watched += [outputs[i] for i in saved_outputs]  # (after the sentinel: the tensors the caller gets)
-        if not hook_watched:
+        watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
+        if not watched:
             return
-        versions = [(tensor, tensor._inplace_version()) for tensor in hook_watched]
+        versions = [(tensor, tensor._inplace_version()) for tensor in watched]
         checked = [False]
 
         def check_versions(grad: Any) -> None:
@@ -232,45 +222,11 @@ class CompiledProgram:
                     if version != expected:
                         raise RuntimeError(_modified_in_place_message(version, expected))
 
-        for index in differentiable:
-            outputs[index].register_hook(check_versions)
+        for out in differentiable:
+            out.register_hook(check_versions)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
-
-
-# Dtypes `_version_sentinel` can multiply an empty slice of an output with.
-_SENTINEL_DTYPES = frozenset([paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64])
-
-
-def _version_sentinel(outputs: list, differentiable: list[int], watched: list) -> None:
-    """Let eager autograd snapshot the versions of ``watched`` for the backward of ``outputs``.
-
-    Each differentiable output is replaced by ``out - z``, where ``z`` is the sum of ``empty * t`` for
-    every watched ``t``: ``empty`` is a zero-element slice of the first differentiable output, shaped
-    ``[0, 1, ..., 1]`` to broadcast with every ``t``, so ``z`` is exactly ``+0.0`` and ``out - z`` equals
-    ``out`` bit for bit (even ``-0.0``, infinities and NaN), and every gradient passes unchanged. The eager
-    ``multiply`` saves ``t`` with its version; its backward, which lies between the outputs and the
-    program's own backward node (the slice leads back to the program), checks the version and raises
-    eager's own error. A gradient hook can't do that: Paddle wraps any exception a hook raises in an
-    ``OSError``. Cost: about ``2 + 2 * len(watched) + len(outputs)`` small eager ops per training call."""
-    first = outputs[differentiable[0]]
-    empty = first.reshape([-1] + [1] * max(tensor.ndim for tensor in watched))[0:0]
-    empties = {empty.dtype: empty}
-    terms = []
-    for tensor in watched:
-        if tensor.dtype not in empties:
-            empties[tensor.dtype] = empty.astype(tensor.dtype)
-        # (a tensor that requires grad is detached, which shares its version: its gradient stays untouched)
-        term = (empties[tensor.dtype] * (tensor if tensor.stop_gradient else tensor.detach())).sum()
-        terms.append(term if term.dtype == first.dtype else term.astype(first.dtype))
-    total = terms[0] if len(terms) == 1 else paddle.add_n(terms)
-    replaced: dict[int, Any] = {}  # by identity: an output returned twice stays one tensor
-    for index in differentiable:
-        out = outputs[index]
-        if id(out) not in replaced:
-            replaced[id(out)] = out - (total if total.dtype == out.dtype else total.astype(out.dtype))
-        outputs[index] = replaced[id(out)]
 
 
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int]]:

@@ -242,9 +242,10 @@ def _backward_outcome(fn: Callable[..., Any]) -> Any:
 
 
 def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward() -> None:
-    """Seed 650: eagerly, ``backward()`` refuses (``Tensor ... has been modified by an inplace operation``);
-    translated with a compiled graph before the break, it silently computes the gradient with the *modified*
-    ``y`` (``1 - 3 * (y + x)`` instead of ``1 - 3 * y``)."""
+    """Seed 650 (known bug): eagerly, ``backward()`` refuses with a RuntimeError (``Tensor ... has been
+    modified by an inplace operation``). Translated, it refuses with eager's message (it used to compute the
+    gradient with the *modified* ``y``), but as an OSError: the version check is a gradient hook, whose error
+    Paddle wraps. See test_inplace_change_of_a_saved_output_raises_the_eager_exception_type."""
     expected = _backward_outcome(inplace_after_use_across_a_break)
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(inplace_after_use_across_a_break)
@@ -279,10 +280,10 @@ def test_inplace_change_of_a_saved_output_never_gives_a_silent_gradient() -> Non
 
 
 def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> None:
-    """Seed 2333 (``min_graph_size=0``; known bug): as above, eager raises RuntimeError, translated an
-    OSError with eager's message. The saved input case is fixed by an eager op that saves the input
-    (``_version_sentinel``), but the tensor the caller changes here is the output itself: no eager op made
-    before it exists can save it, and the hook's error is wrapped by Paddle."""
+    """Seed 2333 (``min_graph_size=0``; known bug, like seed 650 for a saved input): eager raises
+    RuntimeError, translated an OSError with eager's message: the version check is a gradient hook, and
+    Paddle wraps an error raised in a hook. (An eager op saving every such input around each compiled call
+    fixed the input case but cost several small ops per training call: not worth an error's type.)"""
     def run(fn: Callable[..., Any]) -> str:
         w = paddle.to_tensor([1.0, -2.0, 3.0])
         w.stop_gradient = False
@@ -301,15 +302,14 @@ def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> N
 
 
 def product_with_a_saved_input_across_a_break(x, y, w):
-    z = w * y  # the backward reads y: the translated output is rebuilt so eager autograd watches y
+    z = w * y  # the backward reads y
     print("p")
     return z, z, w * x
 
 
 def test_outputs_watched_for_in_place_changes_keep_their_values_gradients_and_identity() -> None:
-    """The outputs of a program whose backward reads an input are rebuilt around a zero (see
-    ``_version_sentinel``): bit for bit the same values (-0.0, inf, nan), the same gradients, and an output
-    returned twice is still one tensor."""
+    """Outputs of a program whose backward reads an input: bit for bit the eager values (-0.0, inf, nan),
+    the same gradients, and an output returned twice is still one tensor."""
     def run(fn: Callable[..., Any]) -> tuple:
         x = paddle.to_tensor([-0.0, float("inf"), float("nan"), 2.0])
         y = paddle.to_tensor([1.0, 1.0, 1.0, -0.0])
