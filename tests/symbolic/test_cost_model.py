@@ -1,5 +1,6 @@
 """The cost model of `CompiledProgram`: compiled runs and eager replays are timed alternately after a
-warm-up, and the faster is kept. A fake clock makes the choice deterministic (no timing asserts)."""
+warm-up, forward and backward, and the faster is kept. A fake clock makes the choice deterministic (no timing
+asserts); whichever way runs, results and gradients equal eager's."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import sot
 from sot.symbolic import compile as compile_module
+from sot.symbolic import cost_model
 
 
 def chain(x: paddle.Tensor) -> paddle.Tensor:
@@ -17,12 +19,24 @@ def chain(x: paddle.Tensor) -> paddle.Tensor:
 
 
 class FakeClock:
-    """``perf_counter`` that moves only when a program runs: by ``compiled`` or ``eager`` seconds."""
+    """``perf_counter`` that moves only when a program runs: by ``compiled`` or ``eager`` seconds, and by
+    ``backward[kind]`` seconds in the backward of the last run (see `backward_costs_on`)."""
 
     def __init__(self, compiled: float, eager: float) -> None:
         self.now = 0.0
         self.cost = {"compiled": compiled, "eager": eager}
+        self.backward = {"compiled": 0.0, "eager": 0.0}
         self.kinds: list[str] = []
+
+    def backward_costs_on(self, x: paddle.Tensor, compiled: float, eager: float) -> None:
+        """The backward of a run that reads ``x`` (a leaf: this hook runs before those the cost model puts on
+        it later, i.e. inside the span it times) takes ``compiled`` or ``eager`` seconds."""
+        self.backward = {"compiled": compiled, "eager": eager}
+
+        def advance(grad: paddle.Tensor) -> None:
+            self.now += self.backward[self.kinds[-1]]
+
+        x.register_hook(advance)
 
     @sot.skip_function  # test machinery, called from inside translated calls
     def __call__(self) -> float:
@@ -50,7 +64,7 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch):
             clock.ran("eager")
             return replay(self, inputs)
 
-        monkeypatch.setattr(compile_module.time, "perf_counter", clock)
+        monkeypatch.setattr(cost_model.time, "perf_counter", clock)
         monkeypatch.setattr(compile_module.CompiledProgram, "_run_compiled", timed_compiled)
         monkeypatch.setattr(compile_module.CompiledProgram, "_replay", timed_replay)
         return clock
@@ -74,10 +88,10 @@ def _run(calls: int) -> compile_module.CompiledProgram:
                                                      (1.0, 0.97, "compiled")])  # within 5 %: compiled
 def test_the_faster_way_is_kept(fake_clock, compiled: float, eager: float, choice: str) -> None:
     clock = fake_clock(compiled, eager)
-    program = _run(3 + 2 * compile_module._SAMPLES + 4)
+    program = _run(3 + 2 * cost_model.SAMPLES + 4)
     assert program._choice == choice
-    measured = clock.kinds[compile_module._WARMUP_CALLS:compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES]
-    block = compile_module._BLOCK
+    measured = clock.kinds[cost_model.WARMUP_CALLS:cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES]
+    block = cost_model.BLOCK
     # alternating blocks, starting with the compiled program
     assert measured == [("compiled", "eager")[(i // block) % 2] for i in range(len(measured))]
     assert set(clock.kinds[-4:]) == {choice}
@@ -85,7 +99,7 @@ def test_the_faster_way_is_kept(fake_clock, compiled: float, eager: float, choic
 
 def test_no_choice_before_enough_samples(fake_clock) -> None:
     fake_clock(2.0, 1.0)
-    program = _run(compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES - 1)
+    program = _run(cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES - 1)
     assert program._choice is None
 
 
@@ -97,3 +111,151 @@ def test_min_graph_size_zero_always_compiles(fake_clock) -> None:
         for _ in range(20):
             fn(paddle.ones([2, 2]))
     assert set(clock.kinds) == {"compiled"}
+
+
+def _train_calls(fn, reference, x: paddle.Tensor, backward: list[bool]) -> None:  # noqa: ANN001
+    """Call ``fn(x)`` and, where ``backward[i]``, differentiate it; every output and gradient equals
+    ``reference``'s (the eager function) on the same input, whichever way the program runs at that call."""
+    x_ref = x.detach()
+    x_ref.stop_gradient = False
+    for differentiate in backward:
+        out = fn(x)
+        expected = reference(x_ref)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-6)
+        if differentiate:
+            out.sum().backward()
+            expected.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-6)
+            x.clear_grad()
+            x_ref.clear_grad()
+
+
+def _program_of(fn, x: paddle.Tensor, backward: list[bool]) -> compile_module.CompiledProgram:  # noqa: ANN001
+    with sot.config.patch(min_graph_size=2):
+        _train_calls(fn, chain, x, backward)
+    programs = list(compile_module._compiled.values())
+    assert len(programs) == 1
+    return programs[0]
+
+
+def _leaf(seed: int = 0) -> paddle.Tensor:
+    paddle.seed(seed)
+    x = paddle.randn([3, 4])
+    x.stop_gradient = False
+    return x
+
+
+_TIMED = 2 * cost_model.SAMPLES
+
+
+@pytest.mark.parametrize("with_backward, choice", [(True, "eager"), (False, "compiled")])
+def test_backward_counts(fake_clock, with_backward: bool, choice: str) -> None:
+    """Compiled forward is twice as fast, but its backward is 4 s against 1 s: with a backward after every
+    call eager replay wins (2 + 1 < 1 + 4); forward-only calls (gradients recorded) keep compiled."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    program = _program_of(sot.symbolic_translate(chain), x, [with_backward] * (cost_model.WARMUP_CALLS + _TIMED + 4))
+    assert program._choice == choice
+    assert program._cost.with_backward is with_backward
+    assert set(clock.kinds[-3:]) == {choice}
+
+
+def test_backward_on_some_calls_is_weighted(fake_clock) -> None:
+    """Backward after every call: compiled 1 + 3 against eager 2 + 1, eager wins. After every other call:
+    1 + 3/2 against 2 + 1/2, a tie, and compiled is kept."""
+    for every, choice in ((1, "eager"), (2, "compiled")):
+        clock = fake_clock(1.0, 2.0)
+        x = _leaf()
+        clock.backward_costs_on(x, compiled=3.0, eager=1.0)
+        sot.reset()
+        calls = cost_model.WARMUP_CALLS + 2 * _TIMED + 4
+        program = _program_of(sot.symbolic_translate(chain), x, [i % every == 0 for i in range(calls)])
+        assert program._choice == choice, every
+        assert program._cost.with_backward
+
+
+def test_no_grad_calls_decide_on_forward(fake_clock) -> None:
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    with sot.config.patch(min_graph_size=2), paddle.no_grad():
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            out = fn(x)
+            assert out.stop_gradient
+            np.testing.assert_allclose(out.numpy(), chain(x).numpy(), rtol=1e-6)
+    (program,) = compile_module._compiled.values()
+    assert program._choice == "compiled" and not program._cost.with_backward
+    assert set(clock.kinds[-3:]) == {"compiled"}
+
+
+def test_backward_after_a_forward_only_choice_measures_again(fake_clock) -> None:
+    """Forward-only calls first (compiled wins on forward), then a training loop: probes see the backward
+    passes, both ways are timed again with their backward, and eager replay takes over; gradients equal
+    eager's before, during and after the switch."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    forward_only = cost_model.WARMUP_CALLS + _TIMED + 2
+    program = _program_of(fn, x, [False] * forward_only)
+    assert program._choice == "compiled" and not program._cost.with_backward
+    probing = cost_model.PROBE_EVERY * (cost_model.PROBE_HITS + 1)
+    assert _program_of(fn, x, [True] * (probing + _TIMED + 4)) is program
+    assert program._choice == "eager" and program._cost.with_backward
+    assert program._cost.remeasures == 1
+    assert set(clock.kinds[-3:]) == {"eager"}
+
+
+def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the choice is made, no backward pass runs a hook of the cost model any more (the hooks on leaf
+    tensors would otherwise stay for the tensor's life)."""
+    fired: list[str] = []
+    for name in ("on_output_grad", "on_input_grad"):
+        original = getattr(cost_model.Sample, name)
+        monkeypatch.setattr(cost_model.Sample, name,
+                            lambda self, grad, original=original, name=name: (fired.append(name), original(self, grad))[1])
+    fake_clock(1.0, 2.0)
+    x = _leaf()
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    program = _program_of(fn, x, [True] * (cost_model.WARMUP_CALLS + _TIMED + 1))
+    assert program._choice is not None and fired
+    fired.clear()
+    _program_of(fn, x, [True] * 3)
+    assert fired == []
+
+
+class _Mlp(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = paddle.nn.Linear(4, 8), paddle.nn.Linear(8, 4)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return paddle.tanh(self.second(paddle.tanh(self.first(x)))) * 1.5 + 0.25
+
+
+def test_parameters_are_timed_and_their_gradients_exact() -> None:
+    """A layer's parameters are not inputs of the graph: the backward is timed up to their gradients (real
+    clock), and the parameter gradients equal those of an eager copy at every step of the measurement."""
+    paddle.seed(3)
+    layer = _Mlp()
+    reference = _Mlp()
+    reference.set_state_dict(layer.state_dict())
+    sot.reset()
+    fn = sot.symbolic_translate(layer)
+    x = paddle.randn([5, 4])
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            fn(x).sum().backward()
+            reference(x).sum().backward()
+            for p, q in zip(layer.parameters(), reference.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6)
+                p.clear_grad()
+                q.clear_grad()
+    (program,) = compile_module._compiled.values()
+    assert program._choice in ("compiled", "eager") and program._cost.with_backward
