@@ -91,6 +91,7 @@ class CostModel:
         self.choice: str | None = None
         self.with_backward = False  # the choice weighed backward times
         self.remeasures = 0
+        self.probing = False  # a forward-only choice watches for backward passes (until measured again)
         self._probe_countdown = PROBE_EVERY
         self._probe_hits = 0
 
@@ -131,6 +132,7 @@ class CostModel:
         if share >= COMMON_BACKWARD and not enough_backward and len(self.samples) < MAX_SAMPLES:
             return None  # backward passes are coming: wait for their times
         self.with_backward = bool(compiled_backward and eager_backward)
+        self.probing = not self.with_backward and self.remeasures < MAX_REMEASURES
         compiled_cost = statistics.median(s.forward for s in compiled)
         eager_cost = statistics.median(s.forward for s in eager)
         if self.with_backward:
@@ -144,15 +146,11 @@ class CostModel:
         return self.choice
 
     # -- after the choice ---------------------------------------------------------------------------------
-    @property
-    def probing(self) -> bool:
-        """A forward-only choice watches for backward passes (until it is measured again)."""
-        return not self.with_backward and self.remeasures < MAX_REMEASURES
-
     def probe(self, outputs: list) -> bool:
         """Called after each run once chosen (when `probing`); True when the choice should be measured again."""
         if self._probe_hits >= PROBE_HITS:
             self.remeasures += 1
+            self.probing = False
             self.choice = None
             self.calls = WARMUP_CALLS  # both ways are warm
             return True
