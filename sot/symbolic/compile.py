@@ -64,6 +64,7 @@ class CompiledProgram:
         self._program = None
         self._replay_function = None
         self._layer_watches = []
+        self._cost.forget_samples()
 
     def _replay_program(self) -> Replay:
         if self._replay_function is None:  # built only when the eager side is measured or chosen

@@ -27,6 +27,7 @@ passes do come (`PROBE_HITS` of them), both ways are timed again, with backward,
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -139,11 +140,20 @@ class CostModel:
             compiled_cost += share * statistics.median(compiled_backward)
             eager_cost += share * statistics.median(eager_backward)
         self.choice = "eager" if eager_cost < MARGIN * compiled_cost else "compiled"
-        for sample in self.samples:
-            sample.remove_hooks()
-        self.samples = []
+        self.forget_samples()
         self._probe_countdown, self._probe_hits = PROBE_EVERY, 0
         return self.choice
+
+    def forget_samples(self) -> None:
+        """Drop the samples and their hooks on leaves (on the choice, or when the program goes away in the
+        middle of measuring: a parameter would otherwise run them in every later backward)."""
+        samples, self.samples = self.samples, []
+        for sample in samples:
+            sample.remove_hooks()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # (at interpreter exit Paddle may be gone first)
+            self.forget_samples()
 
     # -- after the choice ---------------------------------------------------------------------------------
     def probe(self, outputs: list) -> bool:

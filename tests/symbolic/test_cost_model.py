@@ -3,6 +3,8 @@ warm-up, forward and backward, and the faster is kept. A fake clock makes the ch
 asserts); whichever way runs, results and gradients equal eager's."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import paddle
 import pytest
@@ -227,6 +229,17 @@ def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -
     assert program._choice is not None and fired
     fired.clear()
     _program_of(fn, x, [True] * 3)
+    assert fired == []
+    # A program dropped in the middle of measuring takes its hooks with it.
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    program = _program_of(fn, x, [True] * (cost_model.WARMUP_CALLS + 2))
+    assert program._choice is None and fired
+    del program, fn
+    sot.reset()
+    gc.collect()
+    fired.clear()
+    chain(x).sum().backward()
     assert fired == []
 
 
