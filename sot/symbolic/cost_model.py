@@ -43,7 +43,7 @@ MIN_BACKWARD_SAMPLES = 3  # backward times of each kind needed when backward is 
 MAX_SAMPLES = 4 * SAMPLES  # timed calls after which the choice is made with what was seen
 COMMON_BACKWARD = 1 / 3  # share of timed calls with a backward from which backward times are waited for
 MARGIN = 0.95  # eager replay is chosen only when clearly faster: compiled ties (it also captures the graph)
-PROBE_EVERY = 8  # after a forward-only choice: one call in this many watches for a backward
+PROBE_EVERY = 4  # after a forward-only choice: one call in this many watches for a backward
 PROBE_HITS = 2  # backward passes seen by probes before the choice is measured again
 MAX_REMEASURES = 1
 
