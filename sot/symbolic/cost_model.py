@@ -169,10 +169,8 @@ class CostModel:
             return False
         self._probe_countdown = PROBE_EVERY
         if paddle.is_grad_enabled():
-            for out in outputs:
-                if isinstance(out, paddle.Tensor) and not out.stop_gradient:
-                    out.register_hook(self._on_probe_grad)
-                    break
+            for out in _made_outputs(outputs)[:1]:
+                out.register_hook(self._on_probe_grad)
         return False
 
     def _on_probe_grad(self, grad: Any) -> None:
@@ -184,7 +182,7 @@ def _watch_backward(sample: Sample, sources: list, outputs: list) -> None:
     differentiable tensors it reads (``sources``: inputs and parameters); none when nothing is differentiable.
     The hooks hold the sample only, never a tensor (a tensor's hooks live in C++, out of the collector's
     sight, so a cycle through them would never be freed)."""
-    differentiable_outputs = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+    differentiable_outputs = _made_outputs(outputs)
     if not differentiable_outputs:
         return
     differentiable_inputs = [x for x in sources if isinstance(x, paddle.Tensor) and not x.stop_gradient]
@@ -196,3 +194,9 @@ def _watch_backward(sample: Sample, sources: list, outputs: list) -> None:
         hook_id = x._register_grad_hook(sample.on_input_grad)
         if x.is_leaf:
             sample.hooks.append((weakref.ref(x), hook_id))
+
+
+def _made_outputs(outputs: list) -> list:
+    """The differentiable outputs the call made (a leaf returned as is, e.g. a parameter, would keep a hook
+    for its whole life, and its gradient does not mark the start of the graph's backward)."""
+    return [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient and not out.is_leaf]

@@ -243,6 +243,34 @@ def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -
     assert fired == []
 
 
+def chain_and_input(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
+    return chain(x), x
+
+
+def test_a_leaf_returned_as_is_gets_no_hook(fake_clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output that is a leaf (here the input itself) is not hooked as an output: its hook would stay on
+    it for its whole life."""
+    fired: list[str] = []
+    original = cost_model.Sample.on_output_grad
+    monkeypatch.setattr(cost_model.Sample, "on_output_grad",
+                        lambda self, grad: (fired.append("output"), original(self, grad))[1])
+    fake_clock(1.0, 2.0)
+    x = _leaf()
+    sot.reset()
+    fn = sot.symbolic_translate(chain_and_input)
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 2):
+            out, same = fn(x)
+            assert same is x
+            (out.sum() + same.sum()).backward()
+            x.clear_grad()
+    (program,) = compile_module._compiled.values()
+    assert program._choice is not None and program._cost.with_backward
+    fired.clear()
+    x.sum().backward()
+    assert fired == []
+
+
 class _Mlp(paddle.nn.Layer):
     def __init__(self) -> None:
         super().__init__()
