@@ -16,7 +16,9 @@ static program) can lose even when its forward wins (transformer, GRU: forward 0
   once the call's backward was seen, at the latest when the choice is made. A hook returns None: gradients
   are untouched, and both ways compute the same gradients anyway, so switching never changes a result.
 
-A timed call's backward has happened by the program's next call when there is one per training step; with
+With several calls of the graph in one backward pass, each call's span ends where the next one's starts (see
+`CostModel.settle`). A timed call's backward has happened by the program's next call when there is one per
+training step; with
 several calls per step (a layer applied in a loop) or forward-only calls (evaluation with gradients recorded)
 some never see one. The choice is made once each way has `SAMPLES` forward times and either each way also has
 `MIN_BACKWARD_SAMPLES` backward times, or backward is rare (under a third of the calls), or `MAX_SAMPLES` calls
@@ -114,11 +116,18 @@ class CostModel:
 
     def settle(self) -> None:
         """Close the samples whose backward has started (a backward pass runs to its end before the program
-        is called again in the same thread) and drop their leaf hooks."""
-        for sample in self.samples:
-            if not sample.closed and sample.backward_start is not None:
-                sample.closed = True
-                sample.remove_hooks()
+        is called again in the same thread) and drop their leaf hooks.
+
+        Several calls in one backward pass (a layer applied in a loop) all end at the same parameter
+        gradients, which come once, at the end of the pass: each call's span is cut where the next call's
+        backward starts (backward runs the calls last to first)."""
+        started = sorted((sample for sample in self.samples if not sample.closed and sample.backward_start is not None),
+                         key=lambda sample: sample.backward_start)
+        for sample, next_started in zip(started, [*started[1:], None]):
+            if next_started is not None and sample.backward_end is not None:
+                sample.backward_end = min(sample.backward_end, next_started.backward_start)
+            sample.closed = True
+            sample.remove_hooks()
 
     def decide(self) -> str | None:
         """The faster way once enough was measured (see the module doc), else None."""

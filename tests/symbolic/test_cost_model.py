@@ -264,6 +264,22 @@ def test_a_leaf_output_gets_no_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fired == []
 
 
+def test_calls_in_one_backward_pass_are_cut_apart() -> None:
+    """A graph applied 3 times in a loop: in the one backward pass the calls run last to first, and all end
+    at the shared parameters' gradients (at 10.0). Each call's span ends where the next call's starts; a
+    call from an earlier pass (closed) and one whose backward has not run are left alone."""
+    model = cost_model.CostModel()
+    old = cost_model.Sample(False, 1.0, backward_start=0.0, backward_end=0.5, closed=True)
+    first, second, third = (cost_model.Sample(eager, 1.0, backward_start=start, backward_end=10.0)
+                            for eager, start in ((False, 7.0), (True, 4.0), (False, 1.0)))
+    pending = cost_model.Sample(True, 1.0)
+    model.samples = [old, first, second, third, pending]
+    model.settle()
+    assert [s.backward for s in (old, first, second, third)] == [0.5, 3.0, 3.0, 3.0]
+    assert first.closed and second.closed and third.closed and not pending.closed
+    assert pending.backward is None
+
+
 class _Mlp(paddle.nn.Layer):
     def __init__(self) -> None:
         super().__init__()
@@ -293,3 +309,32 @@ def test_parameters_are_timed_and_their_gradients_exact() -> None:
                 q.clear_grad()
     (program,) = compile_module._compiled.values()
     assert program._choice in ("compiled", "eager") and program._cost.with_backward
+
+
+def test_several_calls_per_backward_pass_are_exact() -> None:
+    """The translated layer applied 3 times per training step (one backward pass over all three calls, the
+    parameters shared): gradients equal an eager copy's at every step, through the measurement and after the
+    choice, which weighed the backward."""
+    paddle.seed(4)
+    layer = _Mlp()
+    reference = _Mlp()
+    reference.set_state_dict(layer.state_dict())
+    sot.reset()
+    fn = sot.symbolic_translate(layer)
+    x = paddle.randn([5, 4])
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            y, z = x, x
+            for _ in range(3):
+                y, z = fn(y), reference(z)
+            np.testing.assert_allclose(y.numpy(), z.numpy(), rtol=1e-6)
+            y.sum().backward()
+            z.sum().backward()
+            for p, q in zip(layer.parameters(), reference.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5)
+                p.clear_grad()
+                q.clear_grad()
+    # (two programs: the first call's input does not require grad, the next two calls' do)
+    programs = list(compile_module._compiled.values())
+    assert len(programs) == 2
+    assert all(p._choice in ("compiled", "eager") and p._cost.with_backward for p in programs)
