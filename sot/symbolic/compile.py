@@ -88,8 +88,8 @@ class CompiledProgram:
         no choice."""
         cost = self._cost
         cost.calls += 1
-        if config.min_graph_size <= 0 or cost.calls <= _WARMUP_CALLS:
-            if cost.calls == _WARMUP_CALLS and config.min_graph_size > 0:
+        if config.min_graph_size <= 0 or cost.calls <= WARMUP_CALLS:
+            if cost.calls == WARMUP_CALLS and config.min_graph_size > 0:
                 self._replay_program()  # built before anything is timed
             return self._run_compiled(inputs)
         cost.settle()
@@ -258,8 +258,6 @@ def _flags(**flags: Any) -> Iterator[None]:
 # Building static programs goes through Paddle's process-wide default programs: one thread at a time
 # (translation, which infers metas on throwaway static programs, takes it too).
 BUILD_LOCK = threading.RLock()
-
-_WARMUP_CALLS = WARMUP_CALLS
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.

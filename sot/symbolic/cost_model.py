@@ -11,21 +11,22 @@ static program) can lose even when its forward wins (transformer, GRU: forward 0
 * **Backward:** when a timed call's outputs require grad, hooks on those outputs and on the inputs and
   parameters that require grad time its backward: from the first output gradient (the graph's backward
   starts: the compiled program's grad op, or the first eager grad node of its statements) to the last input
-  or parameter gradient of that backward pass (the graph's backward is done). Outputs get plain hooks (they live on the call's own grad
-  nodes and go with them); the hooks on leaves (parameters, user inputs) would outlive the call, so they are removed
-  once the call's backward was seen, at the latest when the choice is made. A hook returns None: gradients
-  are untouched, and both ways compute the same gradients anyway, so switching never changes a result.
+  or parameter gradient of that backward pass (the graph's backward is done). With several calls of the
+  graph in one backward pass, each call's span ends where the next one's starts (`CostModel.settle`).
+  Output hooks live on the call's own grad nodes and go with them; hooks on leaves (parameters, user
+  inputs) would outlive the call, so they are removed once the call's backward was seen, at the latest when
+  the choice is made. A hook returns None: gradients are untouched (and both ways compute the same
+  gradients anyway, so switching never changes a result).
 
-With several calls of the graph in one backward pass, each call's span ends where the next one's starts (see
-`CostModel.settle`). A timed call's backward has happened by the program's next call when there is one per
-training step; with
-several calls per step (a layer applied in a loop) or forward-only calls (evaluation with gradients recorded)
-some never see one. The choice is made once each way has `SAMPLES` forward times and either each way also has
-`MIN_BACKWARD_SAMPLES` backward times, or backward is rare (under a third of the calls), or `MAX_SAMPLES` calls
-were timed. A way's cost per call is its median forward time plus its median backward time weighted by the
-share of timed calls that had a backward. When the choice was made from forward times alone (a few forward
-calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an output: if backward
-passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
+A timed call's backward has happened by the program's next call when there is one per training step; with
+several calls per step or with forward-only calls (evaluation with gradients recorded) some never see one.
+The choice is made once each way has `SAMPLES` forward times and either each way also has
+`MIN_BACKWARD_SAMPLES` backward times, or backward is rare (under `COMMON_BACKWARD` of the calls), or
+`MAX_SAMPLES` calls were timed. A way's cost per call is its median forward time plus its median backward
+time weighted by the share of timed calls that had a backward. When the choice was made on forward times
+alone (a few forward calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an
+output: if backward passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
+(Calls under ``no_grad`` never reach this program: the grad mode is guarded, so they have their own.)
 """
 from __future__ import annotations
 
