@@ -23,7 +23,9 @@ several calls per step or with forward-only calls (evaluation with gradients rec
 The choice is made once each way has `SAMPLES` forward times and either each way also has
 `MIN_BACKWARD_SAMPLES` backward times, or backward is rare (under `COMMON_BACKWARD` of the calls), or
 `MAX_SAMPLES` calls were timed. A way's cost per call is its median forward time plus its median backward
-time weighted by the share of timed calls that had a backward. When the choice was made on forward times
+time weighted by the share of timed calls that had a backward; in a training loop (a backward after (nearly)
+every call, one call per backward pass) it is the median time from its calls to the program's next call,
+the whole training step run that way (`CostModel._step_times`). When the choice was made on forward times
 alone (a few forward calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an
 output: if backward passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
 (Calls under ``no_grad`` never reach this program: the grad mode is guarded, so they have their own.)
@@ -45,6 +47,7 @@ BLOCK = 2  # consecutive runs of one kind
 MIN_BACKWARD_SAMPLES = 3  # backward times of each kind needed when backward is common
 MAX_SAMPLES = 4 * SAMPLES  # timed calls after which the choice is made with what was seen
 COMMON_BACKWARD = 1 / 3  # share of timed calls with a backward from which backward times are waited for
+EVERY_CALL_BACKWARD = 0.9  # share from which a training loop is assumed: whole steps are compared
 MARGIN = 0.95  # eager replay is chosen only when clearly faster: compiled ties (it also captures the graph)
 PROBE_EVERY = 4  # after a forward-only choice: one call in this many watches for a backward
 PROBE_HITS = 2  # backward passes seen by probes before the choice is measured again
@@ -57,6 +60,7 @@ class Sample:
 
     eager: bool
     forward: float
+    called_at: float = 0.0  # perf_counter at the call's start
     backward_start: float | None = None
     backward_end: float | None = None
     closed: bool = False  # its backward pass is over: later input gradients belong to other passes
@@ -94,6 +98,7 @@ class CostModel:
         self.samples: list[Sample] = []
         self.choice: str | None = None
         self.with_backward = False  # the choice weighed backward times
+        self.several_per_pass = False  # a backward pass ran the backward of several timed calls
         self.remeasures = 0
         self.probing = False  # a forward-only choice watches for backward passes (until measured again)
         self._probe_countdown = PROBE_EVERY
@@ -109,7 +114,7 @@ class CostModel:
         (they are not among its inputs)."""
         start = time.perf_counter()
         outputs = run(inputs)
-        sample = Sample(eager, time.perf_counter() - start)
+        sample = Sample(eager, time.perf_counter() - start, start)
         self.samples.append(sample)
         if paddle.is_grad_enabled():
             _watch_backward(sample, [*inputs, *parameters], outputs)
@@ -124,6 +129,8 @@ class CostModel:
         backward starts (backward runs the calls last to first)."""
         started = sorted((sample for sample in self.samples if not sample.closed and sample.backward_start is not None),
                          key=lambda sample: sample.backward_start)
+        if len(started) > 1:
+            self.several_per_pass = True
         for sample, next_started in zip(started, [*started[1:], None]):
             if next_started is not None and sample.backward_end is not None:
                 sample.backward_end = min(sample.backward_end, next_started.backward_start)
@@ -144,15 +151,28 @@ class CostModel:
             return None  # backward passes are coming: wait for their times
         self.with_backward = bool(compiled_backward and eager_backward)
         self.probing = not self.with_backward and self.remeasures < MAX_REMEASURES
-        compiled_cost = statistics.median(s.forward for s in compiled)
-        eager_cost = statistics.median(s.forward for s in eager)
-        if self.with_backward:
-            compiled_cost += share * statistics.median(compiled_backward)
-            eager_cost += share * statistics.median(eager_backward)
+        if self.with_backward and share >= EVERY_CALL_BACKWARD and not self.several_per_pass:
+            compiled_cost, eager_cost = self._step_times()
+        else:
+            compiled_cost = statistics.median(s.forward for s in compiled)
+            eager_cost = statistics.median(s.forward for s in eager)
+            if self.with_backward:
+                compiled_cost += share * statistics.median(compiled_backward)
+                eager_cost += share * statistics.median(eager_backward)
         self.choice = "eager" if eager_cost < MARGIN * compiled_cost else "compiled"
         self.forget_samples()
         self._probe_countdown, self._probe_hits = PROBE_EVERY, 0
         return self.choice
+
+    def _step_times(self) -> tuple[float, float]:
+        """Median time from a call to the program's next call, compiled and eager: with one call and one
+        backward pass per training step that is the whole step run that way. It sees what the spans do not:
+        a compiled program's executor threads keep spinning after a run and slow down the ops that follow
+        (loss, optimizer) on a machine with few cores."""
+        steps: dict[bool, list[float]] = {False: [], True: []}
+        for sample, following in zip(self.samples, self.samples[1:]):
+            steps[sample.eager].append(following.called_at - sample.called_at)
+        return statistics.median(steps[False]), statistics.median(steps[True])
 
     def forget_samples(self) -> None:
         """Drop the samples and their hooks on leaves (on the choice, or when the program goes away in the

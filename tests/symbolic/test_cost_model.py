@@ -178,6 +178,25 @@ def test_backward_on_some_calls_is_weighted(fake_clock) -> None:
         assert program._cost.with_backward
 
 
+def test_a_training_loop_compares_whole_steps(fake_clock) -> None:
+    """One call and one backward per step: what comes after the backward counts too. Compiled runs 1 s
+    forward and 1 s backward but slows the rest of the step (the optimizer) by 3 s; eager replay runs 2 s and
+    1.5 s. Forward plus backward alone would keep compiled (2 against 3.5); whole steps pick eager (5 against
+    3.5)."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=1.0, eager=1.5)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            fn(x).sum().backward()
+            x.clear_grad()
+            clock.now += 3.0 if clock.kinds[-1] == "compiled" else 0.0  # the rest of the step
+    (program,) = compile_module._compiled.values()
+    assert program._choice == "eager" and program._cost.with_backward
+
+
 def test_no_grad_calls_decide_on_forward(fake_clock) -> None:
     clock = fake_clock(1.0, 2.0)
     x = _leaf()
@@ -278,6 +297,7 @@ def test_calls_in_one_backward_pass_are_cut_apart() -> None:
     assert [s.backward for s in (old, first, second, third)] == [0.5, 3.0, 3.0, 3.0]
     assert first.closed and second.closed and third.closed and not pending.closed
     assert pending.backward is None
+    assert model.several_per_pass  # (so whole-step times, which mix the calls' ways, are not used)
 
 
 class _Mlp(paddle.nn.Layer):
@@ -338,3 +358,4 @@ def test_several_calls_per_backward_pass_are_exact() -> None:
     programs = list(compile_module._compiled.values())
     assert len(programs) == 2
     assert all(p._choice in ("compiled", "eager") and p._cost.with_backward for p in programs)
+    assert sorted(p._cost.several_per_pass for p in programs) == [False, True]
