@@ -10,6 +10,7 @@ import os
 import sys
 import sysconfig
 import types
+import functools
 from functools import lru_cache
 
 import paddle
@@ -42,6 +43,7 @@ def _library_dirs() -> tuple[str, ...]:
 _SKIPPED_LIBRARY_DIRS = _library_dirs()
 
 _skipped_codes: set[types.CodeType] = set()
+_NAMEDTUPLE_NAMESPACE = "namedtuple_"
 
 
 def skip_code(code: types.CodeType) -> None:
@@ -83,6 +85,13 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
         return True
     filename = code.co_filename
     if filename.startswith("<") and not filename.startswith(("<frozen", "<sot")):
+        module = globals_.get("__name__")
+        if isinstance(module, str) and module.startswith(_NAMEDTUPLE_NAMESPACE):
+            # The ``__new__`` of a named tuple class (``collections.namedtuple`` evaluates it in a private
+            # namespace of that name): it only builds the tuple. Called natively (by a Paddle function
+            # returning ``TopKRetType``, also while a program is built), translating it finds nothing to
+            # compile and breaks at ``tuple.__new__``; in simulation named tuples are built directly.
+            return True
         module_file = globals_.get("__file__")
         if isinstance(module_file, str):
             return skip_filename(module_file)
@@ -96,8 +105,13 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
 _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
 
 
+# Standard library functions that only move attributes between the user's own objects: inlined, so a
+# decorator written with ``functools.wraps`` in the frame does not break the graph.
+_INLINABLE_LIBRARY_CODES = frozenset(fn.__code__ for fn in (functools.wraps, functools.update_wrapper))
+
+
 def may_inline(code: types.CodeType, globals_: dict) -> bool:
     """Whether a call of ``code`` found during simulation is simulated (inlined) rather than run natively."""
-    if not should_skip(code, globals_):
+    if not should_skip(code, globals_) or code in _INLINABLE_LIBRARY_CODES:
         return True
     return os.path.realpath(code.co_filename).startswith(_INLINABLE_LIBRARY_DIRS) and code not in _skipped_codes

@@ -59,7 +59,7 @@ def test_tensor_scalar_conversions_break(compile_all):
 
 
 def test_max_of_two_tensors_breaks_instead_of_falling_back(compile_all):
-    """Unexpected fallback: ``max(a.sum(), b.sum())`` ("max() over tensors compares tensors as Python bools")
+    """Fixed (kept as a regression test); was: unexpected fallback: ``max(a.sum(), b.sum())`` ("max() over tensors compares tensors as Python bools")
     makes the whole frame run eagerly; a graph break at the comparison would keep the rest translated."""
     stats = check(tensor_max_of_two_tensors_breaks, lambda: (T(3), T(3, seed=1)), breaks=None)
     assert stats.graph_breaks >= 1, stats
@@ -227,9 +227,10 @@ def test_comprehension_in_a_small_frame_with_default_graph_size():
 
 
 def test_function_made_per_call_in_a_small_frame_is_not_retranslated():
-    """Retranslation on every call with the default ``min_graph_size``: a decorator applied in the frame makes a
-    new ``inc`` function each call, and the wrapper's translation is guarded by the identity of that function
-    ("guard failed: fn is ...<locals>.inc"), so each call misses until the cache limit."""
+    """Fixed (kept as a regression test); was: Retranslation on every call with the default ``min_graph_size``:
+    a decorator applied in the frame makes a new ``inc`` function each call, and the wrapper's translation is
+    guarded by the identity of that function ("guard failed: fn is ...<locals>.inc"), so each call misses
+    until the cache limit. Functions are now guarded by code, globals and defaults (function.py)."""
 
     def fn(x):
         def twice(f):

@@ -14,9 +14,10 @@ from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
-from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
+from .tracker import (BuiltinTracker, ClosureTracker, DummyTracker, FrameCellTracker, GetItemTracker, GlobalTracker,
+                      LocalTracker)
 from .variables.base import VariableBase, VariableFactory
-from .variables.function import CellVariable, FrameCellVariable
+from .variables.function import CellVariable, FrameCellVariable, SourceOnlyVariable
 
 Handler = Callable[["OpcodeExecutor", dis.Instruction], "Any"]
 EXCEPT_HANDLER = -1  # 3.10: the block of a running exception handler (see OpcodeExecutor.blocks)
@@ -158,6 +159,7 @@ class OpcodeExecutor:
                 content = None  # an empty cell: reading it fails like in eager code
             cells[name] = CellVariable(content, graph, DummyTracker(), external=True,
                                        source=FrameCellVariable(name, graph))
+            cells[name].path = SourceOnlyVariable(cell, graph, FrameCellTracker(index, name))
             graph.known_cells[id(cell)] = (cell, cells[name])
         resolver = NameResolver(frame.globals, frame.builtins)
         graph.top_resolver = resolver
