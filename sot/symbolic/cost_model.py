@@ -36,7 +36,6 @@ import contextlib
 import dataclasses
 import statistics
 import time
-import weakref
 from typing import Any, Callable
 
 import paddle
@@ -64,9 +63,10 @@ class Sample:
     backward_start: float | None = None
     backward_end: float | None = None
     closed: bool = False  # its backward pass is over: later input gradients belong to other passes
-    # Hooks on leaf inputs, removed when closed: (weak reference to the tensor, hook id); a strong reference
-    # would keep a user's input alive through the measurement.
-    hooks: list[tuple[weakref.ref, int]] = dataclasses.field(default_factory=list)
+    # Hooks on leaves, removed when closed: (tensor, hook id). The tensor is held strongly (no weak reference:
+    # Paddle warns that weak references to eager tensors misbehave); mostly parameters, which the program
+    # holds anyway; a user's leaf input lives until the sample closes.
+    hooks: list[tuple[paddle.Tensor, int]] = dataclasses.field(default_factory=list)
 
     @property
     def backward(self) -> float | None:
@@ -84,10 +84,8 @@ class Sample:
 
     def remove_hooks(self) -> None:
         hooks, self.hooks = self.hooks, []
-        for tensor_ref, hook_id in hooks:
-            tensor = tensor_ref()
-            if tensor is not None:
-                tensor._remove_grad_hook(hook_id)
+        for tensor, hook_id in hooks:
+            tensor._remove_grad_hook(hook_id)
 
 
 class CostModel:
@@ -223,7 +221,7 @@ def _watch_backward(sample: Sample, sources: list, outputs: list) -> None:
     for x in differentiable_inputs:
         hook_id = x._register_grad_hook(sample.on_input_grad)
         if x.is_leaf:
-            sample.hooks.append((weakref.ref(x), hook_id))
+            sample.hooks.append((x, hook_id))
 
 
 def _made_outputs(outputs: list) -> list:
