@@ -23,8 +23,11 @@ from .executor.handlers.operators import LEGACY_BINARY_OPCODES
 from .executor.liveness import is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
+from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
+from .executor.variables.inplace import ViewReplay, plan_view_replay
 from .executor.variables.iterator import IteratorVariable
+from .native import NativePlan, ResumePath, can_call_from_native
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
@@ -40,10 +43,27 @@ class Translation:
     sir: StatementIR | None = None
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
+    native: NativePlan | None = None  # when the entry may come to run the original code (native.py)
+    # Python frames ``code`` may need on top of its own (the hook runs the frame as written when the
+    # recursion limit leaves less): see `frames_needed`.
+    frames: int = 0
 
     @property
     def is_break(self) -> bool:
         return isinstance(self.failure, BreakGraphError)
+
+
+# Frames a generated code needs to run a recorded graph: the program's runner (CompiledProgram.__call__ down
+# to Paddle's run_program: 9 measured on 3.11) or an eager replay (fewer), with some slack.
+RUNNER_FRAMES = 12
+
+
+def frames_needed(graph: FunctionGraph, runs_a_graph: bool) -> int:
+    """Frames the translation of ``graph`` needs on top of its own: as many as the original code pushes
+    for the calls inlined into it (a recursion unrolled into one graph), or as the graph's runner needs.
+    Near the recursion limit the original then runs instead, so RecursionError comes at the eager depth
+    and never from sot's own frames."""
+    return max(graph.inline_depth, RUNNER_FRAMES if runs_a_graph else 0)
 
 
 def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) -> None:
@@ -70,18 +90,51 @@ class EagerProgram:
         return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"
 
 
-def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False) -> \
-        tuple[StatementIR, CompiledProgram | EagerProgram | None]:
+class ProgramPlan:
+    """What runs the recorded graph for one translation: the SIR, its runner (None when there is nothing to run),
+    and the views among its results made again natively from their bases (`plan_view_replay`)."""
+
+    def __init__(self, sir: StatementIR, program: "CompiledProgram | EagerProgram | None",
+                 views: ViewReplay | None = None) -> None:
+        self.sir = sir
+        self.program = program
+        self.views = views
+        self._replay = None
+        if views is not None:
+            view_sir = StatementIR(f"{sir.name}_views", list(views.roots), list(views.statements), list(views.views),
+                                   dict(sir.metas), grad_enabled=sir.grad_enabled)
+            self._replay = compile_replay(view_sir)
+
+    def emit_call(self, codegen: CodeGen, graph: FunctionGraph) -> None:
+        """``__sot_outputs = program([inputs])``, then the views: ``__sot_views = replay([bases])``."""
+        if self.program is not None:
+            codegen.call_program(self.program, [graph.inputs[s] for s in self.sir.inputs], self.sir.outputs)
+        if self.views is not None:
+            codegen.call_view_replay(self._replay, [_root_variable(graph, s) for s in self.views.roots],
+                                     self.views.views)
+
+
+def _root_variable(graph: FunctionGraph, symbol: Symbol) -> VariableBase:
+    """The variable that loads a view's base in the generated code: an input, or a program output."""
+    if symbol in graph.inputs:
+        return graph.inputs[symbol]
+    return TensorVariable(graph.metas[symbol], graph, DummyTracker(), symbol=symbol)
+
+
+def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False) -> ProgramPlan:
     """The SIR producing the tensors ``needed`` requires, and what runs it (None when nothing to run)."""
     outputs: dict[Symbol, TensorVariable] = {}
     for var in needed:
         _computed_tensors(var, outputs)
-    sir = graph.build_sir(list(outputs))
+    views = plan_view_replay(graph, list(outputs))
+    returned = [symbol for symbol in outputs if views is None or symbol not in views.views]
+    sir = graph.build_sir(returned)
     if not sir.statements or not sir.outputs:
-        return sir, None
+        return ProgramPlan(sir, None, views)
     if force_compile or sir.op_count() >= config.min_graph_size:
-        return sir, compile_sir(sir)
-    return sir, EagerProgram(sir)
+        return ProgramPlan(sir, compile_sir(sir), views)
+    full = graph.build_sir(list(outputs))  # (replayed eagerly on the real tensors: views are views already)
+    return ProgramPlan(full, EagerProgram(full))
 
 
 def _leave_blocks(codegen: CodeGen, graph: FunctionGraph) -> None:
@@ -144,7 +197,8 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
                       result: VariableBase) -> Translation:
     code = frame.code
     effects = graph.side_effects
-    sir, program = _program_for(graph, [result, *effects.values()])
+    plan = _program_for(graph, [result, *effects.values()])
+    sir, program = plan.sir, plan.program
     if not isinstance(program, CompiledProgram):
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
         log(2, f"{code.co_name}: {sir.op_count()} ops (< min_graph_size={config.min_graph_size}), "
@@ -153,7 +207,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen = CodeGen(code, executor.lineno)
     _leave_blocks(codegen, graph)
     codegen.final = True
-    codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     if effects:
         codegen.spill(result)  # read before the effects change the paths it is reached by
         effects.emit(codegen)
@@ -161,7 +215,9 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen.return_value()
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
-    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program)
+    native = NativePlan(code, new_code, [program]) if graph.inlined_calls == 0 else None
+    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native,
+                       frames=frames_needed(graph, True))
 
 
 def _breaking_loop(brk: GraphBreak) -> int | None:
@@ -211,11 +267,11 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
     effects = graph.side_effects
-    sir, program = _program_for(graph, [iterable, *values, *effects.values()])
+    plan = _program_for(graph, [iterable, *values, *effects.values()])
+    sir, program = plan.sir, plan.program
     codegen = CodeGen(code, entry.lineno)
     _leave_blocks(codegen, graph)
-    if program is not None:
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     for var in [iterable, *values]:
         codegen.spill(var)
     if effects:
@@ -274,7 +330,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       frames=frames_needed(graph, program is not None))
 
 
 # How many stack values the instructions that may break consume, and how many they produce.
@@ -344,11 +401,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
     effects = graph.side_effects
-    sir, program = _program_for(graph, needed + effects.values())
+    plan = _program_for(graph, needed + effects.values())
+    sir, program = plan.sir, plan.program
     codegen = CodeGen(code, brk.lineno)
     _leave_blocks(codegen, graph)
-    if program is not None:
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     # Every value any path needs is read now, once: before the effects and the native instruction change
     # what the paths to them lead to, and on a line all later paths (the jump target, the exception
     # handler) start from, so a container built here is one object that each of them sees.
@@ -378,6 +435,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:
         codegen.add(Instr(native.name, native.arg, lineno=codegen.lineno))
+    resume_paths: list[ResumePath] = []
     for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:
             codegen.add(label)
@@ -388,6 +446,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
             codegen.store_fast(temp)
         layout = tuple(isinstance(v, NullVariable) for v in base) + produced_layout
         resume = build_resume_code(code, offset, layout, live)
+        resume_paths.append(ResumePath(resume, index == 1, layout.count(False), live,
+                                       can_call_from_native(code, resume, layout, protected)))
         codegen.push_callable(lambda: codegen.make_function(resume))
         argc = 0
         for var in base:
@@ -405,8 +465,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
                                  tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
+    native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths)) \
+        if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       native=native, frames=frames_needed(graph, program is not None))
 
 
 def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,

@@ -9,7 +9,7 @@ import contextlib
 import threading
 import warnings
 import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import paddle
 from paddle.static import InputSpec
@@ -66,6 +66,11 @@ class CompiledProgram:
         self._layer_watches = []
         self._cost.forget_samples()
 
+    @property
+    def choice(self) -> str | None:
+        """What the cost model chose ("compiled" or "eager"), None while it is still measuring."""
+        return self._choice
+
     def _replay_program(self) -> Replay:
         if self._replay_function is None:  # built only when the eager side is measured or chosen
             self._replay_function = compile_replay(self.sir)
@@ -95,6 +100,8 @@ class CompiledProgram:
         cost.settle()
         self._choice = cost.decide()
         if self._choice is not None:
+            for listener in list(CHOICE_LISTENERS):
+                listener(self)
             return self(inputs)
         parameters = getattr(self._program, "_params", None) or []  # (built by the warm-up)
         if cost.next_is_eager():
@@ -260,6 +267,8 @@ def _flags(**flags: Any) -> Iterator[None]:
 BUILD_LOCK = threading.RLock()
 
 _compiled: dict[tuple, CompiledProgram] = {}
+# Called with a program right after its cost model chose (native.py re-examines the entries using it).
+CHOICE_LISTENERS: list[Callable[[CompiledProgram], None]] = []
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
 INFERENCE_CALLBACK: list[Any] = [None]
 

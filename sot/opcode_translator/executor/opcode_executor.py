@@ -122,8 +122,11 @@ class OpcodeExecutor:
         self.resolver = resolver
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
+        if parent is not None:
+            graph.inlined_calls += 1
         if self.depth > MAX_INLINE_DEPTH:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        graph.inline_depth = max(graph.inline_depth, self.depth)
         self.instructions = list(dis.get_instructions(code))
         self._index_of_offset = {instr.offset: i for i, instr in enumerate(self.instructions)}
         self._lines = pyversion.line_numbers(code)
