@@ -16,6 +16,7 @@ import pytest
 import sot
 from sot.eval_frame_ext import cache_entries
 from sot.symbolic import compile as compile_module
+from sot.symbolic import cost_model
 
 from conftest import assert_same
 
@@ -183,7 +184,7 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch):
             clock.ran("eager")
             return replay(self, inputs)
 
-        monkeypatch.setattr(compile_module.time, "perf_counter", clock)
+        monkeypatch.setattr(cost_model.time, "perf_counter", clock)
         monkeypatch.setattr(compile_module.CompiledProgram, "_run_compiled", timed_compiled)
         monkeypatch.setattr(compile_module.CompiledProgram, "_replay", timed_replay)
         return clock
@@ -203,7 +204,7 @@ def bigger_pieces(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
     return h * w
 
 
-SETTLED = compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES
+SETTLED = cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES
 
 
 @pytest.mark.parametrize("compiled, eager, switched", [(2.0, 1.0, True), (1.0, 2.0, False)])
