@@ -109,8 +109,9 @@ class BuildExt(build_ext):
 
 
 def extensions():
-    sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, frame_source())]
-    depends = [os.path.join(EXT_DIR, "frame_compat.h")]
+    sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, "guard_program.c"),
+               os.path.join(EXT_DIR, frame_source())]
+    depends = [os.path.join(EXT_DIR, "frame_compat.h"), os.path.join(EXT_DIR, "guard_program.h")]
     extra_compile_args = []
     undef_macros = []
     if sys.platform != "win32":

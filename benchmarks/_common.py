@@ -16,6 +16,8 @@ Method used by every script (see README.md):
 """
 from __future__ import annotations
 
+import contextlib
+
 import argparse
 import cProfile
 import ctypes
@@ -364,3 +366,24 @@ def hooks_left_installed() -> list[str]:
     except Exception:  # noqa: BLE001
         pass
     return problems
+
+
+@contextlib.contextmanager
+def python_chain_guards():  # noqa: ANN201
+    """Guards built inside run as the Python ``and`` chain they are compiled from (no C guard program): the
+    state before the program, for an interleaved comparison."""
+    from sot.opcode_translator.executor import guard as guard_module
+
+    original = guard_module._fast_check
+
+    def chain(builder, params, exprs):  # noqa: ANN001, ANN202
+        namespace = dict(builder.namespace)
+        exec(compile(guard_module._guard_source(", ".join(params), exprs), "<python chain guard>", "exec"),
+             namespace)
+        return namespace["__sot_guard"], None, list(exprs)
+
+    guard_module._fast_check = chain
+    try:
+        yield
+    finally:
+        guard_module._fast_check = original

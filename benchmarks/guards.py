@@ -23,10 +23,16 @@ which adds about 17 us per call on its own, see overhead.py):
   translations (sot: ``sot.stats()``; Paddle's SOT: its ``OpcodeExecutorCache.translate_count``, i.e. frames
   it translated, resume functions included); the steady time is then one pass over all lengths per call,
   interleaved, reported per forward.
+* C guard program against the Python ``and`` chain it is compiled from: rows ``cN`` are sot with every
+  guard built as the Python chain instead (what sot ran before the program; ``python_chain_guards``), and
+  ``gm``/``gmpy`` call the guard of a mobilenet_v2 forward entry directly, as the program and as the chain
+  (about 1200 checks: a deep layer tree). Interleaved with the rest, so the two are compared under the
+  same load.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import linecache
 import os
@@ -47,6 +53,7 @@ import sot  # noqa: E402
 from sot.eval_frame_ext import cache_entries  # noqa: E402
 
 from _common import (  # noqa: E402
+    python_chain_guards,
     Variant,
     assert_same_tensor,
     cprofile_top,
@@ -131,13 +138,15 @@ class Setup:
         for n in INPUT_COUNTS:
             xs = tuple(paddle.rand([4], dtype="float32") for _ in range(n))
             src = add_n_source(n)
-            eager, f_sot, f_pd = (_define(src, f"add_{n}", tag) for tag in ("eager", "sot", "psot"))
+            eager, f_sot, f_pd, f_chain = (_define(src, f"add_{n}", tag) for tag in ("eager", "sot", "psot", "chain"))
             expected = eager(*xs)
             t_sot = sot.symbolic_translate(f_sot)
             t_pd = paddle.jit.sot.symbolic_translate(f_pd)
-            for fn, what in ((t_sot, "sot"), (t_pd, "Paddle SOT")):
-                for _ in range(3):
-                    out = fn(*xs)
+            t_chain = sot.symbolic_translate(f_chain)
+            for fn, what in ((t_sot, "sot"), (t_pd, "Paddle SOT"), (t_chain, "sot, Python-chain guard")):
+                with python_chain_guards() if fn is t_chain else contextlib.nullcontext():
+                    for _ in range(3):
+                        out = fn(*xs)
                 assert_same_tensor(out, expected, f"add_n of {n} inputs, {what}")
             atoms = guard_atoms(f_sot.__code__)
             self.guards[n] = atoms[0] if atoms else 0
@@ -146,12 +155,31 @@ class Setup:
                 Variant(f"s{n}", f"sot, {n} guarded input{'s' if n > 1 else ''} ({self.guards[n]} guard checks)",
                         t_sot, xs, f"e{n}"),
                 Variant(f"p{n}", f"Paddle SOT, {n} guarded input{'s' if n > 1 else ''}", t_pd, xs, f"e{n}"),
+                Variant(f"c{n}", f"sot, {n} input{'s' if n > 1 else ''}, Python-chain guard (no C program)", t_chain,
+                        xs, f"e{n}"),
             ]
-            self.sot_keys.add(f"s{n}")
+            self.sot_keys |= {f"s{n}", f"c{n}"}
         st = sot.stats()
-        if st.translate_count != len(INPUT_COUNTS) or st.compiled_graphs != 0:
-            self.notes.append(f"WARNING: expected {len(INPUT_COUNTS)} sot translations and no compiled graph for "
-                              f"the hit-path functions, got {st}")
+        if st.translate_count != 2 * len(INPUT_COUNTS) or st.compiled_graphs != 0:
+            self.notes.append(f"WARNING: expected {2 * len(INPUT_COUNTS)} sot translations and no compiled graph "
+                              f"for the hit-path functions, got {st}")
+
+        # The guard of a deep layer tree, called alone: C program against the Python chain.
+        net = paddle.vision.models.mobilenet_v2()
+        net.eval()
+        forward = type(net).forward
+        sot.symbolic_translate(net)(paddle.rand([1, 3, 32, 32]))
+        entry_guard = cache_entries(forward.__code__)[0][0].guard
+        guard_args = (forward.__globals__, None, net, paddle.rand([1, 3, 32, 32]))
+        self.tree_checks = len(entry_guard.readable)
+        self.tree_program = entry_guard.program is not None and entry_guard.check is entry_guard.program
+        self.tree_net = net  # (the entry holds the layers weakly)
+        self.variants += [
+            Variant("gmpy", f"mobilenet_v2 guard alone, Python chain ({self.tree_checks} checks)",
+                    entry_guard.reference, guard_args),
+            Variant("gm", "mobilenet_v2 guard alone, C program (ratio and difference: to gmpy)",
+                    entry_guard.check, guard_args, "gmpy"),
+        ]
 
         # 8 cache entries.
         x = paddle.rand([4], dtype="float32")
@@ -295,6 +323,7 @@ def report(setup: Setup, samples: dict[str, list[float]], rounds: int, calls: in
                                right=[False, True, True, True, True, True])
 
     a1, a10, a50 = added("s1"), added("s10"), added("s50")
+    c1, c10, c50 = added("c1"), added("c10"), added("c50")
     p1, p10, p50 = added("p1"), added("p10"), added("p50")
     g1, g50 = setup.guards[1], setup.guards[50]
     per_guard = (a50 - a1) / (g50 - g1) if g50 != g1 else float("nan")
@@ -325,6 +354,10 @@ def report(setup: Setup, samples: dict[str, list[float]], rounds: int, calls: in
         f"   per extra guarded tensor input ({g50 - g1} / 49 = {(g50 - g1) / 49:.1f} checks each): sot "
         f"{per_input:+.3f} us ({verdict(per_input < TARGET_PER_GUARD_US)} if one input counted as one guard), "
         f"Paddle SOT {pd_per_input:+.3f} us",
+        f"C guard program against the Python chain (added over eager, same run): 1 input {a1:+.2f} vs {c1:+.2f} us, "
+        f"10 inputs {a10:+.2f} vs {c10:+.2f} us, 50 inputs {a50:+.2f} vs {c50:+.2f} us; mobilenet_v2 guard alone "
+        f"({setup.tree_checks} checks{'' if setup.tree_program else ', NOT one program'}): {median_us('gm'):.1f} vs "
+        f"{median_us('gmpy'):.1f} us -> {ratio('gm'):.2f}x",
         f"target '8th cache entry no more than {TARGET_8TH_VS_1ST:g}x the first' (added time over eager): "
         f"{verdict(eighth <= TARGET_8TH_VS_1ST * first)}, sot 1st {first:+.2f} us, 8th {eighth:+.2f} us -> "
         f"{eighth / first:.2f}x (Paddle SOT 'm7' repeated {pd_first:+.2f} us, cycled {pd_eighth:+.2f} us -> "
@@ -378,9 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     # Batches of similar length: the hit-path rows make `calls` calls, the 8-entry drivers calls/8 (8 calls of f
     # each), the sweep calls/400 passes (a pass is ~57 forwards of ~0.3 ms).
     groups = {"hit": [v for v in setup.variants if v.key[1:] in {str(n) for n in INPUT_COUNTS}],
+              "tree": [v for v in setup.variants if v.key in ("gm", "gmpy")],
               "entries": [v for v in setup.variants if v.key[1:] in ("8a", "8h")],
               "sweep": [v for v in setup.variants if v.key.startswith("sw_")]}
-    batch = {"hit": calls, "entries": max(1, calls // 8), "sweep": max(1, calls // 400)}
+    batch = {"hit": calls, "tree": max(1, calls // 40), "entries": max(1, calls // 8), "sweep": max(1, calls // 400)}
     samples: dict[str, list[float]] = {}
     for name, group in groups.items():
         samples.update(interleave(group, rounds, batch[name], after_batch=check, progress=args.progress))

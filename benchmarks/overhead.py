@@ -24,6 +24,8 @@ Variants:
       checks a0 alone: this row shows the cost of merely passing 9 more arguments through the hook
   8e  eager, ``f(a0, ..., a9): return a0 + a1 + ... + a9`` (9 ops, still below min_graph_size)
   8   that function under sot (default config): the guard checks all 10 inputs -> guard growth per input
+  2c / 8c  as 2 / 8, with the guard built as the Python ``and`` chain the C guard program is compiled from
+      (the state before the program): the two compared under the same load
 
 Every variant wraps its own copy of the function (its own code object), so no two translators ever see
 the same code object and their caches cannot interact.
@@ -62,6 +64,7 @@ from _common import (  # noqa: E402
     interleave,
     interpreter_eval_frame_is_default,
     machine_description,
+    python_chain_guards,
     resolve_timing_args,
     summarize,
 )
@@ -75,6 +78,10 @@ def f_eager(x):
 
 
 def f_sot(x):
+    return x + 1
+
+
+def f_sot_chain(x):
     return x + 1
 
 
@@ -111,6 +118,10 @@ def f10sum_eager(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9):
 
 
 def f10sum_sot(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9):
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9
+
+
+def f10sum_sot_chain(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9):
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9
 
 
@@ -156,6 +167,10 @@ def build_variants() -> list[Variant]:
         Variant("8e", "eager, 10 tensor inputs all used (9 adds)", f10sum_eager, xs10),
         Variant("8", "sot, default config, 10 tensor inputs all used", sot.symbolic_translate(f10sum_sot), xs10,
                 "8e"),
+        # The state before the C guard program: the same guards run as the Python ``and`` chain.
+        Variant("2c", "as 2, Python-chain guard (no C guard program)", sot.symbolic_translate(f_sot_chain), (x,), "1"),
+        Variant("8c", "as 8, Python-chain guard (no C guard program)", sot.symbolic_translate(f10sum_sot_chain),
+                xs10, "8e"),
     ]
 
     for v in variants:
@@ -173,6 +188,9 @@ def build_variants() -> list[Variant]:
                 program._choice = "compiled"
         elif v.key == "5b":
             with _paddle_min_graph_size_guard(0):
+                out = v.fn(*v.args)
+        elif v.key.endswith("c"):
+            with python_chain_guards():
                 out = v.fn(*v.args)
         else:
             out = v.fn(*v.args)
@@ -196,7 +214,7 @@ def build_variants() -> list[Variant]:
 class Consistency:
     """After each timed batch: no hook left installed, caches hit, nothing re-translated."""
 
-    SOT_KEYS = ("2", "3", "7", "8")
+    SOT_KEYS = ("2", "3", "7", "8", "2c", "8c")
 
     def __init__(self) -> None:
         self.sot = sot.stats()
@@ -250,6 +268,8 @@ def report(variants: list[Variant], samples: dict[str, list[float]], rounds: int
                  f"-> {(added['7'] - hit) / 9:+.3f} us per extra (unguarded) argument")
     lines.append(f"sot guard growth, 10 inputs all guarded (variant 8): {added['8']:+.2f} us vs {hit:+.2f} us for "
                  f"1 input -> {(added['8'] - hit) / 9:+.3f} us per extra guarded tensor input")
+    lines.append(f"C guard program against the Python chain (same run): 1 input {hit:+.2f} vs {added['2c']:+.2f} us, "
+                 f"10 inputs all used {added['8']:+.2f} vs {added['8c']:+.2f} us")
     return "\n".join(lines)
 
 

@@ -78,6 +78,8 @@ __all__ = [
     "reset_cache",
     "set_callback",
     "tensor_matches",
+    "GuardProgram",
+    "GUARD_OPCODES",
 ]
 
 #: ``guard(globals, closure, *args) -> bool``
@@ -127,6 +129,12 @@ hit_count: Callable[[], int] = _ext.hit_count
 #: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
 #: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
+
+#: ``GuardProgram(nargs, consts, nwork, code, call_args)``: a cache entry's guard checks as one C call,
+#: built by sot's guard compiler (opcode_translator/executor/guard.py); ``GUARD_OPCODES`` names its
+#: instructions.
+GuardProgram: type = _ext.GuardProgram
+GUARD_OPCODES: Dict[str, int] = _ext.GUARD_OPCODES
 
 #: ``with callback_installed(callback): ...`` sets the callback of the current
 #: thread and restores the previous one on exit. ``__enter__`` returns the

@@ -27,6 +27,7 @@
  * frame_compat.h and frame_3XX.c.
  */
 #include "frame_compat.h"
+#include "guard_program.h"
 
 #include <string.h>
 
@@ -979,16 +980,14 @@ PyDoc_STRVAR(tensor_matches_doc,
 "shape matches the pattern shape (a tuple, -1 for a dimension of any size\n"
 "but 0 and 1). Saves the bytecode of four separate checks per tensor.");
 
-static PyObject *
-m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The check itself on args[0..4] = (x, cls, shape, dtype, stop_gradient):
+ * 1, 0, or -1 on error. Also run directly by the guard program. */
+int
+sot_tensor_matches(PyObject *const *args)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "tensor_matches expects 5 arguments");
-        return NULL;
-    }
     PyObject *x = args[0];
     if ((PyObject *)Py_TYPE(x) != args[1]) {
-        Py_RETURN_FALSE;
+        return 0;
     }
     PyGetSetDef **getters = meta_getters_for(Py_TYPE(x));
     int ok = attr_is(x, getters, META_STOP_GRADIENT, str_stop_gradient, args[4]);
@@ -998,11 +997,22 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (ok > 0) {
         PyObject *shape = read_meta(x, getters, META_SHAPE, str_shape);
         if (shape == NULL) {
-            return NULL;
+            return -1;
         }
         ok = shape_matches(shape, args[2]);
         Py_DECREF(shape);
     }
+    return ok;
+}
+
+static PyObject *
+m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "tensor_matches expects 5 arguments");
+        return NULL;
+    }
+    int ok = sot_tensor_matches(args);
     if (ok < 0) {
         return NULL;
     }
@@ -1229,7 +1239,8 @@ PyMODINIT_FUNC
 PyInit__eval_frame(void)
 {
     if (PyType_Ready(&CallbackSlot_Type) < 0 || PyType_Ready(&Scope_Type) < 0
-        || PyType_Ready(&SkipType) < 0) {
+        || PyType_Ready(&SkipType) < 0
+        || PyType_Ready(&GuardProgram_Type) < 0) {
         return NULL;
     }
     if (extra_index < 0) {
@@ -1265,7 +1276,9 @@ PyInit__eval_frame(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
-        || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0) {
+        || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0
+        || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
+        || sot_guard_program_add_opcodes(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

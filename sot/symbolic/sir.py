@@ -81,11 +81,19 @@ class LayerCall:
         return layer(*args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
 
     def key(self) -> tuple:
-        """What identifies the program this call builds: the layer, how it is called and the training flag of
-        every sublayer (train and eval programs differ: dropout, batch norm)."""
+        """What identifies the program this call builds: the layer, how it is called, and for every layer of
+        its tree the training flag (train and eval programs differ: dropout, batch norm), the identity of each
+        sublayer, parameter and buffer (the program holds the very tensors it was traced with: a replaced
+        parameter needs a new program) and of each forward hook (the trace ran them)."""
         layer = self.layer
-        return (id(layer), self.run_hooks, self.forward_of,
-                tuple(sub.training for sub in layer.sublayers(include_self=True)))
+        tree = []
+        for sub in layer.sublayers(include_self=True):
+            state = sub.__dict__
+            tree.append((id(sub), sub.training,
+                         *(tuple((name, id(member)) for name, member in (state.get(store) or {}).items())
+                           for store in ("_parameters", "_buffers", "_sub_layers", "_forward_pre_hooks",
+                                         "_forward_post_hooks"))))
+        return id(layer), self.run_hooks, self.forward_of, tuple(tree)
 
     def __repr__(self) -> str:
         layer = self._layer()

@@ -15,7 +15,7 @@ from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied,
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
-from .guard import Guard, GuardBuilder
+from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, Tracker
 from .variables.base import VariableBase
@@ -110,6 +110,23 @@ def autograd_state() -> tuple:
     if dtype == "float32":
         return (_has_grad(), dtype)
     return (_has_grad(), dtype, _amp_attrs._amp_level.value)
+
+
+def autograd_state_check(builder: GuardBuilder, state: tuple) -> CombinedCheck:
+    """The guard ``autograd_state() == state``, written as the reads it makes, so the C guard program runs
+    it without a Python call (this check is in every cache entry). It stands for (and a miss is explained
+    as) the call."""
+    tracer = f"{builder.constant(_global_var)}._dygraph_tracer_"
+    if state == (False, None):
+        fast = f"{tracer} is None"
+    else:
+        attrs = builder.constant(_amp_attrs)
+        terms = [f"{tracer} is not None", f"{builder.constant(_has_grad)}() == {state[0]!r}",
+                 f"{attrs}._amp_dtype == {state[1]!r}"]
+        if len(state) > 2:
+            terms.append(f"{attrs}._amp_level.value == {state[2]!r}")
+        fast = " and ".join(terms)
+    return CombinedCheck(fast, [f"{builder.constant(autograd_state)}() == {builder.constant(state)}"])
 
 
 def _reference(target: Any) -> Callable[[], Any]:
@@ -228,7 +245,7 @@ class FunctionGraph:
                 continue
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
-        builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
+        builder.add(autograd_state_check(builder, self.state))
         self._identity_guards(builder)
         self._written_back_tensor_guards(builder)
         for var, template in self._expr_guards:

@@ -8,13 +8,17 @@ object alive.
 """
 from __future__ import annotations
 
+import ast
+import builtins
 import re
+import sys
 import types
 import weakref
 from typing import Any, Callable
 
 import paddle
 
+from ...eval_frame_ext import GUARD_OPCODES, GuardProgram, tensor_matches
 from ...log import log
 
 
@@ -123,6 +127,17 @@ class GuardBuilder:
         self._bound_names[id(var)] = name
         return name
 
+    def bind(self, path: str) -> str:
+        """A local of the guard standing for ``path`` (bound once, in order among the checks): for paths
+        that have no variable of their own, e.g. the inside of a built-in layer."""
+        name = self._path_names.get(path)
+        if name is None:
+            name = f"__v{len(self._bindings)}"
+            self._bindings[name] = path
+            self._path_names[path] = name
+            self.exprs.append(f"{name} := {path}")
+        return name
+
     def expand(self, expr: str) -> str:
         """``expr`` with its bound locals replaced by the paths they stand for."""
         # (paths are chains of attribute and item accesses: no parentheses needed)
@@ -176,15 +191,18 @@ _ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d
                              r"|__a\d+ not in \(0, 1\))$")
 
 
+def _ordered(exprs: list[str]) -> list[str]:
+    """Argument type and value checks first: the cheapest, and the ones that tell apart the entries of one
+    code object (``mode == 'm3'``), so a scan past failing entries stops early in each. They read only
+    parameters and constants, so they can move ahead of the bindings."""
+    early = [e for e in exprs if _ARGUMENT_CHECK.match(e)]
+    return early + [e for e in exprs if not _ARGUMENT_CHECK.match(e)]
+
+
 def _guard_source(params: str, exprs: list[str]) -> str:
     """One function returning one ``and`` chain: the cheapest short-circuiting form CPython has (no
     statement or jump per check beyond the chain's own). A binding ``__vN := path`` becomes the always true
     term ``(__vN := path) is __vN``, so a falsy value (0, an empty list) cannot end the chain."""
-    # Argument type and value checks first: the cheapest, and the ones that tell apart the entries of one
-    # code object (``mode == 'm3'``), so a scan past failing entries stops early in each. They read only
-    # parameters and constants, so they can move ahead of the bindings.
-    early = [e for e in exprs if _ARGUMENT_CHECK.match(e)]
-    exprs = early + [e for e in exprs if not _ARGUMENT_CHECK.match(e)]
     terms = []
     for expr in exprs:
         if _is_binding(expr):
@@ -197,15 +215,241 @@ def _guard_source(params: str, exprs: list[str]) -> str:
     return f"def __sot_guard({params}):\n    return (\n        {body}\n    )\n"
 
 
+class _NotCompilable(Exception):
+    """An expression the C guard program cannot express: it stays in the Python chain."""
+
+
+# An operand of a program instruction before the registers are numbered: ("a", i) an argument, ("c", i) a
+# constant, ("w", i) a work register.
+_Operand = tuple[str, int]
+_OPS: dict[str, int] = GUARD_OPCODES
+_COMPARE_OPS: dict[type, str] = {ast.Is: "IS", ast.IsNot: "IS_NOT", ast.Eq: "EQ", ast.NotEq: "NE", ast.In: "IN",
+                                 ast.NotIn: "NOT_IN"}
+_TOP_LEVEL_TESTS: dict[type, str] = {ast.Is: "TEST_IS", ast.IsNot: "TEST_IS_NOT"}
+# builtins called with one argument that have an instruction of their own
+_BUILTIN_OPS: dict[Any, str] = {type: "TYPE", len: "LEN"}
+
+
+class _ProgramCompiler:
+    """Compiles guard expressions into a `GuardProgram` (sot/eval_frame_ext/guard_program.c): one C call
+    runs every check it can express (paths of attribute and item reads, ``is``/``==``/``in`` tests,
+    ``type``/``len``, weak-reference identity, calls of constants such as ``tensor_matches``), each doing
+    exactly what the Python expression does. The rest stays in the Python ``and`` chain (`Guard`)."""
+
+    def __init__(self, params: list[str], namespace: dict[str, Any]) -> None:
+        self.params = {name: i for i, name in enumerate(params)}
+        self.namespace = namespace
+        self.consts: list[Any] = []
+        self._const_index: dict[Any, int] = {}
+        self.bindings: dict[str, _Operand] = {}
+        self.code: list[tuple[str, _Operand | None, _Operand, _Operand | None, int]] = []
+        self.call_args: list[_Operand] = []
+        self._kept = 0  # work registers below this hold bindings (and the paths to them)
+        self._next = 0
+        self._registers = 0  # work registers needed
+        self._paths: dict[str, _Operand] = {}  # a path read once (``__v0._sub_layers``) and kept, by its ast
+
+    # -- operands ---------------------------------------------------------------------------------------
+    def _const(self, value: Any, key: Any) -> _Operand:
+        index = self._const_index.get(key)
+        if index is None:
+            index = self._const_index[key] = len(self.consts)
+            self.consts.append(value)
+        return ("c", index)
+
+    def _namespace_const(self, name: str) -> _Operand:
+        return self._const(self.namespace[name], ("name", name))
+
+    def _work(self) -> _Operand:
+        self._next += 1
+        self._registers = max(self._registers, self._next)
+        return ("w", self._next - 1)
+
+    def _emit(self, op: str, a: _Operand, b: _Operand | None = None, count: int = 0) -> _Operand:
+        dst = self._work() if not op.startswith("TEST") else None
+        self.code.append((op, dst, a, b, count))
+        return dst  # type: ignore[return-value]
+
+    # -- expressions ------------------------------------------------------------------------------------
+    def _value(self, node: ast.expr) -> _Operand:
+        if isinstance(node, ast.Name):
+            return self._name(node.id)
+        if isinstance(node, ast.Constant):
+            return self._const(node.value, ("literal", type(node.value), repr(node.value)))
+        if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts):
+            value = tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
+            return self._const(value, ("literal", tuple, repr(value)))
+        if isinstance(node, (ast.Attribute, ast.Subscript)) or (
+                isinstance(node, ast.Call) and self._builtin_op(node) == "TYPE"):
+            key = ast.dump(node)  # a pure path: read once per program
+            known = self._paths.get(key)
+            if known is None:
+                known = self._paths[key] = self._path(node)
+            return known
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE_OPS:
+            left = self._value(node.left)
+            return self._emit(_COMPARE_OPS[type(node.ops[0])], left, self._value(node.comparators[0]))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self._emit("NOT", self._value(node.operand))
+        raise _NotCompilable(ast.dump(node))
+
+    def _name(self, name: str) -> _Operand:
+        if name in self.params:
+            return ("a", self.params[name])
+        if name in self.bindings:
+            return self.bindings[name]
+        if name in self.namespace:
+            return self._namespace_const(name)
+        if name.startswith("__") or not hasattr(builtins, name):
+            raise _NotCompilable(name)
+        return self._const(getattr(builtins, name), ("builtin", name))
+
+    def _path(self, node: ast.expr) -> _Operand:
+        if isinstance(node, ast.Attribute):
+            owner = self._value(node.value)
+            return self._emit("ATTR", owner, self._const(sys.intern(node.attr), ("literal", str, repr(node.attr))))
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice):
+                raise _NotCompilable("slice")
+            owner = self._value(node.value)
+            key = node.slice
+            if isinstance(key, ast.Constant) and type(key.value) is str:
+                # Interned, as the names of attributes and sublayers are: the lookup then matches by
+                # identity instead of comparing the characters.
+                interned = sys.intern(key.value)
+                return self._emit("ITEM", owner, self._const(interned, ("interned", interned)))
+            return self._emit("ITEM", owner, self._value(key))
+        return self._emit("TYPE", self._value(node.args[0]))  # type: ignore[attr-defined]
+
+    def _builtin_op(self, node: ast.Call) -> str | None:
+        if (isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords
+                and not isinstance(node.args[0], ast.Starred) and self._is_builtin_name(node.func.id)):
+            return _BUILTIN_OPS.get(getattr(builtins, node.func.id, None))
+        return None
+
+    def _weakref_const(self, node: ast.expr) -> _Operand | None:
+        """The constant of ``__cN()`` when ``__cN`` is a plain weak reference (calling it reads it)."""
+        if (isinstance(node, ast.Call) and not node.args and not node.keywords and isinstance(node.func, ast.Name)
+                and type(self.namespace.get(node.func.id)) is weakref.ref):
+            return self._namespace_const(node.func.id)
+        return None
+
+    def _call(self, node: ast.Call) -> _Operand:
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise _NotCompilable("call with keywords or *args")
+        builtin_op = self._builtin_op(node)
+        if builtin_op is not None:
+            return self._emit(builtin_op, self._value(node.args[0]))
+        ref = self._weakref_const(node)
+        if ref is not None:
+            return self._emit("DEREF", ref)
+        function = self._value(node.func)
+        args = [self._value(a) for a in node.args]
+        start = len(self.call_args)
+        self.call_args.extend(args)
+        return self._emit("CALL", function, ("n", start), len(args))
+
+    # -- terms ------------------------------------------------------------------------------------------
+    def add(self, expr: str) -> bool:
+        """Compile one term of the chain; False (and nothing added) if it stays in Python."""
+        state = (len(self.code), len(self.call_args), self._next, dict(self._paths))
+        try:
+            if _is_binding(expr):
+                name, path = expr.split(" := ", 1)
+                self.bindings[name] = self._value(ast.parse(path, mode="eval").body)
+                self._kept = self._next  # the binding and the reads on its path are kept
+            else:
+                self._test(ast.parse(expr, mode="eval").body)
+                self._next = self._kept
+                self._paths = {k: v for k, v in self._paths.items() if v[0] != "w" or v[1] < self._kept}
+            return True
+        except (_NotCompilable, SyntaxError):
+            del self.code[state[0]:], self.call_args[state[1]:]
+            self._next, self._paths = state[2], state[3]
+            return False
+
+    def _test(self, node: ast.expr) -> None:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):  # (a and b) as a chain: a, then b
+            for value in node.values:
+                self._test(value)
+        elif self._tensor_check(node):  # tensor_matches(x, ...): run directly, no call in between
+            args = [self._value(a) for a in node.args]  # type: ignore[attr-defined]
+            start = len(self.call_args)
+            self.call_args.extend(args)
+            self._emit("TEST_TENSOR", args[0], ("n", start), len(args))
+        elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
+            items = self._value(node.left.args[0])  # type: ignore[attr-defined]
+            self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _TOP_LEVEL_TESTS:
+            left = self._value(node.left)
+            ref = self._weakref_const(node.comparators[0]) if isinstance(node.ops[0], ast.Is) else None
+            if ref is not None:
+                self._emit("TEST_IS_REF", left, ref)
+                return
+            self._emit(_TOP_LEVEL_TESTS[type(node.ops[0])], left, self._value(node.comparators[0]))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self._emit("TEST_NOT", self._value(node.operand))
+        else:
+            self._emit("TEST", self._value(node))
+
+    def _tensor_check(self, node: ast.expr) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 5
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
+                and self.namespace.get(node.func.id) is tensor_matches)
+
+    def _items_check(self, node: ast.expr) -> bool:
+        """``tuple(x) == (constants...)``"""
+        return (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
+                and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Name)
+                and node.left.func.id == "tuple" and self._is_builtin_name("tuple") and len(node.left.args) == 1
+                and not node.left.keywords and not isinstance(node.left.args[0], ast.Starred)
+                and (isinstance(node.comparators[0], ast.Tuple)
+                     and all(isinstance(e, ast.Constant) for e in node.comparators[0].elts)
+                     or isinstance(node.comparators[0], ast.Name)
+                     and type(self.namespace.get(node.comparators[0].id)) is tuple))
+
+    def _is_builtin_name(self, name: str) -> bool:
+        """``name`` in a guard expression means the builtin of that name (nothing of the guard shadows it)."""
+        return (name not in self.namespace and name not in self.params and name not in self.bindings
+                and hasattr(builtins, name))
+
+    def build(self) -> GuardProgram | None:
+        if not self.code:
+            return None
+        nargs, nconsts = len(self.params), len(self.consts)
+        work_size = max(self._registers, 1)
+
+        def register(operand: _Operand | None) -> int:
+            if operand is None:
+                return 0
+            kind, index = operand
+            return {"a": index, "c": nargs + index, "w": nargs + nconsts + index, "n": index}[kind]
+
+        code = [(_OPS[op], dst[1] if dst is not None else 0, register(a), register(b), count)
+                for op, dst, a, b, count in self.code]
+        return GuardProgram(nargs, tuple(self.consts), work_size, code, [register(a) for a in self.call_args])
+
+
+def _binding_names(expr: str) -> set[str]:
+    return set(re.findall(r"__v\d+", expr))
+
+
 class Guard:
     """The compiled check of one cache entry, plus what is needed to explain a miss."""
 
     def __init__(self, builder: GuardBuilder) -> None:
-        params = ", ".join([builder.GLOBALS, builder.CLOSURE, *builder._params.values()])
-        self.source = _guard_source(params, builder.exprs)
+        param_names = [builder.GLOBALS, builder.CLOSURE, *builder._params.values()]
+        params = ", ".join(param_names)
+        exprs = _ordered(builder.exprs)
+        # The reference: every check as one Python ``and`` chain (what the checks mean, and what a miss is
+        # explained with).
+        self.source = _guard_source(params, exprs)
         namespace = dict(builder.namespace)
         exec(compile(self.source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
-        self.check: Callable[..., bool] = namespace["__sot_guard"]
+        self.reference: Callable[..., bool] = namespace["__sot_guard"]
+        self.check, self.program, self.python_terms = _fast_check(builder, param_names, exprs)
         checks = [part for e in builder.exprs if not _is_binding(e)
                   for part in (e.parts if isinstance(e, CombinedCheck) else (e,))]
         self.exprs = [builder.expand(e) for e in checks]  # self-contained, for explaining a miss
@@ -234,6 +478,33 @@ class Guard:
 
     def __str__(self) -> str:
         return "\n".join(self.readable) if self.readable else "True"
+
+
+def _fast_check(builder: GuardBuilder, params: list[str], exprs: list[str]
+                ) -> tuple[Callable[..., bool], GuardProgram | None, list[str]]:
+    """The callable the hook runs: the C program alone when it expresses every check (no Python frame at
+    all), else a Python chain that calls it first and then runs the terms it could not take (with the
+    bindings those need). Returns (check, program, the terms left in Python)."""
+    compiler = _ProgramCompiler(params, builder.namespace)
+    rest = [expr for expr in exprs if not compiler.add(expr)]
+    needed: set[str] = set()
+    for expr in reversed(exprs):  # bindings the Python terms use, and the bindings those use
+        if expr in rest or (_is_binding(expr) and expr.split(" := ", 1)[0] in needed):
+            needed |= _binding_names(expr.split(" := ", 1)[1] if _is_binding(expr) else expr)
+    rest_set = set(rest)
+    python_terms = [e for e in exprs if (e in rest_set and not _is_binding(e))
+                    or (_is_binding(e) and e.split(" := ", 1)[0] in needed)]
+    program = compiler.build()
+    if program is not None and not python_terms:
+        return program, program, []
+    namespace = dict(builder.namespace)
+    terms = python_terms
+    if program is not None:
+        namespace["__sot_program"] = program
+        terms = [f"__sot_program({', '.join(params)})", *python_terms]
+    source = _guard_source(", ".join(params), terms)
+    exec(compile(source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
+    return namespace["__sot_guard"], program, python_terms
 
 
 def log_guard_misses(code: types.CodeType, guards: list["Guard"], globals_: dict, closure: Any,

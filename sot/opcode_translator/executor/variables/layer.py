@@ -61,6 +61,7 @@ class BuiltinForwardVariable(CallableVariable):
         layer_var = self.layer_var
         # The program calls this very layer (its parameters, its attributes): guarded by identity.
         layer_var.needs_identity = True
+        layer_var.in_program = True
         self.graph.add_guard(layer_var)
         target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
@@ -74,6 +75,7 @@ class LayerVariable(ObjectVariable):
     """A `paddle.nn.Layer`; guarded by identity and by its ``training`` flag."""
 
     value: paddle.nn.Layer
+    in_program = False  # called by a ``layer`` statement: its program holds the layer's tree as traced
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         # A built-in layer is part of the compiled program itself: its identity matters. A user layer is
@@ -83,7 +85,10 @@ class LayerVariable(ObjectVariable):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
-        return [head, f"{expr}.training is {bool(self.value.training)!r}"]
+        checks = [head, f"{expr}.training is {bool(self.value.training)!r}"]
+        if self.in_program:
+            checks += _compiled_state_guards(builder, expr, self.value)
+        return checks
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
         tracker: Tracker
@@ -190,6 +195,7 @@ class LayerVariable(ObjectVariable):
             return value
         if is_builtin_layer(layer):
             self.needs_identity = True
+            self.in_program = True
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
@@ -204,6 +210,34 @@ class LayerVariable(ObjectVariable):
 
     def __repr__(self) -> str:
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer, top: bool = True
+                           ) -> list[str]:
+    """What a built-in layer's compiled statement took in when it was traced, besides its identity: its
+    parameters and buffers (the program holds those very objects, so a replaced one must miss, not be
+    ignored) and, through its whole tree of sublayers, each sublayer's identity, training flag and forward
+    hooks (the trace ran them). The layer's own hooks are guarded where it is called (`LayerVariable.call`)."""
+    checks = []
+    for store in ("_parameters", "_buffers"):
+        members = layer.__dict__.get(store) or {}
+        for name, tensor in members.items():
+            checks.append(builder.identity(f"{expr}.{store}[{name!r}]", tensor) if tensor is not None
+                          else f"{expr}.{store}[{name!r}] is None")
+    if not top:
+        for hooks in ("_forward_pre_hooks", "_forward_post_hooks"):
+            registered = getattr(layer, hooks)
+            checks.append(f"len({expr}.{hooks}) == {len(registered)}" if registered else f"not {expr}.{hooks}")
+            for key, hook in registered.items():
+                checks.append(builder.identity(f"{expr}.{hooks}[{key!r}]", hook))
+    for name, child in (layer.__dict__.get("_sub_layers") or {}).items():
+        if child is None:
+            checks.append(f"{expr}._sub_layers[{name!r}] is None")
+            continue
+        child_expr = builder.bind(f"{expr}._sub_layers[{name!r}]")
+        checks += [builder.identity(child_expr, child), f"{child_expr}.training is {bool(child.training)!r}"]
+        checks += _compiled_state_guards(builder, child_expr, child, top=False)
+    return checks
 
 
 # -- the layer tree: children, parameters, buffers, state_dict -------------------------------------------------

@@ -1,0 +1,391 @@
+"""The C guard program (GuardProgram): it must pass exactly when the Python ``and`` chain it is compiled from
+passes, on every kind of change; layer trees and built-in layers must miss on every change that matters."""
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+from conftest import assert_same
+from sot.eval_frame_ext import GUARD_OPCODES, GuardProgram, cache_entries
+
+
+def _t(*shape, seed=0, dtype="float32"):
+    return paddle.to_tensor(np.random.RandomState(seed).randn(*shape).astype(dtype))
+
+
+def _guard_of(code):
+    (guard, _), = cache_entries(code)
+    return guard.guard
+
+
+def _agree(guard, *args) -> bool:
+    """The program (or the chain calling it) and the reference chain give the same answer; returns it."""
+    fast, reference = bool(guard.check(*args)), bool(guard.reference(*args))
+    assert fast == reference, (fast, reference, guard.source)
+    return fast
+
+
+def test_tensor_arguments_are_checked_by_the_program_without_python(compile_all):
+    def f(a, b, c):
+        return a + b * c
+
+    xs = [_t(2, 3, seed=i) for i in range(3)]
+    sot.symbolic_translate(f)(*xs)
+    guard = _guard_of(f.__code__)
+    assert guard.check is guard.program and not guard.python_terms  # one C call, no Python frame
+    globals_ = f.__globals__
+    assert _agree(guard, globals_, None, *xs)
+    changes = {
+        "dtype": _t(2, 3, dtype="float64"),
+        "shape": _t(2, 4),
+        "rank": _t(2, 3, 1),
+        "stop_gradient": _t(2, 3).detach().requires_grad_() if hasattr(paddle.Tensor, "requires_grad_") else None,
+        "not a tensor": np.ones([2, 3], "float32"),
+        "None": None,
+        "a float": 1.5,
+    }
+    grad = _t(2, 3)
+    grad.stop_gradient = False
+    changes["stop_gradient"] = grad
+    for what, value in changes.items():
+        for slot in range(3):
+            args = list(xs)
+            args[slot] = value
+            assert not _agree(guard, globals_, None, *args), (what, slot)
+
+
+def test_dynamic_dimensions_in_the_program(compile_all):
+    def f(x):
+        return x * 2
+
+    fast = sot.symbolic_translate(f)
+    for batch in (3, 5):
+        fast(_t(batch, 4))
+    guards = [g.guard for g, _ in cache_entries(f.__code__)]
+    dynamic = next(g for g in guards if any(-1 in shape for _, _, shape in g.shape_checks))
+    for batch, expected in ((7, True), (2, True), (1, False), (0, False)):
+        assert _agree(dynamic, f.__globals__, None, _t(batch, 4)) is expected, batch
+    assert not _agree(dynamic, f.__globals__, None, _t(7, 5))
+
+
+def test_program_and_chain_agree_on_globals_closures_and_values(compile_all):
+    scale = {"k": 2.0}
+
+    def f(x, mode, n):
+        if mode == "a" and n > 2:
+            return x * scale["k"] + paddle.to_tensor(float(len(scale)))
+        return x - 1
+
+    x = _t(2)
+    sot.symbolic_translate(f)(x, "a", 3)
+    guard = _guard_of(f.__code__)
+    closure = f.__closure__
+    assert _agree(guard, f.__globals__, closure, x, "a", 3)
+    assert not _agree(guard, f.__globals__, closure, x, "b", 3)
+    assert not _agree(guard, f.__globals__, closure, x, "a", 1)
+    scale["extra"] = 1
+    assert not _agree(guard, f.__globals__, closure, x, "a", 3)
+
+
+class _Block(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.norm = paddle.nn.BatchNorm1D(4)
+        self.act = paddle.nn.Sequential(paddle.nn.ReLU(), paddle.nn.Dropout(0.5))
+
+    def forward(self, x):
+        return self.act(self.norm(self.fc(x)))
+
+
+class _Net(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.blocks = paddle.nn.LayerList([_Block() for _ in range(3)])
+        self.head = paddle.nn.Linear(4, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _changes():
+    """Each change of a layer tree that must make the cached translation miss (and still be exact)."""
+    def replace_sublayer(net):
+        net.blocks[1].fc = paddle.nn.Linear(4, 4)
+
+    def replace_parameter(net):
+        net.head.weight = paddle.create_parameter([4, 2], "float32")
+
+    def replace_inner_parameter(net):
+        net.blocks[2].norm.weight = paddle.create_parameter(
+            [4], "float32", default_initializer=paddle.nn.initializer.Constant(3.0))
+
+    def eval_one(net):
+        net.blocks[0].act.eval()
+
+    def eval_all(net):
+        net.eval()
+
+    def pre_hook(net):
+        net.blocks[2].norm.register_forward_pre_hook(lambda layer, inputs: (inputs[0] * 0.5,))
+
+    def post_hook(net):
+        net.blocks[0].act[0].register_forward_post_hook(lambda layer, inputs, output: output + 1)
+
+    def append_block(net):
+        block = _Block()
+        block.act[1].p = 0.0
+        net.blocks.append(block)
+
+    return [replace_sublayer, replace_parameter, replace_inner_parameter, eval_one, eval_all, pre_hook,
+            post_hook, append_block]
+
+
+@pytest.mark.parametrize("change", _changes(), ids=lambda c: c.__name__)
+def test_layer_tree_changes_miss_and_stay_exact(compile_all, change):
+    paddle.seed(1)
+    net = _Net()
+    net.eval()  # (dropout off: results comparable) ...
+    net.train()  # ... then training, as a model usually is
+    for block in net.blocks:
+        block.act[1].p = 0.0  # dropout that drops nothing, so train mode stays deterministic
+    fast = sot.symbolic_translate(net)
+    x = _t(3, 4)
+    assert_same(fast(x), net(x))
+    assert_same(fast(x), net(x))
+    before = sot.stats()
+    assert before.cache_hits >= 1
+    change(net)
+    assert_same(fast(x), net(x))
+    after = sot.stats()
+    assert after.translate_count > before.translate_count, change.__name__
+
+
+def test_layer_tree_guard_is_one_program_and_much_shorter_to_run(compile_all):
+    net = _Net()
+    sot.symbolic_translate(net)(_t(3, 4))
+    guard = _guard_of(type(net).forward.__code__)
+    assert guard.check is guard.program, guard.python_terms
+    assert _agree(guard, type(net).forward.__globals__, None, net, _t(3, 4))
+
+
+def test_program_keeps_no_object_alive_and_leaks_no_reference(compile_all):
+    net = _Net()
+    x = _t(3, 4)
+    sot.symbolic_translate(net)(x)
+    guard = _guard_of(type(net).forward.__code__)
+    args = (type(net).forward.__globals__, None, net, x)
+    counts = [sys.getrefcount(a) for a in args[2:]]
+    inner = [sys.getrefcount(layer) for layer in net.sublayers()]
+    for _ in range(200):
+        assert guard.check(*args)
+    assert [sys.getrefcount(a) for a in args[2:]] == counts
+    assert [sys.getrefcount(layer) for layer in net.sublayers()] == inner
+    for _ in range(200):  # failing paths release what they read too
+        assert not guard.check(type(net).forward.__globals__, None, net, _t(3, 5))
+    assert [sys.getrefcount(layer) for layer in net.sublayers()] == inner
+    ref = weakref.ref(net)
+    del net, args
+    gc.collect()
+    assert ref() is None  # the cache entry holds the layers weakly
+
+
+class _Descriptor:
+    """A data descriptor: wins over the instance dict."""
+
+    def __get__(self, obj, owner=None):
+        return "descriptor"
+
+    def __set__(self, obj, value):
+        raise AttributeError("read only")
+
+
+class _Plain:
+    def __init__(self):
+        self.value = 1
+
+
+class _WithGetattr:
+    def __init__(self):
+        self.here = 1
+
+    def __getattr__(self, name):
+        if name == "computed":
+            return 2
+        raise AttributeError(name)
+
+
+def _program(checks, nargs=1):
+    """A hand-made program over argument 0: ``checks`` are (op, a, b) with constants given as ("c", value)."""
+    consts, code, work = [], [], 0
+
+    def operand(x):
+        if isinstance(x, tuple) and x[0] == "c":
+            consts.append(x[1])
+            return ("c", len(consts) - 1)
+        return x
+
+    raw = []
+    for op, a, b in checks:
+        a, b = operand(a), operand(b)
+        dst = None
+        if not op.startswith("TEST"):
+            dst = work
+            work += 1
+        raw.append((op, dst, a, b))
+
+    def reg(x):
+        if x is None:
+            return 0
+        if isinstance(x, tuple):
+            return nargs + x[1]
+        if isinstance(x, str):  # "w3": a work register
+            return nargs + len(consts) + int(x[1:])
+        return x
+
+    for op, dst, a, b in raw:
+        code.append((GUARD_OPCODES[op], dst or 0, reg(a), reg(b), 0))
+    return GuardProgram(nargs, tuple(consts), max(work, 1), code, [])
+
+
+def test_attribute_reads_are_exact_on_every_kind_of_type():
+    read_value = _program([("ATTR", 0, ("c", "value")), ("TEST_IS", "w0", ("c", 1))])
+    obj = _Plain()
+    assert read_value(obj)
+    obj.value = 2
+    assert not read_value(obj)
+    del obj.value
+    with pytest.raises(AttributeError):
+        read_value(obj)
+    _Plain.value = 1  # a class attribute, no instance value
+    try:
+        assert read_value(obj)
+        _Plain.value = _Descriptor()  # a data descriptor wins over the instance dict (the type changed)
+        obj.__dict__["value"] = 1
+        assert not read_value(obj)
+    finally:
+        del _Plain.value
+    assert read_value(obj)  # the instance dict again
+    computed = _program([("ATTR", 0, ("c", "computed")), ("TEST_IS", "w0", ("c", 2))])
+    here = _program([("ATTR", 0, ("c", "here")), ("TEST_IS", "w0", ("c", 1))])
+    other = _WithGetattr()
+    assert computed(other) and here(other)
+    with pytest.raises(AttributeError):
+        computed(_Plain())
+
+
+def test_weak_identity_and_items():
+    target = _Plain()
+    ref = weakref.ref(target)
+    same = _program([("TEST_IS_REF", 0, ("c", ref))])
+    assert same(target) and not same(_Plain())
+    del target
+    gc.collect()
+    assert same(None)  # a dead reference reads None, as calling it does (the chain says the same)
+    item = _program([("ITEM", 0, ("c", "k")), ("TEST_IS", "w0", ("c", True))])
+    assert item({"k": True}) and not item({"k": False}) and not item({})
+
+    class Missing(dict):
+        def __missing__(self, key):
+            return True
+
+    assert item(Missing())  # ``d[k]`` of a dict subclass with __missing__
+
+
+def test_bad_programs_are_refused():
+    with pytest.raises(ValueError):
+        GuardProgram(1, (), 1, [(GUARD_OPCODES["ATTR"], 0, 5, 0, 0)], [])  # register out of range
+    with pytest.raises(ValueError):
+        GuardProgram(1, (1,), 1, [(GUARD_OPCODES["TEST_IS_REF"], 0, 0, 1, 0)], [])  # not a weakref
+    with pytest.raises(ValueError):
+        GuardProgram(1, (1,), 1, [(GUARD_OPCODES["ATTR"], 0, 0, 1, 0)], [])  # name not a str
+    with pytest.raises(ValueError):  # a tensor check takes 5 arguments
+        GuardProgram(1, (), 1, [(GUARD_OPCODES["TEST_TENSOR"], 0, 0, 0, 4)], [0, 0, 0, 0])
+    with pytest.raises(TypeError):
+        _program([("TEST", 0, None)])(1, 2)  # wrong number of arguments
+
+
+def test_grad_and_amp_state_are_read_by_the_program(compile_all):
+    def f(x):
+        return x * 2
+
+    x = _t(2)
+    sot.symbolic_translate(f)(x)
+    guard = _guard_of(f.__code__)
+    assert guard.check is guard.program  # the state check needs no Python call
+    assert _agree(guard, f.__globals__, None, x)
+    with paddle.no_grad():
+        assert not _agree(guard, f.__globals__, None, x)
+    tracer = paddle.base.framework._dygraph_tracer()
+    saved = tracer._amp_level, tracer._amp_dtype
+    try:  # (AMP switched on in the tracer itself: on a CPU build ``auto_cast`` turns it off again)
+        for level in ("O1", "O2"):
+            tracer._amp_level, tracer._amp_dtype = getattr(paddle.base.core.AmpLevel, level), "bfloat16"
+            assert not _agree(guard, f.__globals__, None, x)
+    finally:
+        tracer._amp_level, tracer._amp_dtype = saved
+    assert _agree(guard, f.__globals__, None, x)
+    assert any("autograd_state()" in text for text in guard.readable)  # a miss is explained as before
+
+
+def test_items_of_dicts_lists_and_others_compare_as_a_tuple_would():
+    import collections
+
+    same_keys = _program([("TEST_ITEMS_EQ", 0, ("c", ("a", "b")))])
+    assert same_keys({"a": 1, "b": 2}) and not same_keys({"b": 2, "a": 1}) and not same_keys({"a": 1})
+    assert not same_keys({"a": 1, "b": 2, "c": 3})
+    ordered = collections.OrderedDict(a=1, b=2)
+    assert same_keys(ordered)
+    ordered.move_to_end("a")  # the OrderedDict's own order, not its dict's
+    assert not same_keys(ordered)
+    assert same_keys(["a", "b"]) and same_keys(("a", "b")) and not same_keys(["a"]) and same_keys(iter("ab"))
+
+    class Reversed(dict):
+        def __iter__(self):
+            return reversed(list(super().__iter__()))
+
+    assert same_keys(Reversed(b=1, a=2)) and not same_keys(Reversed(a=1, b=2))
+    with pytest.raises(ValueError):
+        GuardProgram(1, ("ab",), 1, [(GUARD_OPCODES["TEST_ITEMS_EQ"], 0, 0, 1, 0)], [])  # not a tuple
+
+
+def test_container_members_are_checked_by_the_program(compile_all):
+    net = _Net()
+    sot.symbolic_translate(net)(_t(3, 4))
+    guard = _guard_of(type(net).forward.__code__)
+    assert any("tuple(" in e and "_sub_layers" in e for e in guard.exprs)
+    args = (type(net).forward.__globals__, None, net, _t(3, 4))
+    assert _agree(guard, *args)
+    net.blocks._sub_layers.move_to_end("0")  # the blocks run in another order
+    assert not _agree(guard, *args)
+
+
+class _ScaledLinear(paddle.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2  # Paddle's own forward on this layer: one ``layer`` statement
+
+
+@pytest.mark.parametrize("layer_kind", ["builtin", "subclass calling super().forward"])
+def test_replaced_parameter_of_a_layer_in_a_program_misses(compile_all, layer_kind):
+    layer = paddle.nn.Linear(4, 3) if layer_kind == "builtin" else _ScaledLinear(4, 3)
+
+    def f(x):
+        return layer(x) + 1
+
+    fast = sot.symbolic_translate(f)
+    x = _t(2, 4)
+    assert_same(fast(x), f(x))
+    assert_same(fast(x), f(x))
+    layer.weight = paddle.create_parameter([4, 3], "float32",
+                                           default_initializer=paddle.nn.initializer.Constant(0.5))
+    assert_same(fast(x), f(x))  # not the program traced with the old weight
+    layer.bias = None
+    assert_same(fast(x), f(x))
