@@ -649,9 +649,10 @@ def test_graph_break_inside_a_function_defined_in_the_frame(compile_all):
 
 
 def test_graph_break_inside_a_with_block_of_a_user_context_manager(compile_all):
-    """Unexpected second graph break: after a break inside ``with rec:`` (a user class with ``__enter__`` and
-    ``__exit__``) the resumed code calls ``Recorder.__exit__`` natively ("call of Recorder.__exit__ runs
-    natively (not simulated)") instead of inlining it; a break inside ``with paddle.no_grad():`` costs one break."""
+    """Fixed (kept as a regression test); was: Unexpected second graph break: after a break inside ``with rec:``
+    (a user class with ``__enter__`` and ``__exit__``) the resumed code calls ``Recorder.__exit__`` natively
+    ("call of Recorder.__exit__ runs natively (not simulated)") instead of inlining it; a break inside
+    ``with paddle.no_grad():`` costs one break."""
 
     def fn(x, rec):
         with rec:

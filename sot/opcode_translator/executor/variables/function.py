@@ -365,10 +365,42 @@ class BoundMethodVariable(VariableBase):
         return f"BoundMethodVariable({self.function!r} of {self.self_var!r})"
 
 
+class RealBoundMethodVariable(BoundMethodVariable):
+    """A real bound method of a Python function reached as a value (the ``__exit__`` a ``with`` block keeps on
+    the stack, received by a resume function; a method passed as an argument): a new object at each access,
+    so it is guarded by its type, and calling it inlines ``__func__`` (guarded by identity) with ``__self__``."""
+
+    def __init__(self, value: types.MethodType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(None, None, graph, tracker)  # type: ignore[arg-type]
+        self.value = value
+
+        def part(attr: str) -> VariableBase:
+            sub = GetAttrTracker(self, attr) if tracker.is_traceable() else DummyTracker((self,))
+            return VariableFactory.from_value(getattr(value, attr), graph, sub)
+
+        self.function, self.self_var = part("__func__"), part("__self__")
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        self.graph.add_guard(self.function)  # which code runs
+        return super().call(args, kwargs)
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(types.MethodType)}"]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.self_var)
+        codegen.load_attr(self.value.__name__)
+
+
 @VariableFactory.register(60)
 def _function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if isinstance(value, types.FunctionType):
         return UserFunctionVariable(value, graph, tracker)
+    if type(value) is types.MethodType and isinstance(value.__func__, types.FunctionType):
+        return RealBoundMethodVariable(value, graph, tracker)
     return None
 
 

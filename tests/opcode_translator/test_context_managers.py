@@ -1,0 +1,111 @@
+"""User context managers in translated frames (executor/variables/context.py, function.py, resume.py).
+
+Each test compares with eager Paddle: the result, what the manager recorded (the order of ``__enter__``,
+the body and ``__exit__``, and the exception ``__exit__`` saw), the exception that leaves the frame, and the
+`sot.stats()` counters (breaks, fallbacks, and no new translation when the same inputs come again).
+"""
+from __future__ import annotations
+
+import paddle
+
+from _conformance import T, check
+
+
+class Recorder:
+    """Records what happens to it; ``suppress`` makes ``__exit__`` swallow the exception."""
+
+    def __init__(self, suppress: bool = False) -> None:
+        self.events: list = []
+        self.suppress = suppress
+
+    def __enter__(self) -> "Recorder":
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        self.events.append(("exit", kind.__name__ if kind else None, str(value) if value else None))
+        return self.suppress
+
+
+# -- a graph break inside the block ---------------------------------------------------------------------------
+def test_break_inside_a_user_with_block_inlines_the_exit_after_the_break(compile_all):
+    """The resume function receives the real bound ``__exit__`` and inlines it: one break, not two."""
+
+    def fn(x, rec):
+        with rec as r:
+            r.events.append("body")
+            y = x * 2
+            print("inside")
+            r.events.append("after the break")
+            y = y + 1
+        return y
+
+    check(fn, lambda: (T(3), Recorder()), breaks=1)
+
+
+def test_tensor_dependent_branch_inside_a_user_with_block(compile_all):
+    def fn(x, rec):
+        with rec:
+            y = x * 2
+            rec.events.append("body")
+            if y.sum() > 0:
+                y = y + 1
+            else:
+                y = y - 1
+        return y
+
+    check(fn, lambda: (T(3, seed=1), Recorder()), lambda: (-T(3, seed=1).abs() - 1, Recorder()), breaks=None)
+
+
+def test_exception_after_a_break_inside_a_user_with_block_reaches_exit(compile_all):
+    """The exception raised after the break goes through the real ``__exit__`` (which sees it) and leaves
+    the frame, or is suppressed when ``__exit__`` returns True, as in eager code."""
+
+    def fn(x, rec, fail):
+        with rec:
+            y = x * 2
+            print("inside")
+            if fail:
+                raise ValueError("boom")
+            y = y + 1
+        return y
+
+    check(fn, lambda: (T(3), Recorder(), False), lambda: (T(3), Recorder(), True),
+          lambda: (T(3), Recorder(suppress=True), True), breaks=None, fallbacks=None, stable=False)
+
+
+def test_exit_method_passed_as_a_value_is_inlined(compile_all):
+    """A real bound method of a Python function reached as a value is called by inlining ``__func__``: its
+    effects are replayed and no break is needed; another instance of the class reuses the translation."""
+
+    def fn(x, method):
+        y = x * 3
+        method(None, None, None)
+        return y + 1
+
+    def make():
+        rec = Recorder()
+        return T(3), rec.__exit__
+
+    check(fn, make, breaks=0)
+
+
+def test_bound_methods_of_two_functions_are_told_apart(compile_all):
+    """The guard on a received bound method checks its ``__func__``: another method of the same class is a
+    different translation, never the cached one."""
+
+    class Twice:
+        def double(self, t):
+            return t * 2
+
+        def triple(self, t):
+            return t * 3
+
+    def fn(x, method):
+        return method(x) + 1
+
+    fast = __import__("sot").symbolic_translate(fn)
+    obj = Twice()
+    for method in (obj.double, obj.triple, Twice().double):
+        expected = fn(paddle.ones([2]), method)
+        assert fast(paddle.ones([2]), method).numpy().tolist() == expected.numpy().tolist()
