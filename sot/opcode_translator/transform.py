@@ -211,13 +211,14 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
     effects = graph.side_effects
-    sir, program = _program_for(graph, [iterable, *values, *effects.values()])
+    sir, program = _program_for(graph, [iterable, *values, *_cell_contents(entry), *effects.values()])
     codegen = CodeGen(code, entry.lineno)
     _leave_blocks(codegen, graph)
     if program is not None:
         codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
-    for var in [iterable, *values]:
+    for var in [iterable, *values, *_cell_contents(entry)]:
         codegen.spill(var)
+    _sync_frame_cells(codegen, entry)
     if effects:
         effects.emit(codegen)
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
@@ -277,6 +278,20 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
 
 
+def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
+    """What the translated frame's own cells hold at the break (their tensors must be graph outputs)."""
+    return [cell.content for cell in brk.frame_cells.values() if cell.content is not None]
+
+
+def _sync_frame_cells(codegen: CodeGen, brk: GraphBreak) -> None:
+    """Give the generated code's cells (it keeps the original's) the simulated contents, before anything
+    native runs: the instruction run at the break, the closures rebuilt for it and the resume function
+    (made with these cells as its closure) all see the one cell per variable eager code has."""
+    for cell in brk.frame_cells.values():
+        codegen.reconstruct(cell.rebuilt())
+        codegen.emit("POP_TOP")
+
+
 # How many stack values the instructions that may break consume, and how many they produce.
 def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
     name = instr.opname
@@ -334,15 +349,13 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     live_at = live_in(code)
 
     def value_of(name: str) -> VariableBase | None:
-        if name in brk.locals:
-            return brk.locals[name]
-        if name in code.co_cellvars:
-            return brk.cells.get(name)
-        return None
+        """A live local passed to the resume function (the frame's cells go in its closure instead)."""
+        return brk.locals.get(name) if name not in code.co_cellvars else None
 
     lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
+    needed += _cell_contents(brk)
     effects = graph.side_effects
     sir, program = _program_for(graph, needed + effects.values())
     codegen = CodeGen(code, brk.lineno)
@@ -354,6 +367,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     # handler) start from, so a container built here is one object that each of them sees.
     for var in needed:
         codegen.spill(var)
+    _sync_frame_cells(codegen, brk)
     if effects:
         effects.emit(codegen)  # the native instruction may observe them
     # An instruction inside a try/with block runs natively here, outside the original's exception table: if

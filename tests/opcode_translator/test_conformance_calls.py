@@ -362,8 +362,9 @@ test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 # -- guards on what a call depends on -------------------------------------------------------------------------
 def test_function_argument_changed_between_calls(compile_all):
     """A function passed as an argument is guarded (it was not: ``fn(x, paddle.tanh)`` then ``fn(x, F.relu)``
-    returned tanh's result again; fixed, kept as a regression test). Still open: it is guarded by identity,
-    so a lambda made anew for every call is translated again each time (input set #3)."""
+    returned tanh's result again; fixed, kept as a regression test). Fixed too (kept as a regression test);
+    was: it was guarded by identity, so a lambda made anew for every call was translated again each time
+    (input set #3); a Python function is now guarded by its code, globals and defaults' shape."""
     check(call_function_passed_as_argument, lambda: (T(3), paddle.tanh), lambda: (T(3), F.relu),
           lambda: (T(3), paddle.tanh), lambda: (T(3), lambda t: t * 10))
 

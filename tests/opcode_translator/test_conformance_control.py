@@ -677,9 +677,10 @@ def test_numpy_array_method_after_numpy(compile_all):
 
 
 def test_nested_function_alive_across_a_break(compile_all):
-    """Unexpected fallback: a closure defined in the frame and still used after a ``print`` break ("returning the
-    function add created inside the translated frame is not supported yet"): the resume function cannot be
-    given the closure, so the whole frame runs eagerly (the same root as a break inside such a function)."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a closure defined in the frame and still used after
+    a ``print`` break ("returning the function add created inside the translated frame is not supported yet"): the
+    resume function cannot be given the closure, so the whole frame runs eagerly (the same root as a break inside such a
+    function)."""
 
     def fn(x):
         acc = []

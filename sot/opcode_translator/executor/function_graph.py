@@ -188,6 +188,9 @@ class FunctionGraph:
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
+        # Set by a function guarded by its code instead of its identity (`UserFunctionVariable.make_guards`):
+        # the real cells reached then are guarded distinct, as the simulation took them.
+        self.guards_functions_by_code = False
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -256,6 +259,13 @@ class FunctionGraph:
         if len(groups) > 1:
             ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
             builder.add(f"len({{{ids}}}) == {len(groups)}")
+        if self.guards_functions_by_code:
+            # A closure cell simulated apart from the others must not be one of them at the next call.
+            sources = [cell.source for _, cell in self.known_cells.values()
+                       if cell.source is not None and cell.source.tracker.is_traceable()]
+            if len(sources) > 1:
+                ids = ", ".join(f"id({builder.expr_of(source)})" for source in sources)
+                builder.add(f"len({{{ids}}}) == {len(sources)}")
 
     def add_expr_guard(self, var: VariableBase, template: str) -> None:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""

@@ -56,6 +56,9 @@ class GraphBreak(Exception):
         self.n_statements = n_statements
         self.n_inputs = n_inputs
         self.lineno = lineno
+        # The frame's own cells (``co_cellvars``), set by the executor: the generated code gives its real cells
+        # their contents (``cells``), and the resume function receives those cells as its closure.
+        self.frame_cells: dict[str, CellVariable] = {}
 
 
 class Return:
@@ -133,7 +136,7 @@ class OpcodeExecutor:
             # 3.10: the frame starts with its cells made (no MAKE_CELL); an argument that is also a cell
             # lives in its cell.
             for name in code.co_cellvars:
-                self.cells[name] = CellVariable(self.locals.pop(name, None), graph, DummyTracker())
+                self.cells[name] = self.new_cell(name, self.locals.pop(name, None))
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
@@ -157,13 +160,23 @@ class OpcodeExecutor:
             except ValueError:
                 content = None  # an empty cell: reading it fails like in eager code
             cells[name] = CellVariable(content, graph, DummyTracker(), external=True,
-                                       source=FrameCellVariable(name, graph))
+                                       source=FrameCellVariable(name, graph, index))
             graph.known_cells[id(cell)] = (cell, cells[name])
         resolver = NameResolver(frame.globals, frame.builtins)
         graph.top_resolver = resolver
         executor = cls(frame.code, graph, resolver, locals_, cells)
         graph.executor = graph.current_executor = executor
         return executor
+
+    def new_cell(self, name: str, content: VariableBase | None) -> CellVariable:
+        """The cell of this frame's cell variable ``name``; the translated frame's are marked as its own."""
+        return CellVariable(content, self.graph, DummyTracker(), frame_name=name if self.parent is None else None)
+
+    def _graph_break(self, cause: FallbackError | None, instr: dis.Instruction, saved: tuple) -> GraphBreak:
+        stack, locals_, cells, kw_names, n_statements, n_inputs = saved
+        brk = GraphBreak(cause, instr, stack, locals_, cells, kw_names, n_statements, n_inputs, self.lineno)
+        brk.frame_cells = {name: cell for name, cell in self.cells.items() if cell.frame_name is not None}
+        return brk
 
     # -- stack helpers -----------------------------------------------------------------------------------
     def push(self, var: VariableBase) -> None:
@@ -256,9 +269,9 @@ class OpcodeExecutor:
             instr = self.instructions[self.pc]
             if top and instr.offset == self.stop_at:
                 # Asked to stop before this instruction (the head of a loop whose body breaks the graph).
-                raise GraphBreak(None, instr, list(self.stack), dict(self.locals),
-                                 {n: c.content for n, c in self.cells.items()}, self.kw_names,
-                                 len(graph.statements), len(graph.inputs), self.lineno)
+                raise self._graph_break(None, instr, (list(self.stack), dict(self.locals),
+                                                      {n: c.content for n, c in self.cells.items()}, self.kw_names,
+                                                      len(graph.statements), len(graph.inputs)))
             self.pc += 1
             line = self._lines.get(instr.offset)
             if line is not None:
@@ -279,10 +292,8 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 if not top:
                     raise
-                stack, locals_, cells, kw_names, n_statements, n_inputs, effects = saved
-                graph.side_effects.rollback(effects)
-                raise GraphBreak(exc, instr, stack, locals_, cells, kw_names, n_statements, n_inputs,
-                                 self.lineno) from None
+                graph.side_effects.rollback(saved[-1])  # (cell contents too: see CellVariable.store)
+                raise self._graph_break(exc, instr, saved[:-1]) from None
             except UserCodeError as exc:
                 if exc.location is None:
                     exc.location = self.location()

@@ -11,8 +11,9 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from bytecode import FreeVar
+from bytecode import CellVar, FreeVar
 
+from ...pyversion import emit_load_closure
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -32,11 +33,15 @@ class CellVariable(VariableBase):
     """A closure cell. ``external`` cells belong to real functions: writing them is a side effect."""
 
     def __init__(self, content: VariableBase | None, graph: "FunctionGraph", tracker: Tracker,
-                 external: bool = False, source: VariableBase | None = None) -> None:
+                 external: bool = False, source: VariableBase | None = None,
+                 frame_name: str | None = None) -> None:
         super().__init__(graph, tracker)
         self.content = content
         self.external = external
         self.source = source  # rebuilds the real cell object (for external cells)
+        # The translated frame's own cell of this name (``co_cellvars``): the generated code has the real one,
+        # shared with the resume function after a graph break and with the closures rebuilt before it.
+        self.frame_name = frame_name
 
     def load(self, name: str) -> VariableBase:
         if self.content is None:
@@ -62,6 +67,9 @@ class CellVariable(VariableBase):
             if self.source is None:
                 raise FallbackError(f"assigning closure variable {name!r}: its cell cannot be reached")
             self.graph.side_effects.store_cell(self, value)
+        else:  # (an external store is undone with the side-effect log)
+            previous = self.content
+            self.graph.side_effects.on_rollback(lambda: setattr(self, "content", previous))
         self.content = value
 
 
@@ -81,7 +89,7 @@ class CellRebuildVariable(VariableBase):
         return [self.cell.content] if self.cell.content is not None else []
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        from ...runtime import EMPTY_CELL, new_cell
+        from ...runtime import EMPTY_CELL, new_cell, set_cell
 
         cell = self.cell
         if cell.external:
@@ -91,20 +99,44 @@ class CellRebuildVariable(VariableBase):
             return
         content = cell.content if cell.content is not None else ObjectVariable(EMPTY_CELL, self.graph,
                                                                                DummyTracker())
+        if cell.frame_name is not None:
+            # The generated code's own cell (it keeps the original's cells): given the simulated content, it
+            # is the one cell the rebuilt closures, the native instruction and the resume function share.
+            codegen.load_callable_const(set_cell)
+            emit_load_closure(codegen.emit, CellVar(cell.frame_name))
+            codegen.reconstruct(content)
+            codegen.call(2)
+            return
         codegen.call_helper(new_cell, [content])
+
+
+class FrameCellTracker(Tracker):
+    """The real cell of the translated frame's free variable ``index``: the guard reads it from the closure
+    the hook passes (to check that a function received as a value shares it), the generated code loads it."""
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.CLOSURE}[{self.index}]"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        emit_load_closure(codegen.emit, FreeVar(self.name))
+
+    def describe(self) -> str:
+        return f"<cell {self.name}>"
 
 
 class FrameCellVariable(VariableBase):
     """The real cell of one of the translated frame's free variables (``LOAD_CLOSURE`` pushes it)."""
 
-    def __init__(self, name: str, graph: "FunctionGraph") -> None:
-        super().__init__(graph, DummyTracker())
+    def __init__(self, name: str, graph: "FunctionGraph", index: int) -> None:
+        super().__init__(graph, FrameCellTracker(index, name))
         self.name = name
 
-    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        from ...pyversion import emit_load_closure
-
-        emit_load_closure(codegen.emit, FreeVar(self.name))
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []  # the frame's own closure: fixed for its code (only how other functions share it is guarded)
 
 
 class SourceOnlyVariable(ObjectVariable):
@@ -219,6 +251,33 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
     def function_name(self) -> str:
         return self.value.__qualname__
 
+    def get_py_value(self) -> Any:
+        self.needs_identity = True  # the object itself is used (folded into a comparison, a key, a program)
+        return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value)
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        """By identity once the object itself was used; else by what its calls depend on, so a function made
+        anew at each call of its maker (a closure passed to a resume function) reuses the translation: its
+        code, globals and the shape of its defaults (their values, and the contents of its cells, are
+        guarded where the simulation reads them; a cell shared with another path, by `add_alias`)."""
+        fn = self.value
+        if self.needs_identity or type(self) is not UserFunctionVariable or type(fn) is not types.FunctionType:
+            return [builder.identity(expr, fn)]
+        self.graph.guards_functions_by_code = True
+        guards = [f"type({expr}) is {builder.constant(types.FunctionType)}",
+                  f"{expr}.__code__ is {builder.constant(fn.__code__)}",
+                  f"{expr}.__globals__ is {builder.constant(fn.__globals__)}",
+                  f"len({expr}.__defaults__ or ()) == {len(fn.__defaults__ or ())}"]
+        if fn.__kwdefaults__:
+            guards.append(f"{expr}.__kwdefaults__ is not None and "
+                          f"{expr}.__kwdefaults__.keys() == {builder.constant(set(fn.__kwdefaults__))}")
+        else:
+            guards.append(f"not {expr}.__kwdefaults__")
+        return guards
+
     def _source(self, attr: str, value: Any) -> VariableBase:
         tracker = GetAttrTracker(self, attr) if self.tracker.is_traceable() else DummyTracker((self,))
         return SourceOnlyVariable(value, self.graph, tracker)
@@ -260,6 +319,10 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
             known = self.graph.known_cells.get(id(fn.__closure__[index]))
             if known is not None:  # a cell already simulated (shared with the frame or another function)
                 cells[name] = known[1]
+                source = known[1].source
+                if self.tracker.is_traceable() and source is not None and source.tracker.is_traceable():
+                    # (a function guarded by its code, not its identity, must share the same cell again)
+                    self.graph.add_alias(source, GetItemTracker(closure_var, index))
                 continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
@@ -317,10 +380,9 @@ class NestedFunctionVariable(FunctionVariableBase):
         from .container import DictVariable, TupleVariable
 
         graph = self.graph
+        # (a cell of the translated frame is its real cell, shared with what follows a graph break; any other
+        # cell made during simulation is only reachable through the closures rebuilt here, which share it)
         cells = [self._closure[name] for name in self.code.co_freevars]
-        if not codegen.final and any(not cell.external for cell in cells):
-            raise FallbackError(f"the function {self.qualname} created inside the translated frame closes over "
-                                "its variables: it cannot leave the frame before the frame ends")
         parts = [ObjectVariable(self.code, graph, DummyTracker()),
                  ObjectVariable(self._resolver.globals, graph, DummyTracker()),
                  ConstantVariable(self.qualname, graph, DummyTracker()),
