@@ -601,9 +601,10 @@ def _logging_context(log):
 
 
 def test_generator_context_manager(compile_all):
-    """Unexpected break then fallback: calling a ``@contextlib.contextmanager`` function breaks ("call of library
-    function _logging_context() runs natively (not inlined)"), then the resumed frame falls back ("cannot break
-    the graph at BEFORE_WITH"): no ``with`` block of a generator context manager is ever translated."""
+    """Fixed (kept as a regression test); was: Unexpected break then fallback: calling a ``@contextlib.contextmanager``
+    function breaks ("call of library function _logging_context() runs natively (not inlined)"), then the resumed frame
+    falls back ("cannot break the graph at BEFORE_WITH"): no ``with`` block of a generator context manager is ever
+    translated."""
 
     def fn(x, log):
         with _logging_context(log) as k:
@@ -614,8 +615,8 @@ def test_generator_context_manager(compile_all):
 
 
 def test_context_manager_made_in_the_frame(compile_all):
-    """Unexpected fallback: ``@contextlib.contextmanager`` applied to a function defined in the frame ("returning
-    the function ctx created inside the translated frame is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``@contextlib.contextmanager`` applied to a function
+    defined in the frame ("returning the function ctx created inside the translated frame is not supported yet")."""
 
     def fn(x, log):
         @contextlib.contextmanager

@@ -6,7 +6,12 @@ the body and ``__exit__``, and the exception ``__exit__`` saw), the exception th
 """
 from __future__ import annotations
 
+import contextlib
+
 import paddle
+import pytest
+
+import sot
 
 from _conformance import T, check
 
@@ -109,3 +114,97 @@ def test_bound_methods_of_two_functions_are_told_apart(compile_all):
     for method in (obj.double, obj.triple, Twice().double):
         expected = fn(paddle.ones([2]), method)
         assert fast(paddle.ones([2]), method).numpy().tolist() == expected.numpy().tolist()
+
+
+# -- @contextlib.contextmanager ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def managed(log, mode="plain"):
+    """A generator context manager whose ``mode`` picks how it treats an exception thrown into it."""
+    log.append("enter")
+    if mode == "fail_enter":
+        raise KeyError("enter failed")
+    if mode == "no_yield":
+        return
+    try:
+        yield len(log)
+    except ValueError as error:
+        log.append(("caught", str(error)))
+        if mode == "reraise":
+            raise
+        if mode == "replace":
+            raise TypeError("replaced") from error
+        if mode == "yield_again":
+            yield 5
+    finally:
+        log.append("finally")
+    log.append("exit")
+    if mode == "twice":
+        yield 7
+
+
+def with_managed(x, log, mode, fail):
+    with managed(log, mode) as k:
+        log.append(("body", k))
+        y = x * k
+        if fail:
+            raise ValueError("in body")
+    log.append("after")
+    return y
+
+
+MODES = ["plain", "reraise", "replace", "yield_again", "twice", "fail_enter", "no_yield"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fail", [False, True], ids=["no_exception", "exception_in_body"])
+def test_generator_context_manager_like_eager(compile_all, mode, fail):
+    """Enter, body, exit in eager order; an exception of the body is thrown into the generator at its
+    ``yield``: suppressed when the generator ends, re-raised, replaced, or contextlib's RuntimeError (didn't
+    yield, didn't stop). A with block translated without an exception escaping it needs no break or
+    fallback; an exception leaving the frame makes it run eagerly (where it is raised for real)."""
+    escapes = mode in ("fail_enter", "no_yield", "twice") or (fail and mode in ("reraise", "replace", "yield_again"))
+    check(with_managed, lambda: (T(3), [], mode, fail), breaks=0, fallbacks=1 if escapes else 0)
+
+
+def test_exception_context_and_cause_from_a_generator_context_manager(compile_all):
+    fast = sot.symbolic_translate(with_managed)
+    for mode in ("replace", "yield_again"):
+        for run in (with_managed, fast, fast):
+            with pytest.raises((TypeError, RuntimeError)) as info:
+                run(T(3), [], mode, True)
+            assert isinstance(info.value.__context__, ValueError)
+            assert isinstance(info.value.__cause__, ValueError) == (mode == "replace")
+
+
+def nested_managers(x, log):
+    with managed(log) as a:
+        with managed(log) as b:
+            y = x * (a + b)
+    return y
+
+
+def manager_made_in_the_frame_over_a_closure(x, log):
+    @contextlib.contextmanager
+    def scaled(factor):
+        log.append(("enter", factor))
+        yield factor * 2
+        log.append("exit")
+
+    with scaled(3) as k:
+        y = x * k
+    return y, len(log)
+
+
+def generator_manager_after_a_break(x, log):
+    y = x * 2
+    print("break")
+    with managed(log) as k:
+        y = y * k
+    return y
+
+
+@pytest.mark.parametrize("fn, breaks", [(nested_managers, 0), (manager_made_in_the_frame_over_a_closure, 0),
+                                        (generator_manager_after_a_break, 1)],
+                         ids=["nested", "made_in_the_frame", "after_a_break"])
+def test_generator_context_managers_in_frames(compile_all, fn, breaks):
+    check(fn, lambda: (T(3), []), breaks=breaks)

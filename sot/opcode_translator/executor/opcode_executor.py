@@ -310,9 +310,20 @@ class OpcodeExecutor:
                 return result  # type: ignore[return-value]  # only in a simulated generator
 
 
+class ThrowIntoGenerator(Exception):
+    """Thrown into `simulate_generator` (``generator.throw``): ``exc`` is raised in the simulated generator at
+    the ``yield`` it is paused at, as ``generator.throw(exc)`` does in the interpreter."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
 def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, None, VariableBase]":
     """Drive a generator function's executor lazily: each ``next`` runs it up to its next ``yield``, at
-    the same point of the consumer's program as in the real interpreter."""
+    the same point of the consumer's program as in the real interpreter. ``throw(ThrowIntoGenerator(exc))``
+    raises ``exc`` at the paused ``yield``: the generator's own handlers see it; unhandled, it leaves the
+    generator as a `UserCodeError`."""
     graph = executor.graph
     while True:
         consumer = graph.current_executor
@@ -328,7 +339,14 @@ def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, Non
             graph.current_executor = consumer
         if not isinstance(result, Yield):
             return result  # the generator's return value: what ``yield from`` it evaluates to
-        yield result.value
+        try:
+            yield result.value
+        except ThrowIntoGenerator as thrown:
+            paused_at = executor.instructions[executor.pc - 1]  # the YIELD_VALUE
+            if not executor._enter_handler(paused_at, thrown.exc):
+                raise UserCodeError(f"user code raised {type(thrown.exc).__name__}: {thrown.exc}",
+                                    executor.location(), thrown.exc) from None
+            continue  # in the generator's handler
         executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
 
 
