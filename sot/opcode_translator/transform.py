@@ -127,6 +127,9 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
+            with_offset = _with_block_entered_in_simulation(brk)
+            if with_offset is not None:
+                return _translate_native_with(frame, with_offset, brk)
             return _translate_break(frame, graph, brk)
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
@@ -162,6 +165,37 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program)
+
+
+def _with_block_entered_in_simulation(brk: GraphBreak) -> int | None:
+    """The ``BEFORE_WITH`` offset of the outermost ``with`` block around the break whose manager exists only in
+    the simulation (a ``@contextmanager`` generator paused at its ``yield``): its exit cannot be rebuilt."""
+    if pyversion.HAS_BLOCK_STACK:  # (3.10's SETUP_WITH also pushes a block: not run natively)
+        return None
+    for var in brk.stack:
+        offset = getattr(var, "entered_at", None)
+        if offset is not None:
+            return offset
+    return None
+
+
+def _translate_native_with(frame: FrameInfo, before_with_offset: int, brk: GraphBreak) -> Translation:
+    """A break inside a ``with`` block whose manager was simulated: translate again up to its
+    ``BEFORE_WITH``, which then runs natively (the real manager is made, entered, and its exit passed on to
+    the resume function, like a user class's), so the block is only left by real code."""
+    code = frame.code
+    graph = FunctionGraph(frame, code.co_name)
+    executor = OpcodeExecutor.for_frame(frame, graph)
+    executor.stop_at = before_with_offset
+    try:
+        executor.run()
+    except GraphBreak as entry:
+        if entry.cause is None:
+            cause = brk.cause
+            entry.cause = BreakGraphError(f"{cause.reason if cause else 'a break'}, inside a with block whose "
+                                          "manager is entered natively", cause.location if cause else None)
+        return _translate_break(frame, graph, entry)
+    raise FallbackError("the with block was not reached again")
 
 
 def _breaking_loop(brk: GraphBreak) -> int | None:
@@ -298,6 +332,8 @@ def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
     n_call = pyversion.call_operand_count(instr)
     if n_call is not None:
         return n_call, 1
+    if name == "BEFORE_WITH":  # the manager -> its __exit__ and what __enter__ returned
+        return 1, 2
     if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER", "TO_BOOL",
                 "CALL_INTRINSIC_1", "FORMAT_SIMPLE", "CONVERT_VALUE"):
         return 1, 1

@@ -7,6 +7,7 @@ the body and ``__exit__``, and the exception ``__exit__`` saw), the exception th
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import paddle
 import pytest
@@ -208,3 +209,68 @@ def generator_manager_after_a_break(x, log):
                          ids=["nested", "made_in_the_frame", "after_a_break"])
 def test_generator_context_managers_in_frames(compile_all, fn, breaks):
     check(fn, lambda: (T(3), []), breaks=breaks)
+
+
+# -- a graph break inside the block of a generator context manager --------------------------------------------------
+def break_inside_a_generator_manager(x, log):
+    with managed(log) as k:
+        log.append("body")
+        y = x * k
+        print("break")
+        y = y + 1
+    return y
+
+
+def tensor_branch_inside_nested_generator_managers(x, log):
+    y = x + 1
+    with managed(log) as k:
+        with managed(log, mode="reraise") as j:
+            y = y * (k + j)
+            if y.sum() > 0:
+                y = y + 1
+    return y
+
+
+def exception_after_a_break_inside_a_generator_manager(x, log, fail):
+    try:
+        with managed(log) as k:
+            y = x * k
+            print("break")
+            if fail:
+                raise ValueError("boom")
+    except ValueError:
+        log.append("handled")
+        y = x
+    return y
+
+
+def break_inside_a_manager_made_in_the_frame(x, log):
+    @contextlib.contextmanager
+    def scaled(factor):
+        log.append(("enter", factor))
+        yield factor * 2
+        log.append("exit")
+
+    with scaled(3) as k:
+        y = x * k
+        print("break")
+    return y
+
+
+@pytest.mark.parametrize("fn, makers", [
+    (break_inside_a_generator_manager, [lambda: (T(3), [])]),
+    (tensor_branch_inside_nested_generator_managers, [lambda: (T(3, seed=1).abs(), []), lambda: (-T(3).abs(), [])]),
+    (exception_after_a_break_inside_a_generator_manager, [lambda: (T(3), [], False), lambda: (T(3), [], True)]),
+    (break_inside_a_manager_made_in_the_frame, [lambda: (T(3), [])]),
+], ids=["print", "nested_tensor_branch", "exception", "made_in_the_frame"])
+def test_break_inside_the_block_of_a_generator_manager(compile_all, fn, makers):
+    """The simulated generator cannot be handed to the resume function: the frame is translated again with
+    the block's ``BEFORE_WITH`` run natively (the real manager entered once, its ``__exit__`` run once by real
+    code, in eager order), never a fallback of the whole frame unless an exception meets a natively entered
+    block (3.10: the frame falls back; the results are the same)."""
+    stats = check(fn, *makers, breaks=None, fallbacks=None, stable=False)
+    if sys.version_info >= (3, 11):
+        raising = fn is exception_after_a_break_inside_a_generator_manager
+        assert stats.fallbacks == (1 if raising else 0), stats
+        assert stats.graph_breaks >= 3, stats  # at BEFORE_WITH, inside the block, at the native __exit__
+    check(fn, *makers, breaks=None, fallbacks=None)  # (translated already: the second round hits the cache)

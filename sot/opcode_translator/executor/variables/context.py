@@ -322,9 +322,10 @@ def _user_error(error: BaseException) -> UserCodeError:
     return UserCodeError(f"user code raised {type(error).__name__}: {error}", original=error)
 
 
-def _generator_manager(func: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase]) \
-        -> "GeneratorContextManagerVariable":
-    """``_GeneratorContextManager(func, args, kwargs)``: the generator is made (its arguments bound) now."""
+def _generator_manager(factory: VariableBase, func: VariableBase, args: list[VariableBase],
+                       kwargs: dict[str, VariableBase]) -> "GeneratorContextManagerVariable":
+    """``factory(*args, **kwargs)``, i.e. ``_GeneratorContextManager(func, args, kwargs)``: the generator is
+    made (its arguments bound) now."""
     from .function import CO_GENERATOR, CO_GENERATOR_LIKE, FunctionVariableBase
     from .iterator import IteratorVariable
 
@@ -333,7 +334,7 @@ def _generator_manager(func: VariableBase, args: list[VariableBase], kwargs: dic
     generator = func.call(args, kwargs)
     if not isinstance(generator, IteratorVariable):
         raise BreakGraphError(f"the generator of a @contextmanager ({func!r}) runs natively")
-    return GeneratorContextManagerVariable(generator, func.graph)
+    return GeneratorContextManagerVariable(generator, func.graph, (factory, args, kwargs))
 
 
 class ContextManagerDecoratorVariable(CallableVariable):
@@ -362,7 +363,7 @@ class ContextManagerFactoryVariable(VariableBase):
         self.func = func
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        return _generator_manager(self.func, args, kwargs)
+        return _generator_manager(self, self.func, args, kwargs)
 
     def children(self) -> list[VariableBase]:
         return [self.func]
@@ -380,7 +381,7 @@ class ContextManagerHelperVariable(UserFunctionVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         self.graph.add_guard(self)
-        return _generator_manager(self.freevar_cells()["func"].load("func"), args, kwargs)
+        return _generator_manager(self, self.freevar_cells()["func"].load("func"), args, kwargs)
 
 
 @VariableFactory.register(62)
@@ -391,22 +392,38 @@ def _contextmanager_helper_rule(value: Any, graph: "FunctionGraph", tracker: Tra
 
 
 class GeneratorContextManagerVariable(VariableBase):
-    """A ``_GeneratorContextManager`` made during simulation, over a simulated generator."""
+    """A ``_GeneratorContextManager`` made during simulation, over a simulated generator. Until it is entered
+    (its generator has not run), the generated code can make the real one the same way: ``made`` is the
+    factory and the arguments of that call."""
 
-    def __init__(self, generator: VariableBase, graph: "FunctionGraph") -> None:
+    def __init__(self, generator: VariableBase, graph: "FunctionGraph",
+                 made: tuple[VariableBase, list[VariableBase], dict[str, VariableBase]]) -> None:
         super().__init__(graph, DummyTracker((generator,)))
         self.generator = generator
+        self.made = made
+        self.entered = False
 
     def enter(self) -> tuple[VariableBase, VariableBase]:
+        self.entered = True
         try:
             value = next(self.generator._source)  # type: ignore[attr-defined]
         except StopIteration:
             raise _user_error(RuntimeError("generator didn't yield")) from None
         return GeneratorContextExitVariable(self), value
 
+    def children(self) -> list[VariableBase]:
+        factory, args, kwargs = self.made
+        return [factory, *args, *kwargs.values()]
+
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        raise FallbackError("a @contextmanager manager made in the frame cannot leave it (its generator is "
-                            "simulated)")
+        if self.entered:
+            raise FallbackError("a @contextmanager manager entered during simulation cannot leave the frame (its "
+                                "generator is simulated)")
+        factory, args, kwargs = self.made
+        codegen.push_callable(lambda: codegen.reconstruct(factory))
+        for arg in [*args, *kwargs.values()]:
+            codegen.reconstruct(arg)
+        codegen.call(len(args) + len(kwargs), tuple(kwargs))
 
     def __repr__(self) -> str:
         return f"GeneratorContextManagerVariable({self.generator!r})"
@@ -423,6 +440,10 @@ class GeneratorContextExitVariable(VariableBase):
     def __init__(self, manager: GeneratorContextManagerVariable) -> None:
         super().__init__(manager.graph, DummyTracker((manager,)))
         self.manager = manager
+        # The offset of the translated frame's BEFORE_WITH that entered the block (set by that handler): a
+        # graph break inside the block cannot rebuild this exit (its generator is simulated), so the frame is
+        # translated again with that instruction run natively (transform.py).
+        self.entered_at: int | None = None
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ..opcode_executor import ThrowIntoGenerator
