@@ -211,3 +211,56 @@ def test_closure_cell_sharing_with_the_frame_is_guarded(compile_all):
             run = sot.symbolic_translate(fn) if translate else fn
             results.append(run(paddle.ones([1]), get if shared else other_get).numpy().tolist())
         assert results[1] == results[0], shared
+
+
+def test_closures_made_by_a_comprehension_and_by_the_frame_across_a_break(compile_all):
+    """3.12+ inline comprehensions: their cell (``i``) is made again in the body, so it is rebuilt as a new
+    cell shared by the lambdas, while the frame's own cell (``k``) is the one the resume function receives."""
+
+    def fn(x):
+        getters = [lambda: i for i in range(3)]
+        k = 1
+
+        def get_k():
+            return k
+
+        print("break")
+        k = 5
+        return x * get_k(), [get() for get in getters]
+
+    check(fn, lambda: (T(3),), breaks=1)
+
+
+class Box:
+    def __init__(self):
+        self.a = None
+
+
+def test_argument_captured_by_a_closure_keeps_its_first_value_for_effects_and_results(compile_all):
+    """Fuzz seed 35: ``obj.a = n`` then ``n = 1`` (``n`` is a cell: a nested function captures it) and a
+    break. The replayed store reads the argument's value at the frame's start, not the cell the generated code
+    has already given its new content."""
+
+    def fn(x, n, obj):
+        def get():
+            return n
+
+        obj.a = n
+        first = n
+        n = 1
+        print("break")
+        return x * get(), first, obj.a
+
+    def returned_closure_first(x, n):
+        def get():
+            return n
+
+        original = n
+        n = n + 1
+        return get, original, x * n
+
+    check(fn, lambda: (T(3), 0, Box()), lambda: (T(3), 4, Box()), breaks=None)
+    fast = sot.symbolic_translate(returned_closure_first)
+    for n in (0, 5, 5):
+        get, original, _ = fast(T(3), n)
+        assert (get(), original) == (n + 1, n)
