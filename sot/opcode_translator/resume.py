@@ -17,7 +17,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..errors import FallbackError
 from . import pyversion
-from .executor.liveness import EXCEPT_HANDLER, block_stacks
+from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
 
 STACK_ARG = "__sot_stack_{}"
 _PROLOGUE_OPS = pyversion.PROLOGUE_OPNAMES
@@ -86,6 +86,20 @@ def build_raising_code(code: types.CodeType, offset: int, stack_layout: tuple[bo
     return raising
 
 
+@lru_cache(maxsize=1024)
+def build_native_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...],
+                      live: tuple[str, ...]) -> types.CodeType:
+    """The code of a function entering ``code`` at ``offset`` like a resume function, that runs natively
+    (never translated): what the simulation cannot reproduce from there on (an exception it raised and is
+    still handling: run for real, from the instruction that raised it) is then eager code."""
+    from .skip_files import skip_code
+
+    native = build_entry_code(code, offset, stack_layout, live, f"run natively from line {_line_at(code, offset)}",
+                              cells_from_closure=True)
+    skip_code(native)
+    return native
+
+
 EXCEPTION_ARG = "__sot_exception"
 Edit = Callable[[list, dict[int, int]], None]
 
@@ -100,9 +114,10 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports).
     ``raise_at_entry``: the entry raises the exception passed as last argument (`build_raising_code`), right
     before the instruction at ``offset``, so the same exception-table entries cover it.
-    ``cells_from_closure``: the original's cell variables become free variables (after its own), so the
-    function is made with the very cells of the frame it continues (closures made before the entry share
-    them, as in the original frame); they are then never received as ``live`` arguments."""
+    ``cells_from_closure``: the original's cell variables (`cells_shared_across_breaks`) become free variables
+    (after its own), so the function is made with the very cells of the frame it continues (closures made
+    before the entry share them, as in the original frame); they are then never received as ``live``
+    arguments."""
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
@@ -110,12 +125,13 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         edit(body, index)
     cellvars = list(abstract.cellvars)
     freevars = list(abstract.freevars)
-    if cells_from_closure and cellvars:
-        if set(live) & set(cellvars):
-            raise ValueError(f"cells {sorted(set(live) & set(cellvars))} passed as arguments of {role}")
-        _cells_to_free_variables(body, _prologue_end(body), set(cellvars))
-        freevars += cellvars
-        cellvars = []
+    if cells_from_closure:
+        shared = [name for name in cellvars if name in cells_shared_across_breaks(code)]
+        if set(live) & set(shared):
+            raise ValueError(f"cells {sorted(set(live) & set(shared))} passed as arguments of {role}")
+        _cells_to_free_variables(body, set(shared))
+        freevars += shared
+        cellvars = [name for name in cellvars if name not in shared]
     if raise_at_entry:
         line = _line_at(code, offset) or code.co_firstlineno
         body[index[offset]:index[offset]] = [target, Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line),
@@ -175,16 +191,12 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     return new_code
 
 
-def _cells_to_free_variables(body: list, prologue_end: int, names: set[str]) -> None:
+def _cells_to_free_variables(body: list, names: set[str]) -> None:
     """Rewrite the instructions of ``body`` that reach the cells ``names`` to reach free variables of the
-    same names instead. A cell made after the prologue (3.12+: a comprehension's inlined cell) is remade at
-    every run of that code: it cannot come from the closure."""
-    for i, item in enumerate(body):
-        if not isinstance(item, Instr) or not isinstance(item.arg, CellVar) or item.arg.name not in names:
-            continue
-        if item.name == "MAKE_CELL" and i > prologue_end:
-            raise FallbackError(f"cannot resume in {item.arg.name!r}'s scope: its cell is made inside the body")
-        item.arg = FreeVar(item.arg.name)
+    same names instead (the prologue's ``MAKE_CELL`` of them is dropped with the prologue)."""
+    for item in body:
+        if isinstance(item, Instr) and isinstance(item.arg, CellVar) and item.arg.name in names:
+            item.arg = FreeVar(item.arg.name)
 
 
 def _line_at(code: types.CodeType, offset: int) -> int | None:
@@ -224,5 +236,5 @@ def _prologue_end(body: list) -> int:
     return last
 
 
-__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_raising_code",
-           "build_resume_code"]
+__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_native_code",
+           "build_raising_code", "build_resume_code"]

@@ -26,7 +26,7 @@ from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
-from .resume import abstract_instruction, build_raising_code, build_resume_code
+from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
 
@@ -130,6 +130,8 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
                 return _translate_native_with(frame, with_offset, brk)
+            if brk.in_flight:
+                return _translate_raise_in_flight(frame, graph, brk)
             return _translate_break(frame, graph, brk)
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
@@ -196,6 +198,63 @@ def _translate_native_with(frame: FrameInfo, before_with_offset: int, brk: Graph
                                           "manager is entered natively", cause.location if cause else None)
         return _translate_break(frame, graph, entry)
     raise FallbackError("the with block was not reached again")
+
+
+def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
+    """A break inside a handler of an exception the simulation raised (``try: del obj.x`` then a break in
+    ``finally``). Resuming in the handler would re-raise an exception that never passed through the user's
+    frames (its traceback would point at the break, not at the raising line or the callee that raised it):
+    instead, the generated code runs the frame up to the instruction that raised it, then the rest natively
+    from that instruction (`build_native_code`), which raises it for real; the handler and what follows run
+    as eager code (``sys.exc_info()`` and a bare ``raise`` in the handler too)."""
+    code = frame.code
+    raised_at = brk.in_flight[0]  # the outermost: running from there raises the others again too
+    offset = raised_at.instr.offset
+    stack, locals_, cell_contents, kw_names, n_statements, n_inputs, effects_checkpoint = raised_at.saved
+    if kw_names and pyversion.HAS_KW_NAMES:  # (3.11/3.12: enter at the KW_NAMES that names the call's keywords)
+        instructions = list(dis.get_instructions(code))
+        index = [i.offset for i in instructions].index(offset) - 1
+        while index > 0 and instructions[index].opname == "PRECALL":  # (3.11)
+            index -= 1
+        if instructions[index].opname != "KW_NAMES":
+            raise FallbackError("the call that raised does not follow its KW_NAMES")
+        offset = instructions[index].offset
+    graph.side_effects.rollback(effects_checkpoint)  # (the frame's cells too)
+    graph.truncate(n_statements, n_inputs)
+    # Locals by value; the frame's cells go in the closure, but a cell a 3.12+ inlined comprehension makes
+    # again is passed by value too.
+    values = {name: content for name, content in cell_contents.items()
+              if name in code.co_cellvars and name not in brk.frame_cells and content is not None}
+    values.update(locals_)
+    live = tuple(sorted(n for n in live_in(code)[offset] if n in values))
+    needed = [v for v in stack if not isinstance(v, NullVariable)] + [values[n] for n in live]
+    needed += _cell_contents(brk)
+    effects = graph.side_effects
+    sir, program = _program_for(graph, needed + effects.values())
+    codegen = CodeGen(code, raised_at.lineno)
+    _leave_blocks(codegen, graph)
+    if program is not None:
+        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    for var in needed:
+        codegen.spill(var)
+    _sync_frame_cells(codegen, brk)
+    if effects:
+        effects.emit(codegen)
+    native = build_native_code(code, offset, tuple(isinstance(v, NullVariable) for v in stack), live)
+    codegen.push_callable(lambda: codegen.make_function(native))
+    argc = 0
+    for var in stack:
+        if not isinstance(var, NullVariable):
+            codegen.reconstruct(var)
+            argc += 1
+    for name in live:
+        codegen.reconstruct(values[name])
+    codegen.call(argc + len(live))
+    codegen.return_value()
+    new_code = codegen.to_code()
+    _log_translation(code, new_code, sir)
+    return Translation(new_code, graph.build_guard(), "break", sir=sir,
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
 
 
 def _breaking_loop(brk: GraphBreak) -> int | None:
@@ -386,7 +445,13 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
 
     def value_of(name: str) -> VariableBase | None:
         """A live local passed to the resume function (the frame's cells go in its closure instead)."""
-        return brk.locals.get(name) if name not in code.co_cellvars else None
+        if name in brk.frame_cells:
+            return None
+        if name in brk.locals:
+            return brk.locals[name]
+        if name in code.co_cellvars:  # (a cell a 3.12+ inlined comprehension makes again: its value)
+            return brk.cells.get(name)
+        return None
 
     lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)

@@ -647,12 +647,12 @@ def breaks_the_graph(t):
 
 
 def test_a_graph_break_inside_finally_keeps_the_line_of_the_exception_in_flight() -> None:
-    """Found with seed 477's reduction (known bug): the caller breaks its graph at the call in ``finally``
-    and the resume function re-raises the AttributeError after the ``finally`` block: its traceback then
-    points at the line of the call in ``finally`` instead of ``del obj.extra`` (3.11+; 3.10 passes). The
-    AttributeError was raised by the simulation, so it carries no entry of the user's frame, and the
-    generated code raises it from the line of the break; eager ``RERAISE`` keeps the entry of the line that
-    raised it first."""
+    """Fixed (kept as a regression test); was: Found with seed 477's reduction (known bug): the caller breaks
+    its graph at the call in ``finally`` and the resume function re-raises the AttributeError after the
+    ``finally`` block: its traceback then points at the line of the call in ``finally`` instead of ``del
+    obj.extra`` (3.11+; 3.10 passes). The AttributeError was raised by the simulation, so it carries no entry
+    of the user's frame, and the generated code raises it from the line of the break; eager ``RERAISE`` keeps
+    the entry of the line that raised it first."""
     expected = _innermost_frame(delete_then_call_in_finally, breaks_the_graph, paddle.ones([2]), Plain(1))
     translated = sot.symbolic_translate(delete_then_call_in_finally)
     with sot.config.patch(min_graph_size=0):

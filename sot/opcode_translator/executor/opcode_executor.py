@@ -14,6 +14,7 @@ from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
+from .liveness import cells_shared_across_breaks
 from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
 from .variables.base import VariableBase, VariableFactory
 from .variables.function import CellVariable, FrameCellVariable
@@ -59,6 +60,20 @@ class GraphBreak(Exception):
         # The frame's own cells (``co_cellvars``), set by the executor: the generated code gives its real cells
         # their contents (``cells``), and the resume function receives those cells as its closure.
         self.frame_cells: dict[str, CellVariable] = {}
+        # Exceptions the simulation raised in the translated frame and its handlers still handle, outermost first
+        self.in_flight: list[RaisedAt] = []
+
+
+class RaisedAt:
+    """Where the translated frame raised an exception its own handler received during simulation (3.11+):
+    the instruction, the simulated state before it (as `run` saves it) and its line. A graph break while that
+    exception is still in flight has the generated code raise it there natively instead (transform.py)."""
+
+    def __init__(self, exc: BaseException, instr: dis.Instruction, saved: tuple, lineno: int | None) -> None:
+        self.exc = exc
+        self.instr = instr
+        self.saved = saved
+        self.lineno = lineno
 
 
 class Return:
@@ -142,6 +157,7 @@ class OpcodeExecutor:
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
         self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
+        self.raised: dict[int, RaisedAt] = {}  # the translated frame's: exceptions it raised, by id (3.11+)
         # except*: the parts of exception groups its clauses split off, by id (see handlers/exceptions.py)
         self.except_star_parts: dict[int, BaseException] = {}
         # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
@@ -170,12 +186,15 @@ class OpcodeExecutor:
 
     def new_cell(self, name: str, content: VariableBase | None) -> CellVariable:
         """The cell of this frame's cell variable ``name``; the translated frame's are marked as its own."""
-        return CellVariable(content, self.graph, DummyTracker(), frame_name=name if self.parent is None else None)
+        shared = self.parent is None and name in cells_shared_across_breaks(self.code)
+        return CellVariable(content, self.graph, DummyTracker(), frame_name=name if shared else None)
 
     def _graph_break(self, cause: FallbackError | None, instr: dis.Instruction, saved: tuple) -> GraphBreak:
         stack, locals_, cells, kw_names, n_statements, n_inputs = saved
         brk = GraphBreak(cause, instr, stack, locals_, cells, kw_names, n_statements, n_inputs, self.lineno)
         brk.frame_cells = {name: cell for name, cell in self.cells.items() if cell.frame_name is not None}
+        brk.in_flight = [self.raised[id(exc)] for exc in self.handling
+                         if id(exc) in self.raised and self.raised[id(exc)].exc is exc]
         return brk
 
     # -- stack helpers -----------------------------------------------------------------------------------
@@ -205,7 +224,7 @@ class OpcodeExecutor:
         """Route ``exc``, raised by ``instr``, to this frame's handler as the exception table says."""
         if pyversion.HAS_BLOCK_STACK:
             return self._enter_block_handler(exc)
-        for entry in _handler_entries(self.code):
+        for entry in handler_entries(self.code):
             if entry.start <= instr.offset < entry.end:
                 from .handlers.exceptions import exception_variable
 
@@ -299,6 +318,8 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 if exc.original is None or not self._enter_handler(instr, exc.original):
                     raise
+                if top and not pyversion.HAS_BLOCK_STACK:
+                    self.raised[id(exc.original)] = RaisedAt(exc.original, instr, saved, self.lineno)
                 continue
             except FallbackError as exc:
                 if exc.location is None:
@@ -350,7 +371,7 @@ def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, Non
         executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
 
 
-def _handler_entries(code: types.CodeType) -> list:
+def handler_entries(code: types.CodeType) -> list:
     parse = getattr(dis, "_parse_exception_table", None)
     return parse(code) if parse is not None else []
 
