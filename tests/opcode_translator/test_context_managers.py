@@ -63,6 +63,20 @@ def test_tensor_dependent_branch_inside_a_user_with_block(compile_all):
     check(fn, lambda: (T(3, seed=1), Recorder()), lambda: (-T(3, seed=1).abs() - 1, Recorder()), breaks=None)
 
 
+def test_container_method_loaded_before_a_break_inside_a_user_with_block(compile_all):
+    """``rec.events.append`` is loaded before ``float()`` breaks: the resume function receives the real bound
+    method of the list, simulated as the list's method (not an opaque callable guarded by identity, which
+    missed the cache at every call)."""
+
+    def fn(x, rec):
+        with rec:
+            y = x * 2
+            rec.events.append(("branch", float(y.sum())))
+        return y
+
+    check(fn, lambda: (T(3), Recorder()), breaks=1)
+
+
 def test_exception_after_a_break_inside_a_user_with_block_reaches_exit(compile_all):
     """The exception raised after the break goes through the real ``__exit__`` (which sees it) and leaves
     the frame, or is suppressed when ``__exit__`` returns True, as in eager code."""
