@@ -264,3 +264,32 @@ def test_argument_captured_by_a_closure_keeps_its_first_value_for_effects_and_re
     for n in (0, 5, 5):
         get, original, _ = fast(T(3), n)
         assert (get(), original) == (n + 1, n)
+
+
+def test_cell_empty_at_the_break_is_empty_in_the_resume_function(compile_all):
+    """A cell not assigned yet (or deleted) when the break happens is an empty cell after it: the closure
+    reads the later assignment, and reading it before raises the eager NameError."""
+
+    def assigned_after_the_break(x):
+        def get():
+            return late
+
+        print("break")
+        late = 3
+        return x * get()
+
+    def deleted_before_the_break(x, n):
+        def get():
+            return n
+
+        del n
+        print("break")
+        try:
+            get()
+        except NameError as error:
+            message = str(error)
+        n = 2
+        return x * get(), message
+
+    check(assigned_after_the_break, lambda: (T(3),), breaks=1)
+    check(deleted_before_the_break, lambda: (T(3), 5), breaks=None, fallbacks=None)
