@@ -8,7 +8,6 @@ made anew at each call is guarded by its code, not its identity, so the second c
 from __future__ import annotations
 
 import paddle
-import pytest
 
 import sot
 

@@ -6,7 +6,7 @@ import dis
 from ....errors import FallbackError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
-from ..tracker import ConstTracker, DummyTracker
+from ..tracker import ConstTracker
 from ..variables.base import NullVariable, VariableBase, VariableFactory
 from ..variables.function import CellVariable
 
