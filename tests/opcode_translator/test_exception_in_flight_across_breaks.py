@@ -82,6 +82,18 @@ def keyword_call_raises(x, log):
     return x
 
 
+def not_matched_then_break_in_finally(x, log):
+    """Fuzz seed 6166: the exception passes a non-matching ``except`` (re-raised there) before the ``finally``
+    that breaks: it is run natively from its first raise, not from the re-raise."""
+    try:
+        raise ValueError(f"bad {len(log)}")
+    except KeyError:
+        log.append("not reached")
+    finally:
+        log.append(x.sum().item())
+    return x
+
+
 def _outcome(fn: Callable[..., Any]) -> tuple:
     log: list = []
     try:
@@ -95,7 +107,7 @@ def _outcome(fn: Callable[..., Any]) -> tuple:
 
 
 CASES = [delete_in_try_break_in_finally, caught_and_used_after_a_break, wrapped_after_a_break,
-         raised_by_a_callee_break_in_finally, keyword_call_raises]
+         raised_by_a_callee_break_in_finally, keyword_call_raises, not_matched_then_break_in_finally]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=[fn.__name__ for fn in CASES])
