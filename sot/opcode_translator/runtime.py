@@ -7,6 +7,8 @@ from typing import Any
 
 import paddle
 
+from paddle.base.dygraph.math_op_patch import TensorSize as _TensorSize
+
 _full = paddle.full
 _INT64 = paddle.int64
 
@@ -108,6 +110,90 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
         return fn(*positional, **keywords)
     finally:
         set_callback(previous)
+
+
+def tensor_size(count: int, shape: Any) -> int:
+    """A new ``x.size`` value, as eager mode makes one at each read: a ``TensorSize`` of ``count`` elements
+    carrying the shape (the very ``paddle.Size`` the frame read as its ``as_shape``, or one made from a
+    tuple). The count is given: the frame may have changed the list since (the int keeps its value)."""
+    size = int.__new__(_TensorSize, count)
+    size.as_shape = shape if isinstance(shape, paddle.Size) else paddle.Size(list(shape))
+    return size
+
+
+def _tree_paths(layer: paddle.nn.Layer) -> dict[int, tuple[str, ...]]:
+    """The attribute path of every object in a layer's tree (parameters, buffers, sublayers, the layer itself),
+    the first one found in the order Paddle walks the tree."""
+    paths: dict[int, tuple[str, ...]] = {id(layer): ()}
+    pending = [(layer, ())]
+    while pending:
+        current, path = pending.pop(0)
+        for store in ("_parameters", "_buffers", "_sub_layers"):
+            for key, member in current.__dict__.get(store, {}).items():
+                if member is not None and id(member) not in paths:
+                    paths[id(member)] = (*path, key)
+                    if store == "_sub_layers":
+                        pending.append((member, (*path, key)))
+    return paths
+
+
+def layer_structure(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict) -> tuple | None:
+    """What ``layer.<method>(*args, **kwargs)`` gives (a method reading the layer tree: ``named_parameters``,
+    ``children``, ``state_dict``...), as ``(name or None, attribute path)`` per item; None when an item is not
+    in the tree or when ``state_dict`` would run a hook. Equal answers at two calls mean equal results (the
+    guard of a translation that used the method)."""
+    if method == "state_dict" and any(sub._state_dict_hooks for sub in layer.sublayers(include_self=True)):
+        return None
+    result = getattr(layer, method)(*args, **kwargs)
+    named = method.startswith("named_") or method == "state_dict"
+    if method.startswith("get_"):  # one object (``get_sublayer("blocks.0")``)
+        items = [result]
+    else:
+        items = list(result.items()) if isinstance(result, dict) else list(result)
+    paths = _tree_paths(layer)
+    signature = []
+    for item in items:
+        name, member = item if named else (None, item)
+        path = paths.get(id(member))
+        if path is None:
+            return None
+        signature.append((name, path))
+    return tuple(signature)
+
+
+def layer_tree_fingerprint(layer: paddle.nn.Layer) -> tuple:
+    """What the layer-tree methods (`layer_structure`) depend on, cheaper to compute than running them: for
+    every layer of the tree, once, in order, its class, its member names in order (parameters, buffers,
+    sublayers) each with the index of its object's first appearance (None entries and sharing included),
+    its non-persistable buffer names and whether it has state_dict hooks. Equal fingerprints mean every such
+    method gives equal names and objects at equal paths; a new instance of the same architecture has the
+    same fingerprint."""
+    index: dict[int, int] = {id(layer): 0}
+    out: list[Any] = []
+    pending = [layer]
+    while pending:
+        current = pending.pop()
+        members = current.__dict__
+        out.append(type(current))
+        for store in ("_parameters", "_buffers", "_sub_layers"):
+            for key, member in members.get(store, {}).items():
+                if member is None:
+                    out.append((key, -1))
+                    continue
+                known = index.get(id(member))
+                if known is None:
+                    known = index[id(member)] = len(index)
+                    if store == "_sub_layers":
+                        pending.append(member)
+                out.append((key, known))
+        out.append(tuple(sorted(members.get("_non_persistable_buffer_names_set", ()))))
+        out.append(bool(members.get("_state_dict_hooks")))
+    return tuple(out)
+
+
+def layer_method(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict) -> Any:
+    """``layer.<method>(*args, **kwargs)``: rebuilds a generator of the layer tree in generated code."""
+    return getattr(layer, method)(*args, **kwargs)
 
 
 def int_tensor(value: int) -> Any:

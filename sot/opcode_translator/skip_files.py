@@ -42,6 +42,7 @@ def _library_dirs() -> tuple[str, ...]:
 _SKIPPED_LIBRARY_DIRS = _library_dirs()
 
 _skipped_codes: set[types.CodeType] = set()
+_NAMEDTUPLE_NAMESPACE = "namedtuple_"
 
 
 def skip_code(code: types.CodeType) -> None:
@@ -83,6 +84,13 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
         return True
     filename = code.co_filename
     if filename.startswith("<") and not filename.startswith(("<frozen", "<sot")):
+        module = globals_.get("__name__")
+        if isinstance(module, str) and module.startswith(_NAMEDTUPLE_NAMESPACE):
+            # The ``__new__`` of a named tuple class (``collections.namedtuple`` evaluates it in a private
+            # namespace of that name): it only builds the tuple. Called natively (by a Paddle function
+            # returning ``TopKRetType``, also while a program is built), translating it finds nothing to
+            # compile and breaks at ``tuple.__new__``; in simulation named tuples are built directly.
+            return True
         module_file = globals_.get("__file__")
         if isinstance(module_file, str):
             return skip_filename(module_file)

@@ -49,13 +49,16 @@ class LayerCall:
 
     A SIR lives as long as the cache entry that runs it, and the cache must not keep a deleted layer (nor,
     through it, its parameters) alive. Get one with `layer_call`: one object per (layer, way of calling), so
-    equal SIR stays equal. ``run_hooks`` False calls ``forward`` directly (the hooks were simulated)."""
+    equal SIR stays equal. ``run_hooks`` False calls ``forward`` directly (the hooks were simulated).
+    ``forward_of``: the built-in class whose ``forward`` runs on the layer (``super().forward(x)`` in a user
+    subclass of ``nn.Linear``), instead of the layer's own."""
 
-    __slots__ = ("_layer", "run_hooks", "__weakref__")
+    __slots__ = ("_layer", "run_hooks", "forward_of", "__weakref__")
 
-    def __init__(self, layer: paddle.nn.Layer, run_hooks: bool) -> None:
+    def __init__(self, layer: paddle.nn.Layer, run_hooks: bool, forward_of: type | None = None) -> None:
         self._layer = weakref.ref(layer)
         self.run_hooks = run_hooks
+        self.forward_of = forward_of
 
     @property
     def layer(self) -> paddle.nn.Layer:
@@ -73,30 +76,36 @@ class LayerCall:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         layer = self.layer
+        if self.forward_of is not None:
+            return self.forward_of.forward(layer, *args, **kwargs)
         return layer(*args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
 
     def key(self) -> tuple:
         """What identifies the program this call builds: the layer, how it is called and the training flag of
         every sublayer (train and eval programs differ: dropout, batch norm)."""
         layer = self.layer
-        return id(layer), self.run_hooks, tuple(sub.training for sub in layer.sublayers(include_self=True))
+        return (id(layer), self.run_hooks, self.forward_of,
+                tuple(sub.training for sub in layer.sublayers(include_self=True)))
 
     def __repr__(self) -> str:
         layer = self._layer()
+        if layer is None:
+            return "<deleted layer>"
+        if self.forward_of is not None:
+            return f"<{self.forward_of.__name__}.forward of {type(layer).__name__}>"
         call = "" if self.run_hooks else ".forward"
-        return f"<{type(layer).__name__}{call}>" if layer is not None else "<deleted layer>"
+        return f"<{type(layer).__name__}{call}>"
 
 
-_layer_calls: "dict[bool, weakref.WeakKeyDictionary[paddle.nn.Layer, LayerCall]]" = {
-    True: weakref.WeakKeyDictionary(), False: weakref.WeakKeyDictionary()}
+_layer_calls: "dict[tuple[bool, type | None], weakref.WeakKeyDictionary[paddle.nn.Layer, LayerCall]]" = {}
 
 
-def layer_call(layer: paddle.nn.Layer, run_hooks: bool = True) -> LayerCall:
+def layer_call(layer: paddle.nn.Layer, run_hooks: bool = True, forward_of: type | None = None) -> LayerCall:
     """The one `LayerCall` of ``layer`` called this way (it lives as long as the layer)."""
-    calls = _layer_calls[run_hooks]
+    calls = _layer_calls.setdefault((run_hooks, forward_of), weakref.WeakKeyDictionary())
     call = calls.get(layer)
     if call is None:
-        call = calls[layer] = LayerCall(layer, run_hooks)
+        call = calls[layer] = LayerCall(layer, run_hooks, forward_of)
     return call
 
 

@@ -666,7 +666,7 @@ def test_graph_break_inside_a_with_block_of_a_user_context_manager(compile_all):
 
 
 def test_numpy_array_method_after_numpy(compile_all):
-    """Unexpected second graph break: after ``y.numpy()`` (one break), ``arr.sum()`` on the NumPy array breaks
+    """Fixed (kept as a regression test); was: unexpected second graph break: after ``y.numpy()`` (one break), ``arr.sum()`` on the NumPy array breaks
     again ("call of 'ndarray.sum' (C code with unknown effects) runs natively"); NumPy reductions are pure."""
 
     def fn(x):

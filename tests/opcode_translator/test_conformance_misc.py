@@ -59,7 +59,7 @@ def test_tensor_scalar_conversions_break(compile_all):
 
 
 def test_max_of_two_tensors_breaks_instead_of_falling_back(compile_all):
-    """Unexpected fallback: ``max(a.sum(), b.sum())`` ("max() over tensors compares tensors as Python bools")
+    """Fixed (kept as a regression test); was: unexpected fallback: ``max(a.sum(), b.sum())`` ("max() over tensors compares tensors as Python bools")
     makes the whole frame run eagerly; a graph break at the comparison would keep the rest translated."""
     stats = check(tensor_max_of_two_tensors_breaks, lambda: (T(3), T(3, seed=1)), breaks=None)
     assert stats.graph_breaks >= 1, stats

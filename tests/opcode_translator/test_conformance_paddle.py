@@ -504,7 +504,7 @@ def test_paddle_errors_have_the_eager_type(c, compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_topk_result_namedtuple(compile_all):
-    """Unexpected fallback: ``paddle.topk`` returns a ``TopKRetType`` named tuple ("paddle.topk: returned a
+    """Fixed (kept as a regression test); was: unexpected fallback: ``paddle.topk`` returns a ``TopKRetType`` named tuple ("paddle.topk: returned a
     non-tensor value of type TopKRetType"); unpacking it is the usual use."""
 
     def fn(x):
@@ -515,7 +515,7 @@ def test_topk_result_namedtuple(compile_all):
 
 
 def test_tensor_methods_returning_python_values(compile_all):
-    """Unexpected fallback: ``x.dim()`` and ``x.is_floating_point()`` ("dim: returned a non-tensor value of type
+    """Fixed (kept as a regression test); was: unexpected fallback: ``x.dim()`` and ``x.is_floating_point()`` ("dim: returned a non-tensor value of type
     int"); both are known from the tensor's meta, like ``x.ndim``."""
 
     def fn(x):
@@ -525,7 +525,7 @@ def test_tensor_methods_returning_python_values(compile_all):
 
 
 def test_paddle_predicates_do_not_break(compile_all):
-    """Unexpected graph breaks: ``paddle.is_tensor(x)`` and ``paddle.is_grad_enabled()`` are "library functions
+    """Fixed (kept as a regression test); was: unexpected graph breaks: ``paddle.is_tensor(x)`` and ``paddle.is_grad_enabled()`` are "library functions
     run natively (not inlined)"; both are answered at translation time (grad mode is already guarded)."""
 
     def fn(x):
@@ -536,7 +536,7 @@ def test_paddle_predicates_do_not_break(compile_all):
 
 
 def test_tensor_size_has_the_eager_type(compile_all):
-    """Wrong type (minor): eager ``x.size`` is a ``TensorSize`` (an int subclass with ``as_shape``), translated
+    """Fixed (kept as a regression test); was: wrong type (minor): eager ``x.size`` is a ``TensorSize`` (an int subclass with ``as_shape``), translated
     code returns a plain ``int``."""
 
     def fn(x):
@@ -577,7 +577,7 @@ class _DoubledLinear(nn.Linear):
 
 
 def test_super_forward_in_a_layer_subclass(compile_all):
-    """Unexpected fallback, not cached: ``super().forward(x)`` in a subclass of ``nn.Linear`` ("internal error:
+    """Fixed (kept as a regression test); was: unexpected fallback, not cached: ``super().forward(x)`` in a subclass of ``nn.Linear`` ("internal error:
     NotImplementedError: DummyTracker (the frame runs eagerly, not cached)"): the frame is simulated again
     on every call and never translated."""
     check(_run_layer, lambda: (_seeded(lambda: _DoubledLinear(3, 3)), T(2, 3)), stable=False)
@@ -600,7 +600,8 @@ class _Chain(nn.Layer):
 
 
 def test_iterating_named_children_and_a_parameter_list(compile_all):
-    """Unexpected break and fallbacks: ``for name, layer in self.named_children()`` ("creating an instance of
+    """Fixed (kept as a regression test); was: unexpected break and fallbacks: ``for name, layer in
+    self.named_children()`` ("creating an instance of
     set runs natively", then "an iterator (generator Layer.named_children) cannot leave the translated frame
     yet") and ``for w in self.ws`` over a ``ParameterList`` ("iterating over ParameterList is not
     supported")."""
@@ -608,7 +609,7 @@ def test_iterating_named_children_and_a_parameter_list(compile_all):
 
 
 def test_parameter_name_and_state_dict(compile_all):
-    """Unexpected fallbacks: ``layer.weight.name`` ("tensor attribute 'name' is not supported yet") and
+    """Fixed (kept as a regression test); was: unexpected fallbacks: ``layer.weight.name`` ("tensor attribute 'name' is not supported yet") and
     ``layer.state_dict()["weight"]`` (an OrderedDict made natively: break, then "subscript of
     ObjectVariable(OrderedDict) is not supported yet")."""
 
@@ -619,9 +620,12 @@ def test_parameter_name_and_state_dict(compile_all):
 
 
 def test_grad_of_a_leaf_after_backward_inside_the_function(compile_all):
-    """Fallback and a different ``stop_gradient``: after ``y.backward()`` (a break), reading ``x.grad`` falls back
-    ("tensor attribute 'grad' is not supported yet"), and the gradient produced through the compiled prefix has
-    ``stop_gradient=True`` where eager's has False."""
+    """A different ``stop_gradient``: the gradient a leaf gets from the backward of a compiled program has
+    ``stop_gradient=True`` where eager's has False (``paddle.jit.to_static`` gives the same: the program's grad
+    node makes the tensor; ``x.grad`` returns a new wrapper each time, so setting the flag on it does not
+    stick). Values are equal. (The fallback when reading ``x.grad`` after ``y.backward()``, "tensor attribute
+    'grad' is not supported yet", is fixed: it is read as a guarded input, see
+    executor/test_tensor_python_values.py.)"""
 
     def fn(x):
         y = (x * x).sum()

@@ -8,6 +8,11 @@ value (``x.shape[0]``) pins it again for that entry (a guard on its value).
 
 Python int inputs are treated the same way: one seen with a second value (neither being 0 or 1) becomes a
 symbolic int at the next translation (variables/symbolic_int.py).
+
+A numpy array input whose values were folded (``arr.sum()`` is a constant of the translation) and that is
+then seen with other contents (e.g. made by ``y.numpy()`` before a graph break, new at every call) is
+remembered as varying: the next translation runs its methods natively (a graph break) rather than
+translating again for every new content. (Learned whatever ``dynamic_shape`` says: only speed depends on it.)
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from ...config import config
 
 _dynamic: dict[tuple[types.CodeType, str], frozenset[int]] = {}
 _dynamic_ints: set[tuple[types.CodeType, str]] = set()
+_varying_arrays: set[tuple[types.CodeType, str]] = set()
 
 
 def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
@@ -30,6 +36,7 @@ def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
 
 def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any, args: tuple) -> None:
     """Mark the dimensions in which the new call's inputs differ from what existing entries were made for."""
+    learn_arrays_from_miss(code, guards, globals_, closure, args)
     if not config.dynamic_shape:
         return
     learn_ints_from_miss(code, guards, globals_, closure, args)
@@ -66,6 +73,27 @@ def learn_ints_from_miss(code: types.CodeType, guards: list[Any], globals_: dict
                 _dynamic_ints.add((code, path))
 
 
+def is_varying_array(code: types.CodeType, path: str) -> bool:
+    """Whether the numpy array input at ``path`` was seen with other contents than a translation folded."""
+    return (code, path) in _varying_arrays
+
+
+def learn_arrays_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
+                           args: tuple) -> None:
+    """Mark the array inputs (of the same shape and dtype) whose contents differ from an entry's."""
+    import numpy as np
+
+    for guard in guards:
+        for path, expr, old in getattr(guard, "array_checks", ()):
+            try:
+                new = guard.evaluate(expr, globals_, closure, args)
+            except Exception:
+                continue
+            if type(new) is np.ndarray and new.shape == old.shape and new.dtype == old.dtype \
+                    and not np.array_equal(new, old, equal_nan=old.dtype.kind in "fc"):
+                _varying_arrays.add((code, path))
+
+
 def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
     """The guard of a tensor with dynamic dims: same rank, equal static dims, dynamic dims not 0 or 1."""
     if len(shape) != len(pattern):
@@ -83,3 +111,4 @@ def forget() -> None:
     """``sot.reset()``."""
     _dynamic.clear()
     _dynamic_ints.clear()
+    _varying_arrays.clear()

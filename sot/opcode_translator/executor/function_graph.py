@@ -13,7 +13,7 @@ from ...errors import FallbackError, UserCodeError, SourceLocation
 from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
-from ...symbolic.pytree import leaves, map_structure
+from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
 from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 from .guard import Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -303,7 +303,9 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
-            return var.py_type(self._to_sir_arg(item) for item in var.items)
+            items = (self._to_sir_arg(item) for item in var.items)
+            # (a named tuple reaches the program as a plain tuple: SIR patterns hold tuples and lists only)
+            return tuple(items) if issubclass(var.py_type, tuple) else var.py_type(items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
@@ -343,7 +345,7 @@ class FunctionGraph:
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
-                                         map_structure(lambda var: var.symbol, outputs), self.location,
+                                         plain(map_structure(lambda var: var.symbol, outputs)), self.location,
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
@@ -415,6 +417,10 @@ class FunctionGraph:
         return tuple(reversed(frames))
 
     def _wrap_outputs(self, outputs: Any) -> VariableBase:
+        if is_namedtuple(outputs):  # e.g. ``paddle.topk``'s TopKRetType: unpacked or read by field name
+            from .variables.container import NamedTupleVariable
+
+            return NamedTupleVariable.of_class(type(outputs), [self._wrap_outputs(o) for o in outputs], self)
         if type(outputs) is tuple:
             return TupleVariable([self._wrap_outputs(o) for o in outputs], self, DummyTracker())
         if type(outputs) is list:

@@ -63,6 +63,9 @@ class GuardBuilder:
         self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
         # (input path, expression, value) of every int value guard: the same, for ints that vary.
         self.int_checks: list[tuple[str, str, int]] = []
+        # (input path, expression, contents) of every numpy array whose values were folded: the same, for
+        # arrays whose contents vary (their pure methods then run natively instead: dynamic_shape.py).
+        self.array_checks: list[tuple[str, str, Any]] = []
         self._seen: set[str] = set()
 
     # -- naming -----------------------------------------------------------------------------------------
@@ -211,6 +214,7 @@ class Guard:
         self._namespace = builder.namespace
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
+        self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
 
     def evaluate(self, expr: str, globals_: dict, closure: Any, args: tuple) -> Any:
         """The value of one guard expression (e.g. a tensor's path) for a new call."""

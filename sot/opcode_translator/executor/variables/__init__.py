@@ -11,6 +11,7 @@ from . import pylayer  # noqa: F401  (registers the PyLayer rule)
 from . import context  # noqa: F401  (registers the auto_cast rule)
 from . import classes  # noqa: F401  (registers the rule of classes built during simulation)
 from . import itertools_rules  # noqa: F401  (registers the itertools functions)
+from . import tensor_values  # noqa: F401  (registers the Paddle predicates answered from metas)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",

@@ -354,14 +354,63 @@ def _shape(var: TensorVariable) -> VariableBase:
     return SizeVariable(items, var.graph, DummyTracker((var,)))
 
 
+def _name(var: TensorVariable) -> VariableBase:
+    """``x.name``: a parameter's (or any tensor's of the frame) is read now and guarded; a tensor computed in
+    the graph gets its eager name only when it is made at run time."""
+    if var.value is None or not var.tracker.is_traceable():
+        raise BreakGraphError("the name of a tensor computed in the graph is only known at run time")
+    name = var.value.name
+    var.graph.add_expr_guard(var, "{}.name == %r" % (name,))
+    return ConstantVariable(name, var.graph, DummyTracker((var,)))
+
+
+def _persistable(var: TensorVariable) -> VariableBase:
+    """``x.persistable``: a flag of the tensor object (parameters and buffers set it), read now and guarded for
+    a tensor of the frame; an op's output in eager mode is never persistable."""
+    if var.value is None:
+        return ConstantVariable(False, var.graph, DummyTracker((var,)))
+    if not var.tracker.is_traceable():
+        raise BreakGraphError("the persistable flag of this tensor is only known at run time")
+    flag = bool(var.value.persistable)
+    var.graph.add_expr_guard(var, "{}.persistable is %r" % (flag,))
+    return ConstantVariable(flag, var.graph, DummyTracker((var,)))
+
+
+def _grad(var: TensorVariable) -> VariableBase:
+    """``x.grad`` of a tensor of the frame: its autograd state now (a graph input read by its path, or None),
+    guarded like any value of the frame. Nothing in a graph changes it (``backward()`` is a graph break), so
+    the generated code reads what the simulation read. A tensor computed in the graph has its gradient only
+    after a backward at run time."""
+    if var.value is None or not var.tracker.is_traceable():
+        raise BreakGraphError("the gradient of a tensor computed in the graph is only known at run time")
+    return VariableFactory.from_value(var.value.grad, var.graph, GetAttrTracker(var, "grad"))
+
+
+def _meta_property(var: TensorVariable, name: str) -> VariableBase:
+    from .tensor_values import meta_property_value
+
+    return meta_property_value(var, name)
+
+
+def _size(var: TensorVariable) -> VariableBase:
+    from .tensor_values import TensorSizeVariable
+
+    return TensorSizeVariable(var)
+
+
 _TENSOR_ATTRIBUTES = {
     "shape": lambda var: _shape(var),
     "dtype": _meta_value(lambda m: m.dtype),
     "ndim": _meta_value(lambda m: len(m.shape)),
-    "size": lambda var: ConstantVariable(math.prod(var.concrete_shape()), var.graph, DummyTracker((var,))),
+    "size": lambda var: _size(var),
+    "name": lambda var: _name(var),
+    "grad": lambda var: _grad(var),
+    "persistable": lambda var: _persistable(var),
     "is_leaf": lambda var: _is_leaf(var),
     "place": lambda var: _place(var),
     "stop_gradient": _meta_value(lambda m: m.stop_gradient),
+    "requires_grad": _meta_value(lambda m: not m.stop_gradient),
+    "itemsize": lambda var: _meta_property(var, "itemsize"),
 }
 
 
@@ -440,8 +489,60 @@ class NumpyArrayVariable(ObjectVariable):
         guards = [f"type({expr}) is {builder.constant(type(self.value))}",
                   f"{expr}.shape == {self.value.shape!r}", f"{expr}.dtype == {builder.constant(self.value.dtype)}"]
         if self.values_used:
-            guards.append(f"{builder.constant(np.array_equal)}({expr}, {builder.constant(self.value.copy())})")
+            contents = self.value.copy()
+            guards.append(f"{builder.constant(np.array_equal)}({expr}, {builder.constant(contents)})")
+            builder.array_checks.append((self.tracker.describe(), expr, contents))
         return guards
+
+    def getattr(self, name: str) -> VariableBase:
+        if name in PURE_ARRAY_METHODS and not self._varies():
+            return ArrayMethodVariable(self, name)
+        return super().getattr(name)
+
+    def _varies(self) -> bool:
+        """The contents of this input were seen changing between calls: folding them would translate again
+        at every call (dynamic_shape.py)."""
+        from ..dynamic_shape import is_varying_array
+
+        return self.tracker.is_traceable() and is_varying_array(self.graph.frame.code, self.tracker.describe())
+
+
+# Methods of numpy arrays that only read the array: folded on its (then guarded) contents when they give a
+# Python or numpy scalar. An array result would be a new mutable object per eager call: it runs natively.
+PURE_ARRAY_METHODS = frozenset({"sum", "mean", "max", "min", "prod", "std", "var", "any", "all", "argmax",
+                                "argmin", "item", "trace", "round", "dot"})
+
+
+class ArrayMethodVariable(VariableBase):
+    """``arr.sum`` (one of `PURE_ARRAY_METHODS`) of a numpy array variable."""
+
+    def __init__(self, array: NumpyArrayVariable, name: str) -> None:
+        super().__init__(array.graph, DummyTracker((array,)))
+        self.array = array
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        operands = [*args, *kwargs.values()]
+        if not all(isinstance(var, ConstantVariable) for var in operands):
+            raise BreakGraphError(f"ndarray.{self.name}() of these arguments runs natively")
+        method = getattr(self.array.value, self.name)
+        result = self.graph.run_user_python(method, [a.value for a in args], {k: v.value for k, v in kwargs.items()})
+        if isinstance(result, np.ndarray) or type(result) is list:
+            raise BreakGraphError(f"ndarray.{self.name}() makes a new array or list: runs natively")
+        self.array.get_py_value()  # its values are constants of the translation now: guarded
+        for var in [self.array, *operands]:
+            self.graph.add_guard(var)
+        return VariableFactory.from_value(result, self.graph, DummyTracker((self.array, *operands)))
+
+    def children(self) -> list[VariableBase]:
+        return [self.array]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.array)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"ArrayMethodVariable({self.name})"
 
 
 @VariableFactory.register(89)

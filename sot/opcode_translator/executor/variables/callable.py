@@ -97,6 +97,10 @@ class TensorMethodVariable(CallableVariable):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .tensor_values import META_METHODS, meta_method_value
+
+        if self.name in META_METHODS:
+            return meta_method_value(self.tensor, self.name, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         _reject_inplace(self.name)
@@ -790,7 +794,9 @@ def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: Variab
     else:
         keys = list(items)
     if any(isinstance(k, TensorVariable) for k in keys):
-        raise FallbackError("ordering tensors compares them as Python bools")
+        # Each comparison reads tensor values as Python bools: the call runs natively (a graph break at it,
+        # the rest of the frame stays translated).
+        raise BreakGraphError("ordering tensors compares them as Python bools: runs natively")
     _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
     for k in keys:
         graph.add_guard(k)
@@ -959,7 +965,14 @@ class GuardedQueryVariable(CallableVariable):
 
 # Built once: the factory asks about every value it wraps.
 _GUARDED_QUERIES = frozenset({paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
-                              paddle.base.framework.in_dygraph_mode, paddle.is_compiled_with_cuda})
+                              paddle.base.framework.in_dygraph_mode, paddle.device.get_device,
+                              paddle.distributed.get_rank, paddle.distributed.get_world_size,
+                              paddle.amp.is_float16_supported, paddle.amp.is_bfloat16_supported,
+                              *(getattr(module, name) for module in (paddle, paddle.device)
+                                for name in ("is_compiled_with_cuda", "is_compiled_with_xpu", "is_compiled_with_rocm",
+                                             "is_compiled_with_cinn", "is_compiled_with_distribute",
+                                             "is_compiled_with_ipu")
+                                if callable(getattr(module, name, None)))})
 
 
 @VariableFactory.register(72)
@@ -1152,11 +1165,16 @@ class SuperVariable(VariableBase):
 
         owner = self.self_var.get_py_value()
         mro = type(owner).__mro__ if not isinstance(owner, type) else owner.__mro__
-        for klass in mro[mro.index(self.cls) + 1:]:
+        for index in range(mro.index(self.cls) + 1, len(mro)):
+            klass = mro[index]
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
-                    fn = UserFunctionVariable(attr, self.graph, DummyTracker((self,)))
+                    from .layer import BuiltinForwardVariable, LayerVariable, is_builtin_forward
+
+                    if name == "forward" and isinstance(self.self_var, LayerVariable) and is_builtin_forward(attr):
+                        return BuiltinForwardVariable(self.self_var, klass)  # one statement, not inlined
+                    fn = UserFunctionVariable(attr, self.graph, self._member_tracker(owner, index, name))
                     return BoundMethodVariable(fn, self.self_var, self.graph, DummyTracker((fn,)))
                 if attr is object.__init__:
                     return PureFunctionVariable(lambda: None, self.graph, DummyTracker((self,)))
@@ -1165,6 +1183,25 @@ class SuperVariable(VariableBase):
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
                             original=AttributeError(f"'super' object has no attribute '{name}'"))
+
+    def _member_tracker(self, owner: Any, index: int, name: str) -> Tracker:
+        """``type(self).__mro__[index].__dict__[name]`` as a path from ``self`` when ``self`` has one: the
+        function found is then a value of the frame like any other (its globals, defaults and closure are
+        guarded through it, whatever module it comes from); otherwise a computed value."""
+        from .function import SourceOnlyVariable
+        from ..tracker import GetAttrTracker, GetItemTracker
+
+        self_var = self.self_var
+        if not self_var.tracker.is_traceable():
+            return DummyTracker((self,))
+        graph = self.graph
+        cls = owner if isinstance(owner, type) else type(owner)
+        cls_var = self_var if isinstance(owner, type) else SourceOnlyVariable(cls, graph, GetAttrTracker(self_var,
+                                                                                                        "__class__"))
+        mro_var = SourceOnlyVariable(cls.__mro__, graph, GetAttrTracker(cls_var, "__mro__"))
+        klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
+        members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
+        return GetItemTracker(members, name)
 
 
 @builtin_rule(super)

@@ -1,6 +1,7 @@
 """Containers: tuples, lists and dicts, holding variables."""
 from __future__ import annotations
 
+import collections
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -145,8 +146,12 @@ class DictVariable(VariableBase):
         self.initial_keys: tuple | None = None  # for a dict from the frame: its keys at the start
 
     @classmethod
+    def _empty_like(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
+        return cls({}, graph, tracker)
+
+    @classmethod
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
-        var = cls({}, graph, tracker)
+        var = cls._empty_like(value, graph, tracker)
         for key, item in value.items():
             if not _is_constant_key(key):
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
@@ -223,7 +228,7 @@ def _path(tracker: Tracker) -> tuple[type, str]:
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
         return TupleVariable.from_real(value, graph, tracker)
-    if type(value) in (list, dict):
+    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict):
         # One variable per real mutable container, however it is reached: mutations through one path
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
@@ -231,7 +236,10 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
             if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
                 graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
             return known[1]
-        var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
+        if type(value) in (collections.OrderedDict, collections.defaultdict):
+            var: VariableBase = TypedDictVariable.from_real(value, graph, tracker)
+        else:
+            var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
         graph.known_objects[id(value)] = (value, var)
         return var
     return None
@@ -376,6 +384,27 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     graph = var.graph
     items = var.items
     graph.add_guard(var)
+    if isinstance(var, TypedDictVariable):
+        # What differs from a plain dict: a copy keeps the class (and factory); OrderedDict.popitem takes
+        # ``last`` and words its error its own way.
+        if name == "copy":
+            return TypedDictVariable(dict(items), graph, DummyTracker((var,)), var.dict_type, var.default_factory)
+        if name == "popitem" and var.dict_type is collections.OrderedDict:
+            last_var = args[0] if args else kwargs.get("last")
+            if len(args) + len(kwargs) > 1 or (kwargs and "last" not in kwargs) or \
+                    (last_var is not None and not isinstance(last_var, ConstantVariable)):
+                raise FallbackError("OrderedDict.popitem() with unusual arguments")
+            if not items:
+                error = KeyError("dictionary is empty")
+                raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+            if last_var is not None:
+                graph.add_guard(last_var)
+                if not last_var.value:  # the first item
+                    _record_mutation(var)
+                    key = next(iter(items))
+                    value = items.pop(key)
+                    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph,
+                                         DummyTracker((var,)))
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
@@ -920,14 +949,30 @@ def _namedtuple_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Va
 
 # -- dict subclasses made in the frame: OrderedDict, defaultdict ------------------------------------------
 class TypedDictVariable(DictVariable):
-    """An ``OrderedDict`` or ``defaultdict`` created during simulation: a dict with its class (and, for a
-    defaultdict, the factory a missing key calls), rebuilt as that class in generated code."""
+    """An ``OrderedDict`` or ``defaultdict``: a dict with its class (and, for a defaultdict, the factory a
+    missing key calls). Made during simulation, it is rebuilt as that class in generated code; reached from
+    the frame (``layer.state_dict()`` kept across a graph break, an argument), it is guarded by its class and
+    keys, and a change is written back into the very object, as for a dict."""
 
     def __init__(self, items: dict[Any, VariableBase], graph: "FunctionGraph", tracker: Tracker, dict_type: type,
                  default_factory: VariableBase | None = None) -> None:
         super().__init__(items, graph, tracker)
         self.dict_type = dict_type
         self.default_factory = default_factory
+
+    @classmethod
+    def _empty_like(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
+        from .attribute import _value_tracker
+
+        var = cls({}, graph, tracker, type(value))
+        if isinstance(value, collections.defaultdict):
+            var.default_factory = VariableFactory.from_value(value.default_factory, graph,
+                                                             _value_tracker(var, "default_factory"))
+        return var
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self.items))
+        return [f"type({expr}) is {builder.constant(self.dict_type)}", f"tuple({expr}) == {keys}"]
 
     def get_py_type(self) -> type:
         return self.dict_type
@@ -941,6 +986,8 @@ class TypedDictVariable(DictVariable):
         return self.dict_type(values)
 
     def getitem(self, key: VariableBase) -> VariableBase:
+        if self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items:
+            self.graph.add_guard(self.default_factory)  # (a defaultdict from the frame may get another one)
         if (self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items
                 and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None)):
             self.graph.add_guard(key)

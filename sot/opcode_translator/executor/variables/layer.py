@@ -7,31 +7,67 @@ layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain t
 """
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING, Any
 
 import paddle
 
-from ....errors import FallbackError, UserCodeError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.sir import layer_call
+from ..side_effects import ABSENT
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
+from .callable import CallableVariable
 from .container import TupleVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
     from ..guard import GuardBuilder
 
-_CONTAINERS = (paddle.nn.Sequential, paddle.nn.LayerList, paddle.nn.LayerDict)
+_CONTAINERS = (paddle.nn.Sequential, paddle.nn.LayerList, paddle.nn.LayerDict, paddle.nn.ParameterList)
+
+
+def _member_store(layer: paddle.nn.Layer) -> str:
+    """The dict a container layer keeps its members in (a ``ParameterList`` holds parameters)."""
+    return "_parameters" if isinstance(layer, paddle.nn.ParameterList) else "_sub_layers"
+
+
+def is_builtin_forward(forward: Any) -> bool:
+    """``forward`` is the ``forward`` of a built-in Paddle layer class (``Linear``, ``LSTM``...), which is
+    recorded as one ``layer`` statement; the plain containers' forward is simulated instead."""
+    module = getattr(forward, "__module__", "") or ""
+    return (module.startswith("paddle.nn.") and forward is not paddle.nn.Layer.forward
+            and forward is not paddle.nn.Sequential.forward)
 
 
 def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
     """A layer whose ``forward`` is Paddle's own code (not overridden by the user): ``Linear``, ``LSTM``
     (which happens to subclass ``LayerList``)... but not the plain containers."""
-    forward = getattr(type(layer), "forward", None)
-    module = getattr(forward, "__module__", "") or ""
-    return (module.startswith("paddle.nn.") and forward is not paddle.nn.Layer.forward
-            and forward is not paddle.nn.Sequential.forward)
+    return is_builtin_forward(getattr(type(layer), "forward", None))
+
+
+class BuiltinForwardVariable(CallableVariable):
+    """The ``forward`` of a built-in layer class bound to a layer of a user subclass: ``super().forward``
+    inside ``class Scaled(nn.Linear)``. Called, it is one ``layer`` statement running that class's forward
+    on the layer (without the hooks, as a direct ``forward`` call), like a built-in layer called directly."""
+
+    def __init__(self, layer_var: "LayerVariable", cls: type) -> None:
+        super().__init__(cls.forward, layer_var.graph, DummyTracker((layer_var,)))
+        self.layer_var = layer_var
+        self.cls = cls
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        layer_var = self.layer_var
+        # The program calls this very layer (its parameters, its attributes): guarded by identity.
+        layer_var.needs_identity = True
+        self.graph.add_guard(layer_var)
+        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
+        return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
+                                         list(args), dict(kwargs))
+
+    def __repr__(self) -> str:
+        return f"BuiltinForwardVariable({self.cls.__name__}.forward of {self.layer_var!r})"
 
 
 class LayerVariable(ObjectVariable):
@@ -63,8 +99,9 @@ class LayerVariable(ObjectVariable):
     def _guard_member_names(self) -> None:
         """The container's members, by name and order: iterating it, its length and its indexing depend on
         them (a block appended to a ``LayerList`` after translation must not be skipped)."""
-        names = tuple(self.value._sub_layers)
-        self.graph.add_expr_guard(self, "tuple({}._sub_layers) == %r" % (names,))
+        store = _member_store(self.value)
+        names = tuple(getattr(self.value, store))
+        self.graph.add_expr_guard(self, "tuple({}.%s) == %r" % (store, names))
 
     def iter_items(self) -> list[VariableBase]:
         layer = self.value
@@ -74,6 +111,8 @@ class LayerVariable(ObjectVariable):
             return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in layer.keys()]
         if isinstance(layer, (paddle.nn.Sequential, paddle.nn.LayerList)):
             return [self._child(i, child) for i, child in enumerate(layer)]
+        if isinstance(layer, paddle.nn.ParameterList):  # ``iter(self._parameters.values())``
+            return [self.getattr(name) for name in layer._parameters]
         raise FallbackError(f"iterating over {type(layer).__name__} is not supported")
 
     unpack = iter_items
@@ -157,8 +196,108 @@ class LayerVariable(ObjectVariable):
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)
 
+    def getattr(self, name: str) -> VariableBase:
+        if name in STRUCTURE_METHODS and _is_paddles_own(self.value, name) and \
+                self.graph.side_effects.lookup_attr(self.value, name) is ABSENT:
+            return LayerStructureMethodVariable(self, name)
+        return super().getattr(name)
+
     def __repr__(self) -> str:
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
+
+
+# -- the layer tree: children, parameters, buffers, state_dict -------------------------------------------------
+# Layer methods that only read the tree of sublayers, parameters and buffers, and how their result is shaped.
+# They are run for real during simulation (plain reads of the layer's dicts); each object they give is then
+# reached by its attribute path from the layer (``self.blocks.0.weight``), so it is the frame's own value,
+# guarded and reloaded like ``self.blocks[0].weight`` written out.
+STRUCTURE_METHODS: dict[str, str] = {
+    "children": "generator", "named_children": "generator", "named_sublayers": "generator",
+    "named_parameters": "generator", "named_buffers": "generator", "modules": "generator",
+    "named_modules": "generator",
+    "sublayers": "list", "parameters": "list", "buffers": "list", "state_dict": "ordered_dict",
+    "get_sublayer": "object", "get_parameter": "object", "get_buffer": "object",
+}
+
+
+def _is_paddles_own(layer: paddle.nn.Layer, name: str) -> bool:
+    """``layer.<name>`` is ``paddle.nn.Layer``'s own method (not overridden, not shadowed by the instance)."""
+    import inspect
+
+    return (name not in layer.__dict__
+            and inspect.getattr_static(type(layer), name, None) is inspect.getattr_static(paddle.nn.Layer, name))
+
+
+class LayerStructureMethodVariable(VariableBase):
+    """``layer.named_parameters`` (or another of `STRUCTURE_METHODS`), bound to a layer of the frame."""
+
+    def __init__(self, layer_var: LayerVariable, name: str) -> None:
+        super().__init__(layer_var.graph, DummyTracker((layer_var,)))
+        self.layer_var = layer_var
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from ...runtime import layer_method, layer_structure, layer_tree_fingerprint
+        from .container import DictVariable, ListVariable, TupleVariable, TypedDictVariable
+        from .iterator import IteratorVariable, lazy
+
+        graph, layer_var, name = self.graph, self.layer_var, self.name
+        operands = [*args, *kwargs.values()]
+        if not layer_var.tracker.is_traceable() or not all(isinstance(v, ConstantVariable) for v in operands):
+            # (a layer made in the frame, or ``state_dict(destination=...)`` filling a dict of the caller)
+            raise BreakGraphError(f"Layer.{name}() with these arguments runs natively")
+        for var in operands:
+            graph.add_guard(var)
+        py_args = tuple(v.value for v in args)
+        py_kwargs = {k: v.value for k, v in kwargs.items()}
+        layer = layer_var.value
+        signature = graph.run_user_python(layer_structure, [layer, name, py_args, py_kwargs], {})
+        if signature is None:
+            raise BreakGraphError(f"Layer.{name}() gives objects outside the layer tree or runs hooks: runs "
+                                  "natively")
+        # The same tree (names, sharing, classes): then the method gives the same names, and objects at the
+        # same paths. One check per layer, however many such methods the frame calls on it.
+        graph.add_guard(layer_var)
+        if not getattr(layer_var, "tree_guarded", False):
+            layer_var.tree_guarded = True
+            fingerprint = layer_tree_fingerprint(layer)
+            graph.add_symbolic_guard(
+                lambda builder: f"{builder.constant(layer_tree_fingerprint)}({builder.expr_of(layer_var)}) == "
+                                f"{builder.constant(fingerprint)}", "{}")
+        items: list[VariableBase] = []
+        keyed: dict[Any, VariableBase] = {}
+        for key, path in signature:
+            value: VariableBase = layer_var
+            for attr in path:
+                value = value.getattr(attr)
+            if key is None:
+                items.append(value)
+                continue
+            keyed[key] = value
+            key_var = ConstantVariable(key, graph, DummyTracker())
+            items.append(TupleVariable([key_var, value], graph, DummyTracker((value,))))
+        kind = STRUCTURE_METHODS[name]
+        if kind == "object":
+            return items[0]
+        if kind == "list":
+            return ListVariable(items, graph, DummyTracker(tuple(items)))
+        if kind == "ordered_dict":
+            return TypedDictVariable(keyed, graph, DummyTracker(tuple(keyed.values())), collections.OrderedDict)
+        rebuild_args: list[VariableBase] = [
+            layer_var, ConstantVariable(name, graph, DummyTracker()),
+            TupleVariable(list(args), graph, DummyTracker(tuple(args))),
+            DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))]
+        return IteratorVariable(lazy(lambda: items), graph, f"generator Layer.{name}", (layer_method, rebuild_args))
+
+    def children(self) -> list[VariableBase]:
+        return [self.layer_var]
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"LayerStructureMethodVariable({self.name} of {self.layer_var!r})"
 
 
 @VariableFactory.register(65)
