@@ -532,7 +532,30 @@ def sot_graph_choices() -> list[str]:
         programs = list(sot_compile._compiled.values())
     except Exception:  # noqa: BLE001
         return []
-    return [f"{len(p.sir)}:{getattr(p, '_choice', None) or 'undecided'}" for p in programs]
+    choices = [f"{len(p.sir)}:{getattr(p, '_choice', None) or 'undecided'}" for p in programs]
+    return choices + sot_entry_kinds()
+
+
+def sot_entry_kinds() -> list[str]:
+    """How sot's cache entries run (sot/opcode_translator/native.py): ``entries N/P/T`` = N run the original
+    code natively, P the original code with calls of resume functions for paths not run natively yet, T
+    their translated code. Reads sot internals; empty if they moved."""
+    try:
+        from sot.eval_frame_ext import cache_entries
+        from sot.opcode_translator.callback import translated_codes
+    except Exception:  # noqa: BLE001
+        return []
+    native = partial = translated = 0
+    for code in list(translated_codes):
+        for guard, new_code in cache_entries(code):
+            plan = getattr(guard, "native_plan", None)
+            if new_code is code:
+                native += 1
+            elif plan is not None and new_code is not plan.translated:
+                partial += 1
+            else:
+                translated += 1
+    return [f"entries {native}/{partial}/{translated}"]
 
 
 def timing_child_main(workload_name: str, rounds: int, target_s: float) -> int:
@@ -647,7 +670,8 @@ def _stats_table(results: list[Result]) -> str:
         rows.append([r.workload.model, r.inputs, _match_cell(r, "ast"), _match_cell(r, "psot"), _match_cell(r, "sot"),
                      *sot_cells, choices, *pd_cells])
     headers = ["model", "inputs", "AST = eager", "PSOT = eager", "sot = eager", "sot translations", "graphs",
-               "breaks", "fallbacks", "retranslated while timed", "sot graphs (ops:run as)", "PSOT translations",
+               "breaks", "fallbacks", "retranslated while timed", "sot graphs (ops:run as), entries N/P/T",
+               "PSOT translations",
                "PSOT graphs", "PSOT retranslated"]
     return format_table(headers, rows, right=[False] * 5 + [True] * 5 + [False] + [True] * 3)
 
@@ -685,7 +709,9 @@ def report(results: list[Result], rounds: int, target_s: float, isolated: bool, 
                   _first_call_table(results, False), ""]
     lines += ["Parity with eager (first output and 3 Adam-step losses, rtol 1e-4 atol 1e-5; max abs diff) and what "
               "the translators did (sot.stats() after the warm-up; 'ops:run as' = statements of each sot graph and "
-              "what sot's cost model chose for it; PSOT = Paddle SOT's own counters)", "",
+              "what sot's cost model chose for it; 'entries N/P/T' = sot's cache entries that run the original code "
+              "natively / the original code with resume calls on paths not yet native / their translated code; "
+              "PSOT = Paddle SOT's own counters)", "",
               _stats_table(results), ""]
     for r in results:
         for key, text in r.errors.items():

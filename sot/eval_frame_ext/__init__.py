@@ -13,7 +13,8 @@ every new function frame of that thread is intercepted before it executes:
 * otherwise the cache entries of the frame's code are tried, most recently
   hit first: ``guard(globals, closure, *args)`` is called and the first
   entry whose guard returns true has its code run instead of the original
-  one (a guard that raises counts as false; one that raises RecursionError
+  one (an entry whose code is the original code itself runs the frame as
+  it is, without a shadow frame; a guard that raises counts as false; one that raises RecursionError
   makes the frame run normally, as does a callback that raises it: a full
   stack near the recursion limit says nothing about the frame);
 * on a miss, ``callback(code, globals, builtins, closure, args)`` is called
@@ -67,6 +68,7 @@ __all__ = [
     "get_callback",
     "hit_count",
     "is_skipped",
+    "replace_entry_code",
     "reset_cache",
     "set_callback",
     "tensor_matches",
@@ -98,6 +100,11 @@ get_callback: Callable[[], Optional[Callback]] = _ext.get_callback
 
 #: ``reset_cache()``: forget every cache entry and SKIP mark (all code objects).
 reset_cache: Callable[[], None] = _ext.reset_cache
+
+#: ``replace_entry_code(code, guard, new_code) -> bool``: the entry of ``code`` whose guard is ``guard`` runs
+#: ``new_code`` from now on (``code`` itself: the original runs natively, with no shadow frame, behind the
+#: same guard); False if there is no such entry.
+replace_entry_code: Callable[[CodeType, Guard, CodeType], bool] = _ext.replace_entry_code
 
 #: ``cache_size(code) -> int``: number of cache entries of a code object.
 cache_size: Callable[[CodeType], int] = _ext.cache_size

@@ -14,7 +14,8 @@
  *      object's extra slot): a SKIP mark means "run normally"; otherwise
  *      each entry's guard is called as guard(globals, closure, *args),
  *      most recently hit first, and the first one that returns true has its
- *      code run in a shadow frame (see frame_compat.h);
+ *      code run in a shadow frame (see frame_compat.h), or the frame
+ *      itself when that code is the frame's own (an identity entry);
  *   3. on a miss, calls callback(code, globals, builtins, closure, args),
  *      which returns None (run normally), SKIP (never again until
  *      reset_cache) or (guard, new_code) (cache it and run new_code now).
@@ -482,6 +483,12 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         }
         if (hit != NULL) {
             hit_counter++;
+            if (!hit->owns_code) {
+                /* An identity entry (the original code runs natively behind
+                 * its guard): evaluate the frame itself, no shadow needed. */
+                entry_decref(hit);
+                goto done;
+            }
             Py_CLEAR(closure);
             if (buf != stack_buf) {
                 PyMem_Free(buf);
@@ -967,7 +974,57 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(ok);
 }
 
+PyDoc_STRVAR(replace_entry_code_doc,
+"replace_entry_code($module, code, guard, new_code, /)\n--\n\n"
+"Make the cache entry of `code` whose guard is `guard` run `new_code` from\n"
+"now on (the original `code` itself to run it natively behind the same\n"
+"guard). `new_code` is checked as a callback's would be. Returns False when\n"
+"no such entry exists (e.g. after reset_cache()). A frame already running\n"
+"the entry's previous code finishes with it.");
+
+static PyObject *
+m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 arguments");
+        return NULL;
+    }
+    if (check_code(args[0]) < 0) {
+        return NULL;
+    }
+    PyCodeObject *code = (PyCodeObject *)args[0];
+    sot_record *r = record_get(code, 0);
+    if (r == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    sot_entry *e = r->head;
+    while (e != NULL && e->guard != args[1]) {
+        e = e->next;
+    }
+    if (e == NULL) {
+        Py_RETURN_FALSE;
+    }
+    /* Validated and mapped as a new entry would be; then its code and map move into `e`. */
+    sot_entry *fresh = entry_new(code, args[1], args[2], e->nargs);
+    if (fresh == NULL) {
+        return NULL;
+    }
+    PyCodeObject *old = e->owns_code ? e->code : NULL;
+    e->code = fresh->code;
+    e->owns_code = fresh->owns_code;
+    memcpy(e->map, fresh->map, (size_t)(e->nargs > 0 ? e->nargs : 1) * sizeof(int));
+    fresh->owns_code = 0;  /* its reference to the code now belongs to `e` */
+    entry_decref(fresh);
+    Py_XDECREF(old);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"replace_entry_code", (PyCFunction)(void (*)(void))m_replace_entry_code, METH_FASTCALL,
+     replace_entry_code_doc},
     {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},

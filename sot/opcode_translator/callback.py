@@ -17,6 +17,7 @@ from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
+from .native import entry_added
 from .skip_files import should_skip
 from .transform import Translation, describe_code, translate_frame
 
@@ -133,8 +134,9 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     guard.guard = translation.guard  # type: ignore[attr-defined]  # lets a later miss explain itself
     # For sot.explain; without the code objects, which would make a cycle through the code's extra slot
     # that the garbage collector cannot see.
-    guard.translation = dataclasses.replace(translation, code=None)  # type: ignore[attr-defined]
-    return guard, translation.code
+    guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
+    guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
+    return guard, entry_added(code, translation.native, guard, translation.code)
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

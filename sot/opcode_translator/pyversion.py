@@ -112,6 +112,9 @@ SEND_POPS_DELEGATE_ON_RETURN = PY < (3, 12)
 #: 3.13: ``POP_JUMP_IF_TRUE``/``POP_JUMP_IF_FALSE`` require an exact bool (the compiler puts ``TO_BOOL`` or a
 #: bool-producing ``COMPARE_OP`` before them); generated code must do the same.
 JUMP_NEEDS_BOOL = PY >= (3, 13)
+#: A local read that raises UnboundLocalError when unbound (3.12+ LOAD_FAST assumes the compiler proved it
+#: bound).
+LOAD_FAST_CHECKED = "LOAD_FAST_CHECK" if PY >= (3, 12) else "LOAD_FAST"
 #: The conditional jumps a value's truth decides.
 TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
                          "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE"})

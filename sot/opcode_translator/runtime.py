@@ -300,11 +300,20 @@ def set_cell(cell: Any, content: Any) -> Any:
 
 
 def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
-                  closure: tuple) -> Any:
-    """What ``MAKE_FUNCTION`` made during simulation, made for real."""
+                  closure: tuple, annotations: tuple | None = None, slots: dict | None = None,
+                  namespace: dict | None = None) -> Any:
+    """What ``MAKE_FUNCTION`` made during simulation, made for real: with its annotations (the
+    instruction's ``(name, annotation, ...)`` tuple), the slot attributes the frame assigned (``__name__``,
+    ``__doc__``...) and its ``__dict__`` (the very dict the frame may hold)."""
     import types
 
     function = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
     function.__kwdefaults__ = kwdefaults or None
     function.__qualname__ = qualname
+    if annotations:
+        function.__annotations__ = dict(zip(annotations[::2], annotations[1::2]))
+    for name, value in (slots or {}).items():
+        setattr(function, name, value)
+    if namespace is not None:
+        function.__dict__ = namespace
     return function

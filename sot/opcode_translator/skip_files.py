@@ -10,6 +10,7 @@ import os
 import sys
 import sysconfig
 import types
+import functools
 from functools import lru_cache
 
 import paddle
@@ -104,8 +105,13 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
 _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
 
 
+# Standard library functions that only move attributes between the user's own objects: inlined, so a
+# decorator written with ``functools.wraps`` in the frame does not break the graph.
+_INLINABLE_LIBRARY_CODES = frozenset(fn.__code__ for fn in (functools.wraps, functools.update_wrapper))
+
+
 def may_inline(code: types.CodeType, globals_: dict) -> bool:
     """Whether a call of ``code`` found during simulation is simulated (inlined) rather than run natively."""
-    if not should_skip(code, globals_):
+    if not should_skip(code, globals_) or code in _INLINABLE_LIBRARY_CODES:
         return True
     return os.path.realpath(code.co_filename).startswith(_INLINABLE_LIBRARY_DIRS) and code not in _skipped_codes

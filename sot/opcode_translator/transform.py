@@ -25,6 +25,7 @@ from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.variables.basic import TensorVariable
 from .executor.variables.iterator import IteratorVariable
+from .native import NativePlan, ResumePath, can_call_from_native
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
@@ -40,6 +41,7 @@ class Translation:
     sir: StatementIR | None = None
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
+    native: NativePlan | None = None  # when the entry may come to run the original code (native.py)
 
     @property
     def is_break(self) -> bool:
@@ -166,7 +168,8 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen.return_value()
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
-    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program)
+    native = NativePlan(code, new_code, [program]) if graph.inlined_calls == 0 else None
+    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native)
 
 
 def _with_block_entered_in_simulation(brk: GraphBreak) -> int | None:
@@ -493,6 +496,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:
         codegen.add(Instr(native.name, native.arg, lineno=codegen.lineno))
+    resume_paths: list[ResumePath] = []
     for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:
             codegen.add(label)
@@ -503,6 +507,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
             codegen.store_fast(temp)
         layout = tuple(isinstance(v, NullVariable) for v in base) + produced_layout
         resume = build_resume_code(code, offset, layout, live)
+        resume_paths.append(ResumePath(resume, index == 1, layout.count(False), live,
+                                       can_call_from_native(code, resume, layout, protected)))
         codegen.push_callable(lambda: codegen.make_function(resume))
         argc = 0
         for var in base:
@@ -520,8 +526,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
                                  tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
+    native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths)) \
+        if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       native=native)
 
 
 def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,

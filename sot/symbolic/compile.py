@@ -11,7 +11,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import paddle
 from paddle.static import InputSpec
@@ -68,6 +68,11 @@ class CompiledProgram:
         self._replay_function = None
         self._layer_watches = []
 
+    @property
+    def choice(self) -> str | None:
+        """What the cost model chose ("compiled" or "eager"), None while it is still measuring."""
+        return self._choice
+
     def _replay_program(self) -> Replay:
         if self._replay_function is None:  # built only when the eager side is measured or chosen
             self._replay_function = compile_replay(self.sir)
@@ -101,6 +106,8 @@ class CompiledProgram:
         if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
             faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)
             self._choice = "eager" if faster_eager else "compiled"
+            for listener in list(CHOICE_LISTENERS):
+                listener(self)
         return outputs
 
     def _run_compiled(self, inputs: list) -> list:
@@ -266,6 +273,8 @@ _SAMPLES = 6  # timed runs of each kind before choosing
 _BLOCK = 2  # consecutive runs of one kind
 
 _compiled: dict[tuple, CompiledProgram] = {}
+# Called with a program right after its cost model chose (native.py re-examines the entries using it).
+CHOICE_LISTENERS: list[Callable[[CompiledProgram], None]] = []
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
 INFERENCE_CALLBACK: list[Any] = [None]
 

@@ -1,7 +1,8 @@
 """Tests of the PEP 523 eval-frame hook (sot.eval_frame_ext), tested like a C library.
 
 Callbacks here are small Python functions: they either return the original
-code (identity translation, run in a shadow frame) or a replacement code
+code (identity translation: run in a shadow frame on the miss that adds
+it, as the frame itself on a hit) or a replacement code
 compiled from another function or built with the ``bytecode`` package.
 
 The same tests run on every Python version the hook supports (3.10-3.13).
@@ -359,6 +360,71 @@ def test_freevars_mismatch_is_value_error():
         with pytest.raises(ValueError, match="free variables"):
             add(1)
     assert efx.cache_size(c1.__code__) == 0 and efx.cache_size(add.__code__) == 0
+
+
+
+def test_replace_entry_code_switches_an_entry_both_ways():
+    """An entry's code can be replaced after the fact (the translator's switch to running the original
+    natively, and back to a replacement); the guard stays, other entries are untouched."""
+    c1 = make_closure(1)
+    repl = make_closure_repl(0).__code__  # same free variable name (k)
+    guard = lambda g, c, x: x < 100  # noqa: E731
+    rec = Recorder({c1.__code__: (guard, repl)})
+    with callback_installed(rec):
+        assert c1(2) == 300
+        assert efx.replace_entry_code(c1.__code__, guard, c1.__code__) is True
+        hits = efx.hit_count()
+        assert c1(2) == 3  # the original, natively, behind the same guard
+        assert efx.hit_count() - hits == 1
+        assert efx.cache_entries(c1.__code__) == [(guard, c1.__code__)]
+        assert efx.replace_entry_code(c1.__code__, guard, repl) is True
+        assert c1(2) == 300
+        assert c1(500) == 50100  # the guard fails: the callback's answer is a second entry
+    assert len(rec.calls_for(c1)) == 2
+    assert efx.replace_entry_code(c1.__code__, always, repl) is False  # no entry with that guard
+    assert efx.replace_entry_code(add.__code__, always, add.__code__) is False  # a code never seen
+    with pytest.raises(ValueError, match="co_freevars"):
+        efx.replace_entry_code(c1.__code__, guard, make_other_freevar(1).__code__)
+    with pytest.raises(TypeError):
+        efx.replace_entry_code(c1.__code__, guard, "not code")
+    efx.reset_cache()
+    assert efx.replace_entry_code(c1.__code__, guard, c1.__code__) is False
+
+
+def switch_target(x):
+    return ("original", x)
+
+
+def switch_replacement(x):
+    efx.replace_entry_code(switch_target.__code__, always, switch_target.__code__)
+    return ("replacement", x)
+
+
+def test_replace_entry_code_from_inside_the_running_code():
+    """Replacing the entry while its code runs: that call finishes with the code it started."""
+    rec = Recorder({switch_target.__code__: (always, switch_replacement.__code__)})
+    with callback_installed(rec):
+        assert switch_target(1) == ("replacement", 1)
+        assert switch_target(2) == ("original", 2)
+        assert switch_target(3) == ("original", 3)
+    assert len(rec.calls_for(switch_target)) == 1
+
+
+def test_replace_entry_code_keeps_refcounts():
+    c1 = make_closure(1)
+    repl = make_closure_repl(0).__code__
+    guard = lambda g, c, x: True  # noqa: E731
+    rec = Recorder({c1.__code__: (guard, repl)})
+    with callback_installed(rec):
+        c1(1)
+        before = [sys.getrefcount(o) for o in (repl, c1.__code__, guard)]
+        for _ in range(1000):
+            efx.replace_entry_code(c1.__code__, guard, c1.__code__)
+            c1(1)
+            efx.replace_entry_code(c1.__code__, guard, repl)
+            c1(1)
+        after = [sys.getrefcount(o) for o in (repl, c1.__code__, guard)]
+    assert before == after
 
 
 def gen_fn(n):

@@ -361,10 +361,9 @@ test_conformance, test_conformance_default_graph_size = table_tests(CASES)
 
 # -- guards on what a call depends on -------------------------------------------------------------------------
 def test_function_argument_changed_between_calls(compile_all):
-    """A function passed as an argument is guarded (it was not: ``fn(x, paddle.tanh)`` then ``fn(x, F.relu)``
-    returned tanh's result again; fixed, kept as a regression test). Fixed too (kept as a regression test);
-    was: it was guarded by identity, so a lambda made anew for every call was translated again each time
-    (input set #3); a Python function is now guarded by its code, globals and defaults' shape."""
+    """Fixed (kept as a regression test); was: a function passed as an argument was not guarded
+    (``fn(x, paddle.tanh)`` then ``fn(x, F.relu)`` returned tanh's result again), then guarded by identity,
+    so a lambda made anew for every call was translated again each time (input set #3)."""
     check(call_function_passed_as_argument, lambda: (T(3), paddle.tanh), lambda: (T(3), F.relu),
           lambda: (T(3), paddle.tanh), lambda: (T(3), lambda t: t * 10))
 
@@ -500,8 +499,8 @@ def test_errors_are_the_eager_ones(c, compile_all):
 
 # -- reduced failures (known bugs: see tests/known_bugs.txt) ---------------------------------------------------
 def test_name_of_a_nested_function(compile_all):
-    """Unexpected fallback: ``inner.__name__`` of a function defined in the frame ("attribute '__name__' of
-    NestedFunctionVariable is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``inner.__name__`` of a function defined in
+    the frame ("attribute '__name__' of NestedFunctionVariable is not supported yet")."""
 
     def fn(x):
         def inner(t):
@@ -513,9 +512,10 @@ def test_name_of_a_nested_function(compile_all):
 
 
 def test_decorator_using_functools_wraps(compile_all):
-    """Unexpected break and fallback: ``functools.wraps`` is "a library function run natively (not inlined)";
-    after that break the wrapper made in the frame cannot be handed over ("returning the function wrapper
-    created inside the translated frame is not supported yet"), so the frame falls back."""
+    """Fixed (kept as a regression test); was: Unexpected break and fallback: ``functools.wraps`` is "a library
+    function run natively (not inlined)"; after that break the wrapper made in the frame cannot be handed
+    over ("returning the function wrapper created inside the translated frame is not supported yet"), so the
+    frame falls back. ``functools.wraps``/``update_wrapper`` are now inlined (skip_files.py)."""
 
     def fn(x):
         def twice(f):
@@ -610,9 +610,9 @@ def test_subscript_of_a_user_object_with_getitem(compile_all):
 
 
 def test_instance_dict_read_does_not_break(compile_all):
-    """Unexpected graph break (new with the h3 merge; it was translated before): ``s.__dict__["factor"]`` of an
-    argument object ("reading Scaler.__dict__ runs natively (after pending stores)"), although nothing was
-    stored in the frame."""
+    """Fixed (kept as a regression test); was: Unexpected graph break (new with the h3 merge; it was translated
+    before): ``s.__dict__["factor"]`` of an argument object ("reading Scaler.__dict__ runs natively (after
+    pending stores)"), although nothing was stored in the frame."""
 
     def fn(x, s):
         return x * s.__dict__["factor"]

@@ -227,9 +227,10 @@ def test_comprehension_in_a_small_frame_with_default_graph_size():
 
 
 def test_function_made_per_call_in_a_small_frame_is_not_retranslated():
-    """Fixed (kept as a regression test); was: Retranslation on every call with the default ``min_graph_size``: a
-    decorator applied in the frame makes a new ``inc`` function each call, and the wrapper's translation is guarded by
-    the identity of that function ("guard failed: fn is ...<locals>.inc"), so each call misses until the cache limit."""
+    """Fixed (kept as a regression test); was: Retranslation on every call with the default ``min_graph_size``:
+    a decorator applied in the frame makes a new ``inc`` function each call, and the wrapper's translation is
+    guarded by the identity of that function ("guard failed: fn is ...<locals>.inc"), so each call misses
+    until the cache limit. Functions are now guarded by code, globals and defaults (function.py)."""
 
     def fn(x):
         def twice(f):

@@ -250,8 +250,9 @@ def test_aliased_arguments_then_distinct(compile_all):
 
 
 def test_class_attribute_write(compile_all):
-    """Unexpected fallback: ``State.count += 1`` ("setting attribute 'count' of <class State> is not supported
-    yet"); class attributes are ordinary objects' attributes for side-effect recording."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``State.count += 1`` ("setting attribute
+    'count' of <class State> is not supported yet"); class attributes are ordinary objects' attributes for
+    side-effect recording."""
     def state():
         return State.count
 

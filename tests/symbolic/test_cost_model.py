@@ -7,6 +7,7 @@ import paddle
 import pytest
 
 import sot
+from sot.eval_frame_ext import cache_entries
 from sot.symbolic import compile as compile_module
 
 
@@ -80,7 +81,30 @@ def test_the_faster_way_is_kept(fake_clock, compiled: float, eager: float, choic
     block = compile_module._BLOCK
     # alternating blocks, starting with the compiled program
     assert measured == [("compiled", "eager")[(i // block) % 2] for i in range(len(measured))]
-    assert set(clock.kinds[-4:]) == {choice}
+    after = clock.kinds[compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES:]
+    [(_, entry_code)] = cache_entries(chain.__code__)
+    if choice == "compiled":
+        assert after == ["compiled"] * 4 and entry_code is not chain.__code__
+    else:  # the frame's only graph runs eagerly: the entry runs the original code natively (native.py)
+        assert after == [] and entry_code is chain.__code__
+
+
+def chain_with_a_call(x: paddle.Tensor) -> paddle.Tensor:
+    return chain(x) * 2.0
+
+
+def test_eager_choice_in_a_frame_that_inlined_calls_keeps_the_replay(fake_clock) -> None:
+    """Natively, the inlined call would be a hooked, guarded frame of its own: the replay stays."""
+    clock = fake_clock(2.0, 1.0)
+    sot.reset()
+    fn = sot.symbolic_translate(chain_with_a_call)
+    x = paddle.randn([3, 4])
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(3 + 2 * compile_module._SAMPLES + 4):
+            np.testing.assert_allclose(fn(x).numpy(), chain_with_a_call(x).numpy(), rtol=1e-6)
+    assert clock.kinds[-4:] == ["eager"] * 4
+    [(_, entry_code)] = cache_entries(chain_with_a_call.__code__)
+    assert entry_code is not chain_with_a_call.__code__
 
 
 def test_no_choice_before_enough_samples(fake_clock) -> None:

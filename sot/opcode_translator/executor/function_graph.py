@@ -170,6 +170,9 @@ class FunctionGraph:
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
+        # Calls simulated inline (user functions, dunders, generators): the original code would make each a
+        # frame of its own, hooked and guarded (see native.py: such a frame is not switched to native).
+        self.inlined_calls = 0
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
         # Blocks entered before the frame started (a resume function's) that the simulation ended: the
@@ -188,9 +191,6 @@ class FunctionGraph:
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
-        # Set by a function guarded by its code instead of its identity (`UserFunctionVariable.make_guards`):
-        # the real cells reached then are guarded distinct, as the simulation took them.
-        self.guards_functions_by_code = False
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -214,6 +214,9 @@ class FunctionGraph:
         builder = self.guard_builder
         for container in list(self.side_effects.mutated.values()):
             self.add_guard(container)  # written back: its identity relations are guarded (_identity_guards)
+        cell_paths = self._written_cell_paths()
+        for path in cell_paths:
+            self.add_guard(path)
         for var in self._guarded.values():
             if isinstance(var.tracker, (DummyTracker, ConstTracker)):
                 continue
@@ -221,6 +224,9 @@ class FunctionGraph:
                 builder.add(expr)
         builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
         self._identity_guards(builder)
+        if len(cell_paths) > 1:
+            ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
+            builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -231,6 +237,16 @@ class FunctionGraph:
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def _written_cell_paths(self) -> list[VariableBase]:
+        """The real closure cells the simulation took as distinct, when one of them is written
+        (``nonlocal``): a write must not reach, at a later call, a cell simulated as another one. (A function
+        is guarded by its code, not its identity, so its cells may be other objects then; cells simulated as
+        one are guarded to still be one by `UserFunctionVariable._guard_shared_cell`.)"""
+        if not self.side_effects.cells_written():
+            return []
+        return [cell.path for _, cell in self.known_cells.values()
+                if cell.path is not None and cell.path.tracker.is_traceable()]
 
     def add_alias(self, var: VariableBase, tracker: Tracker) -> None:
         """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two
@@ -259,13 +275,6 @@ class FunctionGraph:
         if len(groups) > 1:
             ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
             builder.add(f"len({{{ids}}}) == {len(groups)}")
-        if self.guards_functions_by_code:
-            # A closure cell simulated apart from the others must not be one of them at the next call.
-            sources = [cell.source for _, cell in self.known_cells.values()
-                       if cell.source is not None and cell.source.tracker.is_traceable()]
-            if len(sources) > 1:
-                ids = ", ".join(f"id({builder.expr_of(source)})" for source in sources)
-                builder.add(f"len({{{ids}}}) == {len(sources)}")
 
     def add_expr_guard(self, var: VariableBase, template: str) -> None:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""

@@ -15,9 +15,10 @@ from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
 from .liveness import cells_shared_across_breaks
-from .tracker import BuiltinTracker, ClosureTracker, DummyTracker, GetItemTracker, GlobalTracker, LocalTracker
+from .tracker import (BuiltinTracker, ClosureTracker, DummyTracker, FrameCellTracker, GetItemTracker, GlobalTracker,
+                      LocalTracker)
 from .variables.base import VariableBase, VariableFactory
-from .variables.function import CellVariable, FrameCellVariable
+from .variables.function import CellVariable, FrameCellVariable, SourceOnlyVariable
 
 Handler = Callable[["OpcodeExecutor", dis.Instruction], "Any"]
 EXCEPT_HANDLER = -1  # 3.10: the block of a running exception handler (see OpcodeExecutor.blocks)
@@ -139,6 +140,8 @@ class OpcodeExecutor:
         self.resolver = resolver
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
+        if parent is not None:
+            graph.inlined_calls += 1
         if self.depth > MAX_INLINE_DEPTH:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
         self.instructions = list(dis.get_instructions(code))
@@ -176,7 +179,8 @@ class OpcodeExecutor:
             except ValueError:
                 content = None  # an empty cell: reading it fails like in eager code
             cells[name] = CellVariable(content, graph, DummyTracker(), external=True,
-                                       source=FrameCellVariable(name, graph, index))
+                                       source=FrameCellVariable(name, graph))
+            cells[name].path = SourceOnlyVariable(cell, graph, FrameCellTracker(index, name))
             graph.known_cells[id(cell)] = (cell, cells[name])
         resolver = NameResolver(frame.globals, frame.builtins)
         graph.top_resolver = resolver

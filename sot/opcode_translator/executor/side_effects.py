@@ -57,6 +57,10 @@ class SideEffects:
         self.stores.append(AttrStore(obj, name, value, through_object))
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
 
+    def cells_written(self) -> bool:
+        """Whether a closure cell of a function outside the frame (or of the frame) is assigned."""
+        return any(isinstance(store, CellStore) for store in self.stores)
+
     def store_global(self, name: str, value: "VariableBase | None") -> None:
         previous = self._globals.get(name, ABSENT)
         self._globals[name] = value if value is not None else DELETED
@@ -96,6 +100,14 @@ class SideEffects:
     def lookup_attr(self, obj: Any, name: str) -> Any:
         """The simulated value of ``obj.name`` if it was stored (or `DELETED`), else `ABSENT`."""
         return self._attrs.get((id(obj), name), ABSENT)
+
+    def has_attr_stores(self) -> bool:
+        """Whether any attribute was stored or deleted in the frame (still pending)."""
+        return bool(self._attrs)
+
+    def has_attrs_of(self, obj: Any) -> bool:
+        """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
+        return any(key[0] == id(obj) for key in self._attrs)
 
     def lookup_global(self, name: str) -> Any:
         return self._globals.get(name, ABSENT)

@@ -132,6 +132,27 @@ class ClosureTracker(Tracker):
         return self.name
 
 
+class FrameCellTracker(Tracker):
+    """A closure cell of the translated frame itself (not its content): to guard that a function reached
+    from the frame shares it."""
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.CLOSURE}[{self.index}]"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        from ..pyversion import emit_load_closure
+        from bytecode import FreeVar
+
+        emit_load_closure(codegen.emit, FreeVar(self.name))
+
+    def describe(self) -> str:
+        return f"<cell {self.name}>"
+
+
 class ConstTracker(Tracker):
     """A constant of the code object; never needs a guard."""
 

@@ -30,7 +30,9 @@ def _set_function_attribute(fn: NestedFunctionVariable, flag: int, value: Variab
             closure[name] = cell
         fn._closure = closure
     elif flag == MAKE_FUNCTION_ANNOTATIONS:
-        pass  # annotations do not change what the function computes
+        if not isinstance(value, TupleVariable):
+            raise FallbackError("function annotations given as something other than a tuple")
+        fn.annotations = value  # (they do not change what the function computes; kept for the real one)
     elif flag == MAKE_FUNCTION_KWDEFAULTS:
         assert isinstance(value, DictVariable)
         fn._kwdefaults = dict(value.items)

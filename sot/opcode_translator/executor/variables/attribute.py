@@ -66,6 +66,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         if var.tracker.is_traceable():
             graph.add_guard(var)
         return stored
+    stored_in_class = _stored_class_attribute(var, name)
+    if stored_in_class is not None:
+        return stored_in_class
     if isinstance(obj, types.ModuleType):
         try:
             value = getattr(obj, name)
@@ -78,8 +81,10 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             if members is not None and name in members:
                 return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
     is_class = isinstance(obj, type)
-    if name == "__dict__" and not is_class:
-        # The simulated attributes of an instance live in the side-effect overlay, not in its real dict.
+    if name == "__dict__" and not is_class and (graph.side_effects.has_attrs_of(obj)
+                                                 or isinstance(obj, paddle.nn.Layer)):
+        # The attributes stored in the frame live in the side-effect overlay, not in the real dict yet (and
+        # a layer's attributes are kept in its own tables).
         raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict.
@@ -87,7 +92,12 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         return _descriptor(var, name, meta_attr)
     if not is_class:
         instance_dict = getattr(obj, "__dict__", None)
-        if isinstance(instance_dict, dict) and name in instance_dict:
+        dict_var = instance_dict_variable(var)
+        if dict_var is not None:  # ``obj.__dict__`` was read (and maybe changed) in the frame: it holds them
+            graph.add_guard(dict_var)
+            if name in dict_var.items:
+                return dict_var.items[name]
+        elif isinstance(instance_dict, dict) and name in instance_dict:
             return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
@@ -119,6 +129,54 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)
+
+
+def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | None:
+    """``var.name`` when the class attribute Python would find was assigned in the frame (``Cls.n += 1``,
+    pending in the overlay): the classes of the lookup are searched in MRO order, each through the
+    overlay first. None when the attribute comes from the real objects (the ordinary lookup)."""
+    obj = var.value
+    graph = var.graph
+    overlay = graph.side_effects
+    if not overlay.has_attr_stores():  # (the common case: nothing stored, nothing to search)
+        return None
+    is_class = isinstance(obj, type)
+    mro = obj.__mro__ if is_class else type(obj).__mro__
+    if not any(overlay.lookup_attr(cls, name) is not ABSENT for cls in mro):
+        return None
+    for cls in mro:
+        stored = overlay.lookup_attr(cls, name)
+        if stored is DELETED:
+            continue
+        if stored is ABSENT:
+            if name in vars(cls):
+                return None  # a real attribute comes first
+            continue
+        if var.tracker.is_traceable():
+            graph.add_guard(var)
+        try:
+            kind = stored.get_py_type()
+        except FallbackError:
+            kind = None
+        if kind is None or hasattr(kind, "__get__"):
+            raise FallbackError(f"reading {name!r} after a function or descriptor was assigned to it on "
+                                f"{cls.__name__} in the frame is not supported yet")
+        instance_dict = None if is_class else getattr(obj, "__dict__", None)
+        if isinstance(instance_dict, dict) and name in instance_dict:
+            return None  # the instance's own attribute wins over a plain class attribute
+        return stored
+    raise _no_attribute(f"type object {obj.__name__!r} has no attribute {name!r}" if is_class
+                        else f"{type(obj).__name__!r} object has no attribute {name!r}")
+
+
+def instance_dict_variable(var: "ObjectVariable") -> VariableBase | None:
+    """The variable of ``obj.__dict__`` when the frame read it: then it, not the real dict, holds the
+    simulated attributes (a change through it is written back with the other mutated containers)."""
+    instance_dict = getattr(var.value, "__dict__", None)
+    if not isinstance(instance_dict, dict):
+        return None
+    known = var.graph.known_objects.get(id(instance_dict))
+    return known[1] if known is not None and known[0] is instance_dict else None
 
 
 def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBase:
@@ -182,14 +240,22 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph.
     ``through_object``: ``object.__setattr__(obj, name, value)``, which skips the class's own ``__setattr__``."""
     obj = var.value
-    if not var.tracker.is_traceable() and not getattr(var, "created", False):
+    if isinstance(obj, type):
+        if through_object:  # ``object.__setattr__(cls, ...)`` is a TypeError: raised natively
+            raise BreakGraphError(f"object.__setattr__ on the class {obj.__name__} runs natively")
+        _check_class_store(obj, name, value)
+    elif not var.tracker.is_traceable() and not getattr(var, "created", False):
         raise FallbackError(f"setting an attribute of {type(obj).__name__} computed during simulation is not "
                             "supported yet")
-    if isinstance(obj, (types.ModuleType, type)):
+    if instance_dict_variable(var) is not None:
+        # (the overlay of stored attributes and the simulated ``__dict__`` would disagree)
+        raise BreakGraphError(f"setting {type(obj).__name__}.{name} after reading its __dict__ runs natively")
+    if isinstance(obj, types.ModuleType):
         raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
-    custom_setattr = (setattr_impl is not object.__setattr__ and not isinstance(obj, paddle.nn.Layer)
+    plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__
+    custom_setattr = (setattr_impl is not plain_setattr and not isinstance(obj, paddle.nn.Layer)
                       and not through_object)
     if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
@@ -200,12 +266,28 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         var.graph.add_guard(var)
     if value is None:
         _check_deletable(var, name, through_object)
-    elif descriptor is _MISSING and not isinstance(getattr(obj, "__dict__", None), dict):
+    elif descriptor is _MISSING and not isinstance(obj, type) and not isinstance(getattr(obj, "__dict__", None),
+                                                                                   dict):
         # No instance dict and no slot of that name (``__slots__``): the real assignment fails, changing
         # nothing, with the eager error; raised here, where the user's ``try`` and line are known.
         var.graph.run_user_python(setattr, [obj, name, None], {})
         raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
     var.graph.side_effects.store_attr(var, name, value, through_object=through_object)
+
+
+def _check_class_store(cls: type, name: str, value: VariableBase | None) -> None:
+    """A class attribute assigned in the frame is recorded like an instance's (replayed after the graph, read
+    back through the overlay, see `_stored_class_attribute`), except what changes how Python treats the
+    class: special methods (``__add__`` fills a type slot), deletion, and built-in or extension types."""
+    if name.startswith("__") and name.endswith("__"):
+        raise BreakGraphError(f"setting {cls.__name__}.{name} changes the class's behaviour: runs natively")
+    if value is None:
+        raise BreakGraphError(f"deleting class attribute {cls.__name__}.{name} runs natively")
+    if not cls.__flags__ & _HEAPTYPE:
+        raise BreakGraphError(f"setting attribute {name!r} of built-in type {cls.__name__} runs natively (fails)")
+
+
+_HEAPTYPE = 1 << 9
 
 
 def _check_deletable(var: "ObjectVariable", name: str, through_object: bool = False) -> None:

@@ -874,6 +874,7 @@ class NamedTupleVariable(TupleVariable):
         import inspect
         import types
 
+        from ..side_effects import ABSENT
         from .attribute import _descriptor
         from .function import BoundMethodVariable, UserFunctionVariable
 
@@ -886,6 +887,9 @@ class NamedTupleVariable(TupleVariable):
             return NamedTupleMethodVariable(self, name)
         if name == "_asdict":
             return NamedTupleMethodVariable(self, name)
+        if any(graph.side_effects.lookup_attr(klass, name) is not ABSENT for klass in cls.__mro__):
+            raise FallbackError(f"attribute {name!r} of a namedtuple after its class attribute was assigned in "
+                                "the frame is not supported yet")
         found = inspect.getattr_static(cls, name, None)
         if isinstance(found, types.FunctionType):  # a method of a typing.NamedTuple class
             function = UserFunctionVariable(found, graph, DummyTracker((self,)))

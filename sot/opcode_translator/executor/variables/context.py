@@ -253,6 +253,10 @@ class AmpDecoratedFunctionVariable(UserFunctionVariable):
     """A function decorated with ``@paddle.amp.auto_cast(...)``: its call is the decorated function inlined
     inside a simulated AMP block (the wrapper itself is library code, which would break the graph)."""
 
+    def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(value, graph, tracker)
+        self.needs_identity = True  # all wrappers share one code: the manager and function are in the object
+
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         manager = amp_decorator_manager(self.value)
         self.graph.add_guard(self)  # (the identity of the wrapper fixes its manager and function)
@@ -378,6 +382,10 @@ class ContextManagerFactoryVariable(VariableBase):
 class ContextManagerHelperVariable(UserFunctionVariable):
     """A real function made by ``@contextlib.contextmanager`` (guarded by identity, which fixes the decorated
     function in its closure): calling it makes a simulated manager instead of running contextlib's code."""
+
+    def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(value, graph, tracker)
+        self.needs_identity = True  # every helper shares contextlib's code: the decorated function is in the object
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         self.graph.add_guard(self)

@@ -49,6 +49,7 @@ class CellVariable(VariableBase):
         return self.content
 
     captured_by_class = False  # a class built during simulation holds a snapshot of this cell
+    path: VariableBase | None = None  # reaches the real cell in guards (external cells reached from the frame)
     _rebuilt: "CellRebuildVariable | None" = None
 
     def rebuilt(self) -> "CellRebuildVariable":
@@ -110,33 +111,15 @@ class CellRebuildVariable(VariableBase):
         codegen.call_helper(new_cell, [content])
 
 
-class FrameCellTracker(Tracker):
-    """The real cell of the translated frame's free variable ``index``: the guard reads it from the closure
-    the hook passes (to check that a function received as a value shares it), the generated code loads it."""
-
-    def __init__(self, index: int, name: str) -> None:
-        self.index = index
-        self.name = name
-
-    def guard_expr(self, builder: "GuardBuilder") -> str:
-        return f"{builder.CLOSURE}[{self.index}]"
-
-    def gen_load(self, codegen: "CodeGen") -> None:
-        emit_load_closure(codegen.emit, FreeVar(self.name))
-
-    def describe(self) -> str:
-        return f"<cell {self.name}>"
-
-
 class FrameCellVariable(VariableBase):
     """The real cell of one of the translated frame's free variables (``LOAD_CLOSURE`` pushes it)."""
 
-    def __init__(self, name: str, graph: "FunctionGraph", index: int) -> None:
-        super().__init__(graph, FrameCellTracker(index, name))
+    def __init__(self, name: str, graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker())
         self.name = name
 
-    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        return []  # the frame's own closure: fixed for its code (only how other functions share it is guarded)
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        emit_load_closure(codegen.emit, FreeVar(self.name))
 
 
 class SourceOnlyVariable(ObjectVariable):
@@ -242,41 +225,52 @@ class FunctionVariableBase(VariableBase):
 
 
 class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
-    """A real Python function reached from the frame (a global, an attribute, a closure value...)."""
+    """A real Python function reached from the frame (a global, an attribute, a closure value...).
+
+    Inlining a call depends only on the function's code, globals, the number of its defaults and the
+    names of its keyword-only defaults; the default values and closure cell contents it reads are guarded
+    where they are used, like arguments. So the function is guarded by those parts, not by identity: a
+    function made anew for every call (a decorator's wrapper, a lambda argument) reuses the translation.
+    Its identity is guarded only when the simulation used the object itself (``is``, ``id()``, a native
+    call, an attribute stored on it, a closure cell shared with another path)."""
 
     def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
         ObjectVariable.__init__(self, value, graph, tracker)
         self.code = value.__code__
-
-    def function_name(self) -> str:
-        return self.value.__qualname__
+        self._closure_var: VariableBase | None = None
 
     def get_py_value(self) -> Any:
-        self.needs_identity = True  # the object itself is used (folded into a comparison, a key, a program)
+        self.needs_identity = True  # the very object goes somewhere the structural guard does not cover
         return self.value
 
     def get_py_type(self) -> type:
         return type(self.value)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        """By identity once the object itself was used; else by what its calls depend on, so a function made
-        anew at each call of its maker (a closure passed to a resume function) reuses the translation: its
-        code, globals and the shape of its defaults (their values, and the contents of its cells, are
-        guarded where the simulation reads them; a cell shared with another path, by `add_alias`)."""
+        # (which of its cells are one cell, and which are distinct, is guarded by the graph: the
+        # `_guard_shared_cell` aliases, and `FunctionGraph._written_cell_paths` when a cell is written)
+        if self.needs_identity:
+            return [builder.identity(expr, self.value)]
         fn = self.value
-        if self.needs_identity or type(self) is not UserFunctionVariable or type(fn) is not types.FunctionType:
-            return [builder.identity(expr, fn)]
-        self.graph.guards_functions_by_code = True
         guards = [f"type({expr}) is {builder.constant(types.FunctionType)}",
-                  f"{expr}.__code__ is {builder.constant(fn.__code__)}",
-                  f"{expr}.__globals__ is {builder.constant(fn.__globals__)}",
-                  f"len({expr}.__defaults__ or ()) == {len(fn.__defaults__ or ())}"]
-        if fn.__kwdefaults__:
-            guards.append(f"{expr}.__kwdefaults__ is not None and "
-                          f"{expr}.__kwdefaults__.keys() == {builder.constant(set(fn.__kwdefaults__))}")
-        else:
-            guards.append(f"not {expr}.__kwdefaults__")
+                  builder.identity(f"{expr}.__code__", fn.__code__),
+                  f"{expr}.__globals__ is {builder.constant(fn.__globals__)}"]
+        if self.code.co_argcount:  # which parameters take a default
+            guards.append(f"len({expr}.__defaults__ or ()) == {len(fn.__defaults__ or ())}")
+        if self.code.co_kwonlyargcount:
+            keys = builder.constant(frozenset(fn.__kwdefaults__ or ()))
+            guards.append(f"({expr}.__kwdefaults__ or {{}}).keys() == {keys}")
         return guards
+
+    def getattr(self, name: str) -> VariableBase:
+        from ..side_effects import ABSENT
+
+        if self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT:
+            self.needs_identity = True  # stored earlier in the frame, maybe through another path
+        return super().getattr(name)
+
+    def function_name(self) -> str:
+        return self.value.__qualname__
 
     def _source(self, attr: str, value: Any) -> VariableBase:
         tracker = GetAttrTracker(self, attr) if self.tracker.is_traceable() else DummyTracker((self,))
@@ -309,20 +303,20 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
 
     def freevar_cells(self) -> dict[str, CellVariable]:
         fn = self.value
-        closure_var = self._source("__closure__", fn.__closure__)
+        if self._closure_var is None:  # one per variable: its cells met again are recognised as its own
+            self._closure_var = self._source("__closure__", fn.__closure__)
+        closure_var = self._closure_var
         cells = {}
         for index, name in enumerate(self.code.co_freevars):
             simulated = self.graph.class_cells.get(id(fn.__closure__[index]))
             if simulated is not None and simulated[0] is fn.__closure__[index]:
+                self.needs_identity = True
                 cells[name] = simulated[1]  # a function of a class built during simulation
                 continue
             known = self.graph.known_cells.get(id(fn.__closure__[index]))
             if known is not None:  # a cell already simulated (shared with the frame or another function)
                 cells[name] = known[1]
-                source = known[1].source
-                if self.tracker.is_traceable() and source is not None and source.tracker.is_traceable():
-                    # (a function guarded by its code, not its identity, must share the same cell again)
-                    self.graph.add_alias(source, GetItemTracker(closure_var, index))
+                self._guard_shared_cell(known[1], index, closure_var)
                 continue
             cell_var = SourceOnlyVariable(fn.__closure__[index], self.graph, GetItemTracker(closure_var, index)
                                           if self.tracker.is_traceable() else DummyTracker((self,)))
@@ -335,11 +329,29 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
                                                      if self.tracker.is_traceable() else DummyTracker((self,)))
             cells[name] = CellVariable(content, self.graph, DummyTracker(), external=True,
                                        source=cell_var if self.tracker.is_traceable() else None)
+            cells[name].path = cell_var if self.tracker.is_traceable() else None
             self.graph.known_cells[id(fn.__closure__[index])] = (fn.__closure__[index], cells[name])
         return cells
 
+    def _guard_shared_cell(self, known: CellVariable, index: int, closure_var: VariableBase) -> None:
+        """The simulation shares cell ``index`` with a cell already simulated (of the frame, or of another
+        function): the guard checks the two paths still reach one cell (a recursive nested function's cell
+        holding itself, two closures of one scope), else this function's identity."""
+        if known.path is not None and known.path is not closure_var and self.tracker.is_traceable():
+            if known.path.tracker.inputs and known.path.tracker.inputs[0] is closure_var:
+                return  # this very function's cell, met again (the function was called twice)
+            self.graph.add_alias(known.path, GetItemTracker(closure_var, index))
+        else:
+            self.needs_identity = True
+
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.value.__qualname__})"
+
+
+def _defined_by_function_type(name: str) -> bool:
+    """Whether functions get attribute ``name`` from their type (a slot like ``__annotations__``, or a
+    method); ``hasattr(FunctionType, ...)`` would ask the type object itself instead."""
+    return any(name in vars(cls) for cls in types.FunctionType.__mro__)
 
 
 class NestedFunctionVariable(FunctionVariableBase):
@@ -355,9 +367,106 @@ class NestedFunctionVariable(FunctionVariableBase):
         self._defaults = defaults
         self._kwdefaults = kwdefaults
         self._closure = closure
+        self.annotations: VariableBase | None = None  # MAKE_FUNCTION's tuple of (name, annotation) pairs
+        # Attributes a function keeps in its own slots, assigned in the frame (``functools.wraps`` copies
+        # ``__name__``, ``__doc__``...), and its ``__dict__``: made once, when first needed.
+        self._slots: dict[str, VariableBase] = {}
+        self._namespace: VariableBase | None = None
+        self._prototype: types.FunctionType | None = None
 
     def function_name(self) -> str:
         return self.qualname
+
+    # -- attributes ----------------------------------------------------------------------------------------
+    _ASSIGNABLE_SLOTS = tuple(name for name in ("__name__", "__qualname__", "__doc__", "__module__",
+                                                "__annotations__", "__type_params__")
+                              if _defined_by_function_type(name))  # (``__type_params__``: 3.12+)
+    _DERIVED = ("__name__", "__doc__", "__module__", "__type_params__")  # as MAKE_FUNCTION sets them
+
+    def _real_like(self) -> types.FunctionType:
+        """A function of the same code and globals, to read what ``MAKE_FUNCTION`` derives from them
+        (``__doc__`` from the code's constants, ``__module__`` from the globals) exactly as Python does."""
+        if self._prototype is None:
+            cells = tuple(types.CellType() for _ in self.code.co_freevars)
+            self._prototype = types.FunctionType(self.code, self._resolver.globals, self.code.co_name, None,
+                                                 cells or None)
+        return self._prototype
+
+    def _set_slot(self, name: str, value: VariableBase | None) -> None:
+        previous = self._slots.get(name)
+        self._slots[name] = value  # type: ignore[assignment]
+
+        def undo() -> None:
+            if previous is None:
+                self._slots.pop(name, None)
+            else:
+                self._slots[name] = previous
+
+        self.graph.side_effects.on_rollback(undo)
+
+    def namespace(self) -> VariableBase:
+        """The function's ``__dict__`` (its own attributes, e.g. ``__wrapped__``)."""
+        from .container import DictVariable
+
+        if self._namespace is None:
+            self._namespace = DictVariable({}, self.graph, DummyTracker())
+        return self._namespace
+
+    def getattr(self, name: str) -> VariableBase:
+        from .container import DictVariable, TupleVariable
+
+        graph = self.graph
+        if name in self._slots:
+            return self._slots[name]
+        if name == "__dict__":
+            return self.namespace()
+        if name == "__annotations__":  # a dict made on first read, then always the same one
+            pairs = self.annotations.unpack() if self.annotations is not None else []
+            items = {pairs[i].get_py_value(): pairs[i + 1] for i in range(0, len(pairs), 2)}
+            annotations = DictVariable(items, graph, DummyTracker(tuple(items.values())))
+            self._set_slot(name, annotations)
+            return annotations
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname, graph, DummyTracker())
+        if name in self._DERIVED and name in self._ASSIGNABLE_SLOTS:  # (generic functions are not simulated)
+            return VariableFactory.from_value(getattr(self._real_like(), name), graph, DummyTracker())
+        if name == "__code__":
+            return ObjectVariable(self.code, graph, DummyTracker())
+        if name == "__defaults__":
+            if not self._defaults:
+                return ConstantVariable(None, graph, DummyTracker())
+            return TupleVariable(list(self._defaults), graph, DummyTracker(tuple(self._defaults)))
+        if self._namespace is not None:
+            items = self._namespace.items  # type: ignore[attr-defined]
+            if name in items:
+                return items[name]
+        if _defined_by_function_type(name):
+            raise FallbackError(f"attribute {name!r} of a function made in the frame is not supported yet")
+        message = f"'function' object has no attribute {name!r}"
+        raise UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
+
+    def setattr(self, name: str, value: VariableBase | None) -> None:
+        """Assigned on the simulated function (it exists only in the frame); rebuilt with it."""
+        from .container import DictVariable
+
+        if value is None or (name in ("__name__", "__qualname__") and not (
+                isinstance(value, ConstantVariable) and isinstance(value.value, str))):
+            raise FallbackError(f"deleting or assigning a non-string to {name!r} of a function made in the "
+                                "frame is not supported yet")
+        if name in self._ASSIGNABLE_SLOTS:
+            if name == "__annotations__" and not isinstance(value, DictVariable):
+                raise FallbackError("assigning a non-dict to __annotations__ is not supported yet")
+            self._set_slot(name, value)
+        elif name == "__dict__":
+            if not isinstance(value, DictVariable):
+                raise FallbackError("assigning a non-dict to a function's __dict__ is not supported yet")
+            previous = self._namespace
+            self._namespace = value
+            self.graph.side_effects.on_rollback(lambda: setattr(self, "_namespace", previous))
+        elif _defined_by_function_type(name):
+            raise FallbackError(f"assigning {name!r} of a function made in the frame is not supported yet")
+        else:
+            self.namespace().setitem(ConstantVariable(name, self.graph, DummyTracker()), value)
 
     def resolver(self) -> Any:
         return self._resolver
@@ -371,8 +480,10 @@ class NestedFunctionVariable(FunctionVariableBase):
     is_mutable_container = True  # one function object per run of the generated code, however referenced
 
     def children(self) -> list[VariableBase]:
+        extras = [var for var in (self.annotations, self._namespace) if var is not None]
         return [*self._defaults, *self._kwdefaults.values(),
-                *(self._closure[name].rebuilt() for name in self.code.co_freevars)]
+                *(self._closure[name].rebuilt() for name in self.code.co_freevars), *extras,
+                *self._slots.values()]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         """A new function of the same code, defaults and closure (as ``MAKE_FUNCTION`` makes one)."""
@@ -389,6 +500,10 @@ class NestedFunctionVariable(FunctionVariableBase):
                  TupleVariable(list(self._defaults), graph, DummyTracker(tuple(self._defaults))),
                  DictVariable(dict(self._kwdefaults), graph, DummyTracker(tuple(self._kwdefaults.values()))),
                  TupleVariable([cell.rebuilt() for cell in cells], graph, DummyTracker())]
+        if self.annotations is not None or self._slots or self._namespace is not None:
+            none = ConstantVariable(None, graph, DummyTracker())
+            slots = DictVariable(dict(self._slots), graph, DummyTracker(tuple(self._slots.values())))
+            parts += [self.annotations or none, slots, self._namespace or none]
         codegen.call_helper(make_function, parts)
 
     def __repr__(self) -> str:
@@ -430,7 +545,8 @@ class BoundMethodVariable(VariableBase):
 class RealBoundMethodVariable(BoundMethodVariable):
     """A real bound method of a Python function reached as a value (the ``__exit__`` a ``with`` block keeps on
     the stack, received by a resume function; a method passed as an argument): a new object at each access,
-    so it is guarded by its type, and calling it inlines ``__func__`` (guarded by identity) with ``__self__``."""
+    so it is guarded by its type, and calling it inlines ``__func__`` (guarded as any function: by its code,
+    globals and defaults' shape, or its identity once used) with ``__self__``."""
 
     def __init__(self, value: types.MethodType, graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(None, None, graph, tracker)  # type: ignore[arg-type]

@@ -1,0 +1,260 @@
+"""Entries whose every graph runs eagerly come to run the original code natively (native.py).
+
+A frame with a graph break whose pieces are all too small to compile (or that the cost model found faster
+eagerly) would pay for its generated code and a second hooked, guarded frame per call; it is switched to
+the original code behind the same guard. These tests check that the switch is exact: outputs, side effects,
+gradients and exceptions equal eager's before and after it, a path never taken is still translated when it
+is first taken (a trampoline calls its resume function), changed inputs still miss the guard and translate
+again, and the `sot.stats()` counts are those documented in native.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+from sot.eval_frame_ext import cache_entries
+from sot.symbolic import compile as compile_module
+
+from conftest import assert_same
+
+LOG: list = []
+
+
+def tensor_if(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = x * w
+    LOG.append("before")
+    if x.mean() > 0:
+        h = h + 1.0
+        LOG.append("then")
+    else:
+        h = h - 1.0
+        LOG.append("else")
+    return h * 2.0
+
+
+def _inputs(sign: float, dtype: str = "float32") -> tuple[paddle.Tensor, paddle.Tensor]:
+    rng = np.random.default_rng(3)
+    x = paddle.to_tensor((sign * (np.abs(rng.standard_normal((4, 8))) + 0.1)).astype(dtype))
+    w = paddle.to_tensor(rng.standard_normal(8).astype(dtype))
+    x.stop_gradient = False
+    w.stop_gradient = False
+    return x, w
+
+
+def _entry_codes(code) -> list:
+    return [new_code for _, new_code in cache_entries(code)]
+
+
+def _branches_at_the_break(code) -> bool:
+    """The entry's graph break is at the conditional jump itself (two paths, two resume functions)."""
+    plan = cache_entries(code)[0][0].native_plan
+    return any(path.from_jump for path in plan.paths)
+
+
+def _run_and_compare(fast, fn, sign: float, dtype: str = "float32") -> None:
+    """One call each, translated and eager, on fresh inputs: output, gradients and the logged effects."""
+    x1, w1 = _inputs(sign, dtype)
+    x2, w2 = _inputs(sign, dtype)
+    LOG.clear()
+    out = fast(x1, w1)
+    fast_log = list(LOG)
+    LOG.clear()
+    expected = fn(x2, w2)
+    assert fast_log == LOG
+    assert_same(out, expected)
+    if dtype == "float32":
+        out.sum().backward()
+        expected.sum().backward()
+        np.testing.assert_allclose(x1.grad.numpy(), x2.grad.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(w1.grad.numpy(), w2.grad.numpy(), rtol=1e-6)
+
+
+def test_small_pieces_around_a_break_run_the_original_code() -> None:
+    fast = sot.symbolic_translate(tensor_if)
+    code = tensor_if.__code__
+    _run_and_compare(fast, tensor_if, 1.0)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.compiled_graphs) == (2, 1, 0)
+    # The prefix is below min_graph_size and the branch taken runs natively: the entry runs the original code
+    # except on the branch never taken, which still calls its resume function. (Where the break is at the
+    # bool conversion before the jump, 3.13's TO_BOOL, there is one path, and the jump is in the resume.)
+    [entry] = _entry_codes(code)
+    branches_at_the_break = _branches_at_the_break(code)
+    assert (entry is not code) == branches_at_the_break and entry.co_name == code.co_name
+    hits = sot.stats().cache_hits
+    for _ in range(3):
+        _run_and_compare(fast, tensor_if, 1.0)
+    assert sot.stats().cache_hits - hits == 3, "one hit per call: the branch taken no longer calls its resume"
+    assert sot.stats().translate_count == 2
+
+    # The other branch, first taken now: its resume function is translated then (as without the switch).
+    _run_and_compare(fast, tensor_if, -1.0)
+    assert sot.stats().translate_count == 2 + branches_at_the_break
+    assert _entry_codes(code) == [code], "both branches run natively: the original code itself"
+    for sign in (1.0, -1.0, 1.0):
+        _run_and_compare(fast, tensor_if, sign)
+    assert sot.stats().translate_count == 2 + branches_at_the_break and sot.stats().graph_breaks == 1
+
+
+def test_changed_inputs_still_miss_the_guard_after_the_switch() -> None:
+    fast = sot.symbolic_translate(tensor_if)
+    for sign in (1.0, -1.0):
+        _run_and_compare(fast, tensor_if, sign)
+    assert _entry_codes(tensor_if.__code__) == [tensor_if.__code__]
+    before = sot.stats().translate_count
+    _run_and_compare(fast, tensor_if, 1.0, dtype="float64")
+    assert sot.stats().translate_count == before + 1, "a dtype change translates the frame again"
+    # Its resume functions (the same code objects) run natively in every entry they have: so does the new
+    # entry, right away.
+    assert _entry_codes(tensor_if.__code__) == [tensor_if.__code__] * 2
+    for sign in (1.0, -1.0):
+        _run_and_compare(fast, tensor_if, sign)  # the float32 entry still serves float32 inputs
+        _run_and_compare(fast, tensor_if, sign, dtype="float64")
+    assert sot.stats().translate_count == before + 1
+
+
+def test_no_switch_when_graphs_are_compiled() -> None:
+    fast = sot.symbolic_translate(tensor_if)
+    with sot.config.patch(min_graph_size=0):  # every graph compiled, no cost model
+        for sign in (1.0, -1.0, 1.0):
+            _run_and_compare(fast, tensor_if, sign)
+    [entry] = _entry_codes(tensor_if.__code__)
+    assert entry is not tensor_if.__code__ and entry is cache_entries(tensor_if.__code__)[0][0].native_plan.translated
+
+
+def raises_after_the_break(x: paddle.Tensor, items: list) -> paddle.Tensor:
+    y = x + 1.0
+    if y.sum() > 0:
+        items.append(len(items))
+        return y[items[-1] * 100]  # an index out of range past the first call
+    return y
+
+
+def test_an_exception_after_the_break_is_eager_s() -> None:
+    fast = sot.symbolic_translate(raises_after_the_break)
+    x = paddle.ones([4])
+    items_fast, items_eager = [], []
+    assert_same(fast(x, items_fast), raises_after_the_break(x, items_eager))
+    for _ in range(2):
+        with pytest.raises(Exception) as fast_error:
+            fast(x, items_fast)
+        with pytest.raises(Exception) as eager_error:
+            raises_after_the_break(x, items_eager)
+        assert type(fast_error.value) is type(eager_error.value)
+        assert str(fast_error.value) == str(eager_error.value)
+        assert items_fast == items_eager
+    # The branch taken runs natively: its resume function (whose guard reads ``items``) is not called again.
+    assert sot.stats().translate_count == 2
+
+
+class FakeClock:
+    """``perf_counter`` of the cost model, advanced only by program runs (as in tests/symbolic)."""
+
+    def __init__(self, compiled: float, eager: float) -> None:
+        self.now = 0.0
+        self.cost = {"compiled": compiled, "eager": eager}
+        self.kinds: list[str] = []
+
+    @sot.skip_function
+    def __call__(self) -> float:
+        return self.now
+
+    @sot.skip_function
+    def ran(self, kind: str) -> None:
+        self.now += self.cost[kind]
+        self.kinds.append(kind)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch):
+    def install(compiled: float, eager: float) -> FakeClock:
+        clock = FakeClock(compiled, eager)
+        run_compiled, replay = compile_module.CompiledProgram._run_compiled, compile_module.CompiledProgram._replay
+
+        @sot.skip_function
+        def timed_compiled(self, inputs):  # noqa: ANN001, ANN202
+            clock.ran("compiled")
+            return run_compiled(self, inputs)
+
+        @sot.skip_function
+        def timed_replay(self, inputs):  # noqa: ANN001, ANN202
+            clock.ran("eager")
+            return replay(self, inputs)
+
+        monkeypatch.setattr(compile_module.time, "perf_counter", clock)
+        monkeypatch.setattr(compile_module.CompiledProgram, "_run_compiled", timed_compiled)
+        monkeypatch.setattr(compile_module.CompiledProgram, "_replay", timed_replay)
+        return clock
+
+    return install
+
+
+def bigger_pieces(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = paddle.tanh(x * w) + 0.5
+    LOG.append("before")
+    if x.mean() > 0:
+        h = paddle.tanh(h * 2.0) - 0.25
+        LOG.append("then")
+    else:
+        h = paddle.tanh(h * 3.0) + 0.25
+        LOG.append("else")
+    return h * w
+
+
+SETTLED = compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES
+
+
+@pytest.mark.parametrize("compiled, eager, switched", [(2.0, 1.0, True), (1.0, 2.0, False)])
+def test_the_switch_waits_for_the_cost_model(fake_clock, compiled: float, eager: float,
+                                             switched: bool) -> None:
+    clock = fake_clock(compiled, eager)
+    fast = sot.symbolic_translate(bigger_pieces)
+    code = bigger_pieces.__code__
+    with sot.config.patch(min_graph_size=2):
+        for call in range(SETTLED + 3):
+            _run_and_compare(fast, bigger_pieces, 1.0)
+            if call == 0:
+                [first] = _entry_codes(code)
+                assert first is not code
+            if call == SETTLED - 2:  # both programs are still being measured
+                assert _entry_codes(code) != [code]
+        runs = len(clock.kinds)
+        for _ in range(3):
+            _run_and_compare(fast, bigger_pieces, 1.0)
+        if switched:
+            assert len(clock.kinds) == runs, "no program runs once both pieces chose eager"
+            [entry] = _entry_codes(code)
+            # (the else branch, never taken, still calls its resume function)
+            assert (entry is not code) == _branches_at_the_break(code)
+            _run_and_compare(fast, bigger_pieces, -1.0)  # translated now; its program is measured afresh
+        else:
+            assert clock.kinds[runs:] == ["compiled"] * 6
+            assert _entry_codes(code)[0] is cache_entries(code)[0][0].native_plan.translated
+    assert sot.stats().graph_breaks == 1
+
+
+@sot.skip_function
+def native_helper(t: paddle.Tensor) -> paddle.Tensor:
+    LOG.append("helper")
+    return t * 3.0
+
+
+def break_inside_an_expression(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = x * w
+    z = h + native_helper(h) * 2.0  # the break leaves ``h`` below the call's result on the stack
+    LOG.append("after")
+    return z - w
+
+
+def test_a_break_at_a_call_inside_an_expression() -> None:
+    """The path after the call gets the stack below the call and the call's result (the trampoline's temps),
+    then runs natively once its resume function does."""
+    fast = sot.symbolic_translate(break_inside_an_expression)
+    code = break_inside_an_expression.__code__
+    for _ in range(4):
+        _run_and_compare(fast, break_inside_an_expression, 1.0)
+    assert _entry_codes(code) == [code]
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 1, 0)
