@@ -167,7 +167,8 @@ def test_explain_shows_fallback_reason_and_location(compile_all):
 
 def test_explain_inplace_fallback_reason(compile_all):
     def inplace(x):
-        x.add_(x)
+        row = x[0]  # a view of x: changing it changes x (not simulated: the frame runs eagerly)
+        row.add_(row)
         return x
 
     line = _line_of(inplace, "add_")

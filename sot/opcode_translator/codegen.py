@@ -21,6 +21,7 @@ from . import pyversion
 
 _PROLOGUE_OPS = (*pyversion.PROLOGUE_OPNAMES, "NOP")
 OUTPUTS_LOCAL = "__sot_outputs"
+VIEWS_LOCAL = "__sot_views"
 
 
 class CodeGen:
@@ -31,6 +32,7 @@ class CodeGen:
         self.lineno = lineno or original.co_firstlineno
         self.instructions: list[Any] = []
         self.output_index: dict[Symbol, int] = {}
+        self.view_index: dict[Symbol, int] = {}  # graph results made again natively as views (`call_view_replay`)
         # Mutable containers built by the generated code, stored once so aliases stay one object.
         self._built: dict[int, str] = {}
         # ... and those variables, kept alive: a key is an id(), which a dead variable would hand to a new one
@@ -163,6 +165,11 @@ class CodeGen:
 
     # -- graph outputs -----------------------------------------------------------------------------------
     def load_graph_output(self, symbol: Symbol) -> None:
+        if symbol in self.view_index:
+            self.emit("LOAD_FAST", VIEWS_LOCAL)
+            self.load_const(self.view_index[symbol])
+            self.binary_subscr()
+            return
         index = self.output_index.get(symbol)
         if index is None:
             raise FallbackError(f"tensor {symbol.name} is needed in the generated code but is not a graph output")
@@ -177,8 +184,8 @@ class CodeGen:
         native instructions): if the program raises (an op fails at run time, e.g. an index out of range
         only the kernel checks), the original code then runs natively from its start instead
         (`runtime.rerun_natively`), so the error, its line, the effects before it and the user's
-        ``try``/``finally`` around it are exactly eager's. The programs are pure (in-place ops are never
-        recorded), so nothing of the failed attempt is visible."""
+        ``try``/``finally`` around it are exactly eager's. The programs are pure (an in-place op is recorded
+        out of place and written back after the program), so nothing of the failed attempt is visible."""
         self._program_failure = Label()
         region = pyversion.begin_exception_region(self.add, self._program_failure, self.lineno)
         self.load_callable_const(program)
@@ -189,6 +196,18 @@ class CodeGen:
         self.store_fast(OUTPUTS_LOCAL)
         pyversion.end_exception_region(self.add, region, self.lineno, first=True)
         self.output_index = {symbol: i for i, symbol in enumerate(outputs)}
+
+    def call_view_replay(self, replay: Any, bases: list[Any], views: list[Symbol]) -> None:
+        """``__sot_views = replay([bases...])``: results of the graph that are eagerly views of an input or of
+        another result, made again from their base after the program (whose outputs are separate tensors), so
+        an in-place change of one reaches the other as in eager mode."""
+        self.load_callable_const(replay)
+        for var in bases:
+            self.reconstruct(var)
+        self.build("BUILD_LIST", len(bases))
+        self.call(1)
+        self.store_fast(VIEWS_LOCAL)
+        self.view_index = {symbol: i for i, symbol in enumerate(views)}
 
     def _emit_program_failure(self) -> None:
         """The handler of `call_program`'s region: ``return rerun_natively(exc, <original function>, args)``."""

@@ -28,6 +28,15 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
+def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor) -> None:
+    """A tensor from outside the frame that the simulation changed in place takes its final value, computed by
+    the program: ``assign`` with ``output`` copies into ``target``'s own memory (views of it see the change,
+    as with eager in-place ops) and, when the value needs a gradient, records the copy on the autograd tape
+    (the gradient of ``target`` flows back through the program), as the eager in-place ops would have."""
+    with paddle.set_grad_enabled(not value.stop_gradient):
+        paddle.assign(value, output=target)
+
+
 class BlockExit:
     """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
 

@@ -23,7 +23,9 @@ from .executor.handlers.operators import LEGACY_BINARY_OPCODES
 from .executor.liveness import is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
+from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
+from .executor.variables.inplace import ViewReplay, plan_view_replay
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
@@ -72,18 +74,51 @@ class EagerProgram:
         return f"<EagerProgram {self.sir.name}: {len(self.sir)} statements>"
 
 
-def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False) -> \
-        tuple[StatementIR, CompiledProgram | EagerProgram | None]:
+class ProgramPlan:
+    """What runs the recorded graph for one translation: the SIR, its runner (None when there is nothing to run),
+    and the views among its results made again natively from their bases (`plan_view_replay`)."""
+
+    def __init__(self, sir: StatementIR, program: "CompiledProgram | EagerProgram | None",
+                 views: ViewReplay | None = None) -> None:
+        self.sir = sir
+        self.program = program
+        self.views = views
+        self._replay = None
+        if views is not None:
+            view_sir = StatementIR(f"{sir.name}_views", list(views.roots), list(views.statements), list(views.views),
+                                   dict(sir.metas), grad_enabled=sir.grad_enabled)
+            self._replay = compile_replay(view_sir)
+
+    def emit_call(self, codegen: CodeGen, graph: FunctionGraph) -> None:
+        """``__sot_outputs = program([inputs])``, then the views: ``__sot_views = replay([bases])``."""
+        if self.program is not None:
+            codegen.call_program(self.program, [graph.inputs[s] for s in self.sir.inputs], self.sir.outputs)
+        if self.views is not None:
+            codegen.call_view_replay(self._replay, [_root_variable(graph, s) for s in self.views.roots],
+                                     self.views.views)
+
+
+def _root_variable(graph: FunctionGraph, symbol: Symbol) -> VariableBase:
+    """The variable that loads a view's base in the generated code: an input, or a program output."""
+    if symbol in graph.inputs:
+        return graph.inputs[symbol]
+    return TensorVariable(graph.metas[symbol], graph, DummyTracker(), symbol=symbol)
+
+
+def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False) -> ProgramPlan:
     """The SIR producing the tensors ``needed`` requires, and what runs it (None when nothing to run)."""
     outputs: dict[Symbol, TensorVariable] = {}
     for var in needed:
         _computed_tensors(var, outputs)
-    sir = graph.build_sir(list(outputs))
+    views = plan_view_replay(graph, list(outputs))
+    returned = [symbol for symbol in outputs if views is None or symbol not in views.views]
+    sir = graph.build_sir(returned)
     if not sir.statements or not sir.outputs:
-        return sir, None
+        return ProgramPlan(sir, None, views)
     if force_compile or sir.op_count() >= config.min_graph_size:
-        return sir, compile_sir(sir)
-    return sir, EagerProgram(sir)
+        return ProgramPlan(sir, compile_sir(sir), views)
+    full = graph.build_sir(list(outputs))  # (replayed eagerly on the real tensors: views are views already)
+    return ProgramPlan(full, EagerProgram(full))
 
 
 def _leave_blocks(codegen: CodeGen, graph: FunctionGraph) -> None:
@@ -151,7 +186,8 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
                       result: VariableBase) -> Translation:
     code = frame.code
     effects = graph.side_effects
-    sir, program = _program_for(graph, [result, *effects.values()])
+    plan = _program_for(graph, [result, *effects.values()])
+    sir, program = plan.sir, plan.program
     if not isinstance(program, CompiledProgram):
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
         log(2, f"{code.co_name}: {sir.op_count()} ops (< min_graph_size={config.min_graph_size}), "
@@ -160,7 +196,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen = CodeGen(code, executor.lineno)
     _leave_blocks(codegen, graph)
     codegen.final = True
-    codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     if effects:
         codegen.spill(result)  # read before the effects change the paths it is reached by
         effects.emit(codegen)
@@ -233,11 +269,11 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     needed = [v for v in stack if not isinstance(v, NullVariable)] + [values[n] for n in live]
     needed += _cell_contents(brk)
     effects = graph.side_effects
-    sir, program = _program_for(graph, needed + effects.values())
+    plan = _program_for(graph, needed + effects.values())
+    sir, program = plan.sir, plan.program
     codegen = CodeGen(code, raised_at.lineno)
     _leave_blocks(codegen, graph)
-    if program is not None:
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     for var in needed:
         codegen.spill(var)
     _sync_frame_cells(codegen, brk)
@@ -307,11 +343,11 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
     effects = graph.side_effects
-    sir, program = _program_for(graph, [iterable, *values, *_cell_contents(entry), *effects.values()])
+    plan = _program_for(graph, [iterable, *values, *_cell_contents(entry), *effects.values()])
+    sir, program = plan.sir, plan.program
     codegen = CodeGen(code, entry.lineno)
     _leave_blocks(codegen, graph)
-    if program is not None:
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     for var in [iterable, *values, *_cell_contents(entry)]:
         codegen.spill(var)
     _sync_frame_cells(codegen, entry)
@@ -461,11 +497,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     needed += [value_of(n) for live in lives for n in live]
     needed += _cell_contents(brk)
     effects = graph.side_effects
-    sir, program = _program_for(graph, needed + effects.values())
+    plan = _program_for(graph, needed + effects.values())
+    sir, program = plan.sir, plan.program
     codegen = CodeGen(code, brk.lineno)
     _leave_blocks(codegen, graph)
-    if program is not None:
-        codegen.call_program(program, [graph.inputs[s] for s in sir.inputs], sir.outputs)
+    plan.emit_call(codegen, graph)
     # Every value any path needs is read now, once: before the effects and the native instruction change
     # what the paths to them lead to, and on a line all later paths (the jump target, the exception
     # handler) start from, so a container built here is one object that each of them sees.

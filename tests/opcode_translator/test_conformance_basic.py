@@ -443,7 +443,7 @@ def test_operator_add_of_tensors_is_translated(compile_all):
 
 
 def test_identity_comparison_of_two_tensors_does_not_break(compile_all):
-    """Unexpected graph break: ``x is y`` between two tensors ("identity comparison of two tensors is not
+    """Fixed (kept as a regression test); was: Unexpected graph break: ``x is y`` between two tensors ("identity comparison of two tensors is not
     simulated yet"); the answer is known at translation time from the variables' identity."""
 
     def fn(x, y):
@@ -454,8 +454,11 @@ def test_identity_comparison_of_two_tensors_does_not_break(compile_all):
 
 
 def test_inplace_or_of_an_int_tensor_with_a_python_int(compile_all):
-    """Unexpected fallback: ``a |= 3`` on an int64 tensor works eagerly, but the static bitwise_or rejects the
-    Python int ("argument (position 2) must be Value, but got int"); the scalar should be made a tensor."""
+    """Fixed (kept as a regression test); was: "Unexpected fallback: ``a |= 3`` on an int64 tensor works eagerly,
+    but the static bitwise_or rejects the Python int". The diagnosis was wrong: eagerly ``a |= 3`` raises too
+    (a Tensor has no ``__ior__``, and Paddle's ``bitwise_or`` takes no Python int: "argument 'y' (position 1)
+    must be Tensor, but got int"). The translated frame raises the same error, by running eagerly (a user
+    error found during simulation is a fallback); with a tensor operand both compute."""
 
     def fn(a):
         a = a * 1
@@ -463,7 +466,18 @@ def test_inplace_or_of_an_int_tensor_with_a_python_int(compile_all):
         a &= 6
         return a
 
-    check(fn, lambda: (T(3, dtype="int64"),))
+    check(fn, lambda: (T(3, dtype="int64"),), fallbacks=1)
+
+
+def test_inplace_or_of_two_int_tensors(compile_all):
+    def fn(a, b):
+        a = a * 1
+        a |= b
+        a &= b + 2
+        a ^= b
+        return a
+
+    check(fn, lambda: (T(3, dtype="int64"), T(3, seed=1, dtype="int64")))
 
 
 def test_dict_union_holding_an_input_tensor_next_to_an_op(compile_all):
@@ -479,7 +493,7 @@ def test_dict_union_holding_an_input_tensor_next_to_an_op(compile_all):
 
 
 def test_tensor_setitem_does_not_break(compile_all):
-    """Unexpected graph break: ``y[0] = 1.0`` on a tensor created inside the frame breaks the graph ("tensor
+    """Fixed (kept as a regression test); was: Unexpected graph break: ``y[0] = 1.0`` on a tensor created inside the frame breaks the graph ("tensor
     item assignment is in place: runs natively"); Paddle's SOT records it as a set_value op."""
 
     def fn(x):
@@ -505,7 +519,7 @@ def test_operator_getitem_result_live_across_a_break(compile_all, capsys):
 
 
 def test_tensor_in_a_list_holding_it(compile_all):
-    """Unexpected fallback: ``x in [x, 1]`` ("user code raised in operator.contains: TypeError: bool(Tensor) is not
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``x in [x, 1]`` ("user code raised in operator.contains: TypeError: bool(Tensor) is not
     supported in static graph mode"); eager answers True from the identity check before any ``==``."""
 
     def fn(x):

@@ -232,13 +232,13 @@ def test_assign_api(compile_all):
 
 
 def test_inplace_api_on_a_local_tensor(compile_all):
-    """Unexpected fallback: ``y.add_(...)``, ``scale_``, ``clip_`` on a tensor made in the frame ("in-place tensor
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``y.add_(...)``, ``scale_``, ``clip_`` on a tensor made in the frame ("in-place tensor
     operation 'add_' is not supported yet"); Paddle's SOT records in-place APIs in the graph."""
     check(inplace_on_local, x34())
 
 
 def test_inplace_api_on_an_argument(compile_all):
-    """Unexpected fallback: ``x.add_(y)`` on an argument ("in-place tensor operation 'add_' is not supported
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``x.add_(y)`` on an argument ("in-place tensor operation 'add_' is not supported
     yet"); the caller's tensor must change as in eager (it does, through the fallback)."""
     check(inplace_on_argument, xy34())
 

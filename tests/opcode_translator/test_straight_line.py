@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import types
 
+import sys
+
 import numpy as np
 import paddle
 import paddle.nn.functional as F
@@ -84,7 +86,8 @@ def tensor_methods(x):
 
 
 def indexing(x):
-    return x[0], x[:, 1], x[1:3], x[..., -1], x[0, 1], x[::2, 1:], x[None]
+    # (the plain slices are views of x, made again natively after the program: the graph computes the rest)
+    return x[0], x[:, 1], x[1:3], x[..., -1], x[0, 1], x[::2, 1:], x[None], x[[0, 2]], x[1:] * 2
 
 
 def nested_containers(x, y):
@@ -178,7 +181,7 @@ def return_inputs(x, y):
 def squeeze_transpose(x):
     u = x.unsqueeze(0)
     v = u.squeeze(0).T
-    return v.flatten(), u.shape[0]
+    return v.flatten(), u.shape[0], v.flatten() * 2  # (views of x are made natively: the graph computes the rest)
 
 
 def zero_dim(x):
@@ -221,7 +224,7 @@ def defaults_and_kwonly(x, n=3, *, scale=0.5, **extra):
 
 
 def reversed_slices(x):
-    return x[::-1], x[:, ::-2], x[-1], x[1:-1, 0]
+    return x[::-1], x[:, ::-2], x[-1], x[1:-1, 0], x[::-1] + 1  # (views of x are made natively, see indexing)
 
 
 def dropout_eval(x):
@@ -549,7 +552,9 @@ def test_fallback_tensor_valued_if(compile_all):
     assert stats.fallbacks + stats.graph_breaks >= 1, stats
 
 
-def test_fallback_inplace_op(compile_all):
+def test_inplace_op_on_an_argument_is_recorded(compile_all):
+    """Was a fallback; the in-place op is recorded in the graph and the caller's tensor written back."""
+
     def inplace(x, y):
         z = y * 2
         x.add_(z)
@@ -563,7 +568,7 @@ def test_fallback_inplace_op(compile_all):
     assert_same(out, expected)
     np.testing.assert_allclose(tx.numpy(), ex.numpy(), rtol=1e-6)  # the side effect happened once
     np.testing.assert_allclose(tx.numpy(), (x0 + 2 * y0).numpy(), rtol=1e-6)
-    assert sot.stats().fallbacks >= 1
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
 
 
 def test_side_effect_list_append_on_argument(compile_all):
@@ -641,8 +646,8 @@ def test_strict_mode_does_not_raise_on_supported_code(compile_all):
 def test_check_no_fallback_raises_on_fallback(compile_all):
     @psdb.check_no_fallback
     def guarded(x):
-        x.add_(x)
-        return x
+        sys._getframe()  # reads the interpreter's frames: the frame runs eagerly
+        return x * 2
 
     with pytest.raises(sot.SotError):
         sot.symbolic_translate(guarded)(_t(2))

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import paddle
 
-from ...errors import FallbackError, UserCodeError, SourceLocation
+from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocation
 from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
@@ -41,7 +41,10 @@ _meta_cache: dict[tuple, Any] = {}
 
 def forget_metas() -> None:
     """``sot.reset()``: drop the inferred output metas (entries of dead targets would otherwise pile up)."""
+    from .variables.inplace import forget_alias_probes
+
     _meta_cache.clear()
+    forget_alias_probes()
 
 
 def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
@@ -189,8 +192,12 @@ class FunctionGraph:
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
         self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
+        self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
+        # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
+        # their recorded value is out of date, so using one makes the frame run eagerly.
+        self.stale_symbols: set[Symbol] = set()
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:
@@ -224,6 +231,7 @@ class FunctionGraph:
                 builder.add(expr)
         builder.add(f"{builder.constant(autograd_state)}() == {builder.constant(self.state)}")
         self._identity_guards(builder)
+        self._written_back_tensor_guards(builder)
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
@@ -255,6 +263,13 @@ class FunctionGraph:
         for source in tracker.inputs:  # the path's own steps are checked before it is followed
             self.add_guard(source)
 
+    def add_distinct(self, lhs: VariableBase, rhs: VariableBase) -> None:
+        """``lhs is rhs`` was answered False for two objects from outside the frame: guard that they still
+        are two objects."""
+        self.add_guard(lhs)
+        self.add_guard(rhs)
+        self._distinct.append((lhs, rhs))
+
     def _identity_guards(self, builder: GuardBuilder) -> None:
         """Which guarded mutable objects are the same object and which are distinct.
 
@@ -272,9 +287,33 @@ class FunctionGraph:
                 builder.add(f"{builder.expr_of(other)} is {first}")
         for var, tracker in self._aliases:  # (always: e.g. ``return a, b`` rebuilds both from ``a``'s path)
             builder.add(f"{tracker.guard_expr(builder)} is {builder.expr_of(var)}")
+        for lhs, rhs in self._distinct:
+            builder.add(f"{builder.expr_of(lhs)} is not {builder.expr_of(rhs)}")
         if len(groups) > 1:
             ids = ", ".join(f"id({builder.expr_of(same[0])})" for same in groups.values())
             builder.add(f"len({{{ids}}}) == {len(groups)}")
+
+    def _written_back_tensor_guards(self, builder: GuardBuilder) -> None:
+        """A tensor from outside the frame that is changed in place must share its memory with no other tensor
+        the frame reads (not the same object, nor a view of it or its base): the simulation treats them as
+        independent values. It must not be a leaf requiring grad either (that breaks the graph: eager raises)."""
+        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        if not changed:
+            return
+        tensors = [var for var in self._guarded.values()
+                   if isinstance(var, TensorVariable) and var.tracker.is_traceable() and var.value is not None]
+        for var in changed:
+            expr = builder.expr_of(var)
+            if not var.input_meta.stop_gradient:
+                builder.add(f"{expr}.is_leaf is False")
+            for other in tensors:
+                if other is not var:
+                    builder.add(f"not {expr}._is_shared_buffer_with({builder.expr_of(other)})")
+
+    def check_not_stale(self, var: TensorVariable) -> None:
+        if var.symbol in self.stale_symbols:
+            raise FallbackError("a tensor that may be a view of a tensor changed in place later is used "
+                                "(views are not simulated)", self.location)
 
     def add_expr_guard(self, var: VariableBase, template: str) -> None:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""
@@ -307,7 +346,8 @@ class FunctionGraph:
         if isinstance(var, SymbolicSliceVariable):
             return slice(*(self._to_sir_arg(part) for part in var.parts))
         if isinstance(var, TensorVariable):
-            if var.tracker.is_traceable() and var.symbol not in self.inputs:
+            self.check_not_stale(var)
+            if var.tracker.is_traceable() and not var.is_rebound and var.symbol not in self.inputs:
                 self.add_guard(var)
                 self.inputs[var.symbol] = var
             return var.symbol
@@ -327,6 +367,13 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
+        if kind in ("layer", "pylayer") and any(isinstance(var, TensorVariable)
+                                                for var in self.side_effects.mutated.values()):
+            # A layer (or a PyLayer's forward) reads tensors it is not handed (parameters, buffers, globals)
+            # inside the program, where a tensor changed in place before still holds its old value (it is
+            # written back after the program).
+            raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
+                                  "runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
@@ -352,6 +399,10 @@ class FunctionGraph:
         if not self.grad_mode:  # under no_grad eager outputs never require gradients
             out_meta = map_structure(lambda m: MetaInfo(m.shape, m.dtype, True), out_meta)
         outputs = map_structure(lambda meta: TensorVariable(meta, self, DummyTracker()), out_meta)
+        if kind in ("api", "method"):  # (a layer may hand back its input itself, e.g. ``nn.Identity``)
+            for output in leaves(outputs):
+                if isinstance(output, TensorVariable):
+                    output.fresh = True
         function = self.current_executor.code.co_name if self.current_executor is not None else None
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          plain(map_structure(lambda var: var.symbol, outputs)), self.location,

@@ -14,7 +14,7 @@ from ....errors import BreakGraphError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
-from ..variables.basic import ConstantVariable, TensorVariable
+from ..variables.basic import ConstantVariable, TensorVariable, same_tensor
 from ..variables.callable import apply_operator as apply_operator_in
 from ..tracker import DummyTracker
 
@@ -119,10 +119,10 @@ def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     rhs = executor.pop()
     lhs = executor.pop()
     if isinstance(lhs, TensorVariable) or isinstance(rhs, TensorVariable):
-        if lhs is rhs:
+        if isinstance(lhs, TensorVariable) and isinstance(rhs, TensorVariable):
+            result = same_tensor(lhs, rhs)
+        elif lhs is rhs:
             result = True
-        elif isinstance(lhs, TensorVariable) and isinstance(rhs, TensorVariable):
-            raise BreakGraphError("identity comparison of two tensors is not simulated yet")
         else:
             result = False  # a tensor is never the same object as a non-tensor
             other = rhs if isinstance(lhs, TensorVariable) else lhs

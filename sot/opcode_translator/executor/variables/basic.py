@@ -228,6 +228,51 @@ class TensorVariable(VariableBase):
         self.meta = meta
         self.value = value  # the real tensor, for inputs read from the frame
         self.symbol = symbol if symbol is not None else graph.new_symbol(meta)
+        # An in-place op rebinds the variable to a new symbol (every alias holds this one variable, so all
+        # of them see the new value); an input keeps its frame-start meta for its guards, and ``history``
+        # lists every symbol it was bound to, oldest first (views of any of them see later changes).
+        self.input_meta = meta
+        self.history: list[Symbol] = [self.symbol]
+        # Made by an api/method statement: a new object, unless the op hands back an input itself (probed on
+        # demand, see `same_tensor`); a layer's output may be its input (``nn.Identity``).
+        self.fresh = False
+
+    @property
+    def is_rebound(self) -> bool:
+        """Changed in place during the simulation (its current value is a graph-computed symbol)."""
+        return len(self.history) > 1
+
+    def rebind(self, symbol: Symbol, meta: MetaInfo) -> None:
+        """The tensor now holds ``symbol``'s value (an in-place op ran on it); undone on rollback."""
+        previous = (self.symbol, self.meta, list(self.history))
+
+        def undo() -> None:
+            self.symbol, self.meta, self.history = previous[0], previous[1], previous[2]
+
+        self.symbol, self.meta = symbol, meta
+        self.history.append(symbol)
+        if self.tracker.is_traceable():  # from outside the frame: the real tensor is written back
+            self.graph.side_effects.mutate(self, undo)
+        else:
+            self.graph.side_effects.on_rollback(undo)
+
+    def write_back_values(self) -> list[VariableBase]:
+        """The final value as a computed tensor (a graph output), for `write_back`."""
+        return [self._final_value()]
+
+    def _final_value(self) -> "TensorVariable":
+        final = getattr(self, "_final", None)
+        if final is None or final.symbol != self.symbol:
+            final = TensorVariable(self.meta, self.graph, DummyTracker((self,)), symbol=self.symbol)
+            self._final = final
+        return final
+
+    def write_back(self, codegen: "CodeGen") -> None:
+        """The caller's tensor takes the final value, as eager in-place ops left it (data and autograd)."""
+        from ...runtime import write_back_tensor
+
+        codegen.call_helper(write_back_tensor, [self, self._final_value()])
+        codegen.emit("POP_TOP")
 
     def get_py_value(self) -> Any:
         if self.value is None:
@@ -243,7 +288,7 @@ class TensorVariable(VariableBase):
         from ....eval_frame_ext import tensor_matches
         from ..guard import CombinedCheck
 
-        meta = self.meta
+        meta = self.input_meta  # (the frame-start meta: an in-place op may have changed the current one)
         builder.shape_checks.append((self.tracker.describe(), expr, tuple(meta.shape)))
         cls = builder.constant(self.get_py_type())
         dtype = builder.constant(meta.dtype)
@@ -264,6 +309,7 @@ class TensorVariable(VariableBase):
         return [meta_check, *place]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        self.graph.check_not_stale(self)
         codegen.load_graph_output(self.symbol)
 
     def bool(self) -> bool:
@@ -286,7 +332,11 @@ class TensorVariable(VariableBase):
         return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem, [self, key], {})
 
     def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
-        raise BreakGraphError("tensor item assignment is in place: runs natively")
+        from .inplace import apply_in_place, set_items
+
+        if value is None:
+            raise BreakGraphError("deleting items of a tensor runs natively (eager raises)")
+        apply_in_place(self, "api", "setitem", set_items, [self, key, value], {}, "item assignment")
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
         raise BreakGraphError(f"setting Tensor.{name} changes the tensor itself: runs natively")
@@ -308,11 +358,33 @@ class TensorVariable(VariableBase):
             return self.meta.shape
         if self.value is None:
             raise BreakGraphError("a dynamic dimension of a computed tensor is read as a Python value")
-        self.meta = MetaInfo(tuple(self.value.shape), self.meta.dtype, self.meta.stop_gradient)
+        shape = tuple(self.value.shape)  # (an in-place op keeps the shape: the input's is the current one)
+        self.meta = MetaInfo(shape, self.meta.dtype, self.meta.stop_gradient)
+        self.input_meta = MetaInfo(shape, self.input_meta.dtype, self.input_meta.stop_gradient)
         return self.meta.shape
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.symbol.name}: {self.meta})"
+
+
+def same_tensor(lhs: TensorVariable, rhs: TensorVariable) -> bool:
+    """``lhs is rhs`` for two tensors, known during simulation: one variable stands for each real tensor (all
+    its aliases hold it, an in-place op returns it), so distinct variables are distinct tensors when one was
+    made by an op that returns a new object, or when both came from outside the frame (their distinctness is
+    guarded). An op may hand back its input itself (``x.reshape(x.shape)``, ``x.astype(x.dtype)``, a layer such
+    as ``nn.Identity``), which a graph break would not keep either (a program's output is another tensor): the
+    frame runs eagerly then."""
+    from .inplace import may_return_an_input
+
+    if lhs is rhs:
+        return True
+    if any(var.fresh and not may_return_an_input(var) for var in (lhs, rhs)):
+        return False
+    if lhs.value is not None and rhs.value is not None and lhs.tracker.is_traceable() \
+            and rhs.tracker.is_traceable():
+        lhs.graph.add_distinct(lhs, rhs)
+        return False
+    raise FallbackError("whether an op handed back its input tensor itself is not known during simulation")
 
 
 _attr_getters: dict[str, operator.attrgetter] = {}
@@ -334,6 +406,8 @@ def _meta_value(read: Any) -> Any:
 def _is_leaf(var: TensorVariable) -> VariableBase:
     if var.value is None:  # an op's output: a leaf only when no gradient flows into it
         return ConstantVariable(var.meta.stop_gradient, var.graph, DummyTracker((var,)))
+    if var.is_rebound and not var.meta.stop_gradient:  # an in-place op gave it a gradient node
+        return ConstantVariable(False, var.graph, DummyTracker((var,)))
     var.graph.add_guard(var)
     return VariableFactory.from_value(var.value.is_leaf, var.graph, DummyTracker((var,)))
 
@@ -417,6 +491,15 @@ _TENSOR_ATTRIBUTES = {
 @VariableFactory.register(100)
 def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if isinstance(value, paddle.Tensor):
+        # One variable per real tensor, however it is reached: an in-place change through one path must be
+        # seen through the others (and ``a is b`` is then variable identity).
+        known = graph.known_objects.get(id(value))
+        if known is not None and isinstance(known[1], TensorVariable):
+            from .container import _path
+
+            if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
+                graph.add_alias(known[1], tracker)
+            return known[1]
         shape = tuple(value.shape)
         if tracker.is_traceable():
             from ..dynamic_shape import dynamic_dims
@@ -424,7 +507,15 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
             dims = dynamic_dims(graph.frame.code, tracker.describe())
             shape = tuple(-1 if i in dims and d not in (0, 1) else d for i, d in enumerate(shape))
         meta = MetaInfo(shape, value.dtype, bool(value.stop_gradient))
-        return TensorVariable(meta, graph, tracker, value=value)
+        var = TensorVariable(meta, graph, tracker, value=value)
+        if tracker.is_traceable():
+            from .inplace import check_memory_apart
+
+            for changed in list(graph.side_effects.mutated.values()):
+                if isinstance(changed, TensorVariable):
+                    check_memory_apart(changed, var)
+            graph.known_objects[id(value)] = (value, var)
+        return var
     return None
 
 

@@ -63,18 +63,17 @@ def _qualified_name(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', repr(fn))}"
 
 
-def _reject_inplace(name: str) -> None:
-    # In-place ops mutate an input: a side effect that is replayed only once side effects are modelled.
-    if name.endswith("_") and not name.endswith("__"):
-        raise FallbackError(f"in-place tensor operation {name!r} is not supported yet")
-
-
 class PaddleApiVariable(CallableVariable):
     """A Paddle function such as ``paddle.matmul`` or ``F.relu``: one ``api`` SIR statement per call."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        _reject_inplace(getattr(self.value, "__name__", ""))
-        return self.graph.call_tensor_op("api", _qualified_name(self.value), self.value, args, kwargs)
+        from .inplace import in_place_api
+
+        name = _qualified_name(self.value)
+        changed = in_place_api(self.value, name, args, kwargs)
+        if changed is not None:
+            return changed
+        return self.graph.call_tensor_op("api", name, self.value, args, kwargs)
 
 
 # Tensor methods whose result leaves the tensor world (Python values, numpy, autograd state, I/O): a graph
@@ -103,7 +102,10 @@ class TensorMethodVariable(CallableVariable):
             return meta_method_value(self.tensor, self.name, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
-        _reject_inplace(self.name)
+        from .inplace import in_place_method, is_in_place_name
+
+        if is_in_place_name(self.name):
+            return in_place_method(self.tensor, self.name, args, kwargs)
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
     def children(self) -> list[VariableBase]:

@@ -777,6 +777,34 @@ def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase
     return ConstantVariable(key in container.items, container.graph, DummyTracker((container, item)))
 
 
+def _membership_with_tensors(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    """``item in seq`` for a list or tuple when tensors take part: as the interpreter scans, each element is
+    first compared by identity (known for tensors, see `same_tensor`), then by ``==`` (whose truth, for a
+    tensor, breaks the graph as ``bool(tensor)`` does)."""
+    from .basic import TensorVariable, same_tensor
+    from .callable import apply_operator
+    from .dunder import truth_value
+
+    if not isinstance(container, SequenceVariable) or not (
+            isinstance(item, TensorVariable) or any(isinstance(e, TensorVariable) for e in container.items)):
+        return None
+    graph = container.graph
+    if container.tracker.is_traceable():
+        graph.add_guard(container)  # (its length and items: guarded like any container read)
+    for element in container.items:
+        if isinstance(element, TensorVariable) and isinstance(item, TensorVariable):
+            identical = same_tensor(element, item)
+        else:
+            identical = element is item
+        if identical or truth_value(apply_operator(graph, operator.eq, [element, item])):
+            return ConstantVariable(True, graph, DummyTracker((container, item)))
+    return ConstantVariable(False, graph, DummyTracker((container, item)))
+
+
+def _membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    return _key_membership(container, item) or _membership_with_tensors(container, item)
+
+
 def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
     def apply(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
         if not isinstance(lhs, SetVariable):
@@ -798,7 +826,7 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
     operator.mul: _repeat,
     operator.imul: _repeat_in_place,
     operator.or_: _merge,
-    operator.contains: _key_membership,
+    operator.contains: _membership,
     operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
                                     else _set_in_place(operator.ior))(lhs, rhs),
     operator.iand: _set_in_place(operator.iand),

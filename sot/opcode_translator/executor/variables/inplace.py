@@ -1,0 +1,388 @@
+"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments.
+
+The compiled programs stay pure (a failing program reruns the frame natively, see `CodeGen.call_program`): the op
+is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
+Every alias of the tensor (a list item, an attribute, another local) holds that one variable, so all of them see
+the new value; a tensor from outside the frame is written back into the caller's tensor after the program
+(`TensorVariable.write_back`).
+
+What this model cannot express is never simulated approximately:
+  * views. Eager slicing, ``reshape``, ``squeeze``... share memory with their input, so an in-place change of one
+    changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached,
+    `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly);
+    views made earlier from the changed tensor become stale, and using one later makes the frame run eagerly too.
+    Views among a program's results are made again natively from their base after it (`plan_view_replay`), so
+    code after the frame (a resume function, the caller) sees views where eager code would;
+  * a leaf that requires grad (eager raises, or under ``no_grad`` changes a parameter whose later uses must reach
+    its gradient), and a tensor requiring grad changed under ``no_grad`` (its gradient node stays, its data
+    changes): the graph breaks and the op runs natively;
+  * an op whose out-of-place form gives another shape, dtype or gradient requirement (eager raises or keeps the
+    tensor's own): the graph breaks there.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+import sys
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+import paddle
+
+from ....errors import BreakGraphError, FallbackError
+from ....symbolic.pytree import leaves, map_structure
+from ....symbolic.sir import MetaInfo, Statement, Symbol
+from .base import VariableBase
+from .basic import TensorVariable
+
+if TYPE_CHECKING:
+    from ..function_graph import FunctionGraph
+
+
+def set_items(x: paddle.Tensor, key: Any, value: Any) -> paddle.Tensor:
+    """``x[key] = value`` out of place: the set_value op eager runs, applied to a copy of ``x``."""
+    return paddle.static.setitem(paddle.assign(x), key, value)
+
+
+def zeroed(x: paddle.Tensor) -> paddle.Tensor:
+    """``x.zero_()`` out of place."""
+    return paddle.zeros_like(x)
+
+
+def filled(x: paddle.Tensor, value: Any) -> paddle.Tensor:
+    """``x.fill_(value)`` out of place."""
+    return paddle.full_like(x, value)
+
+
+# In-place methods whose out-of-place form is not simply the method without the trailing underscore.
+METHOD_COUNTERPARTS: dict[str, Callable[..., Any]] = {"zero_": zeroed, "fill_": filled}
+# Keyword arguments naming the tensor an API writes its result into.
+OUT_PARAMETERS = ("output", "out")
+
+
+def is_in_place_name(name: str) -> bool:
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _parameters(fn: Any) -> list[str] | None:
+    try:
+        return [name for name in inspect.signature(fn).parameters if name not in ("name", "out")]
+    except (TypeError, ValueError):
+        return None
+
+
+def same_signature(in_place: Any, counterpart: Any) -> bool:
+    """Whether ``counterpart`` takes the in-place function's arguments the same way (its parameters start with
+    the same names): ``add_(x, y)``/``add(x, y)`` do, ``normal_(x, mean, std)``/``normal(mean, std, shape)``
+    do not (the name alone would compute something else)."""
+    own, other = _parameters(in_place), _parameters(counterpart)
+    return own is not None and other is not None and other[:len(own)] == own
+
+
+def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
+                    kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``tensor.name(*args, **kwargs)`` for an in-place method ``name``."""
+    counterpart = METHOD_COUNTERPARTS.get(name)
+    if counterpart is not None:
+        return apply_in_place(tensor, "api", f"Tensor.{name}", counterpart, [tensor, *args], kwargs, name)
+    plain: str | None = name[:-1]
+    if not same_signature(getattr(paddle.Tensor, name, None), getattr(paddle.Tensor, plain, None)):
+        plain = None
+    return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs, name)
+
+
+def out_parameter(fn: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | int | None:
+    """Where a call of the API ``fn`` passes a tensor to write into (``output=``/``out=``): a keyword, or the
+    position of that parameter; None when it passes none."""
+    for key in OUT_PARAMETERS:
+        if isinstance(kwargs.get(key), TensorVariable):
+            return key
+    try:
+        parameters = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    for key in OUT_PARAMETERS:
+        if key in parameters:
+            index = parameters.index(key)
+            if index < len(args) and isinstance(args[index], TensorVariable):
+                return index
+    return None
+
+
+def in_place_api(fn: Any, name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
+        VariableBase | None:
+    """A Paddle API call that changes a tensor argument (``paddle.assign(v, output=x)``, ``F.relu_(x)``), else
+    None."""
+    where = out_parameter(fn, args, kwargs)
+    if where is not None:
+        if isinstance(where, str):
+            target, kwargs = kwargs[where], {k: v for k, v in kwargs.items() if k != where}
+        else:
+            target, args = args[where], args[:where] + args[where + 1:]
+        assert isinstance(target, TensorVariable)
+        return apply_in_place(target, "api", name, fn, args, kwargs, f"{name}(..., {where}=...)"
+                              if isinstance(where, str) else f"{name} (its output argument)")
+    fn_name = getattr(fn, "__name__", "")
+    if not is_in_place_name(fn_name):
+        return None
+    if not args or not isinstance(args[0], TensorVariable):
+        raise BreakGraphError(f"in-place {name} on a non-tensor runs natively")
+    plain = fn_name[:-1]
+    homes = (sys.modules.get(getattr(fn, "__module__", "") or ""), paddle, paddle.nn.functional)
+    candidates = (getattr(home, plain, None) for home in homes if home is not None)
+    counterpart = next((c for c in candidates if callable(c) and same_signature(fn, c)), None)
+    return apply_in_place(args[0], "api", name[:-1] if counterpart is not None else name, counterpart, args,
+                          kwargs, name)
+
+
+def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: list[VariableBase],
+                   kwargs: dict[str, VariableBase], spelling: str | None = None) -> TensorVariable:
+    """Record ``fn(*args, **kwargs)`` (an out-of-place op, a statement named ``name``; None when there is none)
+    as the new value of ``target``; returns ``target`` (eager in-place ops return the tensor itself).
+    ``spelling`` is the user's name of the in-place op, for the reasons given."""
+    graph = target.graph
+    op = spelling or name
+    graph.check_not_stale(target)
+    views = _views(target, op)
+    if fn is None:
+        _break_natively(views, f"in-place {op} has no out-of-place form in the graph: runs natively")
+    if _is_leaf_requiring_grad(target):
+        _break_natively(views, f"in-place {op} on a leaf tensor that requires grad runs natively (eager raises "
+                               "unless under no_grad, where later uses must reach the leaf's gradient)")
+    if not graph.grad_mode and not target.meta.stop_gradient:
+        _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
+    if target.tracker.is_traceable() and not target.is_rebound:
+        for _, other in list(graph.known_objects.values()):
+            check_memory_apart(target, other)
+        args, kwargs = _read_through_a_copy(target, args, kwargs)
+    result = graph.call_tensor_op(kind, name, fn, args, kwargs)
+    if not isinstance(result, TensorVariable):
+        raise FallbackError(f"in-place {op} gave no single tensor")
+    meta, before = result.meta, target.meta
+    if meta.shape != before.shape or meta.dtype != before.dtype:
+        _break_natively(views, f"in-place {op} gives {meta}, not the {before} of the tensor it changes: runs "
+                               "natively (eager raises or keeps the tensor's own)")
+    if meta.stop_gradient != (meta.stop_gradient and before.stop_gradient):
+        _break_natively(views, f"in-place {op} keeps the gradient requirement of the tensor it changes, not its "
+                               "out-of-place form's: runs natively")
+    if views:
+        stale = set(views) - graph.stale_symbols
+        graph.stale_symbols |= stale
+        graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
+    target.rebind(result.symbol, meta)
+    return target
+
+
+def check_memory_apart(changed: TensorVariable, other: VariableBase) -> None:
+    """A tensor from outside the frame changed in place must not share memory with another tensor the frame
+    reads from outside (a view of it, or its base): the simulation treats the two as independent values. (The
+    guard checks it again at every call: `FunctionGraph._written_back_tensor_guards`.)"""
+    if other is changed or not isinstance(other, TensorVariable) or other.value is None \
+            or not other.tracker.is_traceable():
+        return
+    if changed.value._is_shared_buffer_with(other.value):
+        raise FallbackError(f"{changed.tracker.describe()}, changed in place, shares memory with "
+                            f"{other.tracker.describe()} (views are not simulated)", changed.graph.location)
+
+
+def _read_through_a_copy(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
+        tuple[list[VariableBase], dict[str, VariableBase]]:
+    """The op changing a tensor from outside the frame reads it through a copy made in the program.
+
+    The caller's tensor is overwritten after the program (the write-back bumps its inplace version): what the
+    program's backward saves of it must not be it, or the backward would read the new data (and refuse, see
+    `CompiledProgram._watch_saved_tensors`). Eager's in-place op keeps what its own backward needs; only the
+    ops that read the tensor before the change save it (and eager refuses their backward just the same)."""
+    graph = target.graph
+    copy = graph.call_tensor_op("api", "paddle.assign", paddle.assign, [target], {})
+
+    def substitute(var: VariableBase) -> VariableBase:
+        return copy if var is target else var
+
+    return [substitute(arg) for arg in args], {key: substitute(value) for key, value in kwargs.items()}
+
+
+def _break_natively(views: list[Symbol], reason: str) -> None:
+    """The op runs natively at a graph break, on the program's outputs: separate tensors, so a view of the
+    changed tensor would not see the change; with views the whole frame runs eagerly instead."""
+    if views:
+        raise FallbackError(f"{reason}; a view of the tensor was taken earlier (views are not simulated)")
+    raise BreakGraphError(reason)
+
+
+def _is_leaf_requiring_grad(var: TensorVariable) -> bool:
+    if var.meta.stop_gradient:
+        return False
+    if var.value is None or var.is_rebound:  # an op's output requiring grad is not a leaf
+        return False
+    return bool(var.value.is_leaf)
+
+
+def _views(target: TensorVariable, name: str) -> list[Symbol]:
+    """Symbols of views taken from ``target`` (from any value it held); a `FallbackError` when ``target`` may
+    itself be a view of another tensor (the change would have to reach that one too)."""
+    graph = target.graph
+    history = set(target.history)
+    group = set(history)
+    views: list[Symbol] = []
+    for statement in graph.statements:
+        outputs = statement.output_symbols()
+        if history.intersection(outputs):
+            if target.history[0] in outputs and _may_alias(statement, graph):
+                raise FallbackError(f"in-place {name} changes a tensor that may be a view of another one (views "
+                                    "are not simulated)", graph.location)
+            continue
+        if group.intersection(statement.inputs()) and _may_alias(statement, graph):
+            group.update(outputs)
+            views += outputs
+    return views
+
+
+class Probe(NamedTuple):
+    """How an op's outputs relate to its tensor inputs in eager mode."""
+
+    shares_memory: bool  # an output is a view of an input (or the input itself)
+    same_object: bool  # an output is an input itself (``x.reshape(x.shape)``, ``x.astype(x.dtype)``, ``+x``)
+    known: bool = True  # False: not probed (a layer, a dynamic shape...), both are assumed
+
+
+_UNKNOWN = Probe(True, True, known=False)
+_NEW_TENSOR = Probe(False, False)
+# Binary arithmetic on tensors always computes a new tensor: not probed (the probe runs the op on zeros once
+# per signature, which for a large matmul is not free). (``operator.pos`` is not here: ``+x`` is ``x``.)
+_COMPUTING_OPERATORS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
+    operator.matmul, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul,
+})
+_probe_cache: dict[Any, Probe] = {}
+
+
+def forget_alias_probes() -> None:
+    _probe_cache.clear()
+
+
+def producer(graph: "FunctionGraph", symbol: Symbol) -> Statement | None:
+    """The statement whose outputs include ``symbol`` (None for an input)."""
+    return next((s for s in reversed(graph.statements) if symbol in s.output_symbols()), None)
+
+
+def may_return_an_input(var: TensorVariable) -> bool:
+    """Whether the tensor ``var`` was made by an op that may hand back one of its inputs itself."""
+    statement = producer(var.graph, var.history[0])
+    return statement is None or probe(statement, var.graph).same_object
+
+
+def _may_alias(statement: Statement, graph: "FunctionGraph") -> bool:
+    return probe(statement, graph).shares_memory
+
+
+def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
+    """Whether an output of ``statement`` may share memory with one of its tensor inputs (a view), or be one of
+    them: found by running it on zeros of the same meta, under no_grad and with the random state restored
+    (cached per op and metas). Anything that cannot be probed (a layer, a dynamic shape, a failing probe) may
+    do both."""
+    from ..function_graph import repr_free
+
+    if statement.kind not in ("api", "method"):
+        return _UNKNOWN
+    if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):
+        return _NEW_TENSOR
+
+    def meta_of(leaf: Any) -> Any:
+        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+    args = map_structure(meta_of, statement.args)
+    kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
+    try:
+        key = (statement.kind, statement.target, repr_free(args), repr_free(kwargs))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _probe_cache:
+        return _probe_cache[key]
+    answer = _run_probe(statement, args, kwargs)
+    if key is not None:
+        _probe_cache[key] = answer
+    return answer
+
+
+# Larger inputs are not probed (the zeros would cost too much memory): their ops count as unknown.
+PROBE_MAX_ELEMENTS = 1 << 24
+
+
+def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
+    metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
+    if any(dim <= 0 for meta in metas for dim in meta.shape):
+        return _UNKNOWN  # a dynamic dimension, or an empty tensor (no memory to compare)
+    if sum(math.prod(meta.shape) for meta in metas) > PROBE_MAX_ELEMENTS:
+        return _UNKNOWN
+
+    def zeros(leaf: Any) -> Any:
+        return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
+
+    call_args = map_structure(zeros, args)
+    call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
+    rng = paddle.get_rng_state()
+    try:
+        with paddle.no_grad():
+            if statement.kind == "method":
+                result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
+            else:
+                result = statement.target(*call_args, **call_kwargs)
+    except Exception:  # noqa: BLE001 - cannot tell
+        return _UNKNOWN
+    finally:
+        paddle.set_rng_state(rng)
+    inputs = [leaf for leaf in leaves((call_args, call_kwargs)) if isinstance(leaf, paddle.Tensor)]
+    outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
+    return Probe(any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs),
+                 any(out is inp for out in outputs for inp in inputs))
+
+
+class ViewReplay(NamedTuple):
+    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, or another output):
+    made again natively from that base after the program (a program's outputs are separate tensors), so an
+    in-place change of one reaches the other, as in eager mode."""
+
+    statements: list[Statement]  # the view ops, in program order
+    roots: list[Symbol]  # their bases: graph inputs, or outputs the program still returns
+    views: list[Symbol]  # the outputs they make (no longer returned by the program)
+
+
+def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewReplay | None:
+    """Which of ``outputs`` are views (found by `probe`) of a graph input or of another output, through a chain
+    of view ops each reading one tensor. Others (a view of a temporary nobody sees) stay program outputs."""
+    inputs = {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
+    changed = {var.symbol for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
+    candidates = set(outputs)
+    chains: dict[Symbol, list[Statement]] = {}
+    roots: dict[Symbol, Symbol] = {}
+    for symbol in outputs:
+        if symbol in changed:
+            continue  # (the final value of a tensor written back: the write-back makes it the caller's)
+        chain: list[Statement] = []
+        current = symbol
+        while True:
+            statement = producer(graph, current)
+            if statement is None:
+                break
+            result = probe(statement, graph)
+            sources = set(statement.inputs())
+            if not (result.known and result.shares_memory) or len(sources) != 1:
+                break
+            chain.insert(0, statement)
+            current = next(iter(sources))
+            if current in inputs or (current in candidates and current not in changed):
+                chains[symbol] = chain
+                roots[symbol] = current
+                break
+    # A root that is itself replayed stays a program output (keeps it simple: roots are never replayed).
+    replayed = [symbol for symbol in outputs if symbol in chains and symbol not in roots.values()]
+    if not replayed:
+        return None
+    order = {id(statement): index for index, statement in enumerate(graph.statements)}
+    chosen = {id(statement): statement for symbol in replayed for statement in chains[symbol]}
+    statements = sorted(chosen.values(), key=lambda statement: order[id(statement)])
+    root_list = list(dict.fromkeys(roots[symbol] for symbol in replayed))
+    return ViewReplay(statements, root_list, replayed)
