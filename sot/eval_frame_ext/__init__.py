@@ -21,7 +21,13 @@ every new function frame of that thread is intercepted before it executes:
   (with the hook disabled for this thread). It returns ``None`` (run the
   frame normally, cache nothing), ``SKIP`` (run it normally, and never ask
   again until ``reset_cache()``) or ``(guard, new_code)`` (cache the entry at
-  the front and run ``new_code`` now, without calling the guard).
+  the front and run ``new_code`` now, without calling the guard);
+* ``(guard, new_code, frames)`` also says how many Python frames
+  ``new_code`` may need on top of its own (calls it inlined, which the
+  original makes as frames; a runner it calls): when fewer are left before
+  the recursion limit, a passing entry is not used and the frame runs as
+  written (neither a hit nor a miss), so RecursionError comes where it comes
+  eagerly.
 
 ``args`` are the frame's argument values in signature order: positional
 (including positional-only) parameters, keyword-only parameters, then the

@@ -67,6 +67,8 @@ typedef struct sot_entry {
                                the record lives exactly as long as its code,
                                and a strong self-reference would make the
                                code immortal */
+    int frames;             /* Python frames the code needs on top of its own
+                               (see frames_fit) */
     int nargs;
     int map[1];             /* nargs entries: argument i -> slot in code */
 } sot_entry;
@@ -186,9 +188,10 @@ record_move_to_front(sot_record *r, sot_entry *e)
     r->version++;
 }
 
-/* Validate a (guard, new_code) result and make an entry for it (refs=1). */
+/* Validate a (guard, new_code[, frames]) result and make an entry for it
+ * (refs=1). */
 static sot_entry *
-entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int nargs)
+entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, int nargs)
 {
     if (!PyCallable_Check(guard)) {
         PyErr_Format(PyExc_TypeError,
@@ -252,6 +255,7 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int nargs)
     e->refs = 1;
     e->linked = 0;
     e->nargs = nargs;
+    e->frames = frames;
     Py_INCREF(guard);
     e->guard = guard;
     e->owns_code = (target != orig);
@@ -265,6 +269,19 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int nargs)
 /* ------------------------------------------------------------------ */
 /* The hook                                                            */
 /* ------------------------------------------------------------------ */
+
+/* 1 if the thread's recursion limit leaves room for the frames an entry's
+ * code needs on top of its own. The new code may do in one frame what the
+ * original does in several (calls inlined into one graph, a recursion
+ * unrolled), or need frames the original does not (the runner of a compiled
+ * program): near the limit the frame runs as written instead, so that
+ * RecursionError comes where it comes eagerly, and only from the user's own
+ * calls. */
+static inline int
+frames_fit(PyThreadState *tstate, sot_entry *e)
+{
+    return e->frames <= 0 || sot_frames_left(tstate) > e->frames;
+}
 
 /* Outcome of a guard that could not run because the stack is full. */
 #define SOT_GUARD_OUT_OF_STACK (-2)
@@ -408,15 +425,26 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         r->skipped = 1;
         return SOT_RUN_DEFAULT;
     }
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) < 2 || PyTuple_GET_SIZE(res) > 3
+        || (PyTuple_GET_SIZE(res) == 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback must return None, SKIP or a "
-                     "(guard, code) tuple, not %.100s", Py_TYPE(res)->tp_name);
+                     "(guard, code) or (guard, code, frames: int) tuple, not %.100R", res);
         Py_DECREF(res);
         *result = NULL;
         return SOT_DONE;
     }
-    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), nargs);
+    int frames = 0;
+    if (PyTuple_GET_SIZE(res) == 3) {
+        long value = PyLong_AsLong(PyTuple_GET_ITEM(res, 2));
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(res);
+            *result = NULL;
+            return SOT_DONE;
+        }
+        frames = value < 0 ? 0 : (value > INT_MAX ? INT_MAX : (int)value);
+    }
+    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), frames, nargs);
     Py_DECREF(res);
     if (e == NULL) {
         *result = NULL;
@@ -430,6 +458,9 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         return SOT_DONE;
     }
     record_push_front(r, e);
+    if (!frames_fit(tstate, e)) {
+        return SOT_RUN_DEFAULT;  /* (the callback itself ran with extra room) */
+    }
     e->refs++;
     *result = sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
     entry_decref(e);
@@ -479,6 +510,10 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         int out_of_stack = 0;
         sot_entry *hit = guard_scan(r, argv, nargs + 2, &out_of_stack);
         if (out_of_stack) {
+            goto done;  /* run the frame as written */
+        }
+        if (hit != NULL && !frames_fit(tstate, hit)) {
+            entry_decref(hit);
             goto done;  /* run the frame as written */
         }
         if (hit != NULL) {
@@ -1008,7 +1043,7 @@ m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     /* Validated and mapped as a new entry would be; then its code and map move into `e`. */
-    sot_entry *fresh = entry_new(code, args[1], args[2], e->nargs);
+    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, e->nargs);
     if (fresh == NULL) {
         return NULL;
     }

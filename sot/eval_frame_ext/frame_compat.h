@@ -10,6 +10,7 @@
  *   sot_thread_is_traced(ts)     a trace or profile function (or, 3.12+, a
  *                                sys.monitoring tool) is active
  *   sot_frame_collect_args(...)  the argument values, in signature order
+ *   sot_frames_left(ts)          Python frames left before RecursionError
  *   sot_code_nargs(co)           number of argument slots of a code object
  *   sot_eval_default(...)        the interpreter's own frame evaluator
  *   SOT_CODE_*_EXTRA             the code-object extra-slot API
@@ -132,6 +133,25 @@ sot_thread_is_traced(PyThreadState *tstate)
 {
     return tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL
            || sot_thread_is_monitored(tstate);
+}
+
+/* How many more Python frames the thread may push before RecursionError.
+ * (3.12: while the hook is installed every Python call goes through it and
+ * costs two units of the C recursion limit, which then binds first: 747
+ * frames deep at the default limits, measured.) */
+static inline int
+sot_frames_left(PyThreadState *tstate)
+{
+#if defined(SOT_PY310)
+    return Py_GetRecursionLimit() - tstate->recursion_depth;
+#elif defined(SOT_PY311)
+    return tstate->recursion_remaining;
+#elif defined(SOT_PY313)
+    return tstate->py_recursion_remaining;
+#else
+    int c_frames = tstate->c_recursion_remaining / 2;
+    return c_frames < tstate->py_recursion_remaining ? c_frames : tstate->py_recursion_remaining;
+#endif
 }
 
 /* 1 if two name strings are equal, 0 if not, -1 with an exception set. */

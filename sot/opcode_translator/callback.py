@@ -136,7 +136,7 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # that the garbage collector cannot see.
     guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
     guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
-    return guard, entry_added(code, translation.native, guard, translation.code)
+    return guard, entry_added(code, translation.native, guard, translation.code), translation.frames
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

@@ -44,10 +44,26 @@ class Translation:
     program: CompiledProgram | None = None
     failure: FallbackError | None = None
     native: NativePlan | None = None  # when the entry may come to run the original code (native.py)
+    # Python frames ``code`` may need on top of its own (the hook runs the frame as written when the
+    # recursion limit leaves less): see `frames_needed`.
+    frames: int = 0
 
     @property
     def is_break(self) -> bool:
         return isinstance(self.failure, BreakGraphError)
+
+
+# Frames a generated code needs to run a recorded graph: the program's runner (CompiledProgram.__call__ down
+# to Paddle's run_program: 9 measured on 3.11) or an eager replay (fewer), with some slack.
+RUNNER_FRAMES = 12
+
+
+def frames_needed(graph: FunctionGraph, runs_a_graph: bool) -> int:
+    """Frames the translation of ``graph`` needs on top of its own: as many as the original code pushes
+    for the calls inlined into it (a recursion unrolled into one graph), or as the graph's runner needs.
+    Near the recursion limit the original then runs instead, so RecursionError comes at the eager depth
+    and never from sot's own frames."""
+    return max(graph.inline_depth, RUNNER_FRAMES if runs_a_graph else 0)
 
 
 def _computed_tensors(var: VariableBase, found: dict[Symbol, TensorVariable]) -> None:
@@ -205,7 +221,8 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     native = NativePlan(code, new_code, [program]) if graph.inlined_calls == 0 else None
-    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native)
+    return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native,
+                       frames=frames_needed(graph, True))
 
 
 def _with_block_entered_in_simulation(brk: GraphBreak) -> int | None:
@@ -407,7 +424,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       frames=frames_needed(graph, program is not None))
 
 
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
@@ -566,7 +584,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
-                       native=native)
+                       native=native, frames=frames_needed(graph, program is not None))
 
 
 def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,

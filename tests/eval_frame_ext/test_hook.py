@@ -435,7 +435,8 @@ def test_bad_callback_results_are_type_or_value_errors():
     for result, exc in [
         (42, TypeError),
         ((always,), TypeError),
-        ((always, add.__code__, 1), TypeError),
+        ((always, add.__code__, "1"), TypeError),
+        ((always, add.__code__, 1, 2), TypeError),
         ((always, "not code"), TypeError),
         ((1, add.__code__), TypeError),
         ((always, gen_fn.__code__), ValueError),
@@ -1037,6 +1038,38 @@ def test_a_guard_without_stack_left_lets_the_frame_run_as_written():
         full[0] = False
         assert doubled(3) == 9
     assert rec.codes() == [doubled.__code__]
+
+
+def _nest(depth, fn, *args):
+    return fn(*args) if depth <= 0 else _nest(depth - 1, fn, *args)
+
+
+def _run_with_frames_left(left, fn, *args):
+    """``fn(*args)`` called when about ``left`` frames are left before the recursion limit."""
+    lo, hi = 0, sys.getrecursionlimit()  # the deepest nesting that works here, found by trying
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            _nest(mid, int)
+            lo = mid
+        except RecursionError:
+            hi = mid
+    return _nest(lo - left, fn, *args)
+
+
+def test_an_entry_needing_more_frames_than_are_left_lets_the_frame_run_as_written():
+    """``(guard, code, frames)``: the new code may do in one frame what the original does in several (an
+    inlined recursion), or need frames the original does not. When fewer frames are left, the frame runs as
+    written (the entry stays, and no new translation is asked for): RecursionError comes where it comes
+    eagerly."""
+    rec = Recorder({doubled.__code__: (always, tripled.__code__, 50)})
+    with callback_installed(rec):
+        assert _run_with_frames_left(20, doubled, 1) == 2  # translated just now, not run
+        assert efx.cache_size(doubled.__code__) == 1
+        assert _run_with_frames_left(200, doubled, 1) == 3
+        assert _run_with_frames_left(20, doubled, 2) == 4
+        assert _run_with_frames_left(200, doubled, 3) == 9
+    assert len(rec.calls_for(doubled)) == 1
 
 
 def threaded_fn(x):

@@ -173,6 +173,8 @@ class FunctionGraph:
         self.location: SourceLocation | None = None
         self.executor: Any = None  # the OpcodeExecutor of the translated frame
         self.current_executor: Any = None  # the innermost (possibly inlined) executor running now
+        # How deep calls were inlined (frames the original code has where the translation has one).
+        self.inline_depth = 0
         # Calls simulated inline (user functions, dunders, generators): the original code would make each a
         # frame of its own, hooked and guarded (see native.py: such a frame is not switched to native).
         self.inlined_calls = 0

@@ -144,6 +144,7 @@ class OpcodeExecutor:
             graph.inlined_calls += 1
         if self.depth > MAX_INLINE_DEPTH:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        graph.inline_depth = max(graph.inline_depth, self.depth)
         self.instructions = list(dis.get_instructions(code))
         self._index_of_offset = {instr.offset: i for i, instr in enumerate(self.instructions)}
         self._lines = pyversion.line_numbers(code)

@@ -717,6 +717,7 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
     if args:
         source = args[0]
         if isinstance(source, DictVariable):
+            graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
             items.update(source.items)
         else:
             for pair in _items_of(source):

@@ -423,6 +423,7 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         sources = [args[0]] if args else []
         for source in sources:
             if isinstance(source, DictVariable):
+                graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
                 items.update(source.items)
             else:
                 raise FallbackError("dict.update() from a non-dict is not supported yet")

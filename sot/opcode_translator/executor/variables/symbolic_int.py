@@ -40,6 +40,8 @@ ARITHMETIC: dict[Callable[..., Any], str] = {
     operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//", operator.mod: "%",
     operator.iadd: "+", operator.isub: "-", operator.imul: "*", operator.ifloordiv: "//", operator.imod: "%",
 }
+# Operators that raise ZeroDivisionError on a zero right operand.
+_DIVISIONS = frozenset({operator.floordiv, operator.mod, operator.ifloordiv, operator.imod})
 # Decided at translation time and guarded by the same comparison over the inputs.
 COMPARISONS: dict[Callable[..., Any], str] = {
     operator.lt: "<", operator.le: "<=", operator.eq: "==", operator.ne: "!=", operator.gt: ">",
@@ -199,6 +201,20 @@ def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) ->
     if fn not in ARITHMETIC:
         return None
     graph = operands[0].graph
+    knowns = [o.known if isinstance(o, SymbolicIntVariable) else o.value for o in operands]
+    try:
+        known = fn(*knowns) if None not in knowns else None
+    except ArithmeticError:
+        # ``n // 0``: Python raises for these values. Not kept symbolic: the caller folds it on the pinned
+        # values, which raises the user's exception as eager code does.
+        return None
+    divisor = operands[1]
+    if fn in _DIVISIONS and isinstance(divisor, SymbolicIntVariable) and divisor.form != ("input",):
+        # A computed divisor (``n - 2``) may be 0 at a later call, where Python raises and the program
+        # would not: the entry holds for non-zero divisors only. (An input is never 0 under its guard.)
+        if divisor.form is None:
+            return None  # (no expression to guard with: folded on its pinned value)
+        graph.add_symbolic_guard(lambda builder: f"({divisor.render(builder)} != 0)", "{}", divisor)
     parts = [o.tensor if isinstance(o, SymbolicIntVariable) else o for o in operands]
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, parts, {})
     if fn in (operator.floordiv, operator.ifloordiv):
@@ -209,8 +225,6 @@ def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) ->
     for o in operands:
         if not isinstance(o, SymbolicIntVariable):
             graph.add_guard(o)
-    knowns = [o.known if isinstance(o, SymbolicIntVariable) else o.value for o in operands]
-    known = fn(*knowns) if None not in knowns else None
     sources = tuple(s for o in operands if isinstance(o, SymbolicIntVariable) for s in o.sources)
     renderable = all(o.form is not None for o in operands if isinstance(o, SymbolicIntVariable))
     form = ("op", ARITHMETIC[fn], tuple(operands)) if renderable and known is not None else None
