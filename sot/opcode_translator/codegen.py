@@ -48,13 +48,27 @@ class CodeGen:
             if not isinstance(instr, Instr) or instr.name not in _PROLOGUE_OPS:
                 break
             self.instructions.append(Instr(instr.name, instr.arg, lineno=original.co_firstlineno))
+        # An argument that is also a cell: its value at the frame's start (what `load_fast` means) is kept
+        # apart, since the generated code gives the cell its simulated content before a graph break.
+        from .executor.guard import argument_names
+
+        self._argument_copies: dict[str, str] = {}
+        for name in argument_names(original):
+            if name in original.co_cellvars:
+                copy = f"__sot_arg_{name}"
+                self.instructions += [Instr("LOAD_DEREF", CellVar(name), lineno=original.co_firstlineno),
+                                      Instr("STORE_FAST", copy, lineno=original.co_firstlineno)]
+                self._argument_copies[name] = copy
 
     # -- primitive emitters ------------------------------------------------------------------------------
     def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
         self.instructions.append(Instr(name, arg, lineno=self.lineno))
 
     def load_fast(self, name: str) -> None:
-        if name in self.original.co_cellvars:
+        """The value of argument ``name`` at the frame's start."""
+        if name in self._argument_copies:
+            self.emit("LOAD_FAST", self._argument_copies[name])
+        elif name in self.original.co_cellvars:
             self.emit("LOAD_DEREF", CellVar(name))
         else:
             self.emit("LOAD_FAST", name)

@@ -50,7 +50,7 @@ import gc
 import sys
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 PY: tuple[int, int] = sys.version_info[:2]
 SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 10), (3, 11), (3, 12), (3, 13))
@@ -304,14 +304,15 @@ def emit_make_function(emit: Emit, code: types.CodeType, has_closure: bool) -> N
             emit("SET_FUNCTION_ATTRIBUTE", FUNCTION_CLOSURE)
 
 
-def emit_prologue(emit: Emit, code: types.CodeType, cell_var: Callable[[str], Any]) -> None:
-    """The prologue of a new entry into ``code`` (a resume function): copy the free variables, make the
-    cells (``cell_var(name)`` gives the `bytecode` argument), and ``RESUME``. Nothing on 3.10."""
+def emit_prologue(emit: Emit, n_freevars: int, cellvars: Sequence[str], cell_var: Callable[[str], Any]) -> None:
+    """The prologue of a new entry into a code object (a resume function): copy its ``n_freevars`` free
+    variables, make its ``cellvars`` (``cell_var(name)`` gives the `bytecode` argument), and ``RESUME``.
+    Nothing on 3.10."""
     if not CELLS_MADE_BY_BYTECODE:
         return
-    if code.co_freevars:
-        emit("COPY_FREE_VARS", len(code.co_freevars))
-    for name in code.co_cellvars:
+    if n_freevars:
+        emit("COPY_FREE_VARS", n_freevars)
+    for name in cellvars:
         emit("MAKE_CELL", cell_var(name))
     emit("RESUME", 0)
 

@@ -17,7 +17,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..errors import FallbackError
 from . import pyversion
-from .executor.liveness import EXCEPT_HANDLER, block_stacks
+from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
 
 STACK_ARG = "__sot_stack_{}"
 _PROLOGUE_OPS = pyversion.PROLOGUE_OPNAMES
@@ -63,8 +63,10 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
 
     ``stack_layout`` describes the stack to rebuild, bottom first: True for a NULL (pushed by the prologue;
     a NULL cannot be passed as an argument), False for a value received as argument ``__sot_stack_<i>``.
-    ``live`` are the locals received as arguments of their own name."""
-    return build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}")
+    ``live`` are the locals received as arguments of their own name. The frame's cells are received as
+    the function's closure (after the original free variables): see `build_entry_code`."""
+    return build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}",
+                            cells_from_closure=True)
 
 
 @lru_cache(maxsize=1024)
@@ -79,9 +81,23 @@ def build_raising_code(code: types.CodeType, offset: int, stack_layout: tuple[bo
     from .skip_files import skip_code
 
     raising = build_entry_code(code, offset, stack_layout, live, f"raising at line {_line_at(code, offset)}",
-                               raise_at_entry=True)
+                               raise_at_entry=True, cells_from_closure=True)
     skip_code(raising)
     return raising
+
+
+@lru_cache(maxsize=1024)
+def build_native_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...],
+                      live: tuple[str, ...]) -> types.CodeType:
+    """The code of a function entering ``code`` at ``offset`` like a resume function, that runs natively
+    (never translated): what the simulation cannot reproduce from there on (an exception it raised and is
+    still handling: run for real, from the instruction that raised it) is then eager code."""
+    from .skip_files import skip_code
+
+    native = build_entry_code(code, offset, stack_layout, live, f"run natively from line {_line_at(code, offset)}",
+                              cells_from_closure=True)
+    skip_code(native)
+    return native
 
 
 EXCEPTION_ARG = "__sot_exception"
@@ -90,19 +106,32 @@ Edit = Callable[[list, dict[int, int]], None]
 
 def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
                      role: str, edit: Edit | None = None, extra_stack: int = 0,
-                     raise_at_entry: bool = False) -> types.CodeType:
+                     raise_at_entry: bool = False, cells_from_closure: bool = False) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
     its position in ``body``; edits must replace items in place, keeping positions valid) and then need up to
     ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports).
     ``raise_at_entry``: the entry raises the exception passed as last argument (`build_raising_code`), right
-    before the instruction at ``offset``, so the same exception-table entries cover it."""
+    before the instruction at ``offset``, so the same exception-table entries cover it.
+    ``cells_from_closure``: the original's cell variables (`cells_shared_across_breaks`) become free variables
+    (after its own), so the function is made with the very cells of the frame it continues (closures made
+    before the entry share them, as in the original frame); they are then never received as ``live``
+    arguments."""
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
     if edit is not None:
         edit(body, index)
+    cellvars = list(abstract.cellvars)
+    freevars = list(abstract.freevars)
+    if cells_from_closure:
+        shared = [name for name in cellvars if name in cells_shared_across_breaks(code)]
+        if set(live) & set(shared):
+            raise ValueError(f"cells {sorted(set(live) & set(shared))} passed as arguments of {role}")
+        _cells_to_free_variables(body, set(shared))
+        freevars += shared
+        cellvars = [name for name in cellvars if name not in shared]
     if raise_at_entry:
         line = _line_at(code, offset) or code.co_firstlineno
         body[index[offset]:index[offset]] = [target, Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line),
@@ -119,7 +148,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     def emit(name: str, *arg: object) -> None:
         prologue.append(Instr(name, *arg, lineno=first_line))
 
-    pyversion.emit_prologue(emit, code, CellVar)
+    pyversion.emit_prologue(emit, len(freevars), cellvars, CellVar)
     blocks = _blocks_to_rebuild(code, offset, len(stack_layout))
     n_stack = 0
     for depth in range(len(stack_layout) + 1):
@@ -148,8 +177,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     resume.filename = abstract.filename
     resume.first_lineno = abstract.first_lineno
     resume.flags = abstract.flags & ~(CO_VARARGS | CO_VARKEYWORDS)
-    resume.cellvars = list(abstract.cellvars)
-    resume.freevars = list(abstract.freevars)
+    resume.cellvars = cellvars
+    resume.freevars = freevars
     resume.docstring = None
     # The body before the entry point is only reachable through jumps back into it, so `bytecode`'s flow
     # analysis from the new entry can miss try-blocks (and their handlers' stack use). Both facts are known
@@ -160,6 +189,14 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     # (3.10 code objects carry no qualified name: give reports and logs this one)
     pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
     return new_code
+
+
+def _cells_to_free_variables(body: list, names: set[str]) -> None:
+    """Rewrite the instructions of ``body`` that reach the cells ``names`` to reach free variables of the
+    same names instead (the prologue's ``MAKE_CELL`` of them is dropped with the prologue)."""
+    for item in body:
+        if isinstance(item, Instr) and isinstance(item.arg, CellVar) and item.arg.name in names:
+            item.arg = FreeVar(item.arg.name)
 
 
 def _line_at(code: types.CodeType, offset: int) -> int | None:
@@ -199,5 +236,5 @@ def _prologue_end(body: list) -> int:
     return last
 
 
-__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_raising_code",
-           "build_resume_code"]
+__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_native_code",
+           "build_raising_code", "build_resume_code"]

@@ -296,6 +296,18 @@ def new_cell(content: Any) -> Any:
     return types.CellType() if content is EMPTY_CELL else types.CellType(content)
 
 
+def set_cell(cell: Any, content: Any) -> Any:
+    """``cell`` made to hold ``content`` (``EMPTY_CELL``: emptied); returns the cell."""
+    if content is EMPTY_CELL:
+        try:
+            del cell.cell_contents
+        except ValueError:
+            pass  # already empty
+    else:
+        cell.cell_contents = content
+    return cell
+
+
 def make_function(code: Any, globals_: dict, qualname: str, defaults: tuple, kwdefaults: dict,
                   closure: tuple, annotations: tuple | None = None, slots: dict | None = None,
                   namespace: dict | None = None) -> Any:

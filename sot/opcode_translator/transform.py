@@ -29,7 +29,7 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
-from .resume import abstract_instruction, build_raising_code, build_resume_code
+from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
 
@@ -180,6 +180,11 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
+            with_offset = _with_block_entered_in_simulation(brk)
+            if with_offset is not None:
+                return _translate_native_with(frame, with_offset, brk)
+            if brk.in_flight:
+                return _translate_raise_in_flight(frame, graph, brk)
             return _translate_break(frame, graph, brk)
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
@@ -218,6 +223,94 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     native = NativePlan(code, new_code, [program]) if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native,
                        frames=frames_needed(graph, True))
+
+
+def _with_block_entered_in_simulation(brk: GraphBreak) -> int | None:
+    """The ``BEFORE_WITH`` offset of the outermost ``with`` block around the break whose manager exists only in
+    the simulation (a ``@contextmanager`` generator paused at its ``yield``): its exit cannot be rebuilt."""
+    if pyversion.HAS_BLOCK_STACK:  # (3.10's SETUP_WITH also pushes a block: not run natively)
+        return None
+    for var in brk.stack:
+        offset = getattr(var, "entered_at", None)
+        if offset is not None:
+            return offset
+    return None
+
+
+def _translate_native_with(frame: FrameInfo, before_with_offset: int, brk: GraphBreak) -> Translation:
+    """A break inside a ``with`` block whose manager was simulated: translate again up to its
+    ``BEFORE_WITH``, which then runs natively (the real manager is made, entered, and its exit passed on to
+    the resume function, like a user class's), so the block is only left by real code."""
+    code = frame.code
+    graph = FunctionGraph(frame, code.co_name)
+    executor = OpcodeExecutor.for_frame(frame, graph)
+    executor.stop_at = before_with_offset
+    try:
+        executor.run()
+    except GraphBreak as entry:
+        if entry.cause is None:
+            cause = brk.cause
+            entry.cause = BreakGraphError(f"{cause.reason if cause else 'a break'}, inside a with block whose "
+                                          "manager is entered natively", cause.location if cause else None)
+        return _translate_break(frame, graph, entry)
+    raise FallbackError("the with block was not reached again")
+
+
+def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
+    """A break inside a handler of an exception the simulation raised (``try: del obj.x`` then a break in
+    ``finally``). Resuming in the handler would re-raise an exception that never passed through the user's
+    frames (its traceback would point at the break, not at the raising line or the callee that raised it):
+    instead, the generated code runs the frame up to the instruction that raised it, then the rest natively
+    from that instruction (`build_native_code`), which raises it for real; the handler and what follows run
+    as eager code (``sys.exc_info()`` and a bare ``raise`` in the handler too)."""
+    code = frame.code
+    raised_at = brk.in_flight[0]  # the outermost: running from there raises the others again too
+    offset = raised_at.instr.offset
+    stack, locals_, cell_contents, kw_names, n_statements, n_inputs, effects_checkpoint = raised_at.saved
+    if kw_names and pyversion.HAS_KW_NAMES:  # (3.11/3.12: enter at the KW_NAMES that names the call's keywords)
+        instructions = list(dis.get_instructions(code))
+        index = [i.offset for i in instructions].index(offset) - 1
+        while index > 0 and instructions[index].opname == "PRECALL":  # (3.11)
+            index -= 1
+        if instructions[index].opname != "KW_NAMES":
+            raise FallbackError("the call that raised does not follow its KW_NAMES")
+        offset = instructions[index].offset
+    graph.side_effects.rollback(effects_checkpoint)  # (the frame's cells too)
+    graph.truncate(n_statements, n_inputs)
+    # Locals by value; the frame's cells go in the closure, but a cell a 3.12+ inlined comprehension makes
+    # again is passed by value too.
+    values = {name: content for name, content in cell_contents.items()
+              if name in code.co_cellvars and name not in brk.frame_cells and content is not None}
+    values.update(locals_)
+    live = tuple(sorted(n for n in live_in(code)[offset] if n in values))
+    needed = [v for v in stack if not isinstance(v, NullVariable)] + [values[n] for n in live]
+    needed += _cell_contents(brk)
+    effects = graph.side_effects
+    plan = _program_for(graph, needed + effects.values())
+    sir, program = plan.sir, plan.program
+    codegen = CodeGen(code, raised_at.lineno)
+    _leave_blocks(codegen, graph)
+    plan.emit_call(codegen, graph)
+    for var in needed:
+        codegen.spill(var)
+    _sync_frame_cells(codegen, brk)
+    if effects:
+        effects.emit(codegen)
+    native = build_native_code(code, offset, tuple(isinstance(v, NullVariable) for v in stack), live)
+    codegen.push_callable(lambda: codegen.make_function(native))
+    argc = 0
+    for var in stack:
+        if not isinstance(var, NullVariable):
+            codegen.reconstruct(var)
+            argc += 1
+    for name in live:
+        codegen.reconstruct(values[name])
+    codegen.call(argc + len(live))
+    codegen.return_value()
+    new_code = codegen.to_code()
+    _log_translation(code, new_code, sir)
+    return Translation(new_code, graph.build_guard(), "break", sir=sir,
+                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
 
 
 def _breaking_loop(brk: GraphBreak) -> int | None:
@@ -267,13 +360,14 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
     effects = graph.side_effects
-    plan = _program_for(graph, [iterable, *values, *effects.values()])
+    plan = _program_for(graph, [iterable, *values, *_cell_contents(entry), *effects.values()])
     sir, program = plan.sir, plan.program
     codegen = CodeGen(code, entry.lineno)
     _leave_blocks(codegen, graph)
     plan.emit_call(codegen, graph)
-    for var in [iterable, *values]:
+    for var in [iterable, *values, *_cell_contents(entry)]:
         codegen.spill(var)
+    _sync_frame_cells(codegen, entry)
     if effects:
         effects.emit(codegen)
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
@@ -334,12 +428,28 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
                        frames=frames_needed(graph, program is not None))
 
 
+def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
+    """What the translated frame's own cells hold at the break (their tensors must be graph outputs)."""
+    return [cell.content for cell in brk.frame_cells.values() if cell.content is not None]
+
+
+def _sync_frame_cells(codegen: CodeGen, brk: GraphBreak) -> None:
+    """Give the generated code's cells (it keeps the original's) the simulated contents, before anything
+    native runs: the instruction run at the break, the closures rebuilt for it and the resume function
+    (made with these cells as its closure) all see the one cell per variable eager code has."""
+    for cell in brk.frame_cells.values():
+        codegen.reconstruct(cell.rebuilt())
+        codegen.emit("POP_TOP")
+
+
 # How many stack values the instructions that may break consume, and how many they produce.
 def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
     name = instr.opname
     n_call = pyversion.call_operand_count(instr)
     if n_call is not None:
         return n_call, 1
+    if name == "BEFORE_WITH":  # the manager -> its __exit__ and what __enter__ returned
+        return 1, 2
     if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER", "TO_BOOL",
                 "CALL_INTRINSIC_1", "FORMAT_SIMPLE", "CONVERT_VALUE"):
         return 1, 1
@@ -391,15 +501,19 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     live_at = live_in(code)
 
     def value_of(name: str) -> VariableBase | None:
+        """A live local passed to the resume function (the frame's cells go in its closure instead)."""
+        if name in brk.frame_cells:
+            return None
         if name in brk.locals:
             return brk.locals[name]
-        if name in code.co_cellvars:
+        if name in code.co_cellvars:  # (a cell a 3.12+ inlined comprehension makes again: its value)
             return brk.cells.get(name)
         return None
 
     lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
+    needed += _cell_contents(brk)
     effects = graph.side_effects
     plan = _program_for(graph, needed + effects.values())
     sir, program = plan.sir, plan.program
@@ -411,6 +525,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     # handler) start from, so a container built here is one object that each of them sees.
     for var in needed:
         codegen.spill(var)
+    _sync_frame_cells(codegen, brk)
     if effects:
         effects.emit(codegen)  # the native instruction may observe them
     # An instruction inside a try/with block runs natively here, outside the original's exception table: if

@@ -65,6 +65,8 @@ def observe(value: Any, _seen: frozenset = frozenset()) -> Any:
         return (type(value).__name__, sorted(map(repr, value)))
     if isinstance(value, types.FunctionType):  # a maker may build a new (equal) function for each run
         return ("function", value.__qualname__)
+    if isinstance(value, types.MethodType):  # a new object at each access: compared by function and receiver
+        return ("method", value.__func__.__qualname__, observe(value.__self__, seen))
     if isinstance(value, _OPAQUE) or value is None:
         return value
     if hasattr(value, "__dict__") and type(value).__module__ not in ("builtins",):

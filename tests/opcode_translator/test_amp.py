@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import warnings
 from typing import Any, Iterator
 
@@ -307,8 +308,9 @@ def manager_made_before_a_break(x, w):
 
 
 def test_a_manager_made_before_a_graph_break_is_entered_after_it(compile_all: Any) -> None:
-    # The graph before the break is compiled; the generated code makes the real manager, and the resume
-    # function, which enters a real (library) manager, runs eagerly.
+    # The graph before the break is compiled; the generated code makes the real manager. The resume function
+    # enters that real (library) manager: 3.11+ run its BEFORE_WITH natively (a break) and translate the block
+    # and what follows, its library __exit__ run natively at one more break; 3.10 run the rest eagerly.
     observed.clear()
     make_args = lambda: (_t(4, 8), _t(8, 3, seed=1, stop_gradient=False))  # noqa: E731
     expected = manager_made_before_a_break(*make_args())
@@ -319,7 +321,9 @@ def test_a_manager_made_before_a_graph_break_is_entered_after_it(compile_all: An
         assert_same(fast(*make_args()), expected)
         assert observed == expected_states
         observed.clear()
-    assert sot.stats().graph_breaks == 1 and sot.stats().compiled_graphs == 1
+    native_with = sys.version_info >= (3, 11)
+    assert sot.stats().fallbacks == (0 if native_with else 1)
+    assert sot.stats().graph_breaks == (4 if native_with else 1)
 
 
 def test_block_arguments_are_guarded(compile_all: Any) -> None:

@@ -601,9 +601,10 @@ def _logging_context(log):
 
 
 def test_generator_context_manager(compile_all):
-    """Unexpected break then fallback: calling a ``@contextlib.contextmanager`` function breaks ("call of library
-    function _logging_context() runs natively (not inlined)"), then the resumed frame falls back ("cannot break
-    the graph at BEFORE_WITH"): no ``with`` block of a generator context manager is ever translated."""
+    """Fixed (kept as a regression test); was: Unexpected break then fallback: calling a ``@contextlib.contextmanager``
+    function breaks ("call of library function _logging_context() runs natively (not inlined)"), then the resumed frame
+    falls back ("cannot break the graph at BEFORE_WITH"): no ``with`` block of a generator context manager is ever
+    translated."""
 
     def fn(x, log):
         with _logging_context(log) as k:
@@ -614,8 +615,8 @@ def test_generator_context_manager(compile_all):
 
 
 def test_context_manager_made_in_the_frame(compile_all):
-    """Unexpected fallback: ``@contextlib.contextmanager`` applied to a function defined in the frame ("returning
-    the function ctx created inside the translated frame is not supported yet")."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: ``@contextlib.contextmanager`` applied to a function
+    defined in the frame ("returning the function ctx created inside the translated frame is not supported yet")."""
 
     def fn(x, log):
         @contextlib.contextmanager
@@ -649,9 +650,10 @@ def test_graph_break_inside_a_function_defined_in_the_frame(compile_all):
 
 
 def test_graph_break_inside_a_with_block_of_a_user_context_manager(compile_all):
-    """Unexpected second graph break: after a break inside ``with rec:`` (a user class with ``__enter__`` and
-    ``__exit__``) the resumed code calls ``Recorder.__exit__`` natively ("call of Recorder.__exit__ runs
-    natively (not simulated)") instead of inlining it; a break inside ``with paddle.no_grad():`` costs one break."""
+    """Fixed (kept as a regression test); was: Unexpected second graph break: after a break inside ``with rec:``
+    (a user class with ``__enter__`` and ``__exit__``) the resumed code calls ``Recorder.__exit__`` natively
+    ("call of Recorder.__exit__ runs natively (not simulated)") instead of inlining it; a break inside
+    ``with paddle.no_grad():`` costs one break."""
 
     def fn(x, rec):
         with rec:
@@ -676,9 +678,10 @@ def test_numpy_array_method_after_numpy(compile_all):
 
 
 def test_nested_function_alive_across_a_break(compile_all):
-    """Unexpected fallback: a closure defined in the frame and still used after a ``print`` break ("returning the
-    function add created inside the translated frame is not supported yet"): the resume function cannot be
-    given the closure, so the whole frame runs eagerly (the same root as a break inside such a function)."""
+    """Fixed (kept as a regression test); was: Unexpected fallback: a closure defined in the frame and still used after
+    a ``print`` break ("returning the function add created inside the translated frame is not supported yet"): the
+    resume function cannot be given the closure, so the whole frame runs eagerly (the same root as a break inside such a
+    function)."""
 
     def fn(x):
         acc = []

@@ -631,11 +631,10 @@ def test_cell_variable_live_after_break(compile_all):
 
 
 def test_nested_function_and_its_cell_live_after_break(compile_all):
-    # Current behaviour; issue 4 wants better: a function created in the frame and still used after the
-    # break would need its cell shared with the resume function, so the frame falls back (results correct).
+    # A function created in the frame and still used after the break is rebuilt with the frame's real cell,
+    # which the resume function receives as its closure: one break, no fallback (it used to fall back).
     parity(nested_function_live_after_break, pos(3))
-    # (the natively-called helper `inner` is still translated and compiled on its own)
-    assert_counts(translate_count=2, graph_breaks=0, fallbacks=1, compiled_graphs=2)
+    assert_counts(translate_count=2, graph_breaks=1, fallbacks=0, compiled_graphs=2)
 
 
 # -- outputs restored after a break ------------------------------------------------------------------------

@@ -240,6 +240,9 @@ class FunctionGraph:
         builder = self.guard_builder
         for container in list(self.side_effects.mutated.values()):
             self.add_guard(container)  # written back: its identity relations are guarded (_identity_guards)
+        cell_paths = self._written_cell_paths()
+        for path in cell_paths:
+            self.add_guard(path)
         for var in self._guarded.values():
             if isinstance(var.tracker, (DummyTracker, ConstTracker)):
                 continue
@@ -248,6 +251,9 @@ class FunctionGraph:
         builder.add(autograd_state_check(builder, self.state))
         self._identity_guards(builder)
         self._written_back_tensor_guards(builder)
+        if len(cell_paths) > 1:
+            ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
+            builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -258,6 +264,16 @@ class FunctionGraph:
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def _written_cell_paths(self) -> list[VariableBase]:
+        """The real closure cells the simulation took as distinct, when one of them is written
+        (``nonlocal``): a write must not reach, at a later call, a cell simulated as another one. (A function
+        is guarded by its code, not its identity, so its cells may be other objects then; cells simulated as
+        one are guarded to still be one by `UserFunctionVariable._guard_shared_cell`.)"""
+        if not self.side_effects.cells_written():
+            return []
+        return [cell.path for _, cell in self.known_cells.values()
+                if cell.path is not None and cell.path.tracker.is_traceable()]
 
     def add_alias(self, var: VariableBase, tracker: Tracker) -> None:
         """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two

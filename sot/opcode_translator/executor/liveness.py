@@ -140,3 +140,18 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
                 live[i] = new
                 changed = True
     return {offset: live[i] for i, offset in enumerate(offsets)}
+
+
+@functools.lru_cache(maxsize=1024)
+def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
+    """The cell variables of ``code`` that live as long as the frame: the generated code hands these very
+    cells to a resume function (as its closure). Not the cells a 3.12+ inlined comprehension makes again in
+    the body (``MAKE_CELL`` after the prologue): a new cell per run of that code."""
+    remade = set()
+    in_prologue = True
+    for instr in dis.get_instructions(code):
+        if instr.opname not in pyversion.PROLOGUE_OPNAMES:
+            in_prologue = False
+        elif instr.opname == "MAKE_CELL" and not in_prologue:
+            remade.add(instr.argval)
+    return frozenset(code.co_cellvars) - remade

@@ -14,6 +14,7 @@ from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
+from .liveness import cells_shared_across_breaks
 from .tracker import (BuiltinTracker, ClosureTracker, DummyTracker, FrameCellTracker, GetItemTracker, GlobalTracker,
                       LocalTracker)
 from .variables.base import VariableBase, VariableFactory
@@ -56,6 +57,23 @@ class GraphBreak(Exception):
         self.kw_names = kw_names
         self.n_statements = n_statements
         self.n_inputs = n_inputs
+        self.lineno = lineno
+        # The frame's own cells (``co_cellvars``), set by the executor: the generated code gives its real cells
+        # their contents (``cells``), and the resume function receives those cells as its closure.
+        self.frame_cells: dict[str, CellVariable] = {}
+        # Exceptions the simulation raised in the translated frame and its handlers still handle, outermost first
+        self.in_flight: list[RaisedAt] = []
+
+
+class RaisedAt:
+    """Where the translated frame raised an exception its own handler received during simulation (3.11+):
+    the instruction, the simulated state before it (as `run` saves it) and its line. A graph break while that
+    exception is still in flight has the generated code raise it there natively instead (transform.py)."""
+
+    def __init__(self, exc: BaseException, instr: dis.Instruction, saved: tuple, lineno: int | None) -> None:
+        self.exc = exc
+        self.instr = instr
+        self.saved = saved
         self.lineno = lineno
 
 
@@ -137,12 +155,13 @@ class OpcodeExecutor:
             # 3.10: the frame starts with its cells made (no MAKE_CELL); an argument that is also a cell
             # lives in its cell.
             for name in code.co_cellvars:
-                self.cells[name] = CellVariable(self.locals.pop(name, None), graph, DummyTracker())
+                self.cells[name] = self.new_cell(name, self.locals.pop(name, None))
         self.kw_names: tuple[str, ...] = ()
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None
         self.handling: list[BaseException] = []  # exceptions being handled (``except`` blocks entered)
+        self.raised: dict[int, RaisedAt] = {}  # the translated frame's: exceptions it raised, by id (3.11+)
         # except*: the parts of exception groups its clauses split off, by id (see handlers/exceptions.py)
         self.except_star_parts: dict[int, BaseException] = {}
         # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
@@ -169,6 +188,19 @@ class OpcodeExecutor:
         executor = cls(frame.code, graph, resolver, locals_, cells)
         graph.executor = graph.current_executor = executor
         return executor
+
+    def new_cell(self, name: str, content: VariableBase | None) -> CellVariable:
+        """The cell of this frame's cell variable ``name``; the translated frame's are marked as its own."""
+        shared = self.parent is None and name in cells_shared_across_breaks(self.code)
+        return CellVariable(content, self.graph, DummyTracker(), frame_name=name if shared else None)
+
+    def _graph_break(self, cause: FallbackError | None, instr: dis.Instruction, saved: tuple) -> GraphBreak:
+        stack, locals_, cells, kw_names, n_statements, n_inputs = saved
+        brk = GraphBreak(cause, instr, stack, locals_, cells, kw_names, n_statements, n_inputs, self.lineno)
+        brk.frame_cells = {name: cell for name, cell in self.cells.items() if cell.frame_name is not None}
+        brk.in_flight = [self.raised[id(exc)] for exc in self.handling
+                         if id(exc) in self.raised and self.raised[id(exc)].exc is exc]
+        return brk
 
     # -- stack helpers -----------------------------------------------------------------------------------
     def push(self, var: VariableBase) -> None:
@@ -197,7 +229,7 @@ class OpcodeExecutor:
         """Route ``exc``, raised by ``instr``, to this frame's handler as the exception table says."""
         if pyversion.HAS_BLOCK_STACK:
             return self._enter_block_handler(exc)
-        for entry in _handler_entries(self.code):
+        for entry in handler_entries(self.code):
             if entry.start <= instr.offset < entry.end:
                 from .handlers.exceptions import exception_variable
 
@@ -261,9 +293,9 @@ class OpcodeExecutor:
             instr = self.instructions[self.pc]
             if top and instr.offset == self.stop_at:
                 # Asked to stop before this instruction (the head of a loop whose body breaks the graph).
-                raise GraphBreak(None, instr, list(self.stack), dict(self.locals),
-                                 {n: c.content for n, c in self.cells.items()}, self.kw_names,
-                                 len(graph.statements), len(graph.inputs), self.lineno)
+                raise self._graph_break(None, instr, (list(self.stack), dict(self.locals),
+                                                      {n: c.content for n, c in self.cells.items()}, self.kw_names,
+                                                      len(graph.statements), len(graph.inputs)))
             self.pc += 1
             line = self._lines.get(instr.offset)
             if line is not None:
@@ -284,15 +316,16 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 if not top:
                     raise
-                stack, locals_, cells, kw_names, n_statements, n_inputs, effects = saved
-                graph.side_effects.rollback(effects)
-                raise GraphBreak(exc, instr, stack, locals_, cells, kw_names, n_statements, n_inputs,
-                                 self.lineno) from None
+                graph.side_effects.rollback(saved[-1])  # (cell contents too: see CellVariable.store)
+                raise self._graph_break(exc, instr, saved[:-1]) from None
             except UserCodeError as exc:
                 if exc.location is None:
                     exc.location = self.location()
                 if exc.original is None or not self._enter_handler(instr, exc.original):
                     raise
+                if top and not pyversion.HAS_BLOCK_STACK and id(exc.original) not in self.raised:
+                    # (the first raise: a re-raise keeps the traceback it made; running from it redoes both)
+                    self.raised[id(exc.original)] = RaisedAt(exc.original, instr, saved, self.lineno)
                 continue
             except FallbackError as exc:
                 if exc.location is None:
@@ -304,9 +337,20 @@ class OpcodeExecutor:
                 return result  # type: ignore[return-value]  # only in a simulated generator
 
 
+class ThrowIntoGenerator(Exception):
+    """Thrown into `simulate_generator` (``generator.throw``): ``exc`` is raised in the simulated generator at
+    the ``yield`` it is paused at, as ``generator.throw(exc)`` does in the interpreter."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
 def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, None, VariableBase]":
     """Drive a generator function's executor lazily: each ``next`` runs it up to its next ``yield``, at
-    the same point of the consumer's program as in the real interpreter."""
+    the same point of the consumer's program as in the real interpreter. ``throw(ThrowIntoGenerator(exc))``
+    raises ``exc`` at the paused ``yield``: the generator's own handlers see it; unhandled, it leaves the
+    generator as a `UserCodeError`."""
     graph = executor.graph
     while True:
         consumer = graph.current_executor
@@ -322,11 +366,18 @@ def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, Non
             graph.current_executor = consumer
         if not isinstance(result, Yield):
             return result  # the generator's return value: what ``yield from`` it evaluates to
-        yield result.value
+        try:
+            yield result.value
+        except ThrowIntoGenerator as thrown:
+            paused_at = executor.instructions[executor.pc - 1]  # the YIELD_VALUE
+            if not executor._enter_handler(paused_at, thrown.exc):
+                raise UserCodeError(f"user code raised {type(thrown.exc).__name__}: {thrown.exc}",
+                                    executor.location(), thrown.exc) from None
+            continue  # in the generator's handler
         executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
 
 
-def _handler_entries(code: types.CodeType) -> list:
+def handler_entries(code: types.CodeType) -> list:
     parse = getattr(dis, "_parse_exception_table", None)
     return parse(code) if parse is not None else []
 

@@ -76,6 +76,8 @@ def before_with(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     from ..variables.context import enter_context
 
     exit_var, entered = enter_context(executor.pop())
+    if executor.parent is None and hasattr(exit_var, "entered_at"):
+        exit_var.entered_at = instr.offset  # (see GeneratorContextExitVariable)
     executor.push(exit_var)
     executor.push(entered)
 

@@ -6,7 +6,7 @@ import dis
 from ....errors import FallbackError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
-from ..tracker import ConstTracker, DummyTracker
+from ..tracker import ConstTracker
 from ..variables.base import NullVariable, VariableBase, VariableFactory
 from ..variables.function import CellVariable
 
@@ -129,7 +129,7 @@ def load_super_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("MAKE_CELL")
 def make_cell(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     name = instr.argval
-    executor.cells[name] = CellVariable(executor.locals.pop(name, None), executor.graph, DummyTracker())
+    executor.cells[name] = executor.new_cell(name, executor.locals.pop(name, None))
 
 
 @handles("COPY_FREE_VARS")

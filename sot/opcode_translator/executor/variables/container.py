@@ -488,6 +488,48 @@ class ContainerMethodVariable(VariableBase):
         codegen.load_attr(self.name)
 
 
+_BOUND_CONTAINER_METHOD = type([].append)
+
+
+class RealContainerMethodVariable(VariableBase):
+    """A real bound method of a list, dict or set reached as a value (``log.append`` loaded before a graph
+    break and received by the resume function): a new object at each access, so it is guarded by its type
+    and name; calling it is the method of the container reached through ``__self__``, simulated."""
+
+    def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker) -> None:
+        from ..tracker import GetAttrTracker
+
+        super().__init__(graph, tracker)
+        self.value = value
+        self.name = value.__name__
+        owner_tracker = GetAttrTracker(self, "__self__") if tracker.is_traceable() else DummyTracker((self,))
+        self.container = VariableFactory.from_value(value.__self__, graph, owner_tracker)
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(_BOUND_CONTAINER_METHOD)}", f"{expr}.__name__ == {self.name!r}"]
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        self.graph.add_guard(self.container)  # (the type of __self__ fixes what the method does)
+        return self.container.getattr(self.name).call(args, kwargs)
+
+    def children(self) -> list[VariableBase]:
+        return [self.container]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.container)
+        codegen.load_attr(self.name)
+
+
+@VariableFactory.register(87)
+def _real_container_method_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if type(value) is _BOUND_CONTAINER_METHOD and type(getattr(value, "__self__", None)) in (list, dict, set):
+        return RealContainerMethodVariable(value, graph, tracker)
+    return None
+
+
 def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: VariableBase | None) -> None:
     if self.py_type is tuple:
         raise UserCodeError("user code raised TypeError: 'tuple' object does not support item assignment")

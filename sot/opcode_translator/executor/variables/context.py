@@ -81,7 +81,7 @@ def grad_mode_for_class(cls: Any) -> bool | None:
 
 def enter_context(manager: VariableBase) -> tuple[VariableBase, VariableBase]:
     """``BEFORE_WITH``: returns (the ``__exit__`` to keep on the stack, the value of ``__enter__()``)."""
-    if isinstance(manager, (GradModeVariable, AmpModeVariable)):
+    if isinstance(manager, (GradModeVariable, AmpModeVariable, GeneratorContextManagerVariable)):
         return manager.enter()
     if isinstance(manager, ObjectVariable):
         enter = getattr(type(manager.value), "__enter__", None)
@@ -313,3 +313,178 @@ def _block_exit_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Va
     from ...runtime import BlockExit
 
     return BlockExitVariable(value, graph, tracker) if type(value) is BlockExit else None
+
+
+# -- ``@contextlib.contextmanager`` -------------------------------------------------------------------------------
+# What ``contextlib.contextmanager(f)`` returns is a ``helper`` function (one code object for all of them)
+# holding ``f`` in its closure; calling it makes a ``_GeneratorContextManager`` around the generator ``f(...)``.
+# Its ``__enter__``/``__exit__`` are simulated here on the simulated generator, with the rules of contextlib.
+_CONTEXTMANAGER_HELPER_CODE = contextlib.contextmanager(lambda: iter(())).__code__
+
+
+def _user_error(error: BaseException) -> UserCodeError:
+    return UserCodeError(f"user code raised {type(error).__name__}: {error}", original=error)
+
+
+def _generator_manager(factory: VariableBase, func: VariableBase, args: list[VariableBase],
+                       kwargs: dict[str, VariableBase]) -> "GeneratorContextManagerVariable":
+    """``factory(*args, **kwargs)``, i.e. ``_GeneratorContextManager(func, args, kwargs)``: the generator is
+    made (its arguments bound) now."""
+    from .function import CO_GENERATOR, CO_GENERATOR_LIKE, FunctionVariableBase
+    from .iterator import IteratorVariable
+
+    if not isinstance(func, FunctionVariableBase) or func.code.co_flags & CO_GENERATOR_LIKE != CO_GENERATOR:
+        raise BreakGraphError(f"a @contextmanager over {func!r} (not a generator function) runs natively")
+    generator = func.call(args, kwargs)
+    if not isinstance(generator, IteratorVariable):
+        raise BreakGraphError(f"the generator of a @contextmanager ({func!r}) runs natively")
+    return GeneratorContextManagerVariable(generator, func.graph, (factory, args, kwargs))
+
+
+class ContextManagerDecoratorVariable(CallableVariable):
+    """``contextlib.contextmanager`` itself: applied during simulation, it makes a simulated factory."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        if len(args) != 1 or kwargs:
+            raise BreakGraphError("contextlib.contextmanager() with unexpected arguments runs natively")
+        self.graph.add_guard(self)
+        return ContextManagerFactoryVariable(args[0], self.graph)
+
+
+@VariableFactory.register(62)
+def _contextmanager_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return ContextManagerDecoratorVariable(value, graph, tracker) if value is contextlib.contextmanager else None
+
+
+class ContextManagerFactoryVariable(VariableBase):
+    """``contextlib.contextmanager(func)`` applied during simulation: calling it makes a simulated manager.
+    Leaving the frame (returned, stored, alive at a graph break), it is made for real by the generated code."""
+
+    is_mutable_container = True  # one function object per run of the generated code
+
+    def __init__(self, func: VariableBase, graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker((func,)))
+        self.func = func
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        return _generator_manager(self, self.func, args, kwargs)
+
+    def children(self) -> list[VariableBase]:
+        return [self.func]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.call_helper(contextlib.contextmanager, [self.func])
+
+    def __repr__(self) -> str:
+        return f"ContextManagerFactoryVariable({self.func!r})"
+
+
+class ContextManagerHelperVariable(UserFunctionVariable):
+    """A real function made by ``@contextlib.contextmanager`` (guarded by identity, which fixes the decorated
+    function in its closure): calling it makes a simulated manager instead of running contextlib's code."""
+
+    def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(value, graph, tracker)
+        self.needs_identity = True  # every helper shares contextlib's code: the decorated function is in the object
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        self.graph.add_guard(self)
+        return _generator_manager(self, self.freevar_cells()["func"].load("func"), args, kwargs)
+
+
+@VariableFactory.register(62)
+def _contextmanager_helper_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, types.FunctionType) and value.__code__ is _CONTEXTMANAGER_HELPER_CODE:
+        return ContextManagerHelperVariable(value, graph, tracker)
+    return None
+
+
+class GeneratorContextManagerVariable(VariableBase):
+    """A ``_GeneratorContextManager`` made during simulation, over a simulated generator. Until it is entered
+    (its generator has not run), the generated code can make the real one the same way: ``made`` is the
+    factory and the arguments of that call."""
+
+    def __init__(self, generator: VariableBase, graph: "FunctionGraph",
+                 made: tuple[VariableBase, list[VariableBase], dict[str, VariableBase]]) -> None:
+        super().__init__(graph, DummyTracker((generator,)))
+        self.generator = generator
+        self.made = made
+        self.entered = False
+
+    def enter(self) -> tuple[VariableBase, VariableBase]:
+        self.entered = True
+        try:
+            value = next(self.generator._source)  # type: ignore[attr-defined]
+        except StopIteration:
+            raise _user_error(RuntimeError("generator didn't yield")) from None
+        return GeneratorContextExitVariable(self), value
+
+    def children(self) -> list[VariableBase]:
+        factory, args, kwargs = self.made
+        return [factory, *args, *kwargs.values()]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        if self.entered:
+            raise FallbackError("a @contextmanager manager entered during simulation cannot leave the frame (its "
+                                "generator is simulated)")
+        factory, args, kwargs = self.made
+        codegen.push_callable(lambda: codegen.reconstruct(factory))
+        for arg in [*args, *kwargs.values()]:
+            codegen.reconstruct(arg)
+        codegen.call(len(args) + len(kwargs), tuple(kwargs))
+
+    def __repr__(self) -> str:
+        return f"GeneratorContextManagerVariable({self.generator!r})"
+
+
+class GeneratorContextExitVariable(VariableBase):
+    """The ``__exit__`` of an entered `GeneratorContextManagerVariable` (what a ``with`` keeps on the stack).
+
+    Exiting normally runs the generator to its end; exiting by an exception throws it into the generator at
+    its ``yield``: if the generator ends, the exception is suppressed; if it re-raises it (or it leaves as the
+    cause of a RuntimeError, PEP 479), ``__exit__`` returns False and the ``with`` re-raises it; another
+    exception replaces it. A generator that yields again is contextlib's RuntimeError."""
+
+    def __init__(self, manager: GeneratorContextManagerVariable) -> None:
+        super().__init__(manager.graph, DummyTracker((manager,)))
+        self.manager = manager
+        # The offset of the translated frame's BEFORE_WITH that entered the block (set by that handler): a
+        # graph break inside the block cannot rebuild this exit (its generator is simulated), so the frame is
+        # translated again with that instruction run natively (transform.py).
+        self.entered_at: int | None = None
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from ..opcode_executor import ThrowIntoGenerator
+
+        if kwargs or len(args) != 3:
+            raise FallbackError("__exit__ of a @contextmanager manager called with unexpected arguments")
+        source = self.manager.generator._source  # type: ignore[attr-defined]
+        graph = self.graph
+        kind = args[0]
+        if isinstance(kind, ConstantVariable) and kind.value is None:
+            try:
+                next(source)
+            except StopIteration:
+                return ConstantVariable(False, graph, DummyTracker())
+            raise _user_error(RuntimeError("generator didn't stop"))
+        exc = args[1].get_py_value()
+        if not isinstance(exc, BaseException):
+            exc = args[0].get_py_value()()
+        try:
+            source.throw(ThrowIntoGenerator(exc))
+        except StopIteration:
+            return ConstantVariable(True, graph, DummyTracker())  # the generator ended: suppressed
+        except UserCodeError as error:
+            raised = error.original
+            if raised is exc or (isinstance(raised, RuntimeError) and isinstance(exc, StopIteration)
+                                 and raised.__cause__ is exc):
+                return ConstantVariable(False, graph, DummyTracker())  # re-raised by the ``with``
+            raise
+        raise _user_error(RuntimeError("generator didn't stop after throw()"))
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        raise FallbackError("a graph break inside the with block of a @contextmanager manager made in the frame "
+                            "(its generator is simulated)")
+
+    def __repr__(self) -> str:
+        return f"GeneratorContextExitVariable({self.manager!r})"

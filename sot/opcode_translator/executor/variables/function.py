@@ -11,8 +11,9 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from bytecode import FreeVar
+from bytecode import CellVar, FreeVar
 
+from ...pyversion import emit_load_closure
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -32,11 +33,15 @@ class CellVariable(VariableBase):
     """A closure cell. ``external`` cells belong to real functions: writing them is a side effect."""
 
     def __init__(self, content: VariableBase | None, graph: "FunctionGraph", tracker: Tracker,
-                 external: bool = False, source: VariableBase | None = None) -> None:
+                 external: bool = False, source: VariableBase | None = None,
+                 frame_name: str | None = None) -> None:
         super().__init__(graph, tracker)
         self.content = content
         self.external = external
         self.source = source  # rebuilds the real cell object (for external cells)
+        # The translated frame's own cell of this name (``co_cellvars``): the generated code has the real one,
+        # shared with the resume function after a graph break and with the closures rebuilt before it.
+        self.frame_name = frame_name
 
     def load(self, name: str) -> VariableBase:
         if self.content is None:
@@ -63,6 +68,9 @@ class CellVariable(VariableBase):
             if self.source is None:
                 raise FallbackError(f"assigning closure variable {name!r}: its cell cannot be reached")
             self.graph.side_effects.store_cell(self, value)
+        else:  # (an external store is undone with the side-effect log)
+            previous = self.content
+            self.graph.side_effects.on_rollback(lambda: setattr(self, "content", previous))
         self.content = value
 
 
@@ -82,7 +90,7 @@ class CellRebuildVariable(VariableBase):
         return [self.cell.content] if self.cell.content is not None else []
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        from ...runtime import EMPTY_CELL, new_cell
+        from ...runtime import EMPTY_CELL, new_cell, set_cell
 
         cell = self.cell
         if cell.external:
@@ -92,6 +100,14 @@ class CellRebuildVariable(VariableBase):
             return
         content = cell.content if cell.content is not None else ObjectVariable(EMPTY_CELL, self.graph,
                                                                                DummyTracker())
+        if cell.frame_name is not None:
+            # The generated code's own cell (it keeps the original's cells): given the simulated content, it
+            # is the one cell the rebuilt closures, the native instruction and the resume function share.
+            codegen.load_callable_const(set_cell)
+            emit_load_closure(codegen.emit, CellVar(cell.frame_name))
+            codegen.reconstruct(content)
+            codegen.call(2)
+            return
         codegen.call_helper(new_cell, [content])
 
 
@@ -103,8 +119,6 @@ class FrameCellVariable(VariableBase):
         self.name = name
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        from ...pyversion import emit_load_closure
-
         emit_load_closure(codegen.emit, FreeVar(self.name))
 
 
@@ -233,9 +247,9 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
         return type(self.value)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        if self.needs_identity or self.graph.side_effects.cells_written():
-            # (a written closure cell: the simulation relied on which cells are shared, which the
-            # function's identity pins)
+        # (which of its cells are one cell, and which are distinct, is guarded by the graph: the
+        # `_guard_shared_cell` aliases, and `FunctionGraph._written_cell_paths` when a cell is written)
+        if self.needs_identity:
             return [builder.identity(expr, self.value)]
         fn = self.value
         guards = [f"type({expr}) is {builder.constant(types.FunctionType)}",
@@ -477,10 +491,9 @@ class NestedFunctionVariable(FunctionVariableBase):
         from .container import DictVariable, TupleVariable
 
         graph = self.graph
+        # (a cell of the translated frame is its real cell, shared with what follows a graph break; any other
+        # cell made during simulation is only reachable through the closures rebuilt here, which share it)
         cells = [self._closure[name] for name in self.code.co_freevars]
-        if not codegen.final and any(not cell.external for cell in cells):
-            raise FallbackError(f"the function {self.qualname} created inside the translated frame closes over "
-                                "its variables: it cannot leave the frame before the frame ends")
         parts = [ObjectVariable(self.code, graph, DummyTracker()),
                  ObjectVariable(self._resolver.globals, graph, DummyTracker()),
                  ConstantVariable(self.qualname, graph, DummyTracker()),
@@ -529,10 +542,43 @@ class BoundMethodVariable(VariableBase):
         return f"BoundMethodVariable({self.function!r} of {self.self_var!r})"
 
 
+class RealBoundMethodVariable(BoundMethodVariable):
+    """A real bound method of a Python function reached as a value (the ``__exit__`` a ``with`` block keeps on
+    the stack, received by a resume function; a method passed as an argument): a new object at each access,
+    so it is guarded by its type, and calling it inlines ``__func__`` (guarded as any function: by its code,
+    globals and defaults' shape, or its identity once used) with ``__self__``."""
+
+    def __init__(self, value: types.MethodType, graph: "FunctionGraph", tracker: Tracker) -> None:
+        super().__init__(None, None, graph, tracker)  # type: ignore[arg-type]
+        self.value = value
+
+        def part(attr: str) -> VariableBase:
+            sub = GetAttrTracker(self, attr) if tracker.is_traceable() else DummyTracker((self,))
+            return VariableFactory.from_value(getattr(value, attr), graph, sub)
+
+        self.function, self.self_var = part("__func__"), part("__self__")
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        self.graph.add_guard(self.function)  # which code runs
+        return super().call(args, kwargs)
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return [f"type({expr}) is {builder.constant(types.MethodType)}"]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.self_var)
+        codegen.load_attr(self.value.__name__)
+
+
 @VariableFactory.register(60)
 def _function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if isinstance(value, types.FunctionType):
         return UserFunctionVariable(value, graph, tracker)
+    if type(value) is types.MethodType and isinstance(value.__func__, types.FunctionType):
+        return RealBoundMethodVariable(value, graph, tracker)
     return None
 
 

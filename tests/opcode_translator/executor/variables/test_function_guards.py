@@ -173,6 +173,17 @@ def test_shared_and_distinct_closure_cells_are_not_confused(compile_all):
     assert sot.stats().fallbacks == 0
 
 
+def test_a_closure_made_per_call_writing_its_cell_reuses_the_translation(compile_all):
+    """A ``nonlocal`` write does not pin the function's identity: the graph guards instead that the cells
+    simulated as distinct still are (``bump`` and ``read`` of one pair share one cell, of two pairs not)."""
+    fast = sot.symbolic_translate(_bump_then_read)
+    for shared in (True, True, False, False):
+        eager_pair, fast_pair = _make_counter_pair(shared), _make_counter_pair(shared)
+        _same(fast(_t(), *fast_pair), _bump_then_read(_t(), *eager_pair))
+        _same(fast_pair[1](_t()), eager_pair[1](_t()))  # (the write reached the real cell)
+    assert sot.stats().translate_count == 2 and sot.stats().fallbacks == 0
+
+
 def _make_pair(k):
     def times(t):
         return t * k
