@@ -27,6 +27,7 @@ import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+import numpy as np
 import paddle
 
 from ....errors import BreakGraphError, FallbackError
@@ -39,8 +40,18 @@ if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
 
 
+_FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+
+
 def set_items(x: paddle.Tensor, key: Any, value: Any) -> paddle.Tensor:
-    """``x[key] = value`` out of place: the set_value op eager runs, applied to a copy of ``x``."""
+    """``x[key] = value`` out of place: the set_value op eager runs, applied to a copy of ``x``.
+
+    A value that is not a tensor is made one (of ``x``'s dtype) when ``x`` is floating: Paddle's static
+    set_value op that takes the value as an attribute passes the gradient of the overwritten items on to
+    ``x`` (3.3.1: ``w[0] = 1.5`` in a program gave ``w.grad[0] != 0``), the tensor-valued op does not, as
+    eager. (Made by ``assign`` of an array, which keeps the value exactly, the sign of ``-0.0`` too.)"""
+    if x.dtype in _FLOATING and not isinstance(value, (paddle.Tensor, paddle.pir.Value)):
+        value = paddle.assign(np.asarray(value)).astype(x.dtype)
     return paddle.static.setitem(paddle.assign(x), key, value)
 
 
