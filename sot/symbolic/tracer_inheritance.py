@@ -13,9 +13,10 @@ Eager Paddle has the same hazard next to its own ``to_static`` in another thread
 it builds programs on the fly in whichever thread calls a translated function, while the user's other threads
 may be starting. So every section in which sot builds static programs (`static_section`: `BUILD_LOCK`,
 meta inference) records the tracer the process had when the first of them opened, and a thread that
-initialises its Paddle state while one is open and would start without a tracer gets that one instead. Only
-a None is ever replaced: a thread that found a tracer keeps it, and outside sot's sections (or if the
-process was itself in static mode when they opened) Paddle's own rule applies unchanged.
+initialises its Paddle state while one is open starts with that one, whatever a build put in the module global
+meanwhile (None, or a scratch tracer of its own). Outside sot's sections, and when the process itself was in
+static mode as they opened, Paddle's own rule applies; except that a thread that copied None while a
+section was still open, and checks just after it closed, takes the module global as restored by then.
 """
 from __future__ import annotations
 
@@ -56,23 +57,26 @@ def static_section() -> Iterator[None]:
         leave_static_section()
 
 
-def _tracer_for_new_thread() -> Any:
-    """The tracer a thread that found None should start with (None: leave it in static mode)."""
+def _tracer_for_new_thread(copied: Any) -> Any:
+    """The tracer a thread that copied ``copied`` from the module global should start with."""
     with _state_lock:
-        if _open_sections:
+        if _open_sections and _outer_tracer is not None:
             return _outer_tracer
-    # No section is open any more: if one was when the thread copied the module global, that global has been
-    # restored since (sections close after the guards inside them), so it is the process's mode now.
-    return getattr(framework, "_dygraph_tracer_", None)
+    if copied is None:
+        # If a section was open when the thread copied the module global, that global has been restored since
+        # (sections close after the guards inside them): it is the process's mode now.
+        return getattr(framework, "_dygraph_tracer_", None)
+    return copied
 
 
 def _wrap_thread_state_init(original: Callable[..., None]) -> Callable[..., None]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        if self.__dict__.get("_dygraph_tracer_", _MISSING) is not None:
-            return
-        tracer = _tracer_for_new_thread()
-        if tracer is not None:
+        copied = self.__dict__.get("_dygraph_tracer_", _MISSING)
+        if copied is _MISSING:
+            return  # a Paddle that keeps its tracer elsewhere
+        tracer = _tracer_for_new_thread(copied)
+        if tracer is not copied and tracer is not None:
             self._dygraph_tracer_ = tracer  # (Paddle's __setattr__ also switches this thread's C++ tracer)
 
     __init__.__wrapped__ = original  # type: ignore[attr-defined]

@@ -216,6 +216,21 @@ def test_a_thread_started_while_sot_builds_a_program_starts_in_dygraph_mode() ->
     assert _first_paddle_use_of_a_new_thread() == [True, [2.0, 4.0]]
 
 
+def test_a_thread_started_while_sot_builds_gets_the_tracer_of_the_process() -> None:
+    """Not a scratch tracer a build set up for itself (as Paddle's legacy partial program does)."""
+    from paddle.base import framework
+
+    from sot.symbolic.compile import BUILD_LOCK
+
+    process_tracer = framework._dygraph_tracer()
+    seen: list[Any] = []
+    t = threading.Thread(target=lambda: seen.append(framework._dygraph_tracer()))
+    with BUILD_LOCK, framework._dygraph_guard(paddle.base.dygraph.Tracer()):
+        t.start()
+        t.join()
+    assert seen == [process_tracer]
+
+
 def test_a_thread_started_during_a_translation_starts_in_dygraph_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread starting while another one infers metas in static mode, in a real translation."""
     from sot.symbolic import infer_meta
