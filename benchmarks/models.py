@@ -22,7 +22,9 @@ Measured per workload and variant (method in README.md):
 * each workload is timed in its own process (one subprocess per workload, so no program, cache or thread
   pool of an earlier workload is around), its four variants interleaved round-robin, each variant's batch
   sized to ~20 ms of its own time; before timing, every variant runs 1 + 12 forward calls and 3 train
-  steps (sot's cost model decides compiled vs eager per graph within its first 11 calls);
+  steps (sot's cost model decides compiled vs eager per graph within its first 16 calls), and before the
+  train-step timing 32 more untimed train steps (sot's cost model measures again, backward included, when
+  backward passes come after a choice made on forward-only calls);
 * steady state, forward: median per call over interleaved rounds (train mode, gradients recorded, as in a
   training loop's forward), wall time; the process CPU time of the same batches is reported too;
 * steady state, train step: forward + loss + backward + Adam step + clear_grad, median per step;
@@ -107,6 +109,10 @@ CHILD_STEPS = 3  # forward calls and train steps after the first ones, in a memo
 # times each graph's first calls (3 warm-up, 4 compiled, 4 eager) and then keeps the faster way to run it;
 # the steady state is what comes after that.
 SETTLE_CALLS = 12
+# Untimed train steps of every variant before the train-step timing: the graphs' choices above were made on
+# forward-only calls; sot's cost model notices the backward passes (a probe every 4th call, 2 needed), times
+# both ways again with their backward (12 calls) and keeps the faster.
+SETTLE_STEPS = 32
 
 
 # -- workloads --------------------------------------------------------------------------------------------
@@ -509,6 +515,9 @@ def measure(wl: Workload, rounds: int, target_s: float) -> Result:
             raise RuntimeError(f"{wl.name}: after timing {variant.label}: " + "; ".join(problems))
 
     res.fwd, res.fwd_cpu, res.fwd_calls = _timed({k: (fn, inputs) for k, fn in fwd.items()}, rounds, target_s, check)
+    for step in steps.values():
+        for _ in range(SETTLE_STEPS):
+            step()
     t2 = time.perf_counter()
     res.train, res.train_cpu, res.train_calls = _timed({k: (st, ()) for k, st in steps.items()}, rounds, 2 * target_s,
                                                        check)

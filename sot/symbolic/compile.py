@@ -6,9 +6,7 @@ static inputs to build the program (DESIGN.md §6). Structurally equal SIR share
 from __future__ import annotations
 
 import contextlib
-import statistics
 import threading
-import time
 import warnings
 import weakref
 from typing import Any, Callable, Iterator
@@ -22,6 +20,7 @@ from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
+from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
@@ -49,10 +48,8 @@ class CompiledProgram:
         self._lock = threading.Lock()
         self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
         self._scope_flags: dict = {}  # flags to restore after a run that made a new scope
-        self._choice: str | None = None  # "compiled" or "eager", once measured
-        self._calls = 0
-        self._compiled_times: list[float] = []
-        self._eager_times: list[float] = []
+        self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
+        self._cost = CostModel()
         self._replay_function: Replay | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
@@ -68,6 +65,7 @@ class CompiledProgram:
         self._program = None
         self._replay_function = None
         self._layer_watches = []
+        self._cost.forget_samples()
 
     @property
     def choice(self) -> str | None:
@@ -84,32 +82,32 @@ class CompiledProgram:
 
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
-            if self._choice == "eager":
-                return self._replay(inputs)
-            return self._run_compiled(inputs)
+            outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
+            if self._cost.probing and self._cost.probe(outputs):
+                self._choice = None  # backward passes came after a forward-only choice: measure again
+            return outputs
         return self._measure(inputs)
 
     def _measure(self, inputs: list) -> list:
-        """The cost model: after warming up, time compiled calls and eager replays of the same statements,
-        alternating in blocks (alternating single calls would hide the compiled program's thread hand-off;
-        one block of each would let a burst of load on the machine decide), and keep the faster by median
-        (on CPU a compiled program pays a fixed cost per call, so a small graph can be slower than its ops
-        run eagerly). ``min_graph_size=0`` asks for compiled graphs: no choice."""
-        self._calls += 1
-        if config.min_graph_size <= 0 or self._calls <= _WARMUP_CALLS:
-            if self._calls == _WARMUP_CALLS and config.min_graph_size > 0:
+        """The cost model (`cost_model.py`): after warming up, time compiled calls and eager replays of the same
+        statements, forward and backward, and keep the faster. ``min_graph_size=0`` asks for compiled graphs:
+        no choice."""
+        cost = self._cost
+        cost.calls += 1
+        if config.min_graph_size <= 0 or cost.calls <= WARMUP_CALLS:
+            if cost.calls == WARMUP_CALLS and config.min_graph_size > 0:
                 self._replay_program()  # built before anything is timed
             return self._run_compiled(inputs)
-        eager = ((self._calls - _WARMUP_CALLS - 1) // _BLOCK) % 2 == 1
-        start = time.perf_counter()
-        outputs = self._replay(inputs) if eager else self._run_compiled(inputs)
-        (self._eager_times if eager else self._compiled_times).append(time.perf_counter() - start)
-        if len(self._compiled_times) >= _SAMPLES and len(self._eager_times) >= _SAMPLES:
-            faster_eager = statistics.median(self._eager_times) < 0.95 * statistics.median(self._compiled_times)
-            self._choice = "eager" if faster_eager else "compiled"
+        cost.settle()
+        self._choice = cost.decide()
+        if self._choice is not None:
             for listener in list(CHOICE_LISTENERS):
                 listener(self)
-        return outputs
+            return self(inputs)
+        parameters = getattr(self._program, "_params", None) or []  # (built by the warm-up)
+        if cost.next_is_eager():
+            return cost.timed(True, self._replay, inputs, parameters)
+        return cost.timed(False, self._run_compiled, inputs, parameters)
 
     def _run_compiled(self, inputs: list) -> list:
         # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
@@ -291,10 +289,6 @@ class _BuildLock:
 # Building static programs goes through Paddle's process-wide default programs: one thread at a time
 # (translation, which infers metas on throwaway static programs, takes it too).
 BUILD_LOCK = _BuildLock()
-
-_WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
-_SAMPLES = 6  # timed runs of each kind before choosing
-_BLOCK = 2  # consecutive runs of one kind
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Called with a program right after its cost model chose (native.py re-examines the entries using it).

@@ -15,9 +15,10 @@ import pytest
 
 import sot
 from sot.eval_frame_ext import cache_entries
-from sot.symbolic import compile as compile_module
+from sot.symbolic import cost_model
 
 from conftest import assert_same
+from fake_clock import fake_clock  # noqa: F401 (a fixture)
 
 LOG: list = []
 
@@ -149,48 +150,6 @@ def test_an_exception_after_the_break_is_eager_s() -> None:
     assert sot.stats().translate_count == 2
 
 
-class FakeClock:
-    """``perf_counter`` of the cost model, advanced only by program runs (as in tests/symbolic)."""
-
-    def __init__(self, compiled: float, eager: float) -> None:
-        self.now = 0.0
-        self.cost = {"compiled": compiled, "eager": eager}
-        self.kinds: list[str] = []
-
-    @sot.skip_function
-    def __call__(self) -> float:
-        return self.now
-
-    @sot.skip_function
-    def ran(self, kind: str) -> None:
-        self.now += self.cost[kind]
-        self.kinds.append(kind)
-
-
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch):
-    def install(compiled: float, eager: float) -> FakeClock:
-        clock = FakeClock(compiled, eager)
-        run_compiled, replay = compile_module.CompiledProgram._run_compiled, compile_module.CompiledProgram._replay
-
-        @sot.skip_function
-        def timed_compiled(self, inputs):  # noqa: ANN001, ANN202
-            clock.ran("compiled")
-            return run_compiled(self, inputs)
-
-        @sot.skip_function
-        def timed_replay(self, inputs):  # noqa: ANN001, ANN202
-            clock.ran("eager")
-            return replay(self, inputs)
-
-        monkeypatch.setattr(compile_module.time, "perf_counter", clock)
-        monkeypatch.setattr(compile_module.CompiledProgram, "_run_compiled", timed_compiled)
-        monkeypatch.setattr(compile_module.CompiledProgram, "_replay", timed_replay)
-        return clock
-
-    return install
-
-
 def bigger_pieces(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
     h = paddle.tanh(x * w) + 0.5
     LOG.append("before")
@@ -203,7 +162,7 @@ def bigger_pieces(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
     return h * w
 
 
-SETTLED = compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES
+SETTLED = cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES
 
 
 @pytest.mark.parametrize("compiled, eager, switched", [(2.0, 1.0, True), (1.0, 2.0, False)])

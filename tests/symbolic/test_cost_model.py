@@ -1,6 +1,9 @@
 """The cost model of `CompiledProgram`: compiled runs and eager replays are timed alternately after a
-warm-up, and the faster is kept. A fake clock makes the choice deterministic (no timing asserts)."""
+warm-up, forward and backward, and the faster is kept. A fake clock makes the choice deterministic (no timing
+asserts); whichever way runs, results and gradients equal eager's."""
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 import paddle
@@ -9,54 +12,15 @@ import pytest
 import sot
 from sot.eval_frame_ext import cache_entries
 from sot.symbolic import compile as compile_module
+from sot.symbolic import cost_model
+
+from fake_clock import fake_clock  # noqa: F401 (a fixture)
 
 
 def chain(x: paddle.Tensor) -> paddle.Tensor:
     for _ in range(4):
         x = paddle.tanh(x * 1.5) + 0.25
     return x
-
-
-class FakeClock:
-    """``perf_counter`` that moves only when a program runs: by ``compiled`` or ``eager`` seconds."""
-
-    def __init__(self, compiled: float, eager: float) -> None:
-        self.now = 0.0
-        self.cost = {"compiled": compiled, "eager": eager}
-        self.kinds: list[str] = []
-
-    @sot.skip_function  # test machinery, called from inside translated calls
-    def __call__(self) -> float:
-        return self.now
-
-    @sot.skip_function
-    def ran(self, kind: str) -> None:
-        self.now += self.cost[kind]
-        self.kinds.append(kind)
-
-
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch):
-    def install(compiled: float, eager: float) -> FakeClock:
-        clock = FakeClock(compiled, eager)
-        run_compiled, replay = compile_module.CompiledProgram._run_compiled, compile_module.CompiledProgram._replay
-
-        @sot.skip_function
-        def timed_compiled(self, inputs):  # noqa: ANN001, ANN202
-            clock.ran("compiled")
-            return run_compiled(self, inputs)
-
-        @sot.skip_function
-        def timed_replay(self, inputs):  # noqa: ANN001, ANN202
-            clock.ran("eager")
-            return replay(self, inputs)
-
-        monkeypatch.setattr(compile_module.time, "perf_counter", clock)
-        monkeypatch.setattr(compile_module.CompiledProgram, "_run_compiled", timed_compiled)
-        monkeypatch.setattr(compile_module.CompiledProgram, "_replay", timed_replay)
-        return clock
-
-    return install
 
 
 def _run(calls: int) -> compile_module.CompiledProgram:
@@ -75,18 +39,19 @@ def _run(calls: int) -> compile_module.CompiledProgram:
                                                      (1.0, 0.97, "compiled")])  # within 5 %: compiled
 def test_the_faster_way_is_kept(fake_clock, compiled: float, eager: float, choice: str) -> None:
     clock = fake_clock(compiled, eager)
-    program = _run(3 + 2 * compile_module._SAMPLES + 4)
+    program = _run(3 + 2 * cost_model.SAMPLES + 4)
     assert program._choice == choice
-    measured = clock.kinds[compile_module._WARMUP_CALLS:compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES]
-    block = compile_module._BLOCK
+    measured = clock.kinds[cost_model.WARMUP_CALLS:cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES]
+    block = cost_model.BLOCK
     # alternating blocks, starting with the compiled program
     assert measured == [("compiled", "eager")[(i // block) % 2] for i in range(len(measured))]
-    after = clock.kinds[compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES:]
+    after = clock.kinds[cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES:]
     [(_, entry_code)] = cache_entries(chain.__code__)
     if choice == "compiled":
         assert after == ["compiled"] * 4 and entry_code is not chain.__code__
-    else:  # the frame's only graph runs eagerly: the entry runs the original code natively (native.py)
-        assert after == [] and entry_code is chain.__code__
+    else:  # the frame's only graph runs eagerly: once chosen (on the call after the last timed one, which
+        # runs the replay), the entry runs the original code natively (native.py)
+        assert after == ["eager"] and entry_code is chain.__code__
 
 
 def chain_with_a_call(x: paddle.Tensor) -> paddle.Tensor:
@@ -100,7 +65,7 @@ def test_eager_choice_in_a_frame_that_inlined_calls_keeps_the_replay(fake_clock)
     fn = sot.symbolic_translate(chain_with_a_call)
     x = paddle.randn([3, 4])
     with sot.config.patch(min_graph_size=2):
-        for _ in range(3 + 2 * compile_module._SAMPLES + 4):
+        for _ in range(3 + 2 * cost_model.SAMPLES + 4):
             np.testing.assert_allclose(fn(x).numpy(), chain_with_a_call(x).numpy(), rtol=1e-6)
     assert clock.kinds[-4:] == ["eager"] * 4
     [(_, entry_code)] = cache_entries(chain_with_a_call.__code__)
@@ -109,7 +74,7 @@ def test_eager_choice_in_a_frame_that_inlined_calls_keeps_the_replay(fake_clock)
 
 def test_no_choice_before_enough_samples(fake_clock) -> None:
     fake_clock(2.0, 1.0)
-    program = _run(compile_module._WARMUP_CALLS + 2 * compile_module._SAMPLES - 1)
+    program = _run(cost_model.WARMUP_CALLS + 2 * cost_model.SAMPLES - 1)
     assert program._choice is None
 
 
@@ -121,3 +86,249 @@ def test_min_graph_size_zero_always_compiles(fake_clock) -> None:
         for _ in range(20):
             fn(paddle.ones([2, 2]))
     assert set(clock.kinds) == {"compiled"}
+
+
+def _train_calls(fn, reference, x: paddle.Tensor, backward: list[bool]) -> None:  # noqa: ANN001
+    """Call ``fn(x)`` and, where ``backward[i]``, differentiate it; every output and gradient equals
+    ``reference``'s (the eager function) on the same input, whichever way the program runs at that call."""
+    x_ref = x.detach()
+    x_ref.stop_gradient = False
+    for differentiate in backward:
+        out = fn(x)
+        expected = reference(x_ref)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-6)
+        if differentiate:
+            out.sum().backward()
+            expected.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), x_ref.grad.numpy(), rtol=1e-6)
+            x.clear_grad()
+            x_ref.clear_grad()
+
+
+def _program_of(fn, x: paddle.Tensor, backward: list[bool]) -> compile_module.CompiledProgram:  # noqa: ANN001
+    with sot.config.patch(min_graph_size=2):
+        _train_calls(fn, chain, x, backward)
+    programs = list(compile_module._compiled.values())
+    assert len(programs) == 1
+    return programs[0]
+
+
+def _leaf(seed: int = 0) -> paddle.Tensor:
+    paddle.seed(seed)
+    x = paddle.randn([3, 4])
+    x.stop_gradient = False
+    return x
+
+
+_TIMED = 2 * cost_model.SAMPLES
+
+
+@pytest.mark.parametrize("with_backward, choice", [(True, "eager"), (False, "compiled")])
+def test_backward_counts(fake_clock, with_backward: bool, choice: str) -> None:
+    """Compiled forward is twice as fast, but its backward is 4 s against 1 s: with a backward after every
+    call eager replay wins (2 + 1 < 1 + 4); forward-only calls (gradients recorded) keep compiled."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    program = _program_of(sot.symbolic_translate(chain), x, [with_backward] * (cost_model.WARMUP_CALLS + _TIMED + 4))
+    assert program._choice == choice
+    assert program._cost.with_backward is with_backward
+    assert set(clock.kinds[-3:]) == {choice}
+
+
+def test_backward_on_some_calls_is_weighted(fake_clock) -> None:
+    """Backward after every call: compiled 1 + 3 against eager 2 + 1, eager wins. After every other call:
+    1 + 3/2 against 2 + 1/2, a tie, and compiled is kept."""
+    for every, choice in ((1, "eager"), (2, "compiled")):
+        clock = fake_clock(1.0, 2.0)
+        x = _leaf()
+        clock.backward_costs_on(x, compiled=3.0, eager=1.0)
+        sot.reset()
+        calls = cost_model.WARMUP_CALLS + 2 * _TIMED + 4
+        program = _program_of(sot.symbolic_translate(chain), x, [i % every == 0 for i in range(calls)])
+        assert program._choice == choice, every
+        assert program._cost.with_backward
+
+
+def test_a_training_loop_compares_whole_steps(fake_clock) -> None:
+    """One call and one backward per step: what comes after the backward counts too. Compiled runs 1 s
+    forward and 1 s backward but slows the rest of the step (the optimizer) by 3 s; eager replay runs 2 s and
+    1.5 s. Forward plus backward alone would keep compiled (2 against 3.5); whole steps pick eager (5 against
+    3.5)."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=1.0, eager=1.5)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            fn(x).sum().backward()
+            x.clear_grad()
+            clock.now += 3.0 if clock.kinds[-1] == "compiled" else 0.0  # the rest of the step
+    (program,) = compile_module._compiled.values()
+    assert program._choice == "eager" and program._cost.with_backward
+
+
+def test_no_grad_calls_decide_on_forward(fake_clock) -> None:
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    with sot.config.patch(min_graph_size=2), paddle.no_grad():
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            out = fn(x)
+            assert out.stop_gradient
+            np.testing.assert_allclose(out.numpy(), chain(x).numpy(), rtol=1e-6)
+    (program,) = compile_module._compiled.values()
+    assert program._choice == "compiled" and not program._cost.with_backward
+    assert set(clock.kinds[-3:]) == {"compiled"}
+
+
+def test_backward_after_a_forward_only_choice_measures_again(fake_clock) -> None:
+    """Forward-only calls first (compiled wins on forward), then a training loop: probes see the backward
+    passes, both ways are timed again with their backward, and eager replay takes over; gradients equal
+    eager's before, during and after the switch."""
+    clock = fake_clock(1.0, 2.0)
+    x = _leaf()
+    clock.backward_costs_on(x, compiled=4.0, eager=1.0)
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    forward_only = cost_model.WARMUP_CALLS + _TIMED + 2
+    program = _program_of(fn, x, [False] * forward_only)
+    assert program._choice == "compiled" and not program._cost.with_backward
+    probing = cost_model.PROBE_EVERY * (cost_model.PROBE_HITS + 1)
+    assert _program_of(fn, x, [True] * (probing + _TIMED + 4)) is program
+    assert program._choice == "eager" and program._cost.with_backward
+    assert program._cost.remeasures == 1
+    assert set(clock.kinds[-3:]) == {"eager"}
+
+
+def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the choice is made, no backward pass runs a hook of the cost model any more (the hooks on leaf
+    tensors would otherwise stay for the tensor's life)."""
+    fired: list[str] = []
+    for name in ("on_output_grad", "on_input_grad"):
+        original = getattr(cost_model.Sample, name)
+        monkeypatch.setattr(cost_model.Sample, name,
+                            lambda self, grad, original=original, name=name: (fired.append(name), original(self, grad))[1])
+    fake_clock(1.0, 2.0)
+    x = _leaf()
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    program = _program_of(fn, x, [True] * (cost_model.WARMUP_CALLS + _TIMED + 1))
+    assert program._choice is not None and fired
+    fired.clear()
+    _program_of(fn, x, [True] * 3)
+    assert fired == []
+    # A program dropped in the middle of measuring takes its hooks with it.
+    sot.reset()
+    fn = sot.symbolic_translate(chain)
+    program = _program_of(fn, x, [True] * (cost_model.WARMUP_CALLS + 2))
+    assert program._choice is None and fired
+    del program, fn
+    sot.reset()
+    gc.collect()
+    fired.clear()
+    chain(x).sum().backward()
+    assert fired == []
+
+
+def test_a_leaf_output_gets_no_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph output that is a leaf (a parameter returned as it is) is not hooked as an output: a hook on a
+    leaf would stay for its whole life (those on the inputs are removed when the sample closes)."""
+    fired: list[str] = []
+    for name in ("on_output_grad", "on_input_grad"):
+        original = getattr(cost_model.Sample, name)
+        monkeypatch.setattr(cost_model.Sample, name,
+                            lambda self, grad, original=original, name=name: (fired.append(name), original(self, grad))[1])
+    x = _leaf()
+    y = x * 2
+    sample = cost_model.Sample(eager=True, forward=0.0)
+    cost_model._watch_backward(sample, [x], [y, x])
+    (y.sum() + x.sum()).backward()
+    assert sample.backward is not None and "on_output_grad" in fired
+    sample.closed = True
+    sample.remove_hooks()
+    fired.clear()
+    x.sum().backward()
+    assert fired == []
+
+
+def test_calls_in_one_backward_pass_are_cut_apart() -> None:
+    """A graph applied 3 times in a loop: in the one backward pass the calls run last to first, and all end
+    at the shared parameters' gradients (at 10.0). Each call's span ends where the next call's starts; a
+    call from an earlier pass (closed) and one whose backward has not run are left alone."""
+    model = cost_model.CostModel()
+    old = cost_model.Sample(False, 1.0, backward_start=0.0, backward_end=0.5, closed=True)
+    first, second, third = (cost_model.Sample(eager, 1.0, backward_start=start, backward_end=10.0)
+                            for eager, start in ((False, 7.0), (True, 4.0), (False, 1.0)))
+    pending = cost_model.Sample(True, 1.0)
+    model.samples = [old, first, second, third, pending]
+    model.settle()
+    assert [s.backward for s in (old, first, second, third)] == [0.5, 3.0, 3.0, 3.0]
+    assert first.closed and second.closed and third.closed and not pending.closed
+    assert pending.backward is None
+    assert model.several_per_pass  # (so whole-step times, which mix the calls' ways, are not used)
+
+
+class _Mlp(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = paddle.nn.Linear(4, 8), paddle.nn.Linear(8, 4)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return paddle.tanh(self.second(paddle.tanh(self.first(x)))) * 1.5 + 0.25
+
+
+def test_parameters_are_timed_and_their_gradients_exact() -> None:
+    """A layer's parameters are not inputs of the graph: the backward is timed up to their gradients (real
+    clock), and the parameter gradients equal those of an eager copy at every step of the measurement."""
+    paddle.seed(3)
+    layer = _Mlp()
+    reference = _Mlp()
+    reference.set_state_dict(layer.state_dict())
+    sot.reset()
+    fn = sot.symbolic_translate(layer)
+    x = paddle.randn([5, 4])
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            fn(x).sum().backward()
+            reference(x).sum().backward()
+            for p, q in zip(layer.parameters(), reference.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6)
+                p.clear_grad()
+                q.clear_grad()
+    (program,) = compile_module._compiled.values()
+    assert program._choice in ("compiled", "eager") and program._cost.with_backward
+
+
+def test_several_calls_per_backward_pass_are_exact() -> None:
+    """The translated layer applied 3 times per training step (one backward pass over all three calls, the
+    parameters shared): gradients equal an eager copy's at every step, through the measurement and after the
+    choice, which weighed the backward."""
+    paddle.seed(4)
+    layer = _Mlp()
+    reference = _Mlp()
+    reference.set_state_dict(layer.state_dict())
+    sot.reset()
+    fn = sot.symbolic_translate(layer)
+    x = paddle.randn([5, 4])
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
+            y, z = x, x
+            for _ in range(3):
+                y, z = fn(y), reference(z)
+            np.testing.assert_allclose(y.numpy(), z.numpy(), rtol=1e-6)
+            y.sum().backward()
+            z.sum().backward()
+            for p, q in zip(layer.parameters(), reference.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5)
+                p.clear_grad()
+                q.clear_grad()
+    # (two programs: the first call's input does not require grad, the next two calls' do)
+    programs = list(compile_module._compiled.values())
+    assert len(programs) == 2
+    assert all(p._choice in ("compiled", "eager") and p._cost.with_backward for p in programs)
+    assert sorted(p._cost.several_per_pass for p in programs) == [False, True]

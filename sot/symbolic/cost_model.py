@@ -1,0 +1,230 @@
+"""Which way to run one compiled graph, measured: the static program or the eager replay of its statements.
+
+On CPU a static program pays a fixed cost per run (and hands its work to an executor thread), so a small graph
+can be slower compiled than its ops run eagerly; its backward (Paddle's ``run_program`` grad op, a second
+static program) can lose even when its forward wins (transformer, GRU: forward 0.6-1.0x eager, backward up to
+2x). So both ways are timed on the user's own calls, forward and backward:
+
+* **Forward:** the call itself, compiled and eager replay alternating in blocks of `BLOCK` calls after a
+  warm-up (alternating single calls would hide the compiled program's thread hand-off; one block of each
+  would let a burst of load on the machine decide).
+* **Backward:** when a timed call's outputs require grad, hooks on those outputs and on the inputs and
+  parameters that require grad time its backward: from the first output gradient (the graph's backward
+  starts: the compiled program's grad op, or the first eager grad node of its statements) to the last input
+  or parameter gradient of that backward pass (the graph's backward is done). With several calls of the
+  graph in one backward pass, each call's span ends where the next one's starts (`CostModel.settle`).
+  Output hooks live on the call's own grad nodes and go with them; hooks on leaves (parameters, user
+  inputs) would outlive the call, so they are removed once the call's backward was seen, at the latest when
+  the choice is made. A hook returns None: gradients are untouched (and both ways compute the same
+  gradients anyway, so switching never changes a result).
+
+A timed call's backward has happened by the program's next call when there is one per training step; with
+several calls per step or with forward-only calls (evaluation with gradients recorded) some never see one.
+The choice is made once each way has `SAMPLES` forward times and either each way also has
+`MIN_BACKWARD_SAMPLES` backward times, or backward is rare (under `COMMON_BACKWARD` of the calls), or
+`MAX_SAMPLES` calls were timed. A way's cost per call is its median forward time plus its median backward
+time weighted by the share of timed calls that had a backward; in a training loop (a backward after (nearly)
+every call, one call per backward pass) it is the median time from its calls to the program's next call,
+the whole training step run that way (`CostModel._step_times`). When the choice was made on forward times
+alone (a few forward calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an
+output: if backward passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
+(Calls under ``no_grad`` never reach this program: the grad mode is guarded, so they have their own.)
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import time
+from typing import Any, Callable
+
+import paddle
+
+WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
+SAMPLES = 6  # timed forward runs of each kind before choosing
+BLOCK = 2  # consecutive runs of one kind
+MIN_BACKWARD_SAMPLES = 3  # backward times of each kind needed when backward is common
+MAX_SAMPLES = 4 * SAMPLES  # timed calls after which the choice is made with what was seen
+COMMON_BACKWARD = 1 / 3  # share of timed calls with a backward from which backward times are waited for
+EVERY_CALL_BACKWARD = 0.9  # share from which a training loop is assumed: whole steps are compared
+MARGIN = 0.95  # eager replay is chosen only when clearly faster: compiled ties (it also captures the graph)
+PROBE_EVERY = 4  # after a forward-only choice: one call in this many watches for a backward
+PROBE_HITS = 2  # backward passes seen by probes before the choice is measured again
+MAX_REMEASURES = 1
+
+
+@dataclasses.dataclass(eq=False)
+class Sample:
+    """One timed call: which way ran, its forward time and, once its backward ran, the backward's span."""
+
+    eager: bool
+    forward: float
+    called_at: float = 0.0  # perf_counter at the call's start
+    backward_start: float | None = None
+    backward_end: float | None = None
+    closed: bool = False  # its backward pass is over: later input gradients belong to other passes
+    # Hooks on leaves, removed when closed: (tensor, hook id). The tensor is held strongly (no weak reference:
+    # Paddle warns that weak references to eager tensors misbehave); mostly parameters, which the program
+    # holds anyway; a user's leaf input lives until the sample closes.
+    hooks: list[tuple[paddle.Tensor, int]] = dataclasses.field(default_factory=list)
+
+    @property
+    def backward(self) -> float | None:
+        if self.backward_start is None or self.backward_end is None:
+            return None
+        return max(0.0, self.backward_end - self.backward_start)
+
+    def on_output_grad(self, grad: Any) -> None:
+        if self.backward_start is None:
+            self.backward_start = time.perf_counter()
+
+    def on_input_grad(self, grad: Any) -> None:
+        if self.backward_start is not None and not self.closed:
+            self.backward_end = time.perf_counter()
+
+    def remove_hooks(self) -> None:
+        hooks, self.hooks = self.hooks, []
+        for tensor, hook_id in hooks:
+            tensor._remove_grad_hook(hook_id)
+
+
+class CostModel:
+    """The measurements of one `CompiledProgram`; ``choice`` is None while measuring."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.samples: list[Sample] = []
+        self.choice: str | None = None
+        self.with_backward = False  # the choice weighed backward times
+        self.several_per_pass = False  # a backward pass ran the backward of several timed calls
+        self.remeasures = 0
+        self.probing = False  # a forward-only choice watches for backward passes (until measured again)
+        self._probe_countdown = PROBE_EVERY
+        self._probe_hits = 0
+
+    # -- while measuring ---------------------------------------------------------------------------------
+    def next_is_eager(self) -> bool:
+        """The way the next timed call runs: blocks of `BLOCK`, compiled first."""
+        return (len(self.samples) // BLOCK) % 2 == 1
+
+    def timed(self, eager: bool, run: Callable[[list], list], inputs: list, parameters: list) -> list:
+        """Run one timed call and set up the timing of its backward; ``parameters``: those the graph reads
+        (they are not among its inputs)."""
+        start = time.perf_counter()
+        outputs = run(inputs)
+        sample = Sample(eager, time.perf_counter() - start, start)
+        self.samples.append(sample)
+        if paddle.is_grad_enabled():
+            _watch_backward(sample, [*inputs, *parameters], outputs)
+        return outputs
+
+    def settle(self) -> None:
+        """Close the samples whose backward has started (a backward pass runs to its end before the program
+        is called again in the same thread) and drop their leaf hooks.
+
+        Several calls in one backward pass (a layer applied in a loop) all end at the same parameter
+        gradients, which come once, at the end of the pass: each call's span is cut where the next call's
+        backward starts (backward runs the calls last to first)."""
+        started = sorted((sample for sample in self.samples if not sample.closed and sample.backward_start is not None),
+                         key=lambda sample: sample.backward_start)
+        if len(started) > 1:
+            self.several_per_pass = True
+        for sample, next_started in zip(started, [*started[1:], None]):
+            if next_started is not None and sample.backward_end is not None:
+                sample.backward_end = min(sample.backward_end, next_started.backward_start)
+            sample.closed = True
+            sample.remove_hooks()
+
+    def decide(self) -> str | None:
+        """The faster way once enough was measured (see the module doc), else None."""
+        compiled = [s for s in self.samples if not s.eager]
+        eager = [s for s in self.samples if s.eager]
+        if len(compiled) < SAMPLES or len(eager) < SAMPLES:
+            return None
+        compiled_backward = [s.backward for s in compiled if s.backward is not None]
+        eager_backward = [s.backward for s in eager if s.backward is not None]
+        share = (len(compiled_backward) + len(eager_backward)) / len(self.samples)
+        enough_backward = min(len(compiled_backward), len(eager_backward)) >= MIN_BACKWARD_SAMPLES
+        if share >= COMMON_BACKWARD and not enough_backward and len(self.samples) < MAX_SAMPLES:
+            return None  # backward passes are coming: wait for their times
+        self.with_backward = bool(compiled_backward and eager_backward)
+        self.probing = not self.with_backward and self.remeasures < MAX_REMEASURES
+        if self.with_backward and share >= EVERY_CALL_BACKWARD and not self.several_per_pass:
+            compiled_cost, eager_cost = self._step_times()
+        else:
+            compiled_cost = statistics.median(s.forward for s in compiled)
+            eager_cost = statistics.median(s.forward for s in eager)
+            if self.with_backward:
+                compiled_cost += share * statistics.median(compiled_backward)
+                eager_cost += share * statistics.median(eager_backward)
+        self.choice = "eager" if eager_cost < MARGIN * compiled_cost else "compiled"
+        self.forget_samples()
+        self._probe_countdown, self._probe_hits = PROBE_EVERY, 0
+        return self.choice
+
+    def _step_times(self) -> tuple[float, float]:
+        """Median time from a call to the program's next call, compiled and eager: with one call and one
+        backward pass per training step that is the whole step run that way. It sees what the spans do not:
+        a compiled program's executor threads keep spinning after a run and slow down the ops that follow
+        (loss, optimizer) on a machine with few cores."""
+        steps: dict[bool, list[float]] = {False: [], True: []}
+        for sample, following in zip(self.samples, self.samples[1:]):
+            steps[sample.eager].append(following.called_at - sample.called_at)
+        return statistics.median(steps[False]), statistics.median(steps[True])
+
+    def forget_samples(self) -> None:
+        """Drop the samples and their hooks on leaves (on the choice, or when the program goes away in the
+        middle of measuring: a parameter would otherwise run them in every later backward)."""
+        samples, self.samples = self.samples, []
+        for sample in samples:
+            sample.remove_hooks()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # (at interpreter exit Paddle may be gone first)
+            self.forget_samples()
+
+    # -- after the choice ---------------------------------------------------------------------------------
+    def probe(self, outputs: list) -> bool:
+        """Called after each run once chosen (when `probing`); True when the choice should be measured again."""
+        if self._probe_hits >= PROBE_HITS:
+            self.remeasures += 1
+            self.probing = False
+            self.choice = None
+            self.calls = WARMUP_CALLS  # both ways are warm
+            return True
+        self._probe_countdown -= 1
+        if self._probe_countdown > 0:
+            return False
+        self._probe_countdown = PROBE_EVERY
+        if paddle.is_grad_enabled():
+            for out in _made_outputs(outputs)[:1]:
+                out.register_hook(self._on_probe_grad)
+        return False
+
+    def _on_probe_grad(self, grad: Any) -> None:
+        self._probe_hits += 1
+
+
+def _watch_backward(sample: Sample, sources: list, outputs: list) -> None:
+    """Hooks that time the backward of one call (see the module doc): on its differentiable outputs and on the
+    differentiable tensors it reads (``sources``: inputs and parameters); none when nothing is differentiable.
+    The hooks hold the sample only, never a tensor (a tensor's hooks live in C++, out of the collector's
+    sight, so a cycle through them would never be freed)."""
+    differentiable_outputs = _made_outputs(outputs)
+    if not differentiable_outputs:
+        return
+    differentiable_inputs = [x for x in sources if isinstance(x, paddle.Tensor) and not x.stop_gradient]
+    if not differentiable_inputs:
+        return
+    for out in differentiable_outputs:
+        out.register_hook(sample.on_output_grad)
+    for x in differentiable_inputs:
+        hook_id = x._register_grad_hook(sample.on_input_grad)
+        if x.is_leaf:
+            sample.hooks.append((x, hook_id))
+
+
+def _made_outputs(outputs: list) -> list:
+    """The differentiable outputs the call made (a leaf returned as is, e.g. a parameter, would keep a hook
+    for its whole life, and its gradient does not mark the start of the graph's backward)."""
+    return [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient and not out.is_leaf]
