@@ -34,6 +34,7 @@ from typing import Any, Callable
 import paddle
 
 from .errors import SotError
+from .symbolic.compile import BUILD_LOCK
 from .symbolic.pytree import leaves
 from .symbolic.sir import LayerCall
 
@@ -355,7 +356,10 @@ def export(fn_or_layer: Any, *example_inputs: Any, path: str) -> ExportedProgram
         raise RuntimeError("sot.export must be called in dynamic (eager) mode")
     target, translation, inputs, outputs, result = _capture(fn_or_layer, example_inputs)
     layer, specs, baked = _build(translation, inputs, outputs, result, example_inputs)
-    with warnings.catch_warnings():
+    # Saving builds a static program through Paddle's process-wide default programs, switching this thread to
+    # static mode meanwhile, as sot's own builds do: one build at a time, and threads starting meanwhile start
+    # in dygraph mode (`BUILD_LOCK`).
+    with BUILD_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # Paddle refuses to prune a program with an input no output depends on; such an input (an unused
         # argument, a tensor passed twice) stays an input of the saved model, so skip pruning then.

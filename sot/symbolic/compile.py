@@ -23,6 +23,7 @@ from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
+from .tracer_inheritance import enter_static_section, leave_static_section
 
 
 class CompiledProgram:
@@ -262,9 +263,32 @@ def _flags(**flags: Any) -> Iterator[None]:
         paddle.set_flags(saved)
 
 
+class _BuildLock:
+    """A reentrant lock whose holder is in a static section (`tracer_inheritance`): whatever a build switches
+    Paddle to in its own thread, threads that start meanwhile still start in dygraph mode."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def acquire(self) -> bool:
+        self._lock.acquire()
+        enter_static_section()
+        return True
+
+    def release(self) -> None:
+        leave_static_section()
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
 # Building static programs goes through Paddle's process-wide default programs: one thread at a time
 # (translation, which infers metas on throwaway static programs, takes it too).
-BUILD_LOCK = threading.RLock()
+BUILD_LOCK = _BuildLock()
 
 _compiled: dict[tuple, CompiledProgram] = {}
 # Called with a program right after its cost model chose (native.py re-examines the entries using it).

@@ -17,6 +17,7 @@ from paddle.base.dygraph.base import to_static_mode_guard
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure
 from .sir import MetaInfo
+from .tracer_inheritance import static_section
 
 
 class MetaInferenceError(Exception):
@@ -25,9 +26,10 @@ class MetaInferenceError(Exception):
 
 @contextlib.contextmanager
 def static_mode() -> Iterator[None]:
-    """A fresh static program, with dygraph mode off only inside the block."""
+    """A fresh static program, with dygraph mode off only inside the block (and only in this thread: threads
+    starting meanwhile start in dygraph mode, see `tracer_inheritance`)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
-    with warnings.catch_warnings(), shallow_op_callstacks():
+    with static_section(), warnings.catch_warnings(), shallow_op_callstacks():
         warnings.simplefilter("ignore")
         with paddle.static.program_guard(main, startup):
             with paddle.base.framework._dygraph_guard(None):

@@ -5,10 +5,14 @@
 
 Runs one scenario again and again in this process, each time after ``sot.reset()`` (so "cold" scenarios
 translate concurrently every time), with ``faulthandler`` on: a crash prints every thread's Python stack.
-Open bug found with it (issue 9): same_function_cold with min_graph_size=10 segfaults inside Paddle's eager
-``x * n`` run in a shadow frame (``sot_shadow_run`` -> ``_PyEval_EvalFrameDefault`` -> libpaddle), about
-once in a few hundred iterations on a loaded machine; the same calls without the hook, and eager calls
-beside a thread translating other functions, did not crash in 60000 calls per thread.
+Bug found with it (issue 9, fixed): same_function_cold with min_graph_size=10 segfaulted inside Paddle's
+eager ``x * n`` (``sot_shadow_run`` -> ``_PyEval_EvalFrameDefault`` -> libpaddle, tensor ``__mul__``) about
+once in a hundred or a few hundred iterations. The hook was innocent: Paddle initialises a thread's
+(thread-local) dygraph tracer, on the thread's first Paddle call, from a module global that the thread
+building a static program had set to None for the time of the build (``_dygraph_guard(None)``); the new thread
+then ran in static mode with no tracer, and its first eager op dereferenced it. Each iteration starts new
+threads, which is why it showed here and not with long-lived threads. See sot/symbolic/tracer_inheritance.py
+(new threads inherit the tracer of the process as it was outside sot's builds).
 """
 from __future__ import annotations
 
@@ -32,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reliability.stress_threads", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default="same_function_cold",
-                        choices=["same_function_warm", "same_function_cold", "different_functions"])
+                        choices=["same_function_warm", "same_function_cold", "same_function_cold_repeated",
+                                 "different_functions"])
     parser.add_argument("--min-graph-size", type=int, default=10)
     parser.add_argument("-n", "--iterations", type=int, default=400)
     args = parser.parse_args(argv)

@@ -1,16 +1,18 @@
 """Threads: concurrent calls of translated functions give eager results; translation is safe under concurrency;
-a thread that never called a translated function is never hooked.
+a thread that never called a translated function is never hooked; a thread that starts while sot builds a
+static program in another thread starts in dygraph mode (issue 9).
 
 The concurrent scenarios run in a subprocess each (all started at once by a module fixture), so that a crash
 of the interpreter (a segmentation fault under concurrency) fails one test instead of killing the session.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import paddle
@@ -134,8 +136,17 @@ def scenario_different_functions(min_graph_size: int) -> None:
     assert not wrong, f"{len(wrong)} wrong results, e.g. {wrong[:3]}"
 
 
+def scenario_same_function_cold_repeated(min_graph_size: int, rounds: int = 150) -> None:
+    """same_function_cold again and again, each round with new threads translating the function from scratch:
+    a thread whose first Paddle call came while another one was building in static mode used to start in
+    static mode itself, and crash in its first eager op (issue 9: within about 100-300 rounds)."""
+    for _ in range(rounds):
+        sot.reset()
+        _check_same_function(min_graph_size, warm=False, iterations=5)
+
+
 SCENARIOS = [(name, mgs) for name in ("same_function_warm", "same_function_cold", "different_functions")
-             for mgs in (0, 10)]
+             for mgs in (0, 10)] + [("same_function_cold_repeated", 10)]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -159,7 +170,8 @@ def scenario_processes() -> Any:
 def test_concurrent_calls_from_four_threads(scenario_processes: Any, name: str, min_graph_size: int) -> None:
     """same_function_warm: one function translated first, then called from 4 threads; same_function_cold: the
     4 threads translate it concurrently; different_functions: 4 functions (graph, list mutation, graph break,
-    attribute update), one per thread."""
+    attribute update), one per thread; same_function_cold_repeated: same_function_cold 150 times, with new threads
+    each time (issue 9: threads starting during another one's build)."""
     proc = scenario_processes[(name, min_graph_size)]
     try:
         out, err = proc.communicate(timeout=180)
@@ -170,6 +182,76 @@ def test_concurrent_calls_from_four_threads(scenario_processes: Any, name: str, 
     assert proc.returncode == 0 and "SCENARIO OK" in out, \
         f"exit code {proc.returncode} ({'crashed: signal ' + str(-proc.returncode) if proc.returncode < 0 else ''})" \
         f"\n{err_tail}"
+
+
+def _first_paddle_use_of_a_new_thread() -> list[Any]:
+    """Start a thread whose first Paddle call is now: whether it is in dygraph mode, and its eager ``x * 2``
+    (not tried outside dygraph mode: it would crash the interpreter)."""
+    seen: list[Any] = []
+
+    def body() -> None:
+        seen.append(paddle.in_dynamic_mode())
+        if seen[0]:
+            seen.append((paddle.to_tensor([1.0, 2.0]) * 2).numpy().tolist())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return seen
+
+
+def test_a_thread_started_while_sot_builds_a_program_starts_in_dygraph_mode() -> None:
+    """Building a program switches the building thread to static mode (``_dygraph_guard(None)``, as Paddle's
+    ``switch_to_static_graph`` does inside ``get_concrete_program``); Paddle initialises a new thread's mode
+    from whatever thread switched last (issue 9)."""
+    from paddle.base import framework
+
+    from sot.symbolic.compile import BUILD_LOCK
+
+    with BUILD_LOCK, framework._dygraph_guard(None):
+        assert not paddle.in_dynamic_mode()
+        seen = _first_paddle_use_of_a_new_thread()
+    assert seen == [True, [2.0, 4.0]]
+    assert paddle.in_dynamic_mode()
+    assert _first_paddle_use_of_a_new_thread() == [True, [2.0, 4.0]]
+
+
+def test_a_thread_started_while_sot_builds_gets_the_tracer_of_the_process() -> None:
+    """Not a scratch tracer a build set up for itself (as Paddle's legacy partial program does)."""
+    from paddle.base import framework
+
+    from sot.symbolic.compile import BUILD_LOCK
+
+    process_tracer = framework._dygraph_tracer()
+    seen: list[Any] = []
+    t = threading.Thread(target=lambda: seen.append(framework._dygraph_tracer()))
+    with BUILD_LOCK, framework._dygraph_guard(paddle.base.dygraph.Tracer()):
+        t.start()
+        t.join()
+    assert seen == [process_tracer]
+
+
+def test_a_thread_started_during_a_translation_starts_in_dygraph_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread starting while another one infers metas in static mode, in a real translation."""
+    from sot.symbolic import infer_meta
+
+    original = infer_meta.static_mode
+    seen: list[Any] = []
+
+    @contextlib.contextmanager
+    def static_mode_starting_a_thread() -> Iterator[None]:
+        with original():
+            if not seen:
+                assert not paddle.in_dynamic_mode()
+                seen.extend(_first_paddle_use_of_a_new_thread())
+            yield
+
+    monkeypatch.setattr(infer_meta, "static_mode", static_mode_starting_a_thread)
+    sot.reset()
+    x = paddle.to_tensor(np.arange(4, dtype="float32"))
+    got = sot.symbolic_translate(scale_shift)(x, 1)
+    assert seen == [True, [2.0, 4.0]], "no meta inference ran" if not seen else "the thread started in static mode"
+    assert np.allclose(got.numpy(), scale_shift(x, 1).numpy())
 
 
 def never_translated(x):
