@@ -291,6 +291,26 @@ def emit_load_closure(emit: Emit, var: Any) -> None:
     emit("LOAD_FAST" if PY >= (3, 13) else "LOAD_CLOSURE", var)
 
 
+def restore_cell_loads(items: list, cellvars: Sequence[str], freevars: Sequence[str]) -> None:
+    """Give the loads of cells decoded as plain locals their `bytecode` ``CellVar``/``FreeVar`` back.
+
+    3.13: ``LOAD_CLOSURE`` became ``LOAD_FAST`` of the cell's slot, which `bytecode` (0.19) decodes with a
+    plain name. Re-encoded with the same cells that is the same slot, but in code rebuilt around other cells
+    (a resume function receiving the frame's cells as free variables) the name would become a new, unbound
+    local, and the closure tuple would hold a NULL. Earlier versions decode ``LOAD_CLOSURE`` with the cell."""
+    if PY < (3, 13):
+        return
+    from bytecode import CellVar, FreeVar, Instr
+
+    cells, frees = set(cellvars), set(freevars)
+    for item in items:
+        if isinstance(item, Instr) and item.name == "LOAD_FAST" and isinstance(item.arg, str):
+            if item.arg in cells:
+                item.arg = CellVar(item.arg)
+            elif item.arg in frees:
+                item.arg = FreeVar(item.arg)
+
+
 def emit_make_function(emit: Emit, code: types.CodeType, has_closure: bool) -> None:
     """Make a function of ``code``; when ``has_closure`` the closure tuple is already on the stack."""
     emit("LOAD_CONST", code)

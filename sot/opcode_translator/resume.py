@@ -31,6 +31,7 @@ def _abstract_instructions(code: types.CodeType) -> tuple[Bytecode, dict[int, in
     `bytecode` folds ``EXTENDED_ARG`` prefixes into the instruction they extend: their offsets (where a jump
     to that instruction, or the instruction after a break, starts) map to it too."""
     abstract = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    pyversion.restore_cell_loads(abstract, abstract.cellvars, abstract.freevars)
     real: list[tuple[dis.Instruction, list[int]]] = []
     prefixes: list[int] = []
     for instr in dis.get_instructions(code):

@@ -292,3 +292,20 @@ def test_cell_empty_at_the_break_is_empty_in_the_resume_function(compile_all):
 
     check(assigned_after_the_break, lambda: (T(3),), breaks=1)
     check(deleted_before_the_break, lambda: (T(3), 5), breaks=None, fallbacks=None)
+
+
+def test_closure_over_arguments_made_after_a_break(compile_all):
+    """Fuzz seed 6 (3.13 segfault): the arguments are cells, and the closure capturing them is made in the
+    resume function. 3.13 pushes a cell with ``LOAD_FAST`` of its slot, which `bytecode` decodes as a plain
+    local: rebuilt around the frame's cells as free variables, it became an unbound local (a NULL in the
+    closure tuple)."""
+
+    def fn(x, w, s):
+        positive = int(x.sum() > 0)  # a graph break (a tensor made a Python int)
+
+        def pick(k):  # (no tensor op after the break: the resume function runs as the original code)
+            return (x if k else w), s * k
+
+        return positive, pick(0), pick(2)
+
+    check(fn, lambda: (T(3), T(3) * 2, 1.5), breaks=1)
