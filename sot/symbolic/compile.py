@@ -270,14 +270,22 @@ class _BuildLock:
     def __init__(self) -> None:
         self._lock = threading.RLock()
 
+    # (Either bookkeeping call can raise, a RecursionError near the limit: the lock is never kept by a failed
+    # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever.)
     def acquire(self) -> bool:
         self._lock.acquire()
-        enter_static_section()
+        try:
+            enter_static_section()
+        except BaseException:
+            self._lock.release()
+            raise
         return True
 
     def release(self) -> None:
-        leave_static_section()
-        self._lock.release()
+        try:
+            leave_static_section()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> bool:
         return self.acquire()

@@ -324,6 +324,30 @@ def test_recursion_limit_is_hit_at_a_similar_depth(min_graph_size: int) -> None:
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_the_build_lock_is_free_after_recursion_hits_the_limit(min_graph_size: int) -> None:
+    """A RecursionError raised by the build lock's own bookkeeping (3.12: the hook spends C recursion too)
+    kept the lock held by this thread: the next translation in another thread waited forever."""
+    import threading
+
+    from sot.symbolic.compile import BUILD_LOCK
+
+    x = paddle.ones([2])
+    with sot.config.patch(min_graph_size=min_graph_size), _no_warning_check():
+        _max_depth(sot.symbolic_translate(recursive), x)
+    acquired: list[bool] = []
+
+    def other_thread() -> None:
+        acquired.append(BUILD_LOCK._lock.acquire(timeout=10))
+        if acquired[0]:
+            BUILD_LOCK._lock.release()
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert acquired == [True], "the build lock is still held after the RecursionError"
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
 def test_deep_recursion_within_the_limit_works(min_graph_size: int) -> None:
     x = paddle.ones([2])
     depth = sys.getrecursionlimit() // 3
