@@ -265,10 +265,16 @@ def _flags(**flags: Any) -> Iterator[None]:
 
 class _BuildLock:
     """A reentrant lock whose holder is in a static section (`tracer_inheritance`): whatever a build switches
-    Paddle to in its own thread, threads that start meanwhile still start in dygraph mode."""
+    Paddle to in its own thread, threads that start meanwhile still start in dygraph mode.
+
+    It also defers actions that must not run in the middle of a build (`run_outside_builds`): the release of
+    a program whose layer was deleted can come from a garbage collection that starts inside Paddle's program
+    building, and freeing one static program while Paddle applies passes to another one is not safe."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._depth = 0  # (changed by the holder only)
+        self._deferred: list[Callable[[], None]] = []
 
     # (Either bookkeeping call can raise, a RecursionError near the limit: the lock is never kept by a failed
     # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever.)
@@ -279,13 +285,32 @@ class _BuildLock:
         except BaseException:
             self._lock.release()
             raise
+        self._depth += 1
         return True
 
     def release(self) -> None:
         try:
-            leave_static_section()
+            if self._depth == 1:
+                while self._deferred:
+                    self._deferred.pop()()
         finally:
-            self._lock.release()
+            self._depth -= 1
+            try:
+                leave_static_section()
+            finally:
+                self._lock.release()
+
+    def run_outside_builds(self, action: Callable[[], None]) -> None:
+        """Run ``action`` now if no thread is building, else when the build ends (by its thread)."""
+        if self._depth and self._lock._is_owned():  # type: ignore[attr-defined]
+            self._deferred.append(action)  # (this thread is building)
+        elif self._lock.acquire(blocking=False):
+            try:
+                action()
+            finally:
+                self._lock.release()
+        else:
+            self._deferred.append(action)  # (another thread is building: it runs it when done)
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -319,7 +344,7 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
 def _release(program_ref: "weakref.ref[CompiledProgram]") -> None:
     program = program_ref()
     if program is not None:
-        program.release()
+        BUILD_LOCK.run_outside_builds(program.release)
 
 
 def clear_compiled() -> None:
