@@ -285,17 +285,8 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     live = tuple(sorted(n for n in live_in(code)[offset] if n in values))
     needed = [v for v in stack if not isinstance(v, NullVariable)] + [values[n] for n in live]
     needed += _cell_contents(brk)
-    effects = graph.side_effects
-    plan = _program_for(graph, needed + effects.values())
+    plan, codegen = _begin_break_code(graph, code, raised_at.lineno, brk, needed)
     sir, program = plan.sir, plan.program
-    codegen = CodeGen(code, raised_at.lineno)
-    _leave_blocks(codegen, graph)
-    plan.emit_call(codegen, graph)
-    for var in needed:
-        codegen.spill(var)
-    _sync_frame_cells(codegen, brk)
-    if effects:
-        effects.emit(codegen)
     native = build_native_code(code, offset, tuple(isinstance(v, NullVariable) for v in stack), live)
     codegen.push_callable(lambda: codegen.make_function(native))
     argc = 0
@@ -359,17 +350,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     exit_offset = loop_exit(code, for_iter_offset)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
-    effects = graph.side_effects
-    plan = _program_for(graph, [iterable, *values, *_cell_contents(entry), *effects.values()])
+    plan, codegen = _begin_break_code(graph, code, entry.lineno, entry, [iterable, *values, *_cell_contents(entry)])
     sir, program = plan.sir, plan.program
-    codegen = CodeGen(code, entry.lineno)
-    _leave_blocks(codegen, graph)
-    plan.emit_call(codegen, graph)
-    for var in [iterable, *values, *_cell_contents(entry)]:
-        codegen.spill(var)
-    _sync_frame_cells(codegen, entry)
-    if effects:
-        effects.emit(codegen)
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
         codegen.reconstruct(var)
         codegen.store_fast(name)
@@ -431,6 +413,24 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
     """What the translated frame's own cells hold at the break (their tensors must be graph outputs)."""
     return [cell.content for cell in brk.frame_cells.values() if cell.content is not None]
+
+
+def _begin_break_code(graph: FunctionGraph, code: types.CodeType, lineno: int, brk: GraphBreak,
+                      needed: list[VariableBase]) -> tuple[ProgramPlan, CodeGen]:
+    """The start every graph break's generated code shares: the program of what came before (computing
+    ``needed`` and the side effects' values), each of ``needed`` read once into a temporary before anything
+    changes the paths to it, the frame's cells given their simulated contents, then the side effects."""
+    effects = graph.side_effects
+    plan = _program_for(graph, needed + effects.values())
+    codegen = CodeGen(code, lineno)
+    _leave_blocks(codegen, graph)
+    plan.emit_call(codegen, graph)
+    for var in needed:
+        codegen.spill(var)
+    _sync_frame_cells(codegen, brk)
+    if effects:
+        effects.emit(codegen)  # (before the native instruction, which may observe them)
+    return plan, codegen
 
 
 def _sync_frame_cells(codegen: CodeGen, brk: GraphBreak) -> None:
@@ -514,20 +514,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
     needed += _cell_contents(brk)
-    effects = graph.side_effects
-    plan = _program_for(graph, needed + effects.values())
+    # Every value any path needs is read once (`_begin_break_code`): before the effects and the native
+    # instruction change what the paths to them lead to, and on a line all later paths (the jump target, the
+    # exception handler) start from, so a container built here is one object that each of them sees.
+    plan, codegen = _begin_break_code(graph, code, brk.lineno, brk, needed)
     sir, program = plan.sir, plan.program
-    codegen = CodeGen(code, brk.lineno)
-    _leave_blocks(codegen, graph)
-    plan.emit_call(codegen, graph)
-    # Every value any path needs is read now, once: before the effects and the native instruction change
-    # what the paths to them lead to, and on a line all later paths (the jump target, the exception
-    # handler) start from, so a container built here is one object that each of them sees.
-    for var in needed:
-        codegen.spill(var)
-    _sync_frame_cells(codegen, brk)
-    if effects:
-        effects.emit(codegen)  # the native instruction may observe them
     # An instruction inside a try/with block runs natively here, outside the original's exception table: if
     # it raises, the exception goes to a function entering the original at that instruction by raising it
     # there, so the user's handlers (except, finally, __exit__) run as in eager code.
