@@ -465,19 +465,11 @@ def _path_key(node: ast.expr) -> Any:
 
 
 def _parse_terms(exprs: list[str]) -> list[ast.expr | None]:
-    """Each term parsed (a binding ``__vN := path``: its path), None where it is no Python expression. One
-    parse of them all as a list display when they allow it: a model's guard has hundreds of terms, and one
-    parse costs about a third of as many separate ones."""
-    sources = [e.split(" := ", 1)[1] if _is_binding(e) else e for e in exprs]
-    if not any("\n" in source for source in sources):
-        try:
-            return ast.parse("[\n" + ",\n".join(f"({source})" for source in sources) + "\n]", mode="eval").body.elts
-        except SyntaxError:
-            pass  # one of them is no expression: each on its own
+    """Each term parsed (a binding ``__vN := path``: its path), None where it is no Python expression."""
     nodes: list[ast.expr | None] = []
-    for source in sources:
+    for expr in exprs:
         try:
-            nodes.append(ast.parse(source, mode="eval").body)
+            nodes.append(ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body)
         except SyntaxError:
             nodes.append(None)
     return nodes
