@@ -19,24 +19,24 @@ from sot.symbolic.layer_signature import layer_signature, layer_state
 from sot.symbolic.sir import MetaInfo, layer_call
 
 
+def _meta(tensor: paddle.Tensor) -> MetaInfo:
+    return MetaInfo(tuple(tensor.shape), tensor.dtype, bool(tensor.stop_gradient))
+
+
+def _flat(out: Any) -> list[Any]:
+    """The leaves of a layer's output (a tensor, or nested tuples and lists of them: an LSTM's)."""
+    if isinstance(out, (list, tuple)):
+        return [leaf for item in out for leaf in _flat(item)]
+    return [out]
+
+
 def _eager_meta(layer: paddle.nn.Layer, inputs: list[paddle.Tensor]) -> list[MetaInfo]:
     """What eager Paddle gives, on a copy (a forward may update the layer's state: batch norm statistics)."""
-    out = copy.deepcopy(layer)(*inputs)
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    flat: list[Any] = []
-    for item in outs:
-        flat += list(item) if isinstance(item, (list, tuple)) else [item]
-    return [MetaInfo(tuple(t.shape), t.dtype, bool(t.stop_gradient)) for t in flat]
+    return [_meta(t) for t in _flat(copy.deepcopy(layer)(*inputs))]
 
 
 def _inferred_meta(layer: paddle.nn.Layer, inputs: list[paddle.Tensor]) -> list[MetaInfo]:
-    metas = tuple(MetaInfo(tuple(t.shape), t.dtype, bool(t.stop_gradient)) for t in inputs)
-    out = infer_meta(layer_call(layer), metas, {}, to_static=True)
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    flat: list[Any] = []
-    for item in outs:
-        flat += list(item) if isinstance(item, (list, tuple)) else [item]
-    return flat
+    return _flat(infer_meta(layer_call(layer), tuple(_meta(t) for t in inputs), {}, to_static=True))
 
 
 def _frozen(layer: paddle.nn.Layer) -> paddle.nn.Layer:
