@@ -76,6 +76,13 @@ LAYERS: dict[str, tuple[Callable[[], paddle.nn.Layer], Callable[[], list[paddle.
     "layer norm": (lambda: paddle.nn.LayerNorm(4), lambda: [_seq()]),
     "lstm": (lambda: paddle.nn.LSTM(4, 6), lambda: [_seq()]),
     "multi-head attention": (lambda: paddle.nn.MultiHeadAttention(4, 2), lambda: [_seq(), _seq(), _seq()]),
+    "gru, bidirectional": (lambda: paddle.nn.GRU(4, 6, direction="bidirect"), lambda: [_seq()]),
+    "transformer encoder layer": (lambda: paddle.nn.TransformerEncoderLayer(4, 2, 8), lambda: [_seq()]),
+    "conv transpose": (lambda: paddle.nn.Conv2DTranspose(3, 4, 3, stride=2), lambda: [_image()]),
+    "group norm": (lambda: paddle.nn.GroupNorm(1, 3), lambda: [_image()]),
+    "instance norm": (lambda: paddle.nn.InstanceNorm2D(3), lambda: [_image()]),
+    "prelu": (lambda: paddle.nn.PReLU(3), lambda: [_image()]),
+    "spectral norm": (lambda: paddle.nn.SpectralNorm([4, 6]), lambda: [paddle.rand([4, 6])]),
 }
 
 
