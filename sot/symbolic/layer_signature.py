@@ -8,14 +8,19 @@ with tensors (parameters, buffers, tensors in plain attributes) described by the
 never reaches meta inference: under ``to_static`` every tensor the forward reads is a static value.
 
 Only what is known exactly is described: Python scalars, strings, dtypes, tensors, layers, lists, tuples,
-dicts and sets of those, and plain Python objects of Paddle's own classes (a ``ParamAttr``, an initializer)
-by their class and attributes, as a layer. Any other attribute value (a forward hook, a user object, a C++
+dicts and sets of those, plain Python objects of Paddle's own classes (a ``ParamAttr``, an initializer)
+by their class and attributes, as a layer, and Paddle's module-level functions and methods (an activation
+an RNN cell or a transformer layer keeps) by identity, as a class. Any other attribute value (a forward hook, a user object, a C++
 object) makes the layer have no signature: it is then memoised by its identity, as before. Attributes that only
 name a layer or serve its ``state_dict`` (`BOOKKEEPING`) are left out, so layers differing only in those
 share a signature.
 """
 from __future__ import annotations
 
+import collections
+import functools
+import sys
+import types
 from typing import Any
 
 import paddle
@@ -25,6 +30,7 @@ import paddle
 BOOKKEEPING = frozenset({"_full_name", "_helper", "_op_recorder", "_loaddict_holder", "_state_dict_hooks",
                          "_non_persistable_buffer_names_set"})
 
+_DICTS = frozenset({dict, collections.OrderedDict})
 _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes, paddle.base.libpaddle.DataType,
                       paddle.base.core.VarDesc.VarType})
 
@@ -54,18 +60,22 @@ class _Describer:
         kind = type(value)
         if kind in _SCALARS:
             return kind, value
+        if kind in (list, tuple):
+            return kind, tuple([self.value(item) for item in value])
+        if kind in _DICTS:
+            return kind, tuple([(self.value(k), self.value(v)) for k, v in value.items()])
         if isinstance(value, paddle.Tensor):
             signature = tensor_signature(value)
             if signature is not None:
                 return signature
-        elif isinstance(value, paddle.nn.Layer) or _is_plain_paddle_object(value):
+        elif isinstance(value, paddle.nn.Layer) or _is_plain_paddle_class(kind):
             return self.object(value)
-        elif kind in (list, tuple):
-            return kind, tuple(self.value(item) for item in value)
-        elif isinstance(value, dict) and kind.__module__ in ("builtins", "collections"):
-            return kind, tuple((self.value(k), self.value(v)) for k, v in value.items())
         elif kind in (set, frozenset):
             return kind, frozenset(self.value(item) for item in value)
+        elif _is_paddle_function(value):
+            return ("function", value)
+        elif kind is types.MethodType and _is_paddle_function(value.__func__):  # (an RNN cell's ``call``)
+            return ("method", value.__func__, self.value(value.__self__))
         if self.exact:
             raise _NoSignature
         return ("opaque", kind, id(value))
@@ -75,15 +85,29 @@ class _Describer:
         if order is not None:
             return ("same object as", order)
         self.seen[id(obj)] = len(self.seen)
-        return (type(obj),) + tuple((name, self.value(value)) for name, value in vars(obj).items()
-                                    if name not in BOOKKEEPING)
+        return (type(obj), *[(name, self.value(value)) for name, value in vars(obj).items()
+                             if name not in BOOKKEEPING])
 
 
-def _is_plain_paddle_object(value: Any) -> bool:
-    """An instance of a pure-Python class of Paddle's whose whole state is its ``__dict__`` (no slots)."""
-    kind = type(value)
-    return (kind.__module__.startswith("paddle.") and hasattr(value, "__dict__")
+@functools.lru_cache(maxsize=None)
+def _is_plain_paddle_class(kind: type) -> bool:
+    """A pure-Python class of Paddle's whose instances keep their whole state in ``__dict__`` (no slots)."""
+    return (kind.__module__.startswith("paddle.") and kind.__dictoffset__ != 0
             and all("__slots__" not in vars(cls) for cls in kind.__mro__[:-1]))
+
+
+def _is_paddle_function(value: Any) -> bool:
+    """A function of Paddle's that its module holds by its qualified name (``F.sigmoid``, decorated or not;
+    ``LSTMCell.forward``): it lives as long as the process and is the same code for every layer holding it."""
+    if not isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if not module.startswith("paddle."):
+        return False
+    found: Any = sys.modules.get(module)
+    for name in (getattr(value, "__qualname__", None) or "<none>").split("."):
+        found = getattr(found, name, None)
+    return found is value
 
 
 def layer_signature(layer: paddle.nn.Layer) -> tuple | None:

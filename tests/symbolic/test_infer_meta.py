@@ -114,6 +114,21 @@ def test_alike_layers_share_a_signature() -> None:
         layer_signature(paddle.nn.Sequential(b, paddle.nn.ReLU()))
 
 
+@pytest.mark.parametrize("make", [lambda: paddle.nn.LSTM(4, 6, num_layers=2),
+                                  lambda: paddle.nn.TransformerEncoderLayer(4, 2, 8)], ids=["lstm", "transformer"])
+def test_layers_keeping_paddle_functions_share_a_signature(make: Callable[[], paddle.nn.Layer]) -> None:
+    """An RNN cell keeps its ``forward`` as a bound method and its activations, a transformer layer its
+    activation: Paddle's own functions, described by identity."""
+    assert layer_signature(make()) is not None
+    assert layer_signature(make()) == layer_signature(make())
+
+
+def test_a_user_function_kept_by_a_layer_is_not_described() -> None:
+    layer = paddle.nn.TransformerEncoderLayer(4, 2, 8)
+    layer.activation = lambda x: x * 2
+    assert layer_signature(layer) is None
+
+
 def _replace_weight(layer: paddle.nn.Layer) -> None:
     layer.weight = layer.create_parameter([4, 3, 5, 5])
 
