@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import paddle
 from paddle.base import core
+from paddle.base.dygraph.base import to_static_mode_guard
 from paddle.base.libpaddle import DataType
 from paddle.pir.core import convert_np_dtype_to_dtype_, vartype_to_datatype
-from paddle.base.dygraph.base import to_static_mode_guard
 
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure

@@ -8,12 +8,12 @@ with tensors (parameters, buffers, tensors in plain attributes) described by the
 never reaches meta inference: under ``to_static`` every tensor the forward reads is a static value.
 
 Only what is known exactly is described: Python scalars, strings, dtypes, tensors, layers, lists, tuples,
-dicts and sets of those, plain Python objects of Paddle's own classes (a ``ParamAttr``, an initializer)
-by their class and attributes, as a layer, and Paddle's module-level functions and methods (an activation
-an RNN cell or a transformer layer keeps) by identity, as a class. Any other attribute value (a forward hook, a user object, a C++
-object) makes the layer have no signature: it is then memoised by its identity, as before. Attributes that only
-name a layer or serve its ``state_dict`` (`BOOKKEEPING`) are left out, so layers differing only in those
-share a signature.
+dicts and sets of those, plain Python objects of Paddle's own classes (a ``ParamAttr``, an initializer) by
+their class and attributes, as a layer, and Paddle's module-level functions and methods (an activation an
+RNN cell or a transformer layer keeps) by identity, as a class. Any other attribute value (a forward hook,
+a user object, a C++ object) makes the layer have no signature: it is then memoised by its identity and
+its state (`layer_state`). Attributes that only name a layer or serve its ``state_dict`` (`BOOKKEEPING`)
+are left out, so layers differing only in those share a signature.
 """
 from __future__ import annotations
 
