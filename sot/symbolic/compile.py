@@ -140,13 +140,17 @@ class CompiledProgram:
         try:
             try:
                 if training not in self._built_modes:
-                    # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
-                    # (observed with reshape + softmax): build the runnable programs without it.
+                    # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
-                        with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
-                            outputs = self._program.sot_call(inputs)
+                        with BUILD_LOCK, _flags(**INTERPRETER_BUILD_FLAGS), shallow_op_callstacks():
+                            try:
+                                outputs = self._program.sot_call(inputs)
+                            finally:
+                                # (A new scope made in this run saved the build flags, not the user's:
+                                # they are put back before the user's values are.)
+                                self._end_scope_build()
                     finally:
                         leave_room()
                 else:
@@ -164,13 +168,14 @@ class CompiledProgram:
         return outputs
 
     def _watch_new_scopes(self) -> None:
-        """Keep Paddle's in-place pass away from every interpreter of the program, not only the first.
+        """Build every interpreter of the program under `INTERPRETER_BUILD_FLAGS`, not only the first: keep
+        Paddle's in-place pass away from all of them.
 
         The program runner builds one interpreter per scope, and makes a new scope whenever the cached ones
         are still held (e.g. by outputs whose backward has not run yet); the pass, applied at that moment,
         may let an op write into the buffer of an input (observed: ``(y.detach() - t).detach()`` followed
-        by ``-=`` changed the caller's ``y`` on every other call). So the pass is switched off while a call
-        that makes a new scope runs."""
+        by ``-=`` changed the caller's ``y`` on every other call). So the flags are set while a call that
+        makes a new scope runs."""
         program = self._program
         original = getattr(type(program), "_create_scope_vec", None)
         scope_cache = getattr(program, "_scope_cache", None)
@@ -184,9 +189,9 @@ class CompiledProgram:
             known = len(scope_cache.get(cache_key, ()))
             scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
             if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not saved_flags:
-                BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
-                saved_flags.update(paddle.get_flags(["FLAGS_pir_apply_inplace_pass"]))
-                paddle.set_flags({"FLAGS_pir_apply_inplace_pass": False})
+                BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
+                saved_flags.update(paddle.get_flags(list(INTERPRETER_BUILD_FLAGS)))
+                paddle.set_flags(INTERPRETER_BUILD_FLAGS)
             return scopes
 
         program._create_scope_vec = create_scope_vec
@@ -261,6 +266,34 @@ def _flags(**flags: Any) -> Iterator[None]:
         yield
     finally:
         paddle.set_flags(saved)
+
+
+def _existing_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """The flags this Paddle knows (``get_flags`` refuses unknown names)."""
+    known = {}
+    for name, value in flags.items():
+        try:
+            paddle.get_flags([name])
+        except ValueError:
+            continue
+        known[name] = value
+    return known
+
+
+# Dead intermediate tensors of a program run are freed in batches of about this many bytes (see below).
+GC_BATCH_BYTES = 1 << 20
+# Paddle flags in force while the interpreters that run a program are built: its first run in each mode
+# (training / inference), and every run that makes a new scope (`_watch_new_scopes`). An interpreter reads
+# them once, when it is built; a forward run builds its backward's interpreter too.
+# * The in-place pass off: it may make a returned tensor share memory with a later in-place op (observed with
+#   reshape + softmax), or let an op write into the buffer of an input.
+# * ``FLAGS_eager_delete_tensor_gb`` above 0: the interpreter's garbage collector hands dead intermediate
+#   tensors to its collector thread in batches of up to `GC_BATCH_BYTES` instead of one task (and one thread
+#   wake-up) per tensor. Per tensor, that hand-off cost a transformer's train step on CPU about 40% of its
+#   process CPU time (forward and backward programs), more than the eager step; batched, a program holds at
+#   most about `GC_BATCH_BYTES` of dead tensors per interpreter between its runs.
+INTERPRETER_BUILD_FLAGS = _existing_flags({"FLAGS_pir_apply_inplace_pass": False,
+                                           "FLAGS_eager_delete_tensor_gb": GC_BATCH_BYTES / (1 << 30)})
 
 
 class _BuildLock:
