@@ -1,6 +1,6 @@
-"""How `CompiledProgram` has Paddle build the interpreters that run its static program: under
-`INTERPRETER_BUILD_FLAGS` (in-place pass off, dead tensors freed in batches), with the user's own flag values
-untouched outside the builds."""
+"""How `CompiledProgram` has Paddle build the interpreters that run its static program: under its
+`build_flags` (in-place pass off, dead tensors freed in batches), with the user's own flag values untouched
+outside the builds."""
 from __future__ import annotations
 
 import time
@@ -32,7 +32,7 @@ def test_builds_leave_the_users_flags_as_they_were() -> None:
     """The build flags are set only while an interpreter is built: the first run in each mode, a run that
     makes a new scope (the first outputs are still held), backward passes, inference."""
     user_values = {"FLAGS_pir_apply_inplace_pass": True, "FLAGS_eager_delete_tensor_gb": 0.25}
-    assert set(compile_module.INTERPRETER_BUILD_FLAGS) == set(user_values)  # (both exist in this Paddle)
+    assert set(compile_module.build_flags()) == set(user_values)  # (both exist in this Paddle)
     saved = paddle.get_flags(list(user_values))
     paddle.set_flags(user_values)
     try:
@@ -50,6 +50,34 @@ def test_builds_leave_the_users_flags_as_they_were() -> None:
         np.testing.assert_allclose(again.numpy(), small_chain(x).numpy(), rtol=1e-6)
     finally:
         paddle.set_flags(saved)
+
+
+def test_the_backward_interpreter_is_built_under_the_build_flags() -> None:
+    """The backward program's interpreter is built by the first backward pass through a scope, out of any
+    call of the program: the flags are set from the program's output gradient to the end of that pass."""
+    names = list(compile_module.build_flags())
+    users = paddle.get_flags(names)
+    fn = sot.symbolic_translate(small_chain)
+    leaf = paddle.randn([ROWS, ROWS])
+    leaf.stop_gradient = False
+    during_backward = []
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(3):
+            x = leaf * 1.0  # (a hook on the program's input runs right after the program's grad node)
+            x.register_hook(lambda grad: during_backward.append(paddle.get_flags(names)))
+            fn(x).sum().backward()
+            assert paddle.get_flags(names) == users
+    (program,) = compile_module._compiled.values()
+    assert during_backward == [program._build_flags, users, users]
+    assert program._build_flags["FLAGS_eager_delete_tensor_gb"] > 0
+    np.testing.assert_allclose(leaf.grad.numpy(), 3 * _eager_grad(leaf), rtol=1e-5)
+
+
+def _eager_grad(leaf: paddle.Tensor) -> np.ndarray:
+    x = leaf.detach()
+    x.stop_gradient = False
+    small_chain(x).sum().backward()
+    return x.grad.numpy()
 
 
 @pytest.mark.parametrize("backward", [False, True])
