@@ -330,8 +330,9 @@ def build_flags(gc_batch_bytes: int = GC_BATCH_BYTES) -> dict[str, Any]:
 
 
 def _bytes_made_per_run(program: Any) -> int:
-    """The bytes of the tensors one forward run of ``program`` makes (results of static shape, parameters
-    aside), at most `GC_BATCH_BYTES`; `GC_BATCH_BYTES` when the program cannot be read."""
+    """The bytes of the tensors one forward run of ``program`` makes (parameters aside; a dynamic dimension
+    counted as 1: a lower bound), at most `GC_BATCH_BYTES`; `GC_BATCH_BYTES` when the program cannot be
+    read."""
     try:
         ops = program._origin_main_program.global_block().ops
         made = 0
@@ -339,9 +340,7 @@ def _bytes_made_per_run(program: Any) -> int:
             if op.name() in ("builtin.parameter", "pd_op.data"):
                 continue
             for result in op.results():
-                shape = result.shape
-                if shape and all(d >= 0 for d in shape):
-                    made += math.prod(shape) * paddle.core.size_of_dtype(result.dtype)
+                made += math.prod(max(d, 1) for d in result.shape) * paddle.core.size_of_dtype(result.dtype)
                 if made >= GC_BATCH_BYTES:
                     return GC_BATCH_BYTES
     except Exception:  # another Paddle version: batches of the largest size
