@@ -14,23 +14,9 @@ import threading
 
 import pytest
 from hook_loader import efx
+from test_hook import always, clean_hook  # noqa: F401 (an autouse fixture: no hook, no callback left after)
 
 callback_installed = efx.callback_installed
-
-
-def always(*_):
-    return True
-
-
-@pytest.fixture(autouse=True)
-def clean_hook():
-    efx.set_callback(None)
-    efx.reset_cache()
-    yield
-    efx.set_callback(None)
-    efx.reset_cache()
-    assert not efx._ext._hook_installed()
-    assert not efx.callback_active()
 
 
 class Recorder:

@@ -17,6 +17,7 @@ import pytest
 import sot
 from sot.eval_frame_ext import cache_entries, callback_active, callback_installed, get_callback
 from sot.eval_frame_ext._eval_frame import _hook_installed
+from sot.opcode_translator.callback import frame_callback
 from sot.opcode_translator.native import runs_only_library_code
 from sot.symbolic import cost_model
 
@@ -288,27 +289,16 @@ def test_a_switched_entry_runs_with_the_hook_off_and_a_later_branch_still_compil
     assert _probed_call(fast, 1.0) == [(False, False)] * 2
 
 
-def tensor_if_raising(x: paddle.Tensor, items: list) -> paddle.Tensor:
-    y = hook_probe(x + 1.0)
-    if y.sum() > 0:
-        items.append(len(items))
-        return y[items[-1] * 100]  # an index out of range past the first call
-    return y
-
-
 def test_the_callback_is_back_after_a_hook_free_entry_raises() -> None:
-    fast = sot.symbolic_translate(tensor_if_raising)
     x = paddle.ones([4])
     items: list = []
-    fast(x, items)
-    for _ in range(3):
-        with pytest.raises(IndexError):
-            fast(x, items)
-    assert _hook_is_off_inside(tensor_if_raising.__code__)
-    with callback_installed(object.__new__(type("Callback", (), {"__call__": lambda *a: None}))) as callback:
-        with pytest.raises(IndexError):
-            tensor_if_raising(x, items)
-        assert callback_active() and get_callback() is callback
+    with callback_installed(frame_callback):
+        raises_after_the_break(x, items)
+        for _ in range(3):
+            with pytest.raises(IndexError):
+                raises_after_the_break(x, items)
+            assert callback_active() and get_callback() is frame_callback and _hook_installed()
+    assert _hook_is_off_inside(raises_after_the_break.__code__)
 
 
 def not_inlinable(t: paddle.Tensor) -> paddle.Tensor:
