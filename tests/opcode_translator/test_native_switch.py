@@ -349,3 +349,35 @@ def test_which_values_run_only_library_code() -> None:
     for value in (not_inlinable, UserThing, UserThing(1.0), [1, UserThing(2.0)], UserThing(1.0).__init__,
                   {"f": not_inlinable}):
         assert not judged(value), value
+
+
+@sot.skip_function
+def resets_sot(t: paddle.Tensor) -> paddle.Tensor:
+    LOG.append("reset")
+    sot.reset()
+    return t
+
+
+def resets_inside(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = x * w
+    if x.mean() > 0:
+        h = resets_sot(h + 1.0)
+    else:
+        h = resets_sot(h - 1.0)
+    LOG.append("after")
+    return h * 2.0
+
+
+def test_sot_reset_inside_a_hook_free_entry() -> None:
+    """Every call empties the cache from inside the running entry: it finishes as eager code would, the next
+    call translates again, and the callback is back after each call."""
+    with callback_installed(frame_callback):
+        for sign in (1.0, 1.0, -1.0, 1.0):
+            x, w = _inputs(sign)
+            LOG.clear()
+            out = resets_inside(x, w)
+            fast_log = list(LOG)
+            assert callback_active() and get_callback() is frame_callback
+            LOG.clear()
+            assert_same(out, resets_inside(*_inputs(sign)))
+            assert fast_log == LOG
