@@ -422,6 +422,91 @@ def test_internal_error_is_counted_as_a_fallback(monkeypatch: Any) -> None:
     assert sot.stats().fallbacks == 1
 
 
+# -- internal errors of a compiled program at run time: the eager replay answers ---------------------------
+def graph_with_effect(x, lst):
+    y = paddle.tanh(x * 2) + 1
+    lst.append(len(lst))
+    return (y * y).sum()
+
+
+PROGRAM_FAILURES = {  # (what fails, the Paddle method patched)
+    "build": ("paddle.jit.dy2static.program_translator.ASTStaticFunction", "get_concrete_program"),
+    "run": ("paddle.jit.dy2static.pir_partial_program.PartialProgramLayer", "sot_call"),
+}
+
+
+def _break_programs(monkeypatch: Any, what: str) -> list[int]:
+    """Make every static program fail to build or to run, as a bug of Paddle's static mode would; the list
+    returned counts the failures."""
+    import importlib
+
+    module_name, _, class_name = PROGRAM_FAILURES[what][0].rpartition(".")
+    owner = getattr(importlib.import_module(module_name), class_name)
+    failures: list[int] = []
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        failures.append(1)
+        raise RuntimeError(f"injected {what} failure")
+
+    monkeypatch.setattr(owner, PROGRAM_FAILURES[what][1], fail)
+    return failures
+
+
+@pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
+def test_a_program_failing_where_eager_works_gives_eager_results_and_logs_why(
+        monkeypatch: Any, capsys: Any, what: str) -> None:
+    """An internal error of the compiled program itself (not of the user's ops, which eager replay would raise
+    again): results, gradients and effects are eager's, the reason is logged at log_level=1, and the graph
+    replays eagerly from then on instead of failing at every call."""
+    x = paddle.ones([3])
+    x.stop_gradient = False
+    eager_list: list[int] = []
+    expected = graph_with_effect(x, eager_list)
+    expected.backward()
+    expected_grad = x.grad.numpy()
+    x.clear_grad()
+    failures = _break_programs(monkeypatch, what)
+    with sot.config.patch(min_graph_size=0, log_level=1):
+        translated = sot.symbolic_translate(graph_with_effect)
+        for _ in range(3):
+            lst: list[int] = []
+            out = translated(x, lst)
+            out.backward()
+            assert out.numpy() == expected.numpy() and (x.grad.numpy() == expected_grad).all()
+            assert lst == eager_list
+            x.clear_grad()
+    assert failures == [1], f"the broken program was tried {len(failures)} times"
+    err = capsys.readouterr().err
+    assert f"injected {what} failure" in err and "eager mode works" in err, err
+
+
+@pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
+def test_a_program_failing_where_eager_works_raises_in_strict_mode(monkeypatch: Any, what: str) -> None:
+    """Strict mode raises the internal error (a SotError caused by it) before any effect of the frame."""
+    _break_programs(monkeypatch, what)
+    lst: list[int] = []
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        with pytest.raises(sot.SotError, match="eager mode works") as info:
+            sot.symbolic_translate(graph_with_effect)(paddle.ones([3]), lst)
+    assert isinstance(info.value.__cause__, RuntimeError) and lst == []
+
+
+def test_a_user_error_in_a_program_is_not_taken_for_an_internal_one(capsys: Any) -> None:
+    """A kernel error the eager replay raises too is the user's: the program stays compiled and nothing is
+    logged about it."""
+    from sot.symbolic import compile as compile_module
+
+    with sot.config.patch(min_graph_size=0, log_level=1):
+        translated = sot.symbolic_translate(gather_in_graph)
+        translated(paddle.ones([4]), paddle.to_tensor([1]))
+        with pytest.raises(IndexError):
+            translated(paddle.ones([4]), paddle.to_tensor([10]))
+        translated(paddle.ones([4]), paddle.to_tensor([2]))
+    programs = [p for p in compile_module._compiled.values() if p.sir.name.startswith("gather_in_graph")]
+    assert programs and all(p.choice is None for p in programs), [p.choice for p in programs]
+    assert "eager mode works" not in capsys.readouterr().err
+
+
 # -- errors found while simulating, caught by the user's own ``try`` -----------------------------------------
 class Slotted:
     __slots__ = ("a",)
