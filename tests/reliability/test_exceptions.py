@@ -102,6 +102,102 @@ def test_shape_error_in_a_graph() -> None:
     check_same_exception(reshape_in_graph, lambda: (paddle.ones([4]),), "paddle.reshape")
 
 
+# -- in a graph with dynamic dimensions: only the kernel sees the mismatch -----------------------------------
+def matmul_in_graph(x, y):
+    z = x * 2
+    out = paddle.matmul(z, y)
+    return out + 1
+
+
+def reshape_to(x, rows):
+    y = x + 1
+    z = paddle.reshape(y, [rows, -1])
+    return z * 2
+
+
+def item_of(x, i):
+    y = x * 2
+    return y[i] + 1
+
+
+DYNAMIC_SHAPE_ERRORS = {  # fn, calls making dimensions dynamic, the failing call, its line
+    "matmul": (matmul_in_graph, [([2, 3], [3, 5]), ([2, 4], [4, 5])], ([2, 4], [6, 5]), "paddle.matmul"),
+    "reshape": (reshape_to, [([6], 2), ([8], 2)], ([7], 2), "paddle.reshape"),
+    "index": (item_of, [([6], 2), ([8], 3)], ([7], 9), "return y[i]"),
+}
+
+
+def _tensors(args: tuple) -> tuple:
+    return tuple(paddle.ones(a) if isinstance(a, list) else a for a in args)
+
+
+@pytest.mark.parametrize("case", list(DYNAMIC_SHAPE_ERRORS))
+def test_kernel_error_of_a_graph_with_dynamic_shapes(case: str) -> None:
+    """The failing call passes the guards of the entry compiled with symbolic dimensions (it is a cache hit):
+    the error is raised by the static program's kernel, yet the user sees eager's."""
+    fn, warm_calls, failing, line_text = DYNAMIC_SHAPE_ERRORS[case]
+    with sot.config.patch(min_graph_size=0, dynamic_shape=True):
+        warm = sot.symbolic_translate(fn)
+        for args in warm_calls:
+            warm(*_tensors(args))
+        translations = sot.stats().translate_count
+        check_same_exception(fn, lambda: _tensors(failing), line_text)
+    assert sot.stats().translate_count == translations, "the failing call was not served by the dynamic entry"
+
+
+# -- chained exceptions: ``raise ... from`` and the exception being handled --------------------------------
+def raise_from_in_a_graph(x, d):
+    y = x + 1
+    try:
+        d["k"]
+    except KeyError as exc:
+        raise ValueError("wrapped") from exc
+    return y
+
+
+def raise_while_handling_after_a_break(x, d):
+    y = x + 1
+    psdb.breakgraph()
+    try:
+        d["k"]
+    except KeyError:
+        raise ValueError("wrapped")
+    return y
+
+
+def kernel_error_while_handling(x, idx, d):
+    y = x + 1
+    try:
+        d["k"]
+    except KeyError:
+        y = paddle.gather(y, idx)
+    return y
+
+
+def _chain(exc: BaseException | None) -> list[tuple[str, str, bool]]:
+    links = []
+    while exc is not None:
+        links.append((type(exc).__name__, str(exc), exc.__suppress_context__))
+        exc = exc.__cause__ or exc.__context__
+    return links
+
+
+@pytest.mark.parametrize("fn,make_args", [
+    (raise_from_in_a_graph, lambda: (paddle.ones([3]), {})),
+    (raise_while_handling_after_a_break, lambda: (paddle.ones([3]), {})),
+    (kernel_error_while_handling, lambda: (paddle.ones([4]), paddle.to_tensor([10]), {})),
+], ids=["raise_from", "implicit_context_after_a_break", "kernel_error_while_handling"])
+def test_chained_exceptions_are_eagers(fn: Any, make_args: Callable[[], tuple]) -> None:
+    """``__cause__`` and ``__context__`` link the user's exceptions as eagerly, and nothing of sot's own (the
+    failure of a static program replayed eagerly) appears in the chain."""
+    expected = _chain(_raised(fn, *make_args()))
+    assert len(expected) == 2
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for _ in range(2):
+            assert _chain(_raised(translated, *make_args())) == expected
+
+
 # -- between graphs: the breaking instruction itself raises natively ---------------------------------------
 @sot.skip_function
 def native_helper(v):
