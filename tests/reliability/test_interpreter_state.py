@@ -217,6 +217,7 @@ def test_cprofile_counts_the_calls_of_translated_functions() -> None:
 
 _COVERED_MODULE = """\
 import paddle
+from sot import psdb
 
 
 def helper(v):
@@ -226,51 +227,77 @@ def helper(v):
 def model(x, n):
     y = x + 1
     z = helper(y)
+    psdb.breakgraph()
     if n > 0:
         z = z - n
     else:
         z = z + n
+    for i in range(2):
+        z = z + i
     return z.sum()
 """
-_NEVER_RUN_LINE = 14  # the ``else`` branch
+_NEVER_RUN_LINE = 16  # the ``else`` branch
+COVERAGE_MODES = {  # when the function is first translated, and where it runs while coverage measures
+    "translated_before": "translated and cached before the measurement starts",
+    "translated_during": "first called (translated) while coverage measures",
+    "in_a_new_thread": "called from a thread started while coverage measures (``threading.settrace``)",
+}
 
 
-def _measured_lines(core: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
-        tuple[set[int], set[int]]:
-    """(executed, missing) lines of the module above, run under coverage.py with the given core."""
+def _measured(core: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
+        tuple[set[int], set[int], set[tuple[int, int]]]:
+    """(executed lines, missing lines, arcs) of the module above, run under coverage.py (branch coverage) with
+    the given core."""
     import importlib.util
+    import threading
 
     coverage = pytest.importorskip("coverage")
     monkeypatch.setenv("COVERAGE_CORE", core)
-    path = tmp_path / f"covered_{core}_{translate}.py"
+    path = tmp_path / f"covered_{core}_{mode}_{translate}.py"
     path.write_text(_COVERED_MODULE)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    measure = coverage.Coverage(data_file=None, include=[str(path)])
+    measure = coverage.Coverage(data_file=None, include=[str(path)], branch=True)
     x = paddle.ones([4])
+    results: list[Any] = []
     with sot.config.patch(min_graph_size=0):
         model = sot.symbolic_translate(module.model) if translate else module.model
-        model(x, 2)  # translated (and cached) before the measurement starts
+        if mode == "translated_before":
+            model(x, 2)
         measure.start()
         try:
-            for _ in range(2):
-                assert np.allclose(model(x, 2).numpy(), 16.0)
+            if mode == "in_a_new_thread":
+                worker = threading.Thread(target=lambda: results.extend(model(x, 2) for _ in range(2)))
+                worker.start()
+                worker.join()
+            else:
+                results.extend(model(x, 2) for _ in range(2))
         finally:
             measure.stop()
+        assert len(results) == 2 and all(np.allclose(r.numpy(), 20.0) for r in results)
+        if translate:  # translation goes on once the measurement is over
+            before = sot.stats()
+            assert np.allclose(model(x, 2).numpy(), 20.0)
+            after = sot.stats()
+            assert after.translate_count + after.cache_hits > before.translate_count + before.cache_hits
     _, statements, _, missing, _ = measure.analysis2(str(path))
-    return set(statements) - set(missing), set(missing)
+    arcs = set(measure.get_data().arcs(str(path)) or ())
+    return set(statements) - set(missing), set(missing), arcs
 
 
-@pytest.mark.parametrize("core", ["ctrace", "sysmon"])
-def test_coverage_measures_the_lines_of_translated_functions(core: str, tmp_path: Any,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode", list(COVERAGE_MODES))
+@pytest.mark.parametrize("core", ["ctrace", "pytrace", "sysmon"])
+def test_coverage_measures_the_lines_and_branches_of_translated_functions(
+        core: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """coverage.py, as ``coverage run`` would use it (each of its cores), reports the same lines and branches
+    for a translated function with a graph break as for the eager one."""
     if core == "sysmon" and sys.version_info < (3, 12):
         pytest.skip("coverage's sys.monitoring core needs 3.12")
-    executed, missing = _measured_lines(core, tmp_path, monkeypatch, translate=True)
-    eager_executed, eager_missing = _measured_lines(core, tmp_path, monkeypatch, translate=False)
-    assert _NEVER_RUN_LINE in eager_missing, "the eager measurement is wrong (test is broken)"
-    assert (executed, missing) == (eager_executed, eager_missing)
+    translated = _measured(core, mode, tmp_path, monkeypatch, translate=True)
+    eager = _measured(core, mode, tmp_path, monkeypatch, translate=False)
+    assert _NEVER_RUN_LINE in eager[1], "the eager measurement is wrong (test is broken)"
+    assert translated == eager
 
 
 # -- recursion --------------------------------------------------------------------------------------------
