@@ -78,6 +78,15 @@ def test_paddle_api_function_works() -> None:
     check_works(paddle.tanh, paddle.ones([3]), translates=False)
 
 
+def negated(v):
+    return -v
+
+
+def test_user_functions_a_builtin_calls_back_are_translated() -> None:
+    """``sorted`` has no Python frame, its ``key`` function has."""
+    check_works(functools.partial(sorted, key=negated), [1, 3, 2], translates=True)
+
+
 # -- classes: work (the constructor runs, user __init__ translated) -----------------------------------------
 class Point:
     def __init__(self, x, k):
@@ -115,6 +124,24 @@ async def async_generator_function(n):
 def test_generator_and_async_functions_raise_type_error(fn: Any) -> None:
     with pytest.raises(TypeError, match=fn.__name__):
         sot.symbolic_translate(fn)
+
+
+class GeneratorMethods:
+    def method(self, n):
+        yield n
+
+    async def __call__(self, n):
+        return n
+
+
+@pytest.mark.parametrize("make", [lambda: functools.partial(generator_function, 1),
+                                  lambda: GeneratorMethods().method, lambda: staticmethod(generator_function),
+                                  GeneratorMethods],
+                         ids=["partial", "bound_method", "staticmethod", "object_with_async_call"])
+def test_generator_and_async_functions_behind_a_wrapper_raise_type_error(make: Any) -> None:
+    """The kind of function a call runs decides, whatever wraps it."""
+    with pytest.raises(TypeError, match="generator|coroutine"):
+        sot.symbolic_translate(make())
 
 
 def test_function_returning_a_generator_works() -> None:
