@@ -47,29 +47,34 @@ def small_with_effects(x, lst, box):
 
 
 def _hammer(fn, calls: int, min_graph_size: int) -> None:
+    x, lst, box = paddle.ones([8]), [1, 2], Box(2)
+    expected = fn(x, lst, box).numpy()
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
-        x, lst, box = paddle.ones([8]), [1, 2], Box(2)
-        expected = fn(x, lst, box).numpy()
-        for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
-            translated(x, lst, box)
-        gc.collect()
-        before_rss = rss()
-        watched = (x, lst, box, fn, fn.__code__, translated)
-        before_refs = [sys.getrefcount(v) for v in watched]
-        before_objects = len(gc.get_objects())
-        translations = sot.stats().translate_count
-        for _ in range(calls):
-            out = translated(x, lst, box)
-        del out
-        gc.collect()
-        after_rss = rss()
-        after_refs = [sys.getrefcount(v) for v in watched]
-        after_objects = len(gc.get_objects())
+        _assert_flat(lambda: translated(x, lst, box), calls, watched=(x, lst, box, fn, fn.__code__, translated))
         assert (translated(x, lst, box).numpy() == expected).all()
+
+
+def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
+    """``calls`` cache hits of ``call`` (after a warm-up) leave RSS, the number of objects tracked by the
+    garbage collector and the refcounts of ``watched`` as they were."""
+    for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
+        call()
+    gc.collect()
+    before_rss = rss()
+    before_refs = [sys.getrefcount(v) for v in watched]
+    before_objects = len(gc.get_objects())
+    translations = sot.stats().translate_count
+    for _ in range(calls):
+        out = call()
+    del out
+    gc.collect()
+    after_rss = rss()
+    after_refs = [sys.getrefcount(v) for v in watched]
+    after_objects = len(gc.get_objects())
     assert sot.stats().translate_count == translations, "the calls were expected to be cache hits"
-    assert after_refs == before_refs, \
-        f"refcounts of the inputs, the function, its code or its wrapper grew: {before_refs} -> {after_refs}"
+    assert after_refs == before_refs, f"refcounts of the inputs or of what runs them grew: {before_refs} -> " \
+                                      f"{after_refs}"
     assert after_objects - before_objects <= ALLOWED_OBJECT_GROWTH, \
         f"{after_objects - before_objects} more objects tracked by the garbage collector after {calls} calls"
     growth = after_rss - before_rss
@@ -100,6 +105,15 @@ class Net(paddle.nn.Layer):
 
     def forward(self, x):
         return paddle.tanh(self.fc(x)) * self.scale
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_calls_of_a_translated_layer_keep_rss_and_refcounts_flat(min_graph_size: int) -> None:
+    net, x = Net(), paddle.ones([2, 4])
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(net)
+        _assert_flat(lambda: translated(x), 30_000, watched=(net, net.fc, net.fc.weight, x, translated))
+        assert np.allclose(translated(x).numpy(), net(x).numpy())
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
