@@ -31,84 +31,57 @@ def traced(x, n):
 WATCHED = ("traced", "helper")
 
 
-def _with_tracer(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str, int]], Any]:
+HOOKS = {  # how a debugger (line events) and a profiler (calls only) watch the interpreter
+    "settrace": (sys.gettrace, sys.settrace, ("call", "line", "return")),
+    "setprofile": (sys.getprofile, sys.setprofile, ("call", "return")),
+}
+
+
+def _watched(hook: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str, int]], Any]:
+    """``fn(*args)`` under a ``sys.settrace`` or ``sys.setprofile`` function: (result, the events it saw in
+    this file's watched functions, the function itself)."""
+    get, install, kinds = HOOKS[hook]
     events: list[tuple[str, str, int]] = []
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename == THIS_FILE and frame.f_code.co_name in WATCHED:
+    def watcher(frame: Any, event: str, arg: Any) -> Any:
+        if event in kinds and frame.f_code.co_filename == THIS_FILE and frame.f_code.co_name in WATCHED:
             events.append((event, frame.f_code.co_name, frame.f_lineno))
-        return tracer
+        return watcher
 
-    previous = sys.gettrace()
-    sys.settrace(tracer)
+    previous = get()
+    install(watcher)
     try:
         result = fn(*args)
     finally:
-        sys.settrace(previous)
-    return result, events, tracer
+        install(previous)
+    return result, events, watcher
 
 
-def _with_profiler(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str]], Any]:
-    events: list[tuple[str, str]] = []
-
-    def profiler(frame: Any, event: str, arg: Any) -> None:
-        if event in ("call", "return") and frame.f_code.co_filename == THIS_FILE \
-                and frame.f_code.co_name in WATCHED:
-            events.append((event, frame.f_code.co_name))
-
-    previous = sys.getprofile()
-    sys.setprofile(profiler)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(previous)
-    return result, events, profiler
-
-
+@pytest.mark.parametrize("hook", list(HOOKS))
 @pytest.mark.parametrize("warm", [False, True], ids=["first_call", "cache_hit"])
 @pytest.mark.parametrize("min_graph_size", [0, 10])
-def test_settrace_sees_the_user_lines_and_results_stay_correct(warm: bool, min_graph_size: int) -> None:
+def test_a_debugger_or_profiler_sees_the_user_code_and_results_stay_correct(hook: str, warm: bool,
+                                                                           min_graph_size: int) -> None:
     x = paddle.ones([4])
-    expected, eager_events, _ = _with_tracer(traced, x, 2)
+    expected, eager_events, _ = _watched(hook, traced, x, 2)
+    assert ("call", "helper") in [event[:2] for event in eager_events], "the watcher is broken (test is broken)"
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(traced)
         if warm:
             translated(x, 2)
-        result, events, _ = _with_tracer(translated, x, 2)
+        result, events, _ = _watched(hook, translated, x, 2)
     assert np.allclose(result.numpy(), expected.numpy())
-    assert events == eager_events, f"a debugger sees\n{events}\ninstead of\n{eager_events}"
+    assert events == eager_events, f"the {hook} function sees\n{events}\ninstead of\n{eager_events}"
 
 
-def test_settrace_callback_is_not_translated() -> None:
-    from sot.eval_frame_ext import cache_entries
-
-    x = paddle.ones([4])
-    translated = sot.symbolic_translate(traced)
-    with sot.config.patch(min_graph_size=0):
-        _, _, tracer = _with_tracer(translated, x, 2)
-    assert cache_entries(tracer.__code__) == [], "the trace function itself was translated"
-
-
-@pytest.mark.parametrize("warm", [False, True], ids=["first_call", "cache_hit"])
-def test_setprofile_sees_the_user_calls_and_results_stay_correct(warm: bool) -> None:
-    x = paddle.ones([4])
-    expected, eager_events, _ = _with_profiler(traced, x, 2)
-    with sot.config.patch(min_graph_size=0):
-        translated = sot.symbolic_translate(traced)
-        if warm:
-            translated(x, 2)
-        result, events, _ = _with_profiler(translated, x, 2)
-    assert np.allclose(result.numpy(), expected.numpy())
-    assert events == eager_events, f"a profiler sees {events} instead of {eager_events}"
-
-
-def test_setprofile_callback_is_not_translated() -> None:
+@pytest.mark.parametrize("hook", list(HOOKS))
+def test_the_trace_or_profile_function_is_not_translated(hook: str) -> None:
     from sot.eval_frame_ext import cache_entries
 
     translated = sot.symbolic_translate(traced)
     with sot.config.patch(min_graph_size=0):
-        _, _, profiler = _with_profiler(translated, paddle.ones([4]), 2)
-    assert cache_entries(profiler.__code__) == [], "the profile function itself was translated"
+        _, _, watcher = _watched(hook, translated, paddle.ones([4]), 2)
+    assert cache_entries(watcher.__code__) == [], f"the {hook} function itself was translated"
 
 
 def test_tracer_installed_by_the_user_inside_a_translated_function_sees_only_user_frames() -> None:
