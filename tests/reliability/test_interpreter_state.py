@@ -1,11 +1,13 @@
 """Interpreter state: ``sys.settrace`` debuggers and ``sys.setprofile`` profilers see the user's lines and calls
-of translated functions (and are not themselves translated), results stay correct; recursion limits behave as
-they do eagerly."""
+of translated functions (and are not themselves translated), coverage.py measures them as it does eager code,
+results stay correct; recursion limits behave as they do eagerly."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import paddle
@@ -280,12 +282,13 @@ def recursive(n, x):
     return recursive(n - 1, x + 1)
 
 
-def _max_depth(fn: Callable[..., Any], x: Any) -> int:
-    """The deepest ``n`` for which ``fn(n, x)`` works (the next tried raises RecursionError)."""
+def _deepest(works_at: Callable[[int], Any]) -> int:
+    """The largest ``n`` for which ``works_at(n)`` does not raise RecursionError (growing from 16, then
+    bisecting: a deep translated call is slow, so few are tried)."""
     ok, n = 0, 16
     while True:
         try:
-            fn(n, x)
+            works_at(n)
         except RecursionError:
             break
         ok, n = n, int(n * 1.2) + 1
@@ -293,24 +296,24 @@ def _max_depth(fn: Callable[..., Any], x: Any) -> int:
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:
-            fn(mid, x)
+            works_at(mid)
             lo = mid
         except RecursionError:
             hi = mid
     return lo
 
 
-class _no_warning_check:
+def _max_depth(fn: Callable[..., Any], x: Any) -> int:
+    """The deepest recursion ``fn(n, x)`` reaches."""
+    return _deepest(lambda n: fn(n, x))
+
+
+@contextlib.contextmanager
+def _no_warning_check() -> Iterator[None]:
     """Recursion past the inlining depth fills the cache of the function: its cache-limit warning is expected."""
-    def __enter__(self) -> None:
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: Any) -> None:
-        self._catch.__exit__(*exc)
+        yield
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
@@ -376,15 +379,8 @@ def small(x):
 
 
 def _deepest_call(fn: Callable[..., Any], x: Any) -> int:
-    lo, hi = 0, sys.getrecursionlimit()
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            _call_at_depth(mid, fn, x)
-            lo = mid
-        except RecursionError:
-            hi = mid
-    return lo
+    """The deepest stack ``fn(x)`` can be called at."""
+    return _deepest(lambda k: _call_at_depth(k, fn, x))
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
