@@ -490,18 +490,21 @@ PROGRAM_FAILURES = {  # (what fails, the Paddle method patched)
 def _break_programs(monkeypatch: Any, what: str) -> list[int]:
     """Make every static program fail to build or to run, as a bug of Paddle's static mode would; the list
     returned counts the failures."""
-    import importlib
-
-    module_name, _, class_name = PROGRAM_FAILURES[what][0].rpartition(".")
-    owner = getattr(importlib.import_module(module_name), class_name)
     failures: list[int] = []
 
     def fail(*args: Any, **kwargs: Any) -> Any:
         failures.append(1)
         raise RuntimeError(f"injected {what} failure")
 
-    monkeypatch.setattr(owner, PROGRAM_FAILURES[what][1], fail)
+    monkeypatch.setattr(_class(PROGRAM_FAILURES[what][0]), PROGRAM_FAILURES[what][1], fail)
     return failures
+
+
+def _class(dotted: str) -> type:
+    import importlib
+
+    module_name, _, class_name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 @pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
@@ -557,6 +560,37 @@ def test_a_user_error_in_a_program_is_not_taken_for_an_internal_one(capsys: Any)
     programs = [p for p in compile_module._compiled.values() if p.sir.name.startswith("gather_in_graph")]
     assert programs and all(p.choice is None for p in programs), [p.choice for p in programs]
     assert "eager mode works" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["translation", "build"])
+def test_a_keyboard_interrupt_inside_sot_propagates_and_leaves_sot_usable(monkeypatch: Any, where: str) -> None:
+    """Ctrl-C while sot simulates a frame or builds a program interrupts the call (it is no internal error to
+    hide), before any effect of the frame; the hook, the build lock and the cache are left so that the next
+    call translates and runs correctly, from another thread too."""
+    import threading
+
+    from sot.eval_frame_ext import get_callback
+
+    def interrupt(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    owner, attr = {"translation": ("sot.opcode_translator.executor.opcode_executor.OpcodeExecutor", "run"),
+                   "build": PROGRAM_FAILURES["build"]}[where]
+    lst: list[int] = []
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(graph_with_effect)
+        with monkeypatch.context() as patch:
+            patch.setattr(_class(owner), attr, interrupt)
+            with pytest.raises(KeyboardInterrupt):
+                translated(x, lst)
+        assert lst == [] and get_callback() is None
+        results: list[Any] = []
+        worker = threading.Thread(target=lambda: results.append(translated(x, [])))
+        worker.start()
+        worker.join(60)
+        assert len(results) == 1 and results[0].numpy() == graph_with_effect(x, []).numpy()
+        assert translated(x, lst).numpy() == graph_with_effect(x, []).numpy() and lst == [0]
 
 
 # -- errors found while simulating, caught by the user's own ``try`` -----------------------------------------
