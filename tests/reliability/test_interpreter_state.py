@@ -275,6 +275,54 @@ def test_coverage_measures_the_lines_and_branches_of_translated_functions(
     assert translated == eager
 
 
+_SCRIPT = """\
+import paddle
+
+
+def model(x, n):
+    y = x + 1
+    print("break")
+    if n > 0:
+        y = y * n
+    else:
+        y = y - n
+    return y.sum()
+
+
+for _ in range(3):
+    model(paddle.ones([4]), 2)
+"""
+
+
+def _coverage_run(tmp_path: Any, name: str, *command: str) -> tuple[list[int], list[list[int]]]:
+    """(missing lines, missing branches) of script.py run by ``coverage run --branch <command>``."""
+    import json
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, GLOG_minloglevel="2", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               COVERAGE_FILE=str(tmp_path / f".coverage.{name}"))
+    env.pop("COVERAGE_CORE", None)
+    coverage = [sys.executable, "-m", "coverage"]
+    subprocess.run([*coverage, "run", "--branch", *command], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=300)
+    report = tmp_path / f"{name}.json"
+    subprocess.run([*coverage, "json", "-o", str(report), "--include=script.py"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=60)
+    measured = json.loads(report.read_text())["files"]["script.py"]
+    return measured["missing_lines"], measured["missing_branches"]
+
+
+def test_coverage_run_of_the_sot_command_line_measures_the_script(tmp_path: Any) -> None:
+    """``coverage run -m sot run script.py`` reports the script's lines and branches as ``coverage run
+    script.py`` does."""
+    pytest.importorskip("coverage")
+    (tmp_path / "script.py").write_text(_SCRIPT)
+    eager = _coverage_run(tmp_path, "eager", "script.py")
+    assert eager[0] == [10], "the eager measurement is wrong (test is broken)"
+    assert _coverage_run(tmp_path, "sot", "-m", "sot", "run", "script.py") == eager
+
+
 # -- recursion --------------------------------------------------------------------------------------------
 def recursive(n, x):
     if n == 0:
