@@ -206,14 +206,33 @@ def _falling_back_frame(x, box):
     return y + 1
 
 
-@pytest.mark.parametrize("fn", [_compiled_frame, _breaking_frame, _falling_back_frame],
-                         ids=["compiled", "graph_break", "fallback"])
-def test_arguments_of_a_translated_frame_are_not_kept_alive(fn) -> None:
-    with sot.config.patch(min_graph_size=0):
+def _combine(box, _, x):
+    return x * box.k
+
+
+def _breaking_with_the_argument_on_the_stack(x, box):
+    y = x + 1
+    return _combine(box, print("break"), y) + 1  # ``box`` is on the stack when ``print`` breaks the graph
+
+
+def _breaking_in_a_loop_over_the_argument(x, box):
+    for item in [box, Box(5)]:  # the loop runs natively around a translated body
+        print("break")
+        x = x * item.k
+    return x
+
+
+@pytest.mark.parametrize("fn", [_compiled_frame, _breaking_frame, _falling_back_frame,
+                                _breaking_with_the_argument_on_the_stack, _breaking_in_a_loop_over_the_argument],
+                         ids=["compiled", "graph_break", "fallback", "on_the_stack_at_a_break", "loop_with_a_break"])
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_arguments_of_a_translated_frame_are_not_kept_alive(fn, min_graph_size: int, capsys: Any) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
         box, x = Box(3), paddle.ones([3])
-        translated(x, box)
-        translated(x, box)
+        expected = fn(x, box).numpy()
+        for _ in range(2):
+            assert np.allclose(translated(x, box).numpy(), expected)
         box_ref, x_ref = weakref.ref(box), weakref.ref(x)
         del box, x
         gc.collect()
