@@ -82,6 +82,29 @@ class CompiledProgram:
     def _replay(self, inputs: list) -> list:
         return self._replay_program()(inputs)
 
+    def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
+        """The program failed to build or to run: replay its statements eagerly, each from its user line, so
+        that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
+        When the replay works, the failure was not the user's: `_give_up_compiling`."""
+        outputs = run_sir(self.sir, inputs, located=True)
+        if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
+            self._give_up_compiling(failure)
+        return outputs
+
+    def _give_up_compiling(self, failure: Exception) -> None:
+        """The program failed where the eager replay of its statements works: a bug of ours or of Paddle's
+        static mode, not of the user's code. It is logged, raised in strict mode, and otherwise the statements
+        are replayed eagerly from now on (instead of failing at every call)."""
+        reason = f"graph {self.sir.name} failed as a compiled program where eager mode works " \
+                 f"({type(failure).__name__}: {str(failure).strip()[:500]})"
+        if config.strict_mode:
+            raise SotError(reason) from failure
+        log(1, f"{reason}; its statements run eagerly from now on")
+        self._choice = self._cost.choice = "eager"
+        self._cost.probing = False
+        for listener in list(CHOICE_LISTENERS):
+            listener(self)
+
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
             outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
@@ -115,36 +138,22 @@ class CompiledProgram:
         # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
         # threads would share them (wrong results were observed), so runs of one program are serialised.
         with self._lock:
-            if ambient_amp_enabled():
-                # Every statement carries its own AMP state: the program is built and run with AMP off
-                # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
-                with amp_applied(AMP_OFF):
-                    return self._run_compiled_locked(inputs)
-            return self._run_compiled_locked(inputs)
+            try:
+                if ambient_amp_enabled():
+                    # Every statement carries its own AMP state: the program is built and run with AMP off
+                    # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
+                    with amp_applied(AMP_OFF):
+                        return self._run_compiled_locked(inputs)
+                return self._run_compiled_locked(inputs)
+            except Exception as failure:
+                if self._program is not None or self.static_function is None:
+                    raise  # a failed run was replayed already (this is the user's error), or a released program
+                return self._replay_after_failure(failure, inputs)  # building the program failed
 
     def _run_compiled_locked(self, inputs: list) -> list:
-        if self.static_function is None:
-            raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
-        # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
-        training = get_callback() is not INFERENCE_CALLBACK[0]
-        try:
-            outputs = self._build_and_run(inputs, training)
-        except Exception as failure:
-            # A kernel failed at run time (e.g. an index out of range), or building the program did. Replay
-            # the ops eagerly so the user gets exactly the eager exception and message; if eager succeeds,
-            # its result is the answer (and the failure was not the user's).
-            outputs = run_sir(self.sir, inputs, located=True)
-            if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
-                self._give_up_compiling(failure)
-            return outputs
-        for index in self._stop_gradient_outputs:
-            outputs[index].stop_gradient = True
-        if training and paddle.is_grad_enabled():
-            self._watch_saved_tensors(inputs, outputs)
-        return outputs
-
-    def _build_and_run(self, inputs: list, training: bool) -> list:
         if self._program is None:
+            if self.static_function is None:
+                raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
             enter_room()  # building is deep Python code, run wherever the user's call happens to be
             try:
                 with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
@@ -154,36 +163,35 @@ class CompiledProgram:
             finally:
                 leave_room()
             self._watch_new_scopes()
+        # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
+        training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
             self._program.training = training
         try:
-            if training not in self._built_modes:
-                # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
-                # (observed with reshape + softmax): build the runnable programs without it.
-                self._built_modes.add(training)
-                enter_room()
-                try:
-                    with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
-                        return self._program.sot_call(inputs)
-                finally:
-                    leave_room()
-            return self._program.sot_call(inputs)
-        finally:
-            self._end_scope_build()
-
-    def _give_up_compiling(self, failure: Exception) -> None:
-        """The program failed (to build or to run) where the eager replay of its statements just worked: a
-        bug of ours or of Paddle's static mode, not of the user's code. It is logged, raised in strict mode,
-        and otherwise the statements are replayed eagerly from now on (instead of failing every call)."""
-        reason = f"graph {self.sir.name} failed as a compiled program where eager mode works " \
-                 f"({type(failure).__name__}: {str(failure).strip()[:500]})"
-        if config.strict_mode:
-            raise SotError(reason) from failure
-        log(1, f"{reason}; its statements run eagerly from now on")
-        self._choice = self._cost.choice = "eager"
-        self._cost.probing = False
-        for listener in list(CHOICE_LISTENERS):
-            listener(self)
+            try:
+                if training not in self._built_modes:
+                    # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
+                    # (observed with reshape + softmax): build the runnable programs without it.
+                    self._built_modes.add(training)
+                    enter_room()
+                    try:
+                        with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                            outputs = self._program.sot_call(inputs)
+                    finally:
+                        leave_room()
+                else:
+                    outputs = self._program.sot_call(inputs)
+            finally:
+                self._end_scope_build()
+        except Exception as failure:
+            # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
+            # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
+            return self._replay_after_failure(failure, inputs)
+        for index in self._stop_gradient_outputs:
+            outputs[index].stop_gradient = True
+        if training and paddle.is_grad_enabled():
+            self._watch_saved_tensors(inputs, outputs)
+        return outputs
 
     def _watch_new_scopes(self) -> None:
         """Keep Paddle's in-place pass away from every interpreter of the program, not only the first.
