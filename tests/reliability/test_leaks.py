@@ -15,7 +15,7 @@ import pytest
 import sot
 from sot import psdb
 
-ALLOWED_RSS_GROWTH = 4 * 1024 * 1024  # bytes, over 1e5 calls
+ALLOWED_RSS_GROWTH = 4 * 1024 * 1024  # bytes, over the second half of the calls
 ALLOWED_OBJECT_GROWTH = 100  # objects tracked by the garbage collector (one leaked per call would be 1e5)
 
 
@@ -56,16 +56,26 @@ def _hammer(fn, calls: int, min_graph_size: int) -> None:
 
 
 def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
-    """``calls`` cache hits of ``call`` (after a warm-up) leave RSS, the number of objects tracked by the
-    garbage collector and the refcounts of ``watched`` as they were."""
+    """``calls`` cache hits of ``call`` (after a warm-up) leave the number of objects tracked by the garbage
+    collector and the refcounts of ``watched`` as they were, and RSS flat over their second half.
+
+    RSS is judged on the second half only: Paddle frees a compiled program's dead tensors on its garbage
+    collector thread, and when that thread falls behind (a loaded machine) its allocator pool grows once to
+    a new high-water mark that it keeps. That is bounded and reached early; a leak grows in every half alike
+    (one of 80 bytes per call over the 5e4 calls of a half is already 4 MiB)."""
     for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
         call()
     gc.collect()
-    before_rss = rss()
     before_refs = [sys.getrefcount(v) for v in watched]
     before_objects = len(gc.get_objects())
     translations = sot.stats().translate_count
-    for _ in range(calls):
+    half = calls // 2
+    for _ in range(half):
+        out = call()
+    del out
+    gc.collect()
+    half_rss = rss()
+    for _ in range(calls - half):
         out = call()
     del out
     gc.collect()
@@ -77,8 +87,9 @@ def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
                                       f"{after_refs}"
     assert after_objects - before_objects <= ALLOWED_OBJECT_GROWTH, \
         f"{after_objects - before_objects} more objects tracked by the garbage collector after {calls} calls"
-    growth = after_rss - before_rss
-    assert growth <= ALLOWED_RSS_GROWTH, f"RSS grew by {growth / 2**20:.1f} MiB over {calls} calls"
+    growth = after_rss - half_rss
+    assert growth <= ALLOWED_RSS_GROWTH, \
+        f"RSS grew by {growth / 2**20:.1f} MiB over the last {calls - half} of {calls} calls"
 
 
 def test_1e5_cache_hits_keep_rss_and_refcounts_flat() -> None:
