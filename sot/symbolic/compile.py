@@ -24,6 +24,7 @@ from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
 from .sir import StatementIR, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
+from .zero_sign import holds_unrepresentable_zero
 
 
 class CompiledProgram:
@@ -49,6 +50,8 @@ class CompiledProgram:
         self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
         self._scope_flags: dict = {}  # flags to restore after a run that made a new scope
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
+        if holds_unrepresentable_zero(sir):
+            self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
         self._cost = CostModel()
         self._replay_function: Replay | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
@@ -69,7 +72,8 @@ class CompiledProgram:
 
     @property
     def choice(self) -> str | None:
-        """What the cost model chose ("compiled" or "eager"), None while it is still measuring."""
+        """What the cost model chose ("compiled" or "eager"), None while it is still measuring; "eager" from
+        the start for a SIR whose constants a static program cannot hold exactly."""
         return self._choice
 
     def _replay_program(self) -> Replay:
