@@ -793,3 +793,49 @@ def test_the_gradient_through_an_item_set_in_a_compiled_graph_skips_the_overwrit
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(overwrites_an_item_of_a_computed_tensor)
         np.testing.assert_allclose(grad_of_w(translated), expected)
+
+
+def divide_then_change_the_quotient_in_place(x, y, w):
+    w = w.cumsum(0) / y  # eager's divide keeps its output for the backward
+    w.add_(x)
+    return w
+
+
+def multiply_then_change_a_factor_in_place(x, y, w):
+    v = w * 2
+    z = v * y  # eager's multiply keeps its inputs
+    v.add_(x)
+    return z + v
+
+
+def change_a_sum_in_place_then_exp(x, y, w):
+    v = w * 2 + y  # add keeps nothing: changing its output is fine
+    v.add_(x)
+    return paddle.exp(v)
+
+
+@pytest.mark.parametrize("fn, eager_refuses", [(divide_then_change_the_quotient_in_place, True),
+                                               (multiply_then_change_a_factor_in_place, True),
+                                               (change_a_sum_in_place_then_exp, False)])
+def test_an_in_place_change_of_a_tensor_an_op_of_the_graph_saved_is_refused_by_backward(fn, eager_refuses) -> None:
+    """Seed 2428 (``min_graph_size=0``): ``w.add_(x)`` on the output of a division compiled in the same graph.
+    Eager's ``backward()`` refuses (the divide node kept its output); the compiled program recorded the
+    out-of-place add and computed a gradient silently. Such a frame now runs natively; an in-place change of
+    a tensor no op kept still compiles."""
+    def run(f: Callable[..., Any]) -> Any:
+        x, y = paddle.to_tensor([1.0, 2.0, 3.0]), paddle.to_tensor([2.0, 3.0, 4.0])
+        w = paddle.to_tensor([1.0, -2.0, 3.0], stop_gradient=False)
+        out = f(x, y, w)
+        try:
+            out.sum().backward()
+        except RuntimeError as exc:
+            return "refused", "modified by an inplace operation" in str(exc)
+        return out.numpy().tolist(), w.grad.numpy().tolist()
+
+    expected = run(fn)
+    assert (expected[0] == "refused") == eager_refuses
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        assert run(translated) == expected
+        assert run(translated) == expected
+    assert sot.stats().fallbacks == (1 if eager_refuses else 0)
