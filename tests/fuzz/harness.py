@@ -4,7 +4,7 @@ For each program: the eager runs on input sets A and B are the oracle; then, aft
 the program's ``min_graph_size``, the translated function runs on A, A (cache hit), B (guards) and A again,
 each time on fresh copies of the inputs and with the module globals reset in place. Compared: the return
 value (tensors to a tolerance, with dtype, shape and ``stop_gradient``; identity with the inputs and aliasing
-inside the result), the raised exception (type and message), printed output, the inputs after the call
+inside the result; a zero's sign exactly), the raised exception (type and message), printed output, the inputs after the call
 (lists, dicts, object attributes, tensors mutated in place), the module globals, and the gradient of ``w``
 after ``backward()`` of the returned differentiable tensors.
 """
@@ -209,6 +209,9 @@ def diff(actual: Any, expected: Any, path: str = "") -> str | None:
             return f"{path}: shape {actual.shape} != {expected.shape}"
         if not np.allclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True):
             return f"{path}: {actual} != {expected}"
+        both_zero = (actual == 0) & (expected == 0)
+        if np.any(np.signbit(actual[both_zero]) != np.signbit(expected[both_zero])):
+            return f"{path}: the sign of a zero differs: {actual} != {expected}"
         return None
     if type(actual) is not type(expected):
         return f"{path}: {actual!r} ({type(actual).__name__}) != {expected!r} ({type(expected).__name__})"
@@ -217,6 +220,8 @@ def diff(actual: Any, expected: Any, path: str = "") -> str | None:
             return None
         if not math.isclose(actual, expected, rel_tol=RTOL, abs_tol=ATOL) and actual != expected:
             return f"{path}: {actual!r} != {expected!r}"
+        if actual == expected == 0 and math.copysign(1, actual) != math.copysign(1, expected):
+            return f"{path}: the sign of a zero differs: {actual!r} != {expected!r}"
         return None
     if isinstance(expected, (list, tuple)):
         if len(actual) != len(expected):

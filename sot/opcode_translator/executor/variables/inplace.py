@@ -269,13 +269,14 @@ def _saver_in_graph(target: TensorVariable) -> Statement | None:
 
 
 _saves_cache: dict[Any, bool] = {}
+DYNAMIC_STAND_IN = 2  # the size a dynamic dimension gets in the probe
 
 
 def saves_for_backward(statement: Statement, graph: "FunctionGraph", symbol: Symbol) -> bool:
     """Whether eager's gradient node of ``statement`` keeps ``symbol`` (one of its inputs or outputs): found by
     running the op on zeros (floating inputs requiring grad), bumping the inplace version of that tensor and
-    calling ``backward()`` (cached per op, metas and position). Ops that cannot be run so (layers, PyLayers,
-    dynamic shapes) count as keeping nothing."""
+    calling ``backward()`` (cached per op, metas and position; a dynamic dimension gets a size of its own).
+    Ops that cannot be run so (layers, PyLayers, a failing probe) count as keeping nothing."""
     from ..function_graph import repr_free
 
     if statement.kind not in ("api", "method"):
@@ -304,15 +305,17 @@ def saves_for_backward(statement: Statement, graph: "FunctionGraph", symbol: Sym
 
 
 def _run_saves_probe(statement: Statement, args: tuple, kwargs: dict, where: tuple) -> bool:
+    def concrete(shape: tuple[int, ...]) -> list[int]:  # (which tensors an op keeps does not depend on sizes)
+        return [DYNAMIC_STAND_IN if dim < 0 else dim for dim in shape]
+
     metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
-    if any(dim <= 0 for meta in metas for dim in meta.shape) \
-            or sum(math.prod(meta.shape) for meta in metas) > PROBE_MAX_ELEMENTS:
+    if sum(math.prod(concrete(meta.shape)) for meta in metas) > PROBE_MAX_ELEMENTS:
         return False
 
     def zeros(leaf: Any) -> Any:
         if not isinstance(leaf, MetaInfo):
             return leaf
-        tensor = paddle.zeros(leaf.shape, leaf.dtype)
+        tensor = paddle.zeros(concrete(leaf.shape), leaf.dtype)
         tensor.stop_gradient = leaf.stop_gradient or leaf.dtype not in _FLOATING
         return tensor
 
