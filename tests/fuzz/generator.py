@@ -411,9 +411,7 @@ class Gen:
             (2, lambda: f"set({self.e_L(s)})"),
             (1, lambda: "{" + ", ".join(self.e_I(s) for _ in range(self.r.randint(1, 3))) + "}"),
             (2, lambda: f"{{{c} % 3 for {c} in {self.e_L(s)}}}"),
-            (1 if d > 0 else 0, lambda: f"({self.e_S(s)} | {self.e_S(s)})"),
-            (1 if d > 0 else 0, lambda: f"({self.e_S(s)} & {self.e_S(s)})"),
-            (1 if d > 0 else 0, lambda: f"({self.e_S(s)} - {self.e_S(s)})"),
+            *[(1 if d > 0 else 0, lambda op=op: f"({self.e_S(s)} {op} {self.e_S(s)})") for op in "|&-"],
             (0.5, lambda: f"set({self.e_D(s)}.values())"),
             (0.5, lambda: f"set(count_up({self.e_I(s)}))"),
         ])

@@ -277,31 +277,53 @@ def saves_for_backward(statement: Statement, graph: "FunctionGraph", symbol: Sym
     running the op on zeros (floating inputs requiring grad), bumping the inplace version of that tensor and
     calling ``backward()`` (cached per op, metas and position; a dynamic dimension gets a size of its own).
     Ops that cannot be run so (layers, PyLayers, a failing probe) count as keeping nothing."""
-    from ..function_graph import repr_free
-
     if statement.kind not in ("api", "method"):
         return False
-
-    def meta_of(leaf: Any) -> Any:
-        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
 
     def position(leaf: Any) -> Any:
         return leaf == symbol if isinstance(leaf, Symbol) else None
 
+    where = (map_structure(position, (statement.args, statement.kwargs)), map_structure(position, statement.outputs))
+    args, kwargs, key = _metas_and_key(statement, graph, repr(where))
+    return _cached(_saves_cache, key, lambda: _run_saves_probe(statement, args, kwargs, where))
+
+
+def _metas_and_key(statement: Statement, graph: "FunctionGraph", *extra: Any) -> tuple[tuple, dict, Any]:
+    """The statement's arguments with metas for symbols, and the cache key of a probe on them (None when they
+    cannot be hashed)."""
+    from ..function_graph import repr_free
+
+    def meta_of(leaf: Any) -> Any:
+        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
     args = map_structure(meta_of, statement.args)
     kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
-    where = (map_structure(position, (statement.args, statement.kwargs)), map_structure(position, statement.outputs))
     try:
-        key = (statement.kind, statement.target, repr_free(args), repr_free(kwargs), repr(where))
+        key: Any = (statement.kind, statement.target, repr_free(args), repr_free(kwargs), *extra)
         hash(key)
     except TypeError:
         key = None
-    if key is not None and key in _saves_cache:
-        return _saves_cache[key]
-    answer = _run_saves_probe(statement, args, kwargs, where)
+    return args, kwargs, key
+
+
+def _cached(cache: dict[Any, Any], key: Any, compute: Callable[[], Any]) -> Any:
+    if key is not None and key in cache:
+        return cache[key]
+    answer = compute()
     if key is not None:
-        _saves_cache[key] = answer
+        cache[key] = answer
     return answer
+
+
+def _call_on(statement: Statement, call_args: tuple, call_kwargs: dict) -> Any:
+    """Run the op of ``statement`` on concrete arguments (the random state is restored after)."""
+    rng = paddle.get_rng_state()
+    try:
+        if statement.kind == "method":
+            return getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
+        return statement.target(*call_args, **call_kwargs)
+    finally:
+        paddle.set_rng_state(rng)
 
 
 def _run_saves_probe(statement: Statement, args: tuple, kwargs: dict, where: tuple) -> bool:
@@ -321,13 +343,9 @@ def _run_saves_probe(statement: Statement, args: tuple, kwargs: dict, where: tup
 
     call_args = map_structure(zeros, args)
     call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
-    rng = paddle.get_rng_state()
     try:
         with paddle.enable_grad():
-            if statement.kind == "method":
-                result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
-            else:
-                result = statement.target(*call_args, **call_kwargs)
+            result = _call_on(statement, call_args, call_kwargs)
             inputs_where, outputs_where = where
             marked = [t for t, hit in zip(leaves((call_args, call_kwargs)), leaves(inputs_where)) if hit] + \
                 [t for t, hit in zip(leaves(result), leaves(outputs_where)) if hit]
@@ -342,8 +360,6 @@ def _run_saves_probe(statement: Statement, args: tuple, kwargs: dict, where: tup
         return "modified by an inplace operation" in str(exc)
     except Exception:  # noqa: BLE001 - cannot tell
         return False
-    finally:
-        paddle.set_rng_state(rng)
     return False
 
 
@@ -392,29 +408,12 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
     them: found by running it on zeros of the same meta, under no_grad and with the random state restored
     (cached per op and metas). Anything that cannot be probed (a layer, a dynamic shape, a failing probe) may
     do both."""
-    from ..function_graph import repr_free
-
     if statement.kind not in ("api", "method"):
         return _UNKNOWN
     if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):
         return _NEW_TENSOR
-
-    def meta_of(leaf: Any) -> Any:
-        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
-
-    args = map_structure(meta_of, statement.args)
-    kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
-    try:
-        key = (statement.kind, statement.target, repr_free(args), repr_free(kwargs))
-        hash(key)
-    except TypeError:
-        key = None
-    if key is not None and key in _probe_cache:
-        return _probe_cache[key]
-    answer = _run_probe(statement, args, kwargs)
-    if key is not None:
-        _probe_cache[key] = answer
-    return answer
+    args, kwargs, key = _metas_and_key(statement, graph)
+    return _cached(_probe_cache, key, lambda: _run_probe(statement, args, kwargs))
 
 
 # Larger inputs are not probed (the zeros would cost too much memory): their ops count as unknown.
@@ -433,17 +432,11 @@ def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
 
     call_args = map_structure(zeros, args)
     call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
-    rng = paddle.get_rng_state()
     try:
         with paddle.no_grad():
-            if statement.kind == "method":
-                result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
-            else:
-                result = statement.target(*call_args, **call_kwargs)
+            result = _call_on(statement, call_args, call_kwargs)
     except Exception:  # noqa: BLE001 - cannot tell
         return _UNKNOWN
-    finally:
-        paddle.set_rng_state(rng)
     inputs = [leaf for leaf in leaves((call_args, call_kwargs)) if isinstance(leaf, paddle.Tensor)]
     outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
     return Probe(any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs),
