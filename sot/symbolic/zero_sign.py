@@ -72,9 +72,12 @@ def holds_unrepresentable_zero(sir: StatementIR) -> bool:
 
 
 def _zero_signs(value: Any) -> set[float]:
-    """The signs of the float zeros in a constant (a float, a complex, a NumPy scalar or array)."""
-    if isinstance(value, (bool, int, str, type(None))):
+    """The signs of the float zeros in a constant (a float, a complex, a NumPy scalar or array). An integer 0
+    counts as +0.0: an op may make it a float attribute (``x * 0`` scales by 0.0)."""
+    if isinstance(value, (bool, np.bool_, str, type(None))):
         return set()
+    if isinstance(value, (int, np.integer)):
+        return {1.0} if value == 0 else set()
     if isinstance(value, (float, np.floating)):
         return {math.copysign(1.0, value)} if value == 0 else set()
     if isinstance(value, (complex, np.complexfloating)):
