@@ -14,7 +14,7 @@ Types the generator tracks (all tensors of one input set share one 1-D shape ``[
 ``T`` a float32 tensor of shape [N], ``T0`` a 0-d float32 tensor, ``I`` int, ``F`` float, ``B`` bool,
 ``L`` list of ints, ``D`` dict str -> int, ``TL`` list of ``T``, ``O`` an ``Obj`` instance, ``S`` set of ints.
 
-Seeds from `EXTENDED_FROM` on also use sets (set comprehensions, set algebra and mutation), generator
+Seeds from `EXTENDED_FROM` on also have signed zeros among their float inputs and constants, and use sets (set comprehensions, set algebra and mutation), generator
 functions (``yield``, ``yield from``, consumed by ``sum``/``list``/``for``), ``with`` blocks of a user
 context manager (which may swallow an exception) and closures that rebind a nonlocal tensor or mutate a
 captured list. Smaller seeds keep the programs they had when they were first run (each new choice has weight
@@ -334,7 +334,7 @@ class Gen:
         leaves = self.vars_of("F")
         if d == 0 or self.chance(0.3):
             return self.r.choice(leaves) if leaves and self.chance(0.6) else \
-                self.r.choice(["0.5", "1.5", "-0.25", "2.0", "0.0", "3.0"])
+                self.r.choice(["0.5", "1.5", "-0.25", "2.0", "0.0", "3.0"] + ["-0.0"] * self.extended)
         s = d - 1
         return self.pick([
             (2, lambda: f"({self.e_F(s)} + {self.e_num(s)})"),
@@ -826,8 +826,9 @@ def _vec(r: random.Random, n: int) -> list[float]:
     return [round(r.uniform(-2, 2), 3) for _ in range(n)]
 
 
-def make_inputs(r: random.Random, n_elems: int) -> InputSet:
-    return InputSet(
+def make_inputs(r: random.Random, n_elems: int, extended: bool = False) -> InputSet:
+    """Random inputs; ``extended``: some float values are signed zeros."""
+    inputs = InputSet(
         n_elems=n_elems,
         x=_vec(r, n_elems), y=_vec(r, n_elems), w=_vec(r, n_elems),
         n=r.randint(-3, 6), s=round(r.uniform(-2, 2), 2),
@@ -837,16 +838,23 @@ def make_inputs(r: random.Random, n_elems: int) -> InputSet:
         tl=[_vec(r, n_elems) for _ in range(r.randint(0, 3))],
         gscale=r.choice([1.0, 2.0, 0.5]), adder=r.choice([1, 2]), gobj_a=r.randint(0, 3),
     )
+    if extended:
+        for values in (inputs.x, inputs.y, inputs.w, inputs.obj_t, *inputs.tl):
+            values[:] = [r.choice([0.0, -0.0]) if r.random() < 0.15 else v for v in values]
+        if r.random() < 0.2:
+            inputs.s = r.choice([0.0, -0.0])
+    return inputs
 
 
 def generate(seed: int) -> Program:
     gen = Gen(seed)
     source = gen.generate()
     r = random.Random(seed * 7919 + 1)
-    first = make_inputs(r, r.choice([3, 4, 5]))
+    extended = seed >= EXTENDED_FROM
+    first = make_inputs(r, r.choice([3, 4, 5]), extended)
     if r.random() < 0.3:
         second = first  # the same values again: pure cache hits
     else:
-        second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]))
+        second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]), extended)
     min_graph_size = 0 if seed % 2 == 0 else 10
     return Program(seed, source, [first, second], min_graph_size)
