@@ -838,3 +838,21 @@ def test_an_in_place_change_of_a_tensor_an_op_of_the_graph_saved_is_refused_by_b
         for size in (3, 3, 5, 4):  # (then with a dynamic dimension)
             assert run(translated, size) == run(fn, size), size
     assert sot.stats().fallbacks == (2 if eager_refuses else 0)
+
+
+def scaled_by_an_int_argument(x, n):
+    return x * n, n * x, x * (2 - n)
+
+
+def test_a_product_by_a_symbolic_int_has_eager_zeros() -> None:
+    """Seed 12188 (``min_graph_size=0``): eager multiplies a tensor by a Python int with ``scale(x, n,
+    bias=0.0)``, so ``-0.0 * 2`` and ``1.7 * 0`` are both 0.0. Once the int varies between calls it is a
+    symbolic int, a tensor of the program, and the tensor product gave -0.0 for both."""
+    def bits(values: tuple) -> list:
+        return [np.signbit(t.numpy()).tolist() + t.numpy().tolist() for t in values]
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(scaled_by_an_int_argument)
+        for n in (5, 3, 2, 0, -1):
+            x = paddle.to_tensor([1.7, -0.0, -1.4, 0.0])
+            assert bits(translated(x, n)) == bits(scaled_by_an_int_argument(x, n)), n

@@ -267,6 +267,23 @@ def tensor_operand(tensor: TensorVariable, other: VariableBase) -> VariableBase:
     return graph.call_tensor_op("api", "paddle.cast", paddle.cast, [other.tensor, dtype], {})
 
 
+_FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+# Operators eager Paddle computes, with a Python number operand, as ``scale(x, number, bias=0.0)``: the bias
+# turns a -0.0 product into 0.0 (``-0.0 * 3`` is 0.0 there), which a product by a tensor does not.
+_SCALING_OPERATORS = frozenset({operator.mul, operator.imul})
+
+
+def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
+        VariableBase:
+    """``result`` of ``fn`` on a tensor and a symbolic int (cast to a tensor by `tensor_operand`), made what
+    eager computes with the int as a Python number: a floating product gets eager's ``+ 0.0``."""
+    if fn not in _SCALING_OPERATORS or not any(isinstance(o, SymbolicIntVariable) for o in operands) \
+            or not isinstance(result, TensorVariable) or result.meta.dtype not in _FLOATING:
+        return result
+    zero = ConstantVariable(0.0, result.graph, DummyTracker())
+    return result.graph.call_tensor_op("api", "operator.add", operator.add, [result, zero], {})
+
+
 class SymbolicSliceVariable(ConstantVariable):
     """``start:stop:step`` with a symbolic bound: passed to the program as a slice of its tensors
     (``x[:, :n]``); read as a Python slice (a list's ``items[:n]``) it pins the bounds."""
