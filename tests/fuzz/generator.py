@@ -551,7 +551,7 @@ class Gen:
             (1 * nest, lambda: self.s_while(ind)),
             (self.p_try * 30 * nest, lambda: self.s_try(ind)),
             (1 * nest, lambda: self.s_no_grad(ind)),
-            (1.2 * nest * self.x, lambda: self.s_with(ind)),
+            (1.2 * nest * mut * self.x, lambda: self.s_with(ind)),  # (Track appends to GLIST)
             (1.5 * mut * self.x if self.vars_of("S") else 0, lambda: [p + self.r.choice([
                 f"{self.r.choice(self.vars_of('S'))}.add({e('I', 1)})",
                 f"{self.r.choice(self.vars_of('S'))}.discard({e('I', 1)})",
@@ -753,7 +753,7 @@ class Gen:
         text = "\n".join(body + [ret_value])
         mutates = any(tok in text for tok in (".append(", ".insert(", ".extend(", "+=", ".sort(", ".reverse(",
                                               "[:] =", ".pop(", "del ", ".update(", ".setdefault(", "] =",
-                                              ".remove(")) \
+                                              ".remove(", "with Track")) \
             or any(h.mutates and f"{h.name}(" in text for h in self.helpers)
         self.helpers.append(Helper(name, arg_types, ret, mutates))
         return [p + f"def {name}({', '.join(args)}):"] + globals_line + prologue + body + [p + f"    return {ret_value}"]
