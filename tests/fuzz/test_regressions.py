@@ -856,3 +856,32 @@ def test_a_product_by_a_symbolic_int_has_eager_zeros() -> None:
         for n in (5, 3, 2, 0, -1):
             x = paddle.to_tensor([1.7, -0.0, -1.4, 0.0])
             assert bits(translated(x, n)) == bits(scaled_by_an_int_argument(x, n)), n
+
+
+def read_an_item_at_an_int_argument(x, y, n):
+    x = x + 1
+    return x, float(y[n])
+
+
+def write_an_item_at_an_int_argument(x, n):
+    x = x * 2
+    x[n] = 7.0
+    return x
+
+
+@pytest.mark.parametrize("fn", [read_an_item_at_an_int_argument, write_an_item_at_an_int_argument])
+def test_an_item_index_from_an_int_argument_out_of_range_raises_index_error(fn) -> None:
+    """Seed 12316 (``min_graph_size=0``): ``y[n]`` with ``n`` varying between calls (a symbolic int, an
+    input of the program); at ``n == 5`` on 5 items eager raises IndexError, the static program read outside
+    the tensor (an uninitialized result: ``float()`` of it raised AssertionError). The index is guarded to
+    stay in range: a call out of range translates again and raises as eager does."""
+    def make_args(n: int) -> tuple:
+        tensors = (paddle.ones([5]), paddle.arange(5.0)) if fn is read_an_item_at_an_int_argument \
+            else (paddle.arange(5.0),)
+        return (*tensors, n)
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for n in (3, 3, 2, 5, -5, 4, -6, 1):
+            got, expected = _outcome(translated, make_args(n)), _outcome(fn, make_args(n))
+            assert got[1] == expected[1] and _same(got[0], expected[0]), (n, got, expected)
