@@ -885,3 +885,27 @@ def test_an_item_index_from_an_int_argument_out_of_range_raises_index_error(fn) 
         for n in (3, 3, 2, 5, -5, 4, -6, 1):
             got, expected = _outcome(translated, make_args(n)), _outcome(fn, make_args(n))
             assert got[1] == expected[1] and _same(got[0], expected[0]), (n, got, expected)
+
+
+def length_of_a_set_made_at_a_break(x, s, lst, d):
+    acc = d.get("c", 3)
+
+    def bump():
+        nonlocal acc
+
+    n = len(set(lst))  # (``set(...)`` breaks the graph: the resumed function receives the set)
+    print("p", n)
+    return x, paddle.to_tensor(s)
+
+
+def test_the_length_of_a_set_a_resumed_function_receives_is_guarded() -> None:
+    """Seed 12336: the function resumed after ``set(lst)`` folded ``len`` of the set it received without a
+    guard on the set; called again with another list (after a cache miss of the outer function), it
+    printed the old length."""
+    calls = [(-1.22, [], {"c": 3}), (-1.22, [], {"c": 3}), (0.0, [4], {"c": -1}), (-1.22, [], {"c": 3}),
+             (0.5, [1, 2, 2], {})]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(length_of_a_set_made_at_a_break)
+        for s, lst, d in calls:
+            args = (paddle.ones([2]), s, lst, d)
+            assert _outcome(translated, args)[2] == _outcome(length_of_a_set_made_at_a_break, args)[2], lst
