@@ -808,6 +808,12 @@ def multiply_then_change_a_factor_in_place(x, y, w):
     return z + v
 
 
+def change_a_plain_factor_in_place(x, y, w):
+    z = (w * 2) * y  # multiply keeps y, which requires no grad itself (seed 12988)
+    y.add_(x)
+    return z + y
+
+
 def change_a_sum_in_place_then_exp(x, y, w):
     v = w * 2 + y  # add keeps nothing: changing its output is fine
     v.add_(x)
@@ -816,6 +822,7 @@ def change_a_sum_in_place_then_exp(x, y, w):
 
 @pytest.mark.parametrize("fn, eager_refuses", [(divide_then_change_the_quotient_in_place, True),
                                                (multiply_then_change_a_factor_in_place, True),
+                                               (change_a_plain_factor_in_place, True),
                                                (change_a_sum_in_place_then_exp, False)])
 def test_an_in_place_change_of_a_tensor_an_op_of_the_graph_saved_is_refused_by_backward(fn, eager_refuses) -> None:
     """Seed 2428 (``min_graph_size=0``): ``w.add_(x)`` on the output of a division compiled in the same graph.

@@ -162,11 +162,10 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
-    if graph.grad_mode and not target.meta.stop_gradient:
-        saver = _saver_in_graph(target)
-        if saver is not None:
-            raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
-                                "backward refuses it, a program's would use the old value)", graph.location)
+    saver = _saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
+    if saver is not None:
+        raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
+                            "backward refuses it, a program's would use the old value)", graph.location)
     if target.tracker.is_traceable() and not target.is_rebound:
         for _, other in list(graph.known_objects.values()):
             check_memory_apart(target, other)
