@@ -916,3 +916,32 @@ def test_the_length_of_a_set_a_resumed_function_receives_is_guarded() -> None:
         for s, lst, d in calls:
             args = (paddle.ones([2]), s, lst, d)
             assert _outcome(translated, args)[2] == _outcome(length_of_a_set_made_at_a_break, args)[2], lst
+
+
+def keep_a_factor_then_change_it_after_a_break(x, y, w):
+    w = w - (-1 * y)
+    unused = ((w * y) * y[1].item()).sum()  # multiply keeps y; ``item()`` breaks the graph
+    y[0] = 0.0
+    return w[1]
+
+
+def test_a_factor_changed_after_a_break_only_matters_to_the_backward_through_its_op() -> None:
+    """Seed 13877 (``min_graph_size=10``): ``y`` kept by ``w * y``, then changed in place after a break;
+    eager's backward from ``w[1]`` never reaches that multiply and computes the gradient. The compiled
+    program's version check (a hook on each output) refused: the hook of ``w`` watched every tensor the
+    program's backward keeps, and the hook of the unused product ran too, with no gradient."""
+    def run(fn: Callable[..., Any]) -> Any:
+        y = paddle.to_tensor([2.0, 3.0, 4.0])
+        w = paddle.to_tensor([1.0, -2.0, 3.0], stop_gradient=False)
+        out = fn(paddle.ones([3]), y, w)
+        try:
+            out.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    expected = run(keep_a_factor_then_change_it_after_a_break)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(keep_a_factor_then_change_it_after_a_break)
+        assert run(translated) == expected == [0.0, 1.0, 0.0]
+        assert run(translated) == expected
