@@ -945,3 +945,21 @@ def test_a_factor_changed_after_a_break_only_matters_to_the_backward_through_its
         translated = sot.symbolic_translate(keep_a_factor_then_change_it_after_a_break)
         assert run(translated) == expected == [0.0, 1.0, 0.0]
         assert run(translated) == expected
+
+
+def build_a_set_of_two_ints(x, n, m):
+    return x + 1, list({n, m}), {n, m}
+
+
+def test_a_set_built_in_the_frame_iterates_in_eager_order() -> None:
+    """Seeds 15744, 15858 (known bug): ``{-3, 5}`` (two ints whose hashes collide in a small table) is
+    simulated as a Python set holding the same values, and rebuilt after the graph with ``BUILD_SET`` from
+    that set's iteration order: another insertion order, so the rebuilt set iterates ``[-3, 5]`` where the
+    eager one iterates ``[5, -3]`` (``list()`` of it inside the frame is right). A fix keeps each set's
+    insertion order (CPython's table layout follows from it) through every simulated set operation."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(build_a_set_of_two_ints)
+        for n, m in ((-3, 5), (5, -3)):
+            expected = build_a_set_of_two_ints(paddle.ones([1]), n, m)[1:]
+            got = translated(paddle.ones([1]), n, m)[1:]
+            assert (got[0], list(got[1])) == (expected[0], list(expected[1])), (n, m)
