@@ -8,8 +8,9 @@ itself), so on the first call of resnet18 this bookkeeping took about a third of
 recorded stacks are of no use to sot's users: a failing compiled program is replayed eagerly to report the
 user's own line (see `compile.py`).
 
-`shallow_op_callstacks()` keeps only the innermost frame in those records, for the current thread only and
-only inside the block: other threads calling ``traceback.extract_stack`` meanwhile get the full stack.
+`shallow_op_callstacks()` keeps only the innermost frame in those records (its file, line number and
+function, not its source text), for the current thread only and only inside the block: other threads
+calling ``traceback.extract_stack`` meanwhile get the full stack.
 """
 from __future__ import annotations
 
@@ -29,7 +30,12 @@ def _extract_stack(f: types.FrameType | None = None, limit: int | None = None) -
     if f is None:
         f = sys._getframe(1)
     if limit is None and threading.get_ident() in _active:
-        limit = 1
+        # The innermost frame's place, without its source line: reading it stats the file every time
+        # (``linecache.checkcache``, ~70 % of the cost of one frame) and reads the whole file the first time
+        # (linecache then holds Paddle's sources: ~1.6 MB after vgg11's first calls).
+        code = f.f_code
+        frame = traceback.FrameSummary(code.co_filename, f.f_lineno, code.co_name, line="")
+        return traceback.StackSummary([frame])
     return _original_extract_stack(f, limit)
 
 

@@ -389,3 +389,74 @@ def test_replaced_parameter_of_a_layer_in_a_program_misses(compile_all, layer_ki
     assert_same(fast(x), f(x))  # not the program traced with the old weight
     layer.bias = None
     assert_same(fast(x), f(x))
+
+
+# -- building guards ---------------------------------------------------------------------------------------
+def _guard_from(*exprs, code=(lambda d: None).__code__, constants=()):
+    """A guard over one argument ``d`` (``__a0``) made of these checks, constants bound as ``__c0``, ..."""
+    from sot.opcode_translator.executor.guard import GuardBuilder
+
+    builder = GuardBuilder(code)
+    for value in constants:
+        builder.constant(value)
+    for expr in exprs:
+        builder.add(expr)
+    return builder.build()
+
+
+def test_paths_that_read_alike_are_not_confused():
+    """A path read once is kept for the checks after it: ``d[1]`` and ``d['1']`` (or ``d.a`` and
+    ``d['a']``) are different paths, and spelling differences of one path are the same path."""
+    # (paths are shared within one term and through the bindings, which stay for the terms after them)
+    guard = _guard_from("__a0[1] == 2 and __a0['1'] == 3 and __a0 [ 1 ] == 2", "__v0 := __a0[1]",
+                        "__v1 := __a0['1']", "type(__v0) is int", "type(__v1) is int", "__v1 == 3")
+    assert guard.check is guard.program
+    assert _agree(guard, {}, None, {1: 2, "1": 3})
+    for bad in ({1: 3, "1": 3}, {1: 2, "1": 2}, {1: 2.0, "1": 3}, {1: 2, "1": 3.0}):
+        assert not _agree(guard, {}, None, bad), bad
+
+    class Both(dict):
+        a = 1
+
+    attr_or_item = _guard_from("__a0.a == 1 and __a0['a'] == 2")
+    assert _agree(attr_or_item, {}, None, Both(a=2))
+    assert not _agree(attr_or_item, {}, None, Both(a=1))
+
+
+def test_terms_are_parsed_bindings_by_their_path_and_a_term_that_is_no_expression_is_none():
+    import ast
+
+    from sot.opcode_translator.executor.guard import _parse_terms
+
+    nodes = _parse_terms(["__a0.b", "__v0 := __a0['k']", "not an expression (", "__a0 == 'x\\ny'"])
+    assert isinstance(nodes[0], ast.Attribute) and isinstance(nodes[1], ast.Subscript) and nodes[2] is None
+    assert isinstance(nodes[3], ast.Compare) and nodes[3].comparators[0].value == "x\ny"
+
+
+def test_guard_explanations_are_spelled_out_only_when_asked(compile_all):
+    layer = paddle.nn.Linear(4, 3)
+
+    def f(x):
+        return layer(x) + 1
+
+    sot.symbolic_translate(f)(_t(2, 4))
+    guard = _guard_of(f.__code__)
+    assert not {"readable", "exprs", "reference"} & set(vars(guard))  # nothing made while translating
+    text = "\n".join(guard.readable)
+    # a parameter is named by its name, shape and dtype (its elements are not formatted)
+    assert f"layer.weight is <EagerParamBase {layer.weight.name} shape=[4, 3] dtype=paddle.float32>" in text
+    assert "containing" not in text
+    assert guard.first_failure(f.__globals__, f.__closure__, (_t(2, 4),)) is None
+    assert guard.first_failure(f.__globals__, f.__closure__, (_t(2, 5),)) == "x.shape == [2, 4]"
+
+
+def test_explaining_a_guard_whose_object_is_gone():
+    class Thing:
+        pass
+
+    thing = Thing()
+    builder_guard = _guard_from("__a0 is __c0()", constants=[weakref.ref(thing)])
+    assert _agree(builder_guard, {}, None, thing)
+    del thing
+    gc.collect()
+    assert builder_guard.readable == ["d is <an object since deleted>"]

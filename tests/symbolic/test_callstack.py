@@ -45,3 +45,22 @@ def test_a_replacement_installed_meanwhile_by_someone_else_is_kept() -> None:
         assert traceback.extract_stack is theirs
     finally:
         traceback.extract_stack = original
+
+
+def test_the_one_frame_kept_names_its_place_without_reading_the_source(monkeypatch) -> None:
+    import linecache
+    import sys
+
+    def no_reading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the source file was looked at")
+
+    with shallow_op_callstacks():
+        monkeypatch.setattr(linecache, "checkcache", no_reading)
+        monkeypatch.setattr(linecache, "getline", no_reading)
+        line = sys._getframe().f_lineno + 1
+        stack = traceback.extract_stack()
+        monkeypatch.undo()
+    (frame,) = stack
+    assert (frame.filename, frame.lineno) == (__file__, line)
+    assert frame.name == "test_the_one_frame_kept_names_its_place_without_reading_the_source"
+    assert frame.line == "" and traceback.format_list(stack)[0].startswith(f'  File "{__file__}", line {line}')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import sys
 import types
@@ -41,6 +42,9 @@ def describe_value(value: Any) -> str:
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
     if isinstance(value, paddle.nn.Layer):
         return f"<{type(value).__name__} layer at {id(value):#x}>"
+    if isinstance(value, paddle.Tensor):
+        # (not ``str``: it formats every element, only for the first line to be kept)
+        return f"<{type(value).__name__} {value.name} shape={list(value.shape)} dtype={value.dtype}>"
     text = str(value) if type(value).__module__.startswith("paddle") else repr(value)
     text = text.splitlines()[0] if text else text
     return text if len(text) < 60 else text[:57] + "..."
@@ -162,7 +166,8 @@ class GuardBuilder:
         def const(match: re.Match) -> str:
             value = self.namespace[match.group(1)]
             if isinstance(value, weakref.ref) and match.group(2):  # an object held weakly: the object
-                return describe_value(value())
+                target = value()
+                return "<an object since deleted>" if target is None else describe_value(target)
             return describe_value(value) + (match.group(2) or "")  # e.g. a query function, called
 
         return re.sub(r"(__c\d+)(\(\))?", const, expr)
@@ -247,7 +252,8 @@ class _ProgramCompiler:
         self._kept = 0  # work registers below this hold bindings (and the paths to them)
         self._next = 0
         self._registers = 0  # work registers needed
-        self._paths: dict[str, _Operand] = {}  # a path read once (``__v0._sub_layers``) and kept, by its ast
+        self._paths: dict[Any, _Operand] = {}  # a path read once (``__v0._sub_layers``) and kept, by `_path_key`
+        self._term_paths: list[Any] = []  # the keys of the paths the current term added
 
     # -- operands ---------------------------------------------------------------------------------------
     def _const(self, value: Any, key: Any) -> _Operand:
@@ -281,10 +287,11 @@ class _ProgramCompiler:
             return self._const(value, ("literal", tuple, repr(value)))
         if isinstance(node, (ast.Attribute, ast.Subscript)) or (
                 isinstance(node, ast.Call) and self._builtin_op(node) == "TYPE"):
-            key = ast.dump(node)  # a pure path: read once per program
+            key = _path_key(node)  # a pure path: read once per program
             known = self._paths.get(key)
             if known is None:
                 known = self._paths[key] = self._path(node)
+                self._term_paths.append(key)
             return known
         if isinstance(node, ast.Call):
             return self._call(node)
@@ -352,23 +359,34 @@ class _ProgramCompiler:
         return self._emit("CALL", function, ("n", start), len(args))
 
     # -- terms ------------------------------------------------------------------------------------------
-    def add(self, expr: str) -> bool:
-        """Compile one term of the chain; False (and nothing added) if it stays in Python."""
-        state = (len(self.code), len(self.call_args), self._next, dict(self._paths))
+    def add(self, expr: str, node: ast.expr | None = None) -> bool:
+        """Compile one term of the chain (``node``: the term, or a binding's path, parsed already, see
+        `_parse_terms`); False (and nothing added) if it stays in Python."""
+        state = (len(self.code), len(self.call_args), self._next)
+        self._term_paths = []
         try:
+            if node is None:
+                node = _parse_terms([expr])[0]
+                if node is None:
+                    raise _NotCompilable(expr)
             if _is_binding(expr):
-                name, path = expr.split(" := ", 1)
-                self.bindings[name] = self._value(ast.parse(path, mode="eval").body)
+                self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
                 self._kept = self._next  # the binding and the reads on its path are kept
             else:
-                self._test(ast.parse(expr, mode="eval").body)
+                self._test(node)
                 self._next = self._kept
-                self._paths = {k: v for k, v in self._paths.items() if v[0] != "w" or v[1] < self._kept}
+                self._forget_term_paths()  # (their registers are reused by the next term)
             return True
-        except (_NotCompilable, SyntaxError):
+        except _NotCompilable:
             del self.code[state[0]:], self.call_args[state[1]:]
-            self._next, self._paths = state[2], state[3]
+            self._next = state[2]
+            self._forget_term_paths()
             return False
+
+    def _forget_term_paths(self) -> None:
+        for key in self._term_paths:
+            del self._paths[key]
+        self._term_paths = []
 
     def _test(self, node: ast.expr) -> None:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):  # (a and b) as a chain: a, then b
@@ -432,6 +450,31 @@ class _ProgramCompiler:
         return GuardProgram(nargs, tuple(self.consts), work_size, code, [register(a) for a in self.call_args])
 
 
+def _path_key(node: ast.expr) -> Any:
+    """A key equal for equal paths (``__v0._sub_layers['fc']``, ``type(__a1)``): cheaper than ``ast.dump``
+    (a model's guard reads several hundred paths, each made of the shorter ones)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return (_path_key(node.value), ".", node.attr)
+    if isinstance(node, ast.Subscript):
+        return (_path_key(node.value), "[]", _path_key(node.slice))
+    if isinstance(node, ast.Constant):
+        return ("literal", type(node.value), repr(node.value))
+    return ast.dump(node)
+
+
+def _parse_terms(exprs: list[str]) -> list[ast.expr | None]:
+    """Each term parsed (a binding ``__vN := path``: its path), None where it is no Python expression."""
+    nodes: list[ast.expr | None] = []
+    for expr in exprs:
+        try:
+            nodes.append(ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body)
+        except SyntaxError:
+            nodes.append(None)
+    return nodes
+
+
 def _binding_names(expr: str) -> set[str]:
     return set(re.findall(r"__v\d+", expr))
 
@@ -442,23 +485,43 @@ class Guard:
     def __init__(self, builder: GuardBuilder) -> None:
         param_names = [builder.GLOBALS, builder.CLOSURE, *builder._params.values()]
         params = ", ".join(param_names)
-        exprs = _ordered(builder.exprs)
-        # The reference: every check as one Python ``and`` chain (what the checks mean, and what a miss is
-        # explained with).
-        self.source = _guard_source(params, exprs)
-        namespace = dict(builder.namespace)
-        exec(compile(self.source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
-        self.reference: Callable[..., bool] = namespace["__sot_guard"]
-        self.check, self.program, self.python_terms = _fast_check(builder, param_names, exprs)
-        checks = [part for e in builder.exprs if not _is_binding(e)
-                  for part in (e.parts if isinstance(e, CombinedCheck) else (e,))]
-        self.exprs = [builder.expand(e) for e in checks]  # self-contained, for explaining a miss
-        self.readable = [builder.readable(e) for e in checks]
+        self.check, self.program, self.python_terms = _fast_check(builder, param_names, _ordered(builder.exprs))
+        # What explains a miss (`exprs`, `readable`) and the reference chain are made only when asked for:
+        # most guards never explain anything, and a model's guard has hundreds of checks (resnet18: ~400,
+        # ~70 ms to spell out, a few ms to compile as a chain), all made on the first call.
+        self._builder = builder
         self._params = params
         self._namespace = builder.namespace
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
         self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The reference: every check as one Python ``and`` chain (what the checks mean)."""
+        return _guard_source(self._params, _ordered(self._builder.exprs))
+
+    @functools.cached_property
+    def reference(self) -> Callable[..., bool]:
+        """`source` compiled: what the fast `check` must agree with."""
+        namespace = dict(self._builder.namespace)
+        exec(compile(self.source, f"<sot guard of {self._builder.code.co_name}>", "exec"), namespace)
+        return namespace["__sot_guard"]
+
+    @functools.cached_property
+    def _checks(self) -> list[str]:
+        return [part for e in self._builder.exprs if not _is_binding(e)
+                for part in (e.parts if isinstance(e, CombinedCheck) else (e,))]
+
+    @functools.cached_property
+    def exprs(self) -> list[str]:
+        """Every check as a self-contained expression (bound locals spelled out), for explaining a miss."""
+        return [self._builder.expand(e) for e in self._checks]
+
+    @functools.cached_property
+    def readable(self) -> list[str]:
+        """Every check as a user would write it (argument and global names, constants described)."""
+        return [self._builder.readable(e) for e in self._checks]
 
     def evaluate(self, expr: str, globals_: dict, closure: Any, args: tuple) -> Any:
         """The value of one guard expression (e.g. a tensor's path) for a new call."""
@@ -486,7 +549,8 @@ def _fast_check(builder: GuardBuilder, params: list[str], exprs: list[str]
     all), else a Python chain that calls it first and then runs the terms it could not take (with the
     bindings those need). Returns (check, program, the terms left in Python)."""
     compiler = _ProgramCompiler(params, builder.namespace)
-    rest = [expr for expr in exprs if not compiler.add(expr)]
+    rest = [expr for expr, node in zip(exprs, _parse_terms(exprs))
+            if node is None or not compiler.add(expr, node)]
     needed: set[str] = set()
     for expr in reversed(exprs):  # bindings the Python terms use, and the bindings those use
         if expr in rest or (_is_binding(expr) and expr.split(" := ", 1)[0] in needed):
