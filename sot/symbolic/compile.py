@@ -6,6 +6,8 @@ static inputs to build the program (DESIGN.md §6). Structurally equal SIR share
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import threading
 import warnings
 import weakref
@@ -48,7 +50,8 @@ class CompiledProgram:
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
         self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
-        self._scope_flags: dict = {}  # flags to restore after a run that made a new scope
+        self._scopes = _ScopeWatch()  # see _watch_new_scopes
+        self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
         if holds_unrepresentable_zero(sir):
             self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
@@ -130,12 +133,13 @@ class CompiledProgram:
                 raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
             enter_room()  # building is deep Python code, run wherever the user's call happens to be
             try:
-                with BUILD_LOCK, warnings.catch_warnings(), _flags(FLAGS_pir_apply_inplace_pass=False), \
+                with BUILD_LOCK, warnings.catch_warnings(), BUILD_FLAGS.held(build_flags()), \
                         shallow_op_callstacks():
                     warnings.simplefilter("ignore")
                     _, self._program = self.static_function.get_concrete_program(inputs)
             finally:
                 leave_room()
+            self._build_flags = build_flags(_bytes_made_per_run(self._program))
             self._watch_new_scopes()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
@@ -144,12 +148,11 @@ class CompiledProgram:
         try:
             try:
                 if training not in self._built_modes:
-                    # Paddle's in-place pass may make a returned tensor share memory with a later in-place op
-                    # (observed with reshape + softmax): build the runnable programs without it.
+                    # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
-                        with BUILD_LOCK, _flags(FLAGS_pir_apply_inplace_pass=False), shallow_op_callstacks():
+                        with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
                             outputs = self._program.sot_call(inputs)
                     finally:
                         leave_room()
@@ -165,41 +168,47 @@ class CompiledProgram:
             outputs[index].stop_gradient = True
         if training and paddle.is_grad_enabled():
             self._watch_saved_tensors(inputs, outputs)
+            if self._scopes.last not in self._scopes.backward_built:
+                _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
 
     def _watch_new_scopes(self) -> None:
-        """Keep Paddle's in-place pass away from every interpreter of the program, not only the first.
+        """Build every interpreter of the program under its `build_flags`, not only the first: keep Paddle's
+        in-place pass away from all of them.
 
         The program runner builds one interpreter per scope, and makes a new scope whenever the cached ones
         are still held (e.g. by outputs whose backward has not run yet); the pass, applied at that moment,
         may let an op write into the buffer of an input (observed: ``(y.detach() - t).detach()`` followed
-        by ``-=`` changed the caller's ``y`` on every other call). So the pass is switched off while a call
-        that makes a new scope runs."""
+        by ``-=`` changed the caller's ``y`` on every other call). So the flags are set while a call that
+        makes a new scope runs."""
         program = self._program
         original = getattr(type(program), "_create_scope_vec", None)
         scope_cache = getattr(program, "_scope_cache", None)
         if original is None or not isinstance(scope_cache, dict):
             return
         program_ref = weakref.ref(program)  # (the wrapper lives on the program: no reference cycle)
-
-        saved_flags = self._scope_flags  # (shared with the wrapper, which must not hold ``self``: no cycle)
+        watch = self._scopes  # (shared with the wrapper, which must not hold ``self``: no cycle)
+        flags = self._build_flags
 
         def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
             known = len(scope_cache.get(cache_key, ()))
             scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
-            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not saved_flags:
-                BUILD_LOCK.acquire()  # (the flag is process-wide: released by _end_scope_build)
-                saved_flags.update(paddle.get_flags(["FLAGS_pir_apply_inplace_pass"]))
-                paddle.set_flags({"FLAGS_pir_apply_inplace_pass": False})
+            watch.last = id(scopes[0]) if scopes else None
+            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not watch.building:
+                BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
+                watch.building = True
+                BUILD_FLAGS.enter(flags)
             return scopes
 
         program._create_scope_vec = create_scope_vec
 
     def _end_scope_build(self) -> None:
-        if self._scope_flags:
-            paddle.set_flags(self._scope_flags)
-            self._scope_flags.clear()
-            BUILD_LOCK.release()
+        if self._scopes.building:
+            self._scopes.building = False
+            try:
+                BUILD_FLAGS.exit()
+            finally:
+                BUILD_LOCK.release()
 
     def _watch_saved_tensors(self, inputs: list, outputs: list) -> None:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
@@ -277,6 +286,38 @@ def _version_check(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any],
     return check_versions
 
 
+@dataclasses.dataclass(eq=False)
+class _ScopeWatch:
+    """What `CompiledProgram._watch_new_scopes` saw of the program runner's scopes (one interpreter each for
+    the forward and the backward program, built by their first run in the scope)."""
+
+    building: bool = False  # this run made a new scope: its forward interpreter is built under the flags
+    last: int | None = None  # id of the scope of the latest run
+    backward_built: set = dataclasses.field(default_factory=set)  # ids of scopes whose backward ran
+
+
+def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outputs: list) -> None:
+    """Have the backward interpreter of the latest run's scope built under the program's ``flags``: it is
+    built by the first backward pass through the scope, out of any call of the program. A hook on the
+    outputs sets the flags when the first output gradient arrives (the program's grad node runs next); a
+    final hook of the backward pass puts the user's values back (if the pass raises, at the end of the next
+    pass: the flags only tune the collector and the in-place pass of interpreters built meanwhile)."""
+    add_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
+    differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+    scope = scopes.last
+    if add_final_hook is None or not differentiable or scope is None:
+        return
+
+    def on_output_grad(grad: Any) -> None:
+        if scope not in scopes.backward_built:
+            scopes.backward_built.add(scope)
+            BUILD_FLAGS.enter(flags)
+            add_final_hook(BUILD_FLAGS.exit)
+
+    for out in differentiable:
+        out.register_hook(on_output_grad)
+
+
 def _modified_in_place_message(version: int, expected: int) -> str:
     """Eager autograd's words for the same misuse (paddle/fluid/eager/tensor_wrapper.h)."""
     return (f"(PermissionDenied) Tensor '' used in gradient computation has been modified by an inplace "
@@ -286,14 +327,93 @@ def _modified_in_place_message(version: int, expected: int) -> str:
             f"tensor_version:{version} != wrapper_version_snapshot:{expected}.]")
 
 
-@contextlib.contextmanager
-def _flags(**flags: Any) -> Iterator[None]:
-    saved = paddle.get_flags(list(flags))
-    paddle.set_flags(flags)
+def _existing_flag_names(names: list[str]) -> list[str]:
+    """The flags of ``names`` this Paddle knows (``get_flags`` refuses unknown names)."""
+    known = []
+    for name in names:
+        try:
+            paddle.get_flags([name])
+        except ValueError:
+            continue
+        known.append(name)
+    return known
+
+
+# Dead intermediate tensors of a program run are freed in batches of at most this many bytes (see build_flags).
+GC_BATCH_BYTES = 1 << 20
+_BUILD_FLAG_NAMES = _existing_flag_names(["FLAGS_pir_apply_inplace_pass", "FLAGS_eager_delete_tensor_gb"])
+
+
+def build_flags(gc_batch_bytes: int = GC_BATCH_BYTES) -> dict[str, Any]:
+    """The Paddle flags in force while the interpreters that run a program are built: its first run in each
+    mode (training / inference), every run that makes a new scope (`_watch_new_scopes`), and the backward
+    pass that follows (`_build_backward_under_flags`). An interpreter reads them once, when it is built.
+
+    * The in-place pass off: it may make a returned tensor share memory with a later in-place op (observed
+      with reshape + softmax), or let an op write into the buffer of an input.
+    * ``FLAGS_eager_delete_tensor_gb`` above 0: the interpreter's garbage collector hands dead intermediate
+      tensors to its collector thread in batches of ``gc_batch_bytes`` instead of one task (and one thread
+      wake-up) per tensor. Per tensor, that hand-off cost a transformer's compiled train step on CPU about
+      40% of its process CPU time (forward and backward programs), more than the eager step. A batch counts
+      the tensors' bytes only, while each dead tensor holds some KiB of memory however small it is (1e5 runs
+      of a two-op program on 8 floats held 130 MiB with 1 MiB batches): so a batch is also at most what one
+      run makes (`_bytes_made_per_run`), and a program holds about one run's dead tensors at most."""
+    values = {"FLAGS_pir_apply_inplace_pass": False, "FLAGS_eager_delete_tensor_gb": gc_batch_bytes / (1 << 30)}
+    return {name: values[name] for name in _BUILD_FLAG_NAMES}
+
+
+def _bytes_made_per_run(program: Any) -> int:
+    """The bytes of the tensors one forward run of ``program`` makes (parameters aside; a dynamic dimension
+    counted as 1: a lower bound), at most `GC_BATCH_BYTES`; `GC_BATCH_BYTES` when the program cannot be
+    read."""
     try:
-        yield
-    finally:
-        paddle.set_flags(saved)
+        ops = program._origin_main_program.global_block().ops
+        made = 0
+        for op in ops:
+            if op.name() in ("builtin.parameter", "pd_op.data"):
+                continue
+            for result in op.results():
+                made += math.prod(max(d, 1) for d in result.shape) * paddle.core.size_of_dtype(result.dtype)
+                if made >= GC_BATCH_BYTES:
+                    return GC_BATCH_BYTES
+    except Exception:  # another Paddle version: batches of the largest size
+        return GC_BATCH_BYTES
+    return made
+
+
+class _BuildFlags:
+    """`build_flags` set while at least one section needs them (the latest section's values), and the user's
+    values back when the last one ends: sections of several threads and of a backward pass overlap, and end
+    in any order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sections = 0
+        self._users: dict[str, Any] = {}
+
+    def enter(self, flags: dict[str, Any]) -> None:
+        with self._lock:
+            if self._sections == 0:
+                self._users = paddle.get_flags(list(flags))
+            paddle.set_flags(flags)
+            self._sections += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._sections -= 1
+            if self._sections == 0:
+                paddle.set_flags(self._users)
+
+    @contextlib.contextmanager
+    def held(self, flags: dict[str, Any]) -> Iterator[None]:
+        self.enter(flags)
+        try:
+            yield
+        finally:
+            self.exit()
+
+
+BUILD_FLAGS = _BuildFlags()
 
 
 class _BuildLock:

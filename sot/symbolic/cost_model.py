@@ -1,7 +1,7 @@
 """Which way to run one compiled graph, measured: the static program or the eager replay of its statements.
 
-On CPU a static program pays a fixed cost per run (and hands its work to an executor thread), so a small graph
-can be slower compiled than its ops run eagerly; its backward (Paddle's ``run_program`` grad op, a second
+On CPU a static program pays a fixed cost per run (Paddle's interpreter; its dead tensors go to a collector
+thread, in batches: `compile.build_flags`), so a small graph can be slower compiled than its ops run eagerly; its backward (Paddle's ``run_program`` grad op, a second
 static program) can lose even when its forward wins (transformer, GRU: forward 0.6-1.0x eager, backward up to
 2x). So both ways are timed on the user's own calls, forward and backward:
 
@@ -165,8 +165,8 @@ class CostModel:
     def _step_times(self) -> tuple[float, float]:
         """Median time from a call to the program's next call, compiled and eager: with one call and one
         backward pass per training step that is the whole step run that way. It sees what the spans do not:
-        a compiled program's executor threads keep spinning after a run and slow down the ops that follow
-        (loss, optimizer) on a machine with few cores."""
+        a compiled program's helper threads (its garbage collector's) keep working after a run and slow down
+        the ops that follow (loss, optimizer) on a machine with few cores."""
         steps: dict[bool, list[float]] = {False: [], True: []}
         for sample, following in zip(self.samples, self.samples[1:]):
             steps[sample.eager].append(following.called_at - sample.called_at)

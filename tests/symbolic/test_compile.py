@@ -1,0 +1,119 @@
+"""How `CompiledProgram` has Paddle build the interpreters that run its static program: under its
+`build_flags` (in-place pass off, dead tensors freed in batches), with the user's own flag values untouched
+outside the builds."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import paddle
+import pytest
+from paddle.base import core
+
+import sot
+from sot.symbolic import compile as compile_module
+
+# Small intermediates: each [64, 64] float32 tensor is 16 KiB, far below the collector's batch size.
+ROWS = 64
+STEPS = 24
+
+
+def small_chain(x: paddle.Tensor) -> paddle.Tensor:
+    for _ in range(STEPS):
+        x = paddle.tanh(x * 1.5) + 0.25
+    return x
+
+
+def _host_allocated() -> int:
+    return core.host_memory_stat_current_value("Allocated", 0)
+
+
+def _settled_host_allocated() -> int:
+    """Host memory allocated once the collector thread freed the batches handed to it (it runs concurrently,
+    late on a loaded machine)."""
+    last = _host_allocated()
+    for _ in range(100):
+        time.sleep(0.02)
+        now = _host_allocated()
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def test_builds_leave_the_users_flags_as_they_were() -> None:
+    """The build flags are set only while an interpreter is built: the first run in each mode, a run that
+    makes a new scope (the first outputs are still held), backward passes, inference."""
+    user_values = {"FLAGS_pir_apply_inplace_pass": True, "FLAGS_eager_delete_tensor_gb": 0.25}
+    assert set(compile_module.build_flags()) == set(user_values)  # (both exist in this Paddle)
+    saved = paddle.get_flags(list(user_values))
+    paddle.set_flags(user_values)
+    try:
+        fn = sot.symbolic_translate(small_chain)
+        x = paddle.randn([ROWS, ROWS])
+        x.stop_gradient = False
+        with sot.config.patch(min_graph_size=0):
+            held = fn(x)
+            again = fn(x)  # ``held`` keeps the first scope busy: a new scope, a new interpreter
+            (held.sum() + again.sum()).backward()
+            with paddle.no_grad():
+                fn(x)
+            sot.symbolic_translate(small_chain, training=False)(x)
+        assert paddle.get_flags(list(user_values)) == user_values
+        np.testing.assert_allclose(again.numpy(), small_chain(x).numpy(), rtol=1e-6)
+    finally:
+        paddle.set_flags(saved)
+
+
+def test_the_backward_interpreter_is_built_under_the_build_flags() -> None:
+    """The backward program's interpreter is built by the first backward pass through a scope, out of any
+    call of the program: the flags are set from the program's output gradient to the end of that pass."""
+    names = list(compile_module.build_flags())
+    users = paddle.get_flags(names)
+    fn = sot.symbolic_translate(small_chain)
+    leaf = paddle.randn([ROWS, ROWS])
+    leaf.stop_gradient = False
+    during_backward = []
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(3):
+            x = leaf * 1.0  # (a hook on the program's input runs right after the program's grad node)
+            x.register_hook(lambda grad: during_backward.append(paddle.get_flags(names)))
+            fn(x).sum().backward()
+            assert paddle.get_flags(names) == users
+    (program,) = compile_module._compiled.values()
+    assert during_backward == [program._build_flags, users, users]
+    assert program._build_flags["FLAGS_eager_delete_tensor_gb"] > 0
+    np.testing.assert_allclose(leaf.grad.numpy(), 3 * _eager_grad(leaf), rtol=1e-5)
+
+
+def _eager_grad(leaf: paddle.Tensor) -> np.ndarray:
+    x = leaf.detach()
+    x.stop_gradient = False
+    small_chain(x).sum().backward()
+    return x.grad.numpy()
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_dead_intermediates_are_freed_in_batches_of_bounded_size(backward: bool) -> None:
+    """The interpreters free the dead intermediate tensors of a run in batches of about `GC_BATCH_BYTES`
+    (one hand-off to the collector thread per tensor made a compiled train step cost more CPU than eager):
+    between runs, the memory held by dead tensors rises and falls (freed one by one, it would be the same
+    after every run), by no more than a batch per interpreter (forward, backward)."""
+    fn = sot.symbolic_translate(small_chain)
+    x = paddle.randn([ROWS, ROWS])
+    x.stop_gradient = not backward
+    interpreters = 2 if backward else 1
+    tensor_bytes = ROWS * ROWS * 4
+    allocated = []
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(12):  # each run leaves 2 * STEPS dead [64, 64] tensors (forward), as many in backward
+            out = fn(x)
+            if backward:
+                out.sum().backward()
+            del out
+            allocated.append(_settled_host_allocated())
+    allocated = allocated[2:]  # (the first runs build, and make the gradient of ``x``)
+    held = max(allocated) - min(allocated)
+    assert held > 0, "the same memory after every run: dead tensors are freed one by one, not in batches"
+    bound = interpreters * (compile_module.GC_BATCH_BYTES + tensor_bytes)
+    assert held <= bound, f"{held} bytes of dead tensors held, more than a batch per interpreter"
