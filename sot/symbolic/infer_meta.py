@@ -7,16 +7,19 @@ switched off (DESIGN.md §6); the results are static values whose meta we read. 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import paddle
 from paddle.base import core
 from paddle.base.dygraph.base import to_static_mode_guard
+from paddle.base.libpaddle import DataType
+from paddle.pir.core import convert_np_dtype_to_dtype_, vartype_to_datatype
 
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure
-from .sir import MetaInfo
+from .sir import LayerCall, MetaInfo
 from .tracer_inheritance import static_section
 from .zero_sign import pin_zero_sign
 
@@ -47,9 +50,10 @@ def throwaway_static_program() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _to_static_tracing(enabled: bool) -> Iterator[None]:
+def _to_static_tracing(enabled: bool, captured: Iterable[paddle.Tensor] = ()) -> Iterator[None]:
     """As when ``to_static`` traces a program: layers read their parameters (also those kept in plain
-    lists, e.g. RNN weights) as static values of the current program."""
+    lists, e.g. RNN weights) as static values of the current program. The ``captured`` tensors (the layer's
+    parameters and buffers) are read as placeholders of their meta (`_seed_placeholders`)."""
     if not enabled:
         with to_static_mode_guard(is_to_static=False):
             yield
@@ -59,11 +63,73 @@ def _to_static_tracing(enabled: bool) -> Iterator[None]:
 
     program = paddle.static.default_main_program()
     try:
+        _seed_placeholders(_global_parameter_recorder, program, captured)
         with to_static_mode_guard(is_to_static=True), static_op_arg_cast_guard(_convert_into_value):
             yield
     finally:
         _global_parameter_recorder.pop(program)
         _global_inplace_map.pop(program)
+
+
+def _seed_placeholders(recorder: Any, program: Any, tensors: Iterable[paddle.Tensor]) -> None:
+    """Hand Paddle's parameter recorder a ``pd_op.data`` placeholder for each eager tensor of ``tensors``.
+
+    Under ``to_static`` every eager tensor an op or ``Layer.__getattr__`` meets becomes a static value
+    through the recorder, which otherwise creates a static parameter for it: an initializer op in the startup
+    program, a ``set_parameter`` and a ``parameter`` op (about 0.1 ms a tensor, most of a conv or batch norm
+    layer's inference). A placeholder of the same shape, dtype and ``stop_gradient`` gives the ops the same
+    metas. The recorder keeps the values it made per program (keyed by ``id`` of the tensor) and looks there
+    first; the values must stay referenced while the program is built (an op holds only the C++ value of
+    the Python object the recorder returns). Dense tensors only: a distributed one keeps Paddle's way (its
+    value carries the placement). A recorder without those maps (another Paddle version) is left as is:
+    slower, same metas."""
+    params, values = getattr(recorder, "params_dict", None), getattr(recorder, "tensor2value", None)
+    if not isinstance(params, dict) or not isinstance(values, dict):
+        return
+    from paddle.jit.dy2static.program_translator import _program_hash
+
+    key = _program_hash(program)
+    params.setdefault(key, set())
+    seeded = values.setdefault(key, {})
+    names = itertools.count()
+    for tensor in tensors:
+        if id(tensor) in seeded or not tensor.is_dense() or tensor.is_dist():
+            continue
+        seeded[id(tensor)] = _placeholder(f"_sot_captured_{next(names)}",
+                                          MetaInfo(tuple(tensor.shape), tensor.dtype, bool(tensor.stop_gradient)))
+
+
+def _ir_dtype(dtype: Any) -> DataType:
+    if isinstance(dtype, DataType):
+        return dtype
+    if isinstance(dtype, core.VarDesc.VarType):
+        return vartype_to_datatype[dtype]
+    return convert_np_dtype_to_dtype_(dtype)
+
+
+def _placeholder(name: str, meta: MetaInfo) -> Any:
+    """A ``pd_op.data`` value of ``meta`` at the end of the program's top block. Made directly:
+    ``paddle.static.data`` checks its arguments in Python and moves the insertion point (3x the cost); the
+    placeholders are made before any other op of the call's program."""
+    block = paddle.static.default_main_program().global_block()
+    previous = paddle.pir.get_current_insertion_point()
+    paddle.pir.set_insertion_point_to_block_end(block)
+    try:
+        value = paddle._pir_ops.data(name, list(meta.shape), _ir_dtype(meta.dtype), core.Place())
+    finally:
+        paddle.pir.set_insertion_point(previous)
+    value.stop_gradient = meta.stop_gradient
+    return value
+
+
+def _captured_tensors(call: Any) -> list[paddle.Tensor]:
+    """The parameters and buffers of a ``layer`` statement's layer tree (what its forward reads besides
+    its arguments). Read in dygraph mode: in static mode ``Layer.parameters`` keeps a set of static
+    values."""
+    if not isinstance(call, LayerCall) or not call.is_alive():
+        return []
+    layer = call.layer
+    return [*layer.parameters(), *layer.buffers()]
 
 
 def _is_static_value(value: Any) -> bool:
@@ -116,17 +182,14 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to
     counter = iter(range(1 << 30))
 
     def placeholder(value: Any) -> Any:
-        if isinstance(value, MetaInfo):
-            data = paddle.static.data(f"_sot_in_{next(counter)}", list(value.shape), value.dtype)
-            data.stop_gradient = value.stop_gradient
-            return data
-        return value
+        return _placeholder(f"_sot_in_{next(counter)}", value) if isinstance(value, MetaInfo) else value
 
+    captured = _captured_tensors(call) if to_static else []  # (read in dygraph mode: Paddle's own sets)
     with static_mode():
         static_args = map_structure(placeholder, args)
         static_kwargs = {k: map_structure(placeholder, v) for k, v in kwargs.items()}
         try:
-            with _to_static_tracing(to_static):
+            with _to_static_tracing(to_static, captured):
                 out = call(*static_args, **static_kwargs)
                 # (inside: leaving the tracing context takes the parameters out of the program)
                 program = paddle.static.default_main_program()

@@ -14,7 +14,8 @@ from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied,
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
-from ...symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
+from ...symbolic.layer_signature import layer_signature, layer_state
+from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, Tracker
@@ -137,13 +138,35 @@ def _reference(target: Any) -> Callable[[], Any]:
         return lambda: target
 
 
-def _meta_key(kind: str, target: Any, args: Any, kwargs: Any, amp: AmpState) -> tuple | None:
-    key = (kind, target if kind == "method" else id(target), repr_free(args), repr_free(kwargs), amp)
+def _meta_key(kind: str, target: Any, args: Any, kwargs: Any, amp: AmpState) -> tuple[tuple | None, bool]:
+    """The meta memo's key of a call, and whether it holds the identity of ``target`` (then an entry is
+    valid only for the very object: a new one may reuse a dead one's id)."""
+    callee, by_identity = _callee_key(kind, target)
+    key = (kind, callee, repr_free(args), repr_free(kwargs), amp)
     try:
         hash(key)
     except TypeError:
-        return None
-    return key
+        return None, by_identity
+    return key, by_identity
+
+
+def _callee_key(kind: str, target: Any) -> tuple[Any, bool]:
+    """What stands for the callable in the meta memo's key. A built-in layer is keyed by its signature when
+    it has one (`layer_signature`: everything its forward may read, tensors by meta), so the alike layers of
+    a model's repeated blocks infer once; otherwise by its identity and its state (`layer_state`). Either
+    way a change of what the forward reads (training flag, a replaced parameter, ``stop_gradient``) misses
+    the memo. With the default dtype, which layers read for tensors they make. Any other callable: its
+    identity (a method: its name)."""
+    if kind == "method":
+        return target, False
+    if kind == "layer" and isinstance(target, LayerCall) and target.is_alive():
+        layer = target.layer
+        how = (target.run_hooks, target.forward_of, paddle.get_default_dtype())
+        signature = layer_signature(layer)
+        if signature is not None:
+            return ("signature", *how, signature), False
+        return ("state", id(target), *how, layer_state(layer)), True
+    return id(target), True
 
 
 def repr_free(tree: Any) -> Any:
@@ -460,10 +483,10 @@ class FunctionGraph:
 
     def _infer_cached(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict,
                       amp: AmpState) -> tuple[Any, int]:
-        key = _meta_key(kind, target, args, kwargs, amp)
+        key, by_identity = _meta_key(kind, target, args, kwargs, amp)
         if key is not None and key in _meta_cache:
             owner, cached = _meta_cache[key]
-            if owner() is target:  # (the key holds id(target): a new object may reuse a dead one's id)
+            if owner is None or owner() is target:
                 return cached
         call: Callable[..., Any] = target
         if kind == "method":
@@ -482,7 +505,7 @@ class FunctionGraph:
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)
         if key is not None:
-            _meta_cache[key] = (_reference(target), answer)
+            _meta_cache[key] = (_reference(target) if by_identity else None, answer)
         return answer
 
     def _user_frames(self) -> tuple[tuple[str, int, str], ...]:

@@ -1,0 +1,125 @@
+"""What a built-in layer's output metas can depend on, as a hashable value (the key of the meta memo).
+
+Meta inference of a ``layer`` statement runs the layer's ``forward`` on static placeholders, a few hundred
+microseconds per layer (Paddle builds every op of it). A model repeats the same block many times with layers
+alike but for their identity (resnet18's 20 convolutions are 11 kinds), so the output metas are memoised by
+the layer's *signature*: its class, and for each layer of its tree every attribute its forward may read,
+with tensors (parameters, buffers, tensors in plain attributes) described by their meta only. Tensor data
+never reaches meta inference: under ``to_static`` every tensor the forward reads is a static value.
+
+Only what is known exactly is described: Python scalars, strings, dtypes, tensors, layers, lists, tuples,
+dicts and sets of those, plain Python objects of Paddle's own classes (a ``ParamAttr``, an initializer) by
+their class and attributes, as a layer, and Paddle's module-level functions and methods (an activation an
+RNN cell or a transformer layer keeps) by identity, as a class. Any other attribute value (a forward hook,
+a user object, a C++ object) makes the layer have no signature: it is then memoised by its identity and
+its state (`layer_state`). Attributes that only name a layer or serve its ``state_dict`` (`BOOKKEEPING`)
+are left out, so layers differing only in those share a signature.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import sys
+import types
+from typing import Any
+
+import paddle
+
+# Layer attributes that ``forward`` never reads for computing: the unique name (and the helper holding it),
+# the record of ops for ``paddle.jit`` save, the state-dict loading holder and hooks.
+BOOKKEEPING = frozenset({"_full_name", "_helper", "_op_recorder", "_loaddict_holder", "_state_dict_hooks",
+                         "_non_persistable_buffer_names_set"})
+
+_DICTS = frozenset({dict, collections.OrderedDict})
+_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes, paddle.base.libpaddle.DataType,
+                      paddle.base.core.VarDesc.VarType})
+
+
+class _NoSignature(Exception):
+    """An attribute value the signature cannot describe exactly."""
+
+
+def tensor_signature(tensor: paddle.Tensor) -> tuple | None:
+    """The meta a static placeholder of ``tensor`` has (a distributed or sparse tensor carries more: None)."""
+    if tensor.is_dist() or not tensor.is_dense():
+        return None
+    return (type(tensor), tuple(tensor.shape), tensor.dtype, bool(tensor.stop_gradient))
+
+
+class _Describer:
+    """One description of a layer tree. ``seen``: the objects met so far, in order (an object met again, a
+    shared sublayer or a cycle through a plain attribute, is described by that order: sharing is part of
+    the structure). ``exact``: a value that cannot be described makes the description fail; otherwise it
+    is described by its type and identity."""
+
+    def __init__(self, exact: bool) -> None:
+        self.seen: dict[int, int] = {}
+        self.exact = exact
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind in _SCALARS:
+            return kind, value
+        if kind in (list, tuple):
+            return kind, tuple([self.value(item) for item in value])
+        if kind in _DICTS:
+            return kind, tuple([(self.value(k), self.value(v)) for k, v in value.items()])
+        if isinstance(value, paddle.Tensor):
+            signature = tensor_signature(value)
+            if signature is not None:
+                return signature
+        elif isinstance(value, paddle.nn.Layer) or _is_plain_paddle_class(kind):
+            return self.object(value)
+        elif kind in (set, frozenset):
+            return kind, frozenset(self.value(item) for item in value)
+        elif _is_paddle_function(value):
+            return ("function", value)
+        elif kind is types.MethodType and _is_paddle_function(value.__func__):  # (an RNN cell's ``call``)
+            return ("method", value.__func__, self.value(value.__self__))
+        if self.exact:
+            raise _NoSignature
+        return ("opaque", kind, id(value))
+
+    def object(self, obj: Any) -> tuple:
+        order = self.seen.get(id(obj))
+        if order is not None:
+            return ("same object as", order)
+        self.seen[id(obj)] = len(self.seen)
+        return (type(obj), *[(name, self.value(value)) for name, value in vars(obj).items()
+                             if name not in BOOKKEEPING])
+
+
+@functools.lru_cache(maxsize=None)
+def _is_plain_paddle_class(kind: type) -> bool:
+    """A pure-Python class of Paddle's whose instances keep their whole state in ``__dict__`` (no slots)."""
+    return (kind.__module__.startswith("paddle.") and kind.__dictoffset__ != 0
+            and all("__slots__" not in vars(cls) for cls in kind.__mro__[:-1]))
+
+
+def _is_paddle_function(value: Any) -> bool:
+    """A function of Paddle's that its module holds by its qualified name (``F.sigmoid``, decorated or not;
+    ``LSTMCell.forward``): it lives as long as the process and is the same code for every layer holding it."""
+    if not isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if not module.startswith("paddle."):
+        return False
+    found: Any = sys.modules.get(module)
+    for name in (getattr(value, "__qualname__", None) or "<none>").split("."):
+        found = getattr(found, name, None)
+    return found is value
+
+
+def layer_signature(layer: paddle.nn.Layer) -> tuple | None:
+    """``layer``'s signature, or None when a value of its tree cannot be described exactly."""
+    try:
+        return _Describer(exact=True).object(layer)
+    except _NoSignature:
+        return None
+
+
+def layer_state(layer: paddle.nn.Layer) -> tuple:
+    """``layer``'s signature with what cannot be described exactly (a hook, a user object, a distributed
+    tensor) described by its type and identity: for a memo keyed by the layer's identity too, where it
+    still tells a changed state (a replaced parameter, the training flag) from the state inferred before."""
+    return _Describer(exact=False).object(layer)
