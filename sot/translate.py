@@ -18,11 +18,24 @@ from .opcode_translator.callback import frame_callback, inference_frame_callback
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _called_function(fn: Any) -> Any:
+    """What a call of ``fn`` runs, as far as its kind (generator, coroutine) goes: the ``forward`` of a layer,
+    the function of a ``staticmethod``, the ``__call__`` of an object; ``inspect`` unwraps methods and
+    ``functools.partial`` itself."""
+    if isinstance(fn, paddle.nn.Layer):
+        return fn.forward
+    if isinstance(fn, staticmethod):
+        return fn.__func__
+    if not (inspect.isroutine(fn) or inspect.isclass(fn) or isinstance(fn, functools.partial)):
+        return getattr(type(fn), "__call__", fn)
+    return fn
+
+
 def _check_translatable(fn: Any) -> None:
     if not callable(fn):
         raise TypeError(f"sot.symbolic_translate expects a function, a bound method or a paddle.nn.Layer, "
                         f"got {type(fn).__name__} object {fn!r:.80}, which is not callable")
-    target = fn.forward if isinstance(fn, paddle.nn.Layer) else fn
+    target = _called_function(fn)
     if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
         raise TypeError(f"sot.symbolic_translate cannot translate the generator function "
                         f"{getattr(target, '__qualname__', target)!r}: generators are run eagerly; translate "
@@ -90,6 +103,15 @@ def symbolic_translate(fn: Any = None, training: bool = True, **unused: Any) -> 
 
     The result has the same signature and results as ``fn`` run eagerly; Paddle ops are captured into
     compiled static programs, everything Python keeps running as Python.
+
+    What ``fn`` may be:
+    - works: a function, lambda, bound method, ``staticmethod`` object, `paddle.nn.Layer`, object with
+      ``__call__``, ``functools.partial``, an already translated function or layer, a class (its user
+      ``__init__`` is translated), and a builtin or other C function (it runs as is: there is no Python
+      frame to translate, only those it calls back into are);
+    - ``TypeError`` at once: something not callable (e.g. a raw ``classmethod`` object before Python 3.13), a
+      generator, coroutine or async generator function, also as a method, ``partial`` or ``__call__``
+      (their frames always run eagerly: translate the function consuming them), or an unknown keyword.
     """
     if unused:
         raise TypeError(f"symbolic_translate() got unexpected keyword arguments: {', '.join(unused)}")

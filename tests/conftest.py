@@ -1,13 +1,15 @@
 """Shared fixtures: quiet Paddle, a clean translation cache for every test, and parity helpers."""
 from __future__ import annotations
 
+import inspect
 import os
 import sys
+import traceback
 
 os.environ.setdefault("GLOG_minloglevel", "2")
 
 import warnings  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from typing import Any, Callable, Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -67,6 +69,69 @@ def check_parity(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     second = translated(*args, **kwargs)
     assert_same(second, expected)
     return first
+
+
+COUNTERS = ("translate_count", "graph_breaks", "fallbacks", "compiled_graphs")
+
+
+def counts() -> dict[str, int]:
+    """The `sot.stats()` counters that say how a call was translated (cache hits left out)."""
+    stats = sot.stats()
+    return {name: getattr(stats, name) for name in COUNTERS}
+
+
+def assert_counts(**expected: int) -> None:
+    actual = counts()
+    assert actual == {name: expected[name] for name in COUNTERS}, f"{actual} != expected {expected}"
+
+
+def line_of(fn: Callable[..., Any], marker: str) -> int:
+    """The absolute line number of the first line of ``fn``'s source containing ``marker``."""
+    lines, first = inspect.getsourcelines(fn)
+    for index, text in enumerate(lines):
+        if marker in text:
+            return first + index
+    raise AssertionError(f"{marker!r} not in the source of {fn.__name__}")
+
+
+def raised(fn: Callable[..., Any], *args: Any) -> BaseException:
+    """The exception ``fn(*args)`` raises (an AssertionError when it returns)."""
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+    raise AssertionError(f"{getattr(fn, '__name__', fn)} did not raise")
+
+
+def check_same_exception(fn: Callable[..., Any], make_args: Callable[[], tuple], line_text: str,
+                         warm_args: Callable[[], tuple] | None = None, min_graph_size: int = 0,
+                         also_through: Sequence[tuple[Callable[..., Any], str]] = ()) -> BaseException:
+    """Eager and translated raise the same type and message, and the translated traceback goes through the
+    user's line ``line_text`` of ``fn`` (function name, file and line number), and through each line of the
+    user functions ``fn`` calls named by ``also_through`` (``(function, line text)``)."""
+    expected = raised(fn, *make_args())
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(fn)
+        if warm_args is not None:
+            translated(*warm_args())  # translate (and compile) first: the failing call is then a cache hit
+        for attempt in range(2):  # the first failing call and the cached one
+            actual = raised(translated, *make_args())
+            assert type(actual) is type(expected), f"{type(actual).__name__}: {actual} != " \
+                                                   f"{type(expected).__name__}: {expected}"
+            assert str(actual) == str(expected)
+            frames = traceback_frames(actual, with_file=True)
+            for function, text in [(fn, line_text), *also_through]:
+                line = line_of(function, text)
+                assert (function.__code__.co_filename, function.__name__, line) in frames, \
+                    f"attempt {attempt + 1}: no frame {function.__name__} at line {line} in the traceback:\n" + \
+                    "".join(traceback.format_tb(actual.__traceback__))
+    return actual
+
+
+def traceback_frames(exc: BaseException, with_file: bool = False) -> list[tuple]:
+    """``(function name, line)`` (``with_file``: ``(file, function name, line)``) of each traceback entry."""
+    return [(fs.filename, fs.name, fs.lineno) if with_file else (fs.name, fs.lineno)
+            for fs in traceback.extract_tb(exc.__traceback__)]
 
 
 @pytest.fixture

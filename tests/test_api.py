@@ -1,12 +1,10 @@
 """The public surface of `sot` (API.md): symbolic_translate, explain, config, skip_function, errors."""
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
 import textwrap
-import traceback
 
 import numpy as np
 import paddle
@@ -15,7 +13,7 @@ import pytest
 
 import sot
 
-from conftest import assert_same, check_parity
+from conftest import assert_same, check_parity, check_same_exception, line_of
 
 
 def _t(*shape: int, seed: int = 0, stop_gradient: bool = True) -> paddle.Tensor:
@@ -23,15 +21,6 @@ def _t(*shape: int, seed: int = 0, stop_gradient: bool = True) -> paddle.Tensor:
     value = paddle.to_tensor(rng.standard_normal(shape).astype("float32"))
     value.stop_gradient = stop_gradient
     return value
-
-
-def _line_of(fn, marker: str) -> int:
-    """The absolute line number of the first source line of ``fn`` containing ``marker``."""
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if marker in line:
-            return start + offset
-    raise AssertionError(f"{marker!r} not in the source of {fn.__name__}")
 
 
 def model(x, w):
@@ -157,7 +146,7 @@ def test_explain_shows_fallback_reason_and_location(compile_all):
         print("hello from printing", y.shape)
         return y * 2
 
-    line = _line_of(printing, "print(")
+    line = line_of(printing, "print(")
     report = sot.explain(printing, _t(2))
     text = str(report)
     assert "fallback" in text.lower() or "graph break" in text.lower(), text
@@ -171,7 +160,7 @@ def test_explain_inplace_fallback_reason(compile_all):
         row.add_(row)
         return x
 
-    line = _line_of(inplace, "add_")
+    line = line_of(inplace, "add_")
     text = str(sot.explain(inplace, _t(2)))
     assert "add_" in text and f"{os.path.basename(__file__)}:{line}" in text, text
 
@@ -287,36 +276,13 @@ def test_skip_function_rejects_non_function():
 
 
 # -- exceptions raised by user code keep type, message and traceback ---------------------------------------------
-def _eager_and_translated_errors(fn, *args):
-    with pytest.raises(Exception) as eager:
-        fn(*args)
-    fast = sot.symbolic_translate(fn)
-    errors = []
-    for _ in range(2):  # first call (translation) and second call (cache)
-        with pytest.raises(Exception) as translated:
-            fast(*args)
-        errors.append(translated.value)
-    return eager.value, errors
-
-
-def _assert_user_frame_in_tb(exc: BaseException, fn_name: str, line: int) -> None:
-    frames = traceback.extract_tb(exc.__traceback__)
-    assert any(f.name == fn_name and f.lineno == line for f in frames), \
-        [(f.name, f.lineno, f.filename) for f in frames]
-
-
 def test_matmul_shape_mismatch_keeps_error(compile_all):
     def bad_matmul(x, y):
         z = x * 2
         out = paddle.matmul(z, y)
         return out + 1
 
-    line = _line_of(bad_matmul, "paddle.matmul")
-    eager, errors = _eager_and_translated_errors(bad_matmul, _t(2, 3), _t(4, 5))
-    for exc in errors:
-        assert type(exc) is type(eager)
-        assert str(exc) == str(eager)
-        _assert_user_frame_in_tb(exc, "bad_matmul", line)
+    check_same_exception(bad_matmul, lambda: (_t(2, 3), _t(4, 5)), "paddle.matmul")
 
 
 def test_zero_division_from_scalars_keeps_error(compile_all):
@@ -325,12 +291,8 @@ def test_zero_division_from_scalars_keeps_error(compile_all):
         k = 10 // n
         return y * k
 
-    line = _line_of(divide, "10 // n")
-    eager, errors = _eager_and_translated_errors(divide, _t(3), 0)
-    assert type(eager) is ZeroDivisionError
-    for exc in errors:
-        assert type(exc) is ZeroDivisionError and str(exc) == str(eager)
-        _assert_user_frame_in_tb(exc, "divide", line)
+    exc = check_same_exception(divide, lambda: (_t(3), 0), "10 // n")
+    assert type(exc) is ZeroDivisionError
     # a valid call afterwards is unaffected
     assert_same(sot.symbolic_translate(divide)(_t(3), 2), divide(_t(3), 2))
 
@@ -341,13 +303,8 @@ def test_data_dependent_kernel_error_keeps_error(compile_all):
         rows = paddle.gather(y, index)
         return rows + 1
 
-    line = _line_of(gather_rows, "paddle.gather")
-    eager, errors = _eager_and_translated_errors(gather_rows, _t(3, 2), paddle.to_tensor([0, 7]))
-    assert type(eager) is IndexError
-    for exc in errors:
-        assert type(exc) is IndexError
-        assert str(exc) == str(eager)
-        _assert_user_frame_in_tb(exc, "gather_rows", line)
+    exc = check_same_exception(gather_rows, lambda: (_t(3, 2), paddle.to_tensor([0, 7])), "paddle.gather")
+    assert type(exc) is IndexError
 
 
 class CustomError(Exception):
@@ -366,14 +323,9 @@ def test_raise_in_user_helper_keeps_error(compile_all):
         m = _raising_helper(n)
         return y + m
 
-    eager, errors = _eager_and_translated_errors(calls_helper, _t(3), -4)
-    assert type(eager) is CustomError and str(eager) == "negative value -4"
-    helper_line = _line_of(_raising_helper, "raise CustomError")
-    caller_line = _line_of(calls_helper, "_raising_helper(n)")
-    for exc in errors:
-        assert type(exc) is CustomError and str(exc) == str(eager)
-        _assert_user_frame_in_tb(exc, "_raising_helper", helper_line)
-        _assert_user_frame_in_tb(exc, "calls_helper", caller_line)
+    exc = check_same_exception(calls_helper, lambda: (_t(3), -4), "_raising_helper(n)",
+                               also_through=[(_raising_helper, "raise CustomError")])
+    assert type(exc) is CustomError and str(exc) == "negative value -4"
 
 
 def _matmul_helper(a, b):
@@ -386,13 +338,8 @@ def test_paddle_error_in_user_helper_keeps_error(compile_all):
         z = x * 2
         return _matmul_helper(z, y) - 1
 
-    eager, errors = _eager_and_translated_errors(outer, _t(2, 3), _t(4, 5))
-    helper_line = _line_of(_matmul_helper, "paddle.matmul")
-    outer_line = _line_of(outer, "_matmul_helper(z, y)")
-    for exc in errors:
-        assert type(exc) is type(eager) and str(exc) == str(eager)
-        _assert_user_frame_in_tb(exc, "_matmul_helper", helper_line)
-        _assert_user_frame_in_tb(exc, "outer", outer_line)
+    check_same_exception(outer, lambda: (_t(2, 3), _t(4, 5)), "_matmul_helper(z, y)",
+                         also_through=[(_matmul_helper, "paddle.matmul")])
 
 
 def test_raise_in_translated_function_keeps_error(compile_all):
@@ -402,11 +349,8 @@ def test_raise_in_translated_function_keeps_error(compile_all):
             raise ValueError(f"n={n} is too large")
         return y
 
-    line = _line_of(checks, "raise ValueError")
-    eager, errors = _eager_and_translated_errors(checks, _t(3), 5)
-    for exc in errors:
-        assert type(exc) is ValueError and str(exc) == "n=5 is too large"
-        _assert_user_frame_in_tb(exc, "checks", line)
+    exc = check_same_exception(checks, lambda: (_t(3), 5), "raise ValueError")
+    assert type(exc) is ValueError and str(exc) == "n=5 is too large"
     assert_same(sot.symbolic_translate(checks)(_t(3), 1), checks(_t(3), 1))
 
 

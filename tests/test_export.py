@@ -3,7 +3,6 @@ outputs with only the example tensors as inputs (parameters and buffers are bake
 the graph or falls back is refused with an error naming each break and its ``file:line``."""
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from paddle.autograd import PyLayer
 
 import sot
+from conftest import line_of
 from sot.export import ExportError
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -33,11 +33,6 @@ def check_loaded(path: str, inputs: tuple, expected: Any) -> None:
     for actual, want in zip(got, expected):
         assert list(actual.shape) == list(want.shape)
         np.testing.assert_allclose(actual.numpy(), want.numpy(), **TOL)
-
-
-def line_of(fn: Any, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 # -- models --------------------------------------------------------------------------------------------------

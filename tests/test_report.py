@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import importlib.util
-import inspect
 import re
 import shutil
 import struct
@@ -19,20 +18,13 @@ import paddle
 import pytest
 
 import sot
+from conftest import line_of
 
 REPORT = sys.modules["sot.report"]  # `sot.report` is the function; the module holds the colours
 
 
 def _t(*shape: int, dtype: str = "float32") -> paddle.Tensor:
     return paddle.to_tensor(np.arange(np.prod(shape), dtype=dtype).reshape(shape) / 10)
-
-
-def _line_of(fn, marker: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if marker in line:
-            return start + offset
-    raise AssertionError(f"{marker!r} not in {fn.__name__}")
 
 
 def _row(page: str, line: int) -> str:
@@ -100,16 +92,16 @@ def test_report_returns_path_and_colours_lines(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     # Lines a SIR statement of a compiled graph came from.
     for marker in ("paddle.matmul(x, w)", "y = y * 1.5"):
-        assert _line_class(page, _line_of(compiled_fn, marker)) == "graph", marker
-    assert _line_class(page, _line_of(helper, "relu")) == "graph"
+        assert _line_class(page, line_of(compiled_fn, marker)) == "graph", marker
+    assert _line_class(page, line_of(helper, "relu")) == "graph"
     # The frame that fell back: its lines, and the line that made it fall back, stronger.
-    assert _line_class(page, _line_of(falls_back, "psdb.fallback()")) == "fail"
-    assert _line_class(page, _line_of(falls_back, "z = x + 1")) == "fallback"
-    assert _line_class(page, _line_of(falls_back, "return z * 2")) == "fallback"
+    assert _line_class(page, line_of(falls_back, "psdb.fallback()")) == "fail"
+    assert _line_class(page, line_of(falls_back, "z = x + 1")) == "fallback"
+    assert _line_class(page, line_of(falls_back, "return z * 2")) == "fallback"
     # SIR text and the fallback reason are on the page.
     assert "SIR compiled_fn(" in page and "api paddle.matmul(var_0, var_1)" in page
     assert "psdb.fallback() was called" in page
-    assert f"{Path(__file__).name}:{_line_of(falls_back, 'psdb.fallback()')}" in page
+    assert f"{Path(__file__).name}:{line_of(falls_back, 'psdb.fallback()')}" in page
     assert "x.shape == [2, 3]" in page  # guards
 
 
@@ -117,7 +109,7 @@ def test_report_colours_in_css_and_legend(tmp_path):
     page = Path(sot.report(small, _t(2), path=tmp_path / "r.html")).read_text(encoding="utf-8")
     for cls, colour in REPORT.COLOURS.items():
         assert colour in page, cls
-    assert _line_class(page, _line_of(small, "return x + 1")) == "eager"
+    assert _line_class(page, line_of(small, "return x + 1")) == "eager"
 
 
 def test_report_escapes_everything(tmp_path):
@@ -142,7 +134,7 @@ def test_report_escapes_generated_code_without_source(tmp_path):
 
 def test_report_graph_break(tmp_path):
     page = Path(sot.report(breaks, _t(2), path=tmp_path / "r.html")).read_text(encoding="utf-8")
-    assert _line_class(page, _line_of(breaks, "breakgraph()")) == "break"
+    assert _line_class(page, line_of(breaks, "breakgraph()")) == "break"
     assert "psdb.breakgraph() was called" in page
 
 
@@ -176,7 +168,7 @@ def test_report_layer_and_translated_function(tmp_path):
     assert "Block.forward" in page and "relu" in page
     translated = sot.symbolic_translate(small)
     page = Path(sot.report(translated, _t(2), path=tmp_path / "fn.html")).read_text(encoding="utf-8")
-    assert _line_class(page, _line_of(small, "return x + 1")) == "eager"
+    assert _line_class(page, line_of(small, "return x + 1")) == "eager"
     # Served from the cache: the entries of the function are still shown.
     page = Path(sot.report(translated, _t(2), path=tmp_path / "again.html")).read_text(encoding="utf-8")
     assert "from the cache" in page and "x.shape == [2]" in page

@@ -22,6 +22,15 @@ every new function frame of that thread is intercepted before it executes:
   frame normally, cache nothing), ``SKIP`` (run it normally, and never ask
   again until ``reset_cache()``) or ``(guard, new_code)`` (cache the entry at
   the front and run ``new_code`` now, without calling the guard);
+* ``(guard, new_code, frames, hook_free)``: with ``hook_free`` true, nothing
+  ``new_code`` calls needs the hook (none of its frames would be
+  translated): while the entry runs, the thread's callback is *suspended*
+  (``callback_active()`` is false, ``get_callback()`` still returns it), so
+  that, when no other thread has a callback, the frames it calls run with
+  the interpreter's own evaluation function, at eager speed;
+  ``call_with_callback(fn, *args)`` re-installs it for one call (the way
+  back into translated code); a ``set_callback`` meanwhile ends the
+  suspension;
 * ``(guard, new_code, frames)`` also says how many Python frames
   ``new_code`` may need on top of its own (calls it inlined, which the
   original makes as frames; a runner it calls): when fewer are left before
@@ -70,6 +79,8 @@ __all__ = [
     "SKIP",
     "cache_entries",
     "cache_size",
+    "call_with_callback",
+    "callback_active",
     "callback_installed",
     "get_callback",
     "hit_count",
@@ -106,13 +117,20 @@ set_callback: Callable[[Optional[Callback]], Optional[Callback]] = _ext.set_call
 #: ``get_callback() -> callback_or_None`` of the current thread.
 get_callback: Callable[[], Optional[Callback]] = _ext.get_callback
 
+#: ``callback_active() -> bool``: this thread's callback is set and not suspended by a hook-free entry.
+callback_active: Callable[[], bool] = _ext.callback_active
+
+#: ``call_with_callback(fn, *args)``: ``fn(*args)`` with this thread's suspended callback re-installed for
+#: the call (the trampolines of native code call their resume functions through it).
+call_with_callback: Callable[..., Any] = _ext.call_with_callback
+
 #: ``reset_cache()``: forget every cache entry and SKIP mark (all code objects).
 reset_cache: Callable[[], None] = _ext.reset_cache
 
-#: ``replace_entry_code(code, guard, new_code) -> bool``: the entry of ``code`` whose guard is ``guard`` runs
-#: ``new_code`` from now on (``code`` itself: the original runs natively, with no shadow frame, behind the
-#: same guard); False if there is no such entry.
-replace_entry_code: Callable[[CodeType, Guard, CodeType], bool] = _ext.replace_entry_code
+#: ``replace_entry_code(code, guard, new_code, hook_free=False) -> bool``: the entry of ``code`` whose guard
+#: is ``guard`` runs ``new_code`` from now on (``code`` itself: the original runs natively, with no shadow
+#: frame, behind the same guard), hook-free or not; False if there is no such entry.
+replace_entry_code: Callable[..., bool] = _ext.replace_entry_code
 
 #: ``cache_size(code) -> int``: number of cache entries of a code object.
 cache_size: Callable[[CodeType], int] = _ext.cache_size

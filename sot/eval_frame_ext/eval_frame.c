@@ -20,6 +20,11 @@
  *      which returns None (run normally), SKIP (never again until
  *      reset_cache) or (guard, new_code) (cache it and run new_code now).
  *
+ * An entry marked hook-free (nothing its code calls would be translated)
+ * runs with the thread's callback suspended: when no other thread has one,
+ * the interpreter's own evaluation function is back for the frames it
+ * calls, at full eager speed (see callback_suspend, call_with_callback).
+ *
  * A guard or the callback failing with RecursionError (the user's stack is
  * nearly full) makes the frame run normally: neither a hit nor a miss.
  *
@@ -42,6 +47,10 @@ static SOT_THREAD_LOCAL PyObject *tls_callback = NULL;
 static SOT_THREAD_LOCAL PyObject *tls_slot = NULL;
 /* Non-zero while this thread runs the callback or a guard. */
 static SOT_THREAD_LOCAL int tls_busy = 0;
+/* The thread's callback while it is suspended for a hook-free entry (see
+ * callback_suspend), else NULL. Borrowed: the suspending C call holds a
+ * reference until the suspension ends. */
+static SOT_THREAD_LOCAL PyObject *tls_suspended = NULL;
 
 /* Global; only touched with the GIL held. */
 static Py_ssize_t extra_index = -1;
@@ -70,6 +79,9 @@ typedef struct sot_entry {
                                code immortal */
     int frames;             /* Python frames the code needs on top of its own
                                (see frames_fit) */
+    int hook_free;          /* nothing the code calls needs the hook: the
+                               thread's callback is suspended while it runs
+                               (see callback_suspend) */
     int nargs;
     int map[1];             /* nargs entries: argument i -> slot in code */
 } sot_entry;
@@ -192,7 +204,8 @@ record_move_to_front(sot_record *r, sot_entry *e)
 /* Validate a (guard, new_code[, frames]) result and make an entry for it
  * (refs=1). */
 static sot_entry *
-entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, int nargs)
+entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, int hook_free,
+          int nargs)
 {
     if (!PyCallable_Check(guard)) {
         PyErr_Format(PyExc_TypeError,
@@ -257,6 +270,7 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, i
     e->linked = 0;
     e->nargs = nargs;
     e->frames = frames;
+    e->hook_free = hook_free;
     Py_INCREF(guard);
     e->guard = guard;
     e->owns_code = (target != orig);
@@ -369,6 +383,24 @@ guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc, int *out_of_stack)
 /* Outcome of sot_eval_hooked. */
 #define SOT_RUN_DEFAULT 0   /* caller evaluates the original frame */
 #define SOT_DONE 1          /* *result holds the frame's result (or NULL) */
+#define SOT_RUN_HOOK_FREE 2 /* caller evaluates the original frame with the
+                               thread's callback suspended (a hook-free
+                               identity entry passed its guard) */
+
+static PyObject *callback_suspend(void);
+static PyObject *callback_resume(PyObject *callback, PyObject *result);
+
+/* Run an entry's code in a shadow of `frame`; a hook-free entry's with the
+ * thread's callback suspended. */
+static PyObject *
+shadow_run_entry(PyThreadState *tstate, sot_frame_t *frame, sot_entry *e)
+{
+    if (!e->hook_free) {
+        return sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
+    }
+    PyObject *callback = callback_suspend();
+    return callback_resume(callback, sot_shadow_run(tstate, frame, e->code, e->map, e->nargs));
+}
 
 static PyObject *
 call_callback(PyCodeObject *co, sot_frame_t *frame, PyObject *closure,
@@ -426,17 +458,20 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         r->skipped = 1;
         return SOT_RUN_DEFAULT;
     }
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) < 2 || PyTuple_GET_SIZE(res) > 3
-        || (PyTuple_GET_SIZE(res) == 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))) {
+    Py_ssize_t size = PyTuple_Check(res) ? PyTuple_GET_SIZE(res) : 0;
+    if (size < 2 || size > 4 || (size >= 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))
+        || (size == 4 && !PyBool_Check(PyTuple_GET_ITEM(res, 3)))) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback must return None, SKIP or a "
-                     "(guard, code) or (guard, code, frames: int) tuple, not %.100R", res);
+                     "(guard, code), (guard, code, frames: int) or "
+                     "(guard, code, frames: int, hook_free: bool) tuple, not %.100R", res);
         Py_DECREF(res);
         *result = NULL;
         return SOT_DONE;
     }
+    int hook_free = size == 4 && PyTuple_GET_ITEM(res, 3) == Py_True;
     int frames = 0;
-    if (PyTuple_GET_SIZE(res) == 3) {
+    if (size >= 3) {
         long value = PyLong_AsLong(PyTuple_GET_ITEM(res, 2));
         if (value == -1 && PyErr_Occurred()) {
             Py_DECREF(res);
@@ -445,7 +480,8 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         }
         frames = value < 0 ? 0 : (value > INT_MAX ? INT_MAX : (int)value);
     }
-    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), frames, nargs);
+    sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), frames,
+                             hook_free, nargs);
     Py_DECREF(res);
     if (e == NULL) {
         *result = NULL;
@@ -463,7 +499,7 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         return SOT_RUN_DEFAULT;  /* (the callback itself ran with extra room) */
     }
     e->refs++;
-    *result = sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
+    *result = shadow_run_entry(tstate, frame, e);
     entry_decref(e);
     return SOT_DONE;
 }
@@ -522,6 +558,9 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
             if (!hit->owns_code) {
                 /* An identity entry (the original code runs natively behind
                  * its guard): evaluate the frame itself, no shadow needed. */
+                if (hit->hook_free) {
+                    outcome = SOT_RUN_HOOK_FREE;
+                }
                 entry_decref(hit);
                 goto done;
             }
@@ -530,7 +569,7 @@ sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
                 PyMem_Free(buf);
                 buf = stack_buf;
             }
-            *result = sot_shadow_run(tstate, frame, hit->code, hit->map, hit->nargs);
+            *result = shadow_run_entry(tstate, frame, hit);
             entry_decref(hit);
             outcome = SOT_DONE;
             goto done;
@@ -560,11 +599,16 @@ sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
         return sot_eval_default(tstate, frame, throwflag);
     }
     PyObject *result;
-    if (sot_eval_hooked(tstate, frame, co, &result) == SOT_DONE) {
+    int outcome = sot_eval_hooked(tstate, frame, co, &result);
+    if (outcome == SOT_DONE) {
         /* The original frame was not evaluated (its shadow ran instead, or
          * the callback failed): release it. */
         sot_frame_discard(tstate, frame);
         return result;
+    }
+    if (outcome == SOT_RUN_HOOK_FREE) {
+        PyObject *callback = callback_suspend();
+        return callback_resume(callback, sot_eval_default(tstate, frame, throwflag));
     }
     return sot_eval_default(tstate, frame, throwflag);
 }
@@ -596,6 +640,65 @@ hook_release(PyInterpreterState *interp)
     if (--threads_with_callback == 0) {
         _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
     }
+}
+
+static int callback_set(PyObject *callback);
+
+/* Suspension: while an entry known not to need the hook runs (nothing it
+ * calls would be translated), the thread's callback is taken off its slot,
+ * so that, when no other thread has one, the interpreter's own frame
+ * evaluation runs everything the entry calls (CPython 3.11+ then also
+ * inlines Python-to-Python calls again). The callback stays the thread's
+ * logical callback (get_callback, set_callback's previous value), and
+ * call_with_callback re-installs it for one call (a trampoline to a resume
+ * function, which must still be translated). A set_callback meanwhile ends
+ * the suspension: its choice stays. Returns a new reference to the
+ * suspended callback for callback_resume, or NULL when there is none. */
+static PyObject *
+callback_suspend(void)
+{
+    CallbackSlot *s = (CallbackSlot *)tls_slot;
+    if (tls_callback == NULL || s == NULL) {
+        return NULL;
+    }
+    PyObject *callback = s->callback;   /* the slot's reference moves to the caller */
+    PyInterpreterState *interp = s->interp;
+    s->callback = NULL;
+    s->interp = NULL;
+    tls_callback = NULL;
+    tls_suspended = callback;
+    if (interp != NULL) {
+        hook_release(interp);
+    }
+    return callback;
+}
+
+/* End the suspension callback_suspend returned `callback` for (unless a
+ * set_callback already ended it), on any exit path of the frame: `result`
+ * is the frame's result (NULL with its exception pending), returned. */
+static PyObject *
+callback_resume(PyObject *callback, PyObject *result)
+{
+    if (callback == NULL) {
+        return result;
+    }
+    if (tls_suspended == callback) {
+        PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
+        if (result == NULL) {
+            PyErr_Fetch(&etype, &evalue, &etb);
+        }
+        if (callback_set(callback) < 0) {
+            Py_CLEAR(result);
+            Py_XDECREF(etype);
+            Py_XDECREF(evalue);
+            Py_XDECREF(etb);
+        }
+        else if (result == NULL) {
+            PyErr_Restore(etype, evalue, etb);
+        }
+    }
+    Py_DECREF(callback);
+    return result;
 }
 
 static void
@@ -636,6 +739,7 @@ callback_set(PyObject *callback)
                      Py_TYPE(callback)->tp_name);
         return -1;
     }
+    tls_suspended = NULL;  /* an explicit choice ends a suspension */
     /* The slot stays in the thread-state dict once made: symbolic_translate sets and clears the
      * callback around every call, and making a slot and a dict entry each time cost more than the
      * rest of a cache hit. Clearing only empties it and gives up its share of the hook. */
@@ -709,10 +813,20 @@ PyDoc_STRVAR(set_callback_doc,
 "with a passing guard, and returns None, SKIP or a (guard, new_code) pair.\n"
 "The frame evaluation hook is installed while any thread has a callback.");
 
+/* The thread's callback, suspended or not (borrowed), or Py_None. */
+static PyObject *
+logical_callback(void)
+{
+    if (tls_callback != NULL) {
+        return tls_callback;
+    }
+    return tls_suspended != NULL ? tls_suspended : Py_None;
+}
+
 static PyObject *
 m_set_callback(PyObject *module, PyObject *callback)
 {
-    PyObject *prev = tls_callback != NULL ? tls_callback : Py_None;
+    PyObject *prev = logical_callback();
     Py_INCREF(prev);
     if (callback_set(callback) < 0) {
         Py_DECREF(prev);
@@ -728,9 +842,53 @@ PyDoc_STRVAR(get_callback_doc,
 static PyObject *
 m_get_callback(PyObject *module, PyObject *unused)
 {
-    PyObject *cb = tls_callback != NULL ? tls_callback : Py_None;
+    PyObject *cb = logical_callback();
     Py_INCREF(cb);
     return cb;
+}
+
+PyDoc_STRVAR(callback_active_doc,
+"callback_active($module, /)\n--\n\n"
+"True if this thread's callback is set and not suspended: new frames of\n"
+"this thread go to the hook. While a hook-free cache entry runs, its\n"
+"callback is suspended (get_callback() still returns it).");
+
+static PyObject *
+m_callback_active(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(tls_callback != NULL);
+}
+
+PyDoc_STRVAR(call_with_callback_doc,
+"call_with_callback($module, fn, /, *args)\n--\n\n"
+"fn(*args), with this thread's callback re-installed for the call if a\n"
+"hook-free entry suspended it (and suspended again afterwards, unless the\n"
+"call changed it). The trampolines of native code call resume functions\n"
+"through it: a path taken for the first time is still translated.");
+
+static PyObject *
+m_call_with_callback(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_with_callback expects a callable");
+        return NULL;
+    }
+    PyObject *callback = tls_suspended;
+    if (callback == NULL) {
+        return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
+    }
+    Py_INCREF(callback);
+    if (callback_set(callback) < 0) {
+        Py_DECREF(callback);
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
+    if (tls_callback == callback) {
+        /* The suspending frame still holds its own reference. */
+        Py_XDECREF(callback_suspend());
+    }
+    Py_DECREF(callback);
+    return result;
 }
 
 PyDoc_STRVAR(reset_cache_doc,
@@ -1020,18 +1178,23 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(replace_entry_code_doc,
-"replace_entry_code($module, code, guard, new_code, /)\n--\n\n"
+"replace_entry_code($module, code, guard, new_code, hook_free=False, /)\n--\n\n"
 "Make the cache entry of `code` whose guard is `guard` run `new_code` from\n"
 "now on (the original `code` itself to run it natively behind the same\n"
-"guard). `new_code` is checked as a callback's would be. Returns False when\n"
+"guard), with this thread's callback suspended while it runs if hook_free.\n"
+"`new_code` is checked as a callback's would be. Returns False when\n"
 "no such entry exists (e.g. after reset_cache()). A frame already running\n"
 "the entry's previous code finishes with it.");
 
 static PyObject *
 m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 or 4 arguments");
+        return NULL;
+    }
+    int hook_free = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (hook_free < 0) {
         return NULL;
     }
     if (check_code(args[0]) < 0) {
@@ -1053,13 +1216,14 @@ m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     /* Validated and mapped as a new entry would be; then its code and map move into `e`. */
-    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, e->nargs);
+    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, hook_free, e->nargs);
     if (fresh == NULL) {
         return NULL;
     }
     PyCodeObject *old = e->owns_code ? e->code : NULL;
     e->code = fresh->code;
     e->owns_code = fresh->owns_code;
+    e->hook_free = hook_free;
     memcpy(e->map, fresh->map, (size_t)(e->nargs > 0 ? e->nargs : 1) * sizeof(int));
     fresh->owns_code = 0;  /* its reference to the code now belongs to `e` */
     entry_decref(fresh);
@@ -1073,6 +1237,9 @@ static PyMethodDef module_methods[] = {
     {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
+    {"callback_active", (PyCFunction)m_callback_active, METH_NOARGS, callback_active_doc},
+    {"call_with_callback", (PyCFunction)(void (*)(void))m_call_with_callback, METH_FASTCALL,
+     call_with_callback_doc},
     {"reset_cache", (PyCFunction)m_reset_cache, METH_NOARGS, reset_cache_doc},
     {"cache_size", (PyCFunction)m_cache_size, METH_O, cache_size_doc},
     {"cache_entries", (PyCFunction)m_cache_entries, METH_O, cache_entries_doc},

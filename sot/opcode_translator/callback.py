@@ -136,7 +136,8 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # that the garbage collector cannot see.
     guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
     guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
-    return guard, entry_added(code, translation.native, guard, translation.code), translation.frames
+    new_code, hook_free = entry_added(code, translation.native, guard, translation.code, translation.hook_free)
+    return guard, new_code, translation.frames, hook_free
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

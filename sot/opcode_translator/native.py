@@ -22,6 +22,19 @@ chooses (`CHOICE_LISTENERS`), a resume function gets an entry (the callback, `en
 switched. Frames that inlined calls (user functions, dunders) are never switched: natively, each of those
 calls would become a hooked, guarded frame of its own, which can cost more than the replay saves.
 
+A switched entry is also *hook-free* when nothing it runs natively would be translated: its breaking
+instruction, if any, runs no user code (`runs_only_library_code`: e.g. a tensor's truth value, ``.numpy()``,
+``print``, but not a call of a user function the executor could not inline, whose own frame is translated),
+and every path it goes on natively (no trampoline) is hook-free in every entry of its resume function.
+Without inlined calls, everything else it calls is library code the hook would only mark SKIP. The hook
+then suspends the thread's callback while the entry runs (eval_frame.c): the Paddle frames it calls, several
+per tensor op, run with the interpreter's own evaluation function, as fast as eagerly (a custom one also
+keeps CPython 3.11+ from inlining Python-to-Python calls). Trampolines call their resume function through
+``call_with_callback``, which re-installs the callback for that call: a branch taken for the first time is
+still translated and keeps its compiled graphs. An entry that runs the original code without a plan (a
+frame whose only graph was too small, `transform.Translation.hook_free`) is hook-free when it inlined no
+calls.
+
 What runs is always the original code or the translation of a part of it, so results, gradients, side
 effects and exceptions are eager's either way. In ``sot.stats()`` a switched entry still counts one cache
 hit per call; a path run natively no longer calls (nor counts a hit for) its resume function.
@@ -30,18 +43,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import types
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 from bytecode import Instr, Label
 
 from ..config import config
-from ..eval_frame_ext import cache_entries, callback_installed, is_skipped, replace_entry_code
+from ..eval_frame_ext import call_with_callback, cache_entries, callback_installed, is_skipped, \
+    replace_entry_code
 from ..log import log
 from ..symbolic.compile import CHOICE_LISTENERS, CompiledProgram
 from . import pyversion
 from .resume import _abstract_instructions
+from .skip_files import should_skip, skip_filename
 
 NATIVE_TEMP = "__sot_native_{}"
 
@@ -59,6 +75,9 @@ class ResumePath:
 
 ORIGINAL = None  # `NativePlan.current`/`wanted`: the entry runs the original code itself
 
+# Entries being added, not yet in the cache: code -> (the entry's code, whether it is hook-free)
+Pending = dict[types.CodeType, tuple[types.CodeType, bool]]
+
 
 class NativePlan:
     """How one cache entry may run the original code: the programs that must all have turned out eager, and
@@ -69,14 +88,17 @@ class NativePlan:
     code alive forever."""
 
     def __init__(self, code: types.CodeType, translated: types.CodeType, programs: list[Any],
-                 break_offset: int | None = None, paths: tuple[ResumePath, ...] = ()) -> None:
+                 break_offset: int | None = None, paths: tuple[ResumePath, ...] = (),
+                 break_runs_user_code: bool = False) -> None:
         self._code = weakref.ref(code)
         self.name = code.co_name
         self.translated = translated
         self.programs = programs
         self.break_offset = break_offset
         self.paths = paths
+        self.break_runs_user_code = break_runs_user_code  # the breaking instruction may call user code
         self.current: types.CodeType | None = translated  # what the entry runs (ORIGINAL: the code itself)
+        self.hook_free = False  # the entry runs with the thread's callback suspended
         self.guard: Any = None  # the entry's guard function, once the callback returned it
         for program in programs:
             if isinstance(program, CompiledProgram) and program.choice is None:
@@ -84,7 +106,7 @@ class NativePlan:
         for path in paths:
             _resume_watchers.setdefault(path.resume, weakref.WeakSet()).add(self)
 
-    def wanted(self, pending: dict[types.CodeType, types.CodeType] | None = None) -> types.CodeType | None:
+    def wanted(self, pending: Pending | None = None) -> types.CodeType | None:
         """The code the entry should run now (``pending``: entries being added, not yet in the cache)."""
         code = self._code()
         if code is None or not all(_runs_eagerly(program) for program in self.programs):
@@ -104,17 +126,30 @@ class NativePlan:
             self.paths = tuple(dataclasses.replace(path, callable_natively=False) for path in self.paths)
             return self.translated
 
-    def refresh(self, pending: dict[types.CodeType, types.CodeType] | None = None) -> None:
+    def decide(self, pending: Pending | None = None) -> tuple[types.CodeType | None, bool]:
+        """`wanted`, and whether the entry then runs hook-free."""
+        pending = pending or {}
         wanted = self.wanted(pending)
-        if wanted is self.current:
+        if wanted is self.translated or self.break_runs_user_code:
+            return wanted, False
+        natively = [path for path in self.paths if _runs_natively(path.resume, pending)]
+        return wanted, all(_runs_hook_free(path.resume, pending) for path in natively)
+
+    def refresh(self, pending: Pending | None = None) -> None:
+        wanted, hook_free = self.decide(pending)
+        if wanted is self.current and hook_free == self.hook_free:
             return
         code = self._code()
         if self.guard is not None:
-            if code is None or not replace_entry_code(code, self.guard, code if wanted is ORIGINAL else wanted):
+            if code is None or not replace_entry_code(code, self.guard, code if wanted is ORIGINAL else wanted,
+                                                      hook_free):
                 return  # the entry is gone (``sot.reset()``, the code object died)
-        self.current = wanted
-        log(2, f"{self.name}: every graph of this entry runs eagerly: it runs "
-               f"{'the original code' if wanted is ORIGINAL else 'the original code up to its resume call(s)'}")
+            self.guard.hook_free = hook_free
+        if wanted is not self.current:
+            log(2, f"{self.name}: every graph of this entry runs eagerly: it runs "
+                   f"{'the original code' if wanted is ORIGINAL else 'the original code up to its resume call(s)'}"
+                   f"{', hook-free' if hook_free else ''}")
+        self.current, self.hook_free = wanted, hook_free
         if self.guard is not None and code is not None:
             _notify(code)
 
@@ -124,14 +159,27 @@ def _runs_eagerly(program: Any) -> bool:
     return not isinstance(program, CompiledProgram) or program.choice == "eager"
 
 
-def _runs_natively(code: types.CodeType, pending: dict[types.CodeType, types.CodeType]) -> bool:
+def _entries(code: types.CodeType, pending: Pending) -> list[tuple[types.CodeType, bool]]:
+    """``code``'s entries: what each runs, and whether hook-free (`entry_added` marks the guard)."""
+    entries = [(new_code, getattr(guard, "hook_free", False)) for guard, new_code in cache_entries(code)]
+    if code in pending:
+        entries.append(pending[code])
+    return entries
+
+
+def _runs_natively(code: types.CodeType, pending: Pending) -> bool:
     """Every entry of ``code`` (at least one) runs ``code`` itself, or it is never translated (SKIP)."""
     if is_skipped(code):
         return True
-    codes = [new_code for _, new_code in cache_entries(code)]
-    if code in pending:
-        codes.append(pending[code])
-    return bool(codes) and all(new_code is code for new_code in codes)
+    entries = _entries(code, pending)
+    return bool(entries) and all(new_code is code for new_code, _ in entries)
+
+
+def _runs_hook_free(code: types.CodeType, pending: Pending) -> bool:
+    """Every entry of ``code`` (at least one) is hook-free. Not a code marked SKIP (e.g. at the cache
+    limit): it runs under the hook, which still translates the user functions it calls."""
+    entries = [] if is_skipped(code) else _entries(code, pending)
+    return bool(entries) and all(hook_free for _, hook_free in entries)
 
 
 # Plans waiting for a program's choice / watching a resume function's entries (held weakly: a plan lives as
@@ -142,7 +190,7 @@ _resume_watchers: "weakref.WeakKeyDictionary[types.CodeType, weakref.WeakSet[Nat
     weakref.WeakKeyDictionary()
 
 
-def _notify(code: types.CodeType, pending: dict[types.CodeType, types.CodeType] | None = None) -> None:
+def _notify(code: types.CodeType, pending: Pending | None = None) -> None:
     for plan in list(_resume_watchers.get(code, ())):
         plan.refresh(pending)
 
@@ -158,16 +206,19 @@ def _program_chose(program: CompiledProgram) -> None:
 CHOICE_LISTENERS.append(_program_chose)
 
 
-def entry_added(code: types.CodeType, plan: NativePlan | None, guard: Any, new_code: types.CodeType) -> \
-        types.CodeType:
-    """The callback is about to add the entry ``(guard, new_code)`` to ``code``: returns the code the entry
-    should start with, and lets the entries whose resume function ``code`` is decide again."""
+def entry_added(code: types.CodeType, plan: NativePlan | None, guard: Any, new_code: types.CodeType,
+                hook_free: bool) -> tuple[types.CodeType, bool]:
+    """The callback is about to add the entry ``(guard, new_code)`` to ``code`` (``hook_free`` as translated):
+    returns the code the entry should start with and whether it is hook-free, and lets the entries whose
+    resume function ``code`` is decide again."""
     if plan is not None:
-        plan.current = plan.wanted()
+        plan.current, plan.hook_free = plan.decide()
         plan.guard = guard
         new_code = code if plan.current is ORIGINAL else plan.current
-    _notify(code, {code: new_code})
-    return new_code
+        hook_free = plan.hook_free
+    guard.hook_free = hook_free
+    _notify(code, {code: (new_code, hook_free)})
+    return new_code, hook_free
 
 
 @functools.lru_cache(maxsize=256)
@@ -196,14 +247,16 @@ def native_code(code: types.CodeType, offset: int, calls: tuple[ResumePath, ...]
         temps = [NATIVE_TEMP.format(i) for i in range(path.n_stack)]
         for temp in reversed(temps):
             emit("STORE_FAST", temp)
-        pyversion.emit_callable(emit, lambda path=path: pyversion.emit_make_function(emit, path.resume, False))
+        # (through call_with_callback: a hook-free entry's suspended callback is back for the resume function)
+        pyversion.emit_callable(emit, lambda: emit("LOAD_CONST", call_with_callback))
+        pyversion.emit_make_function(emit, path.resume, False)
         for temp in temps:
             emit("LOAD_FAST", temp)
         for name in path.live:
             emit(pyversion.LOAD_FAST_CHECKED, name)
-        pyversion.emit_call(emit, len(temps) + len(path.live))
+        pyversion.emit_call(emit, 1 + len(temps) + len(path.live))
         emit("RETURN_VALUE")
-        stack_needed = max(stack_needed, 2 + len(temps) + len(path.live))
+        stack_needed = max(stack_needed, 4 + len(temps) + len(path.live))  # (3.10: + the qualname)
     if after_label is not None:
         jump: list[Any] = []
         pyversion.emit_jump(lambda name, arg: jump.append(Instr(name, arg, lineno=line)), after_label)
@@ -222,4 +275,84 @@ def can_call_from_native(code: types.CodeType, resume: types.CodeType, stack_lay
         and not code.co_freevars and not protected
 
 
-__all__ = ["NativePlan", "ResumePath", "can_call_from_native", "entry_added", "native_code"]
+# Values an instruction can work on without running Python code of its own (beyond library code).
+_PLAIN_TYPES = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type(NotImplemented), slice,
+                range, types.ModuleType)
+_CONTAINER_TYPES = (tuple, list, set, frozenset)
+_FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType,
+                   types.MethodDescriptorType, types.ClassMethodDescriptorType)
+_MAX_DEPTH = 3  # nesting of containers looked into; deeper counts as user code
+_MAX_ITEMS = 32  # items of one container looked at; more counts as user code
+
+
+def runs_only_library_code(variables: Iterable[Any]) -> bool:
+    """An instruction run natively on these simulated values (a graph break's operands) can reach no user
+    code the hook would translate: they are tensors, plain values and library functions, objects and classes
+    (`should_skip`), in containers of those. Unknown counts as user code: the entry then keeps the hook."""
+    return all(_variable_is_library(var, 0) for var in variables)
+
+
+def _variable_is_library(var: Any, depth: int) -> bool:
+    from .executor.variables import NullVariable, TensorVariable
+
+    if isinstance(var, (NullVariable, TensorVariable)):
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    value = getattr(var, "__dict__", {}).get("value", _variable_is_library)  # the real object, if it holds one
+    if value is not _variable_is_library:
+        if not _value_is_library(value, depth):
+            return False
+    else:
+        try:
+            if not _type_is_library(var.get_py_type()):
+                return False
+        except Exception:  # noqa: BLE001 - a value the simulation cannot type: unknown
+            return False
+    children = var.children()
+    return len(children) <= _MAX_ITEMS and all(_variable_is_library(child, depth + 1) for child in children)
+
+
+def _value_is_library(value: Any, depth: int) -> bool:
+    if isinstance(value, _PLAIN_TYPES):
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, types.FunctionType):
+        return should_skip(value.__code__, value.__globals__)
+    if isinstance(value, types.MethodType):
+        return _value_is_library(value.__func__, depth + 1) and _value_is_library(value.__self__, depth + 1)
+    if isinstance(value, functools.partial):
+        return all(_value_is_library(item, depth + 1)
+                   for item in (value.func, *value.args, *value.keywords.values()))
+    if isinstance(value, _FUNCTION_TYPES):
+        owner = getattr(value, "__self__", None)
+        return owner is None or _value_is_library(owner, depth + 1)
+    if isinstance(value, type):
+        return _type_is_library(value)
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, _CONTAINER_TYPES) and type(value) in _CONTAINER_TYPES:
+        return len(value) <= _MAX_ITEMS and all(_value_is_library(item, depth + 1) for item in value)
+    return _type_is_library(type(value))
+
+
+_library_types: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+
+
+def _type_is_library(cls: type) -> bool:
+    """Every class of ``cls``'s MRO is built in, or defined in a file the skip policy skips (a module
+    without a file that is not built in, e.g. an interactive ``__main__``, or no module: unknown)."""
+    known = _library_types.get(cls)
+    if known is None:
+        known = _library_types[cls] = all(_module_is_library(base.__module__) for base in cls.__mro__)
+    return known
+
+
+def _module_is_library(name: str) -> bool:
+    filename = getattr(sys.modules.get(name), "__file__", None)
+    return skip_filename(filename) if isinstance(filename, str) else name in sys.builtin_module_names
+
+
+__all__ = ["NativePlan", "ResumePath", "can_call_from_native", "entry_added", "native_code",
+           "runs_only_library_code"]

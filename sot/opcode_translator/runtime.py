@@ -9,6 +9,8 @@ import paddle
 
 from paddle.base.dygraph.math_op_patch import TensorSize as _TensorSize
 
+from ..errors import SotError
+
 _full = paddle.full
 _INT64 = paddle.int64
 
@@ -94,8 +96,8 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
     """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran:
     run the frame's original code ``fn`` natively from its start, untranslated (with the same frame
     arguments, in the order of the argument slots), so the user sees exactly what eager code does."""
-    if not isinstance(exc, Exception):  # KeyboardInterrupt and friends are not the program's error
-        raise exc
+    if not isinstance(exc, Exception) or isinstance(exc, SotError):
+        raise exc  # KeyboardInterrupt and friends, or sot's own error in strict mode: not the program's error
     from ..eval_frame_ext import set_callback
 
     for argument in arguments:  # the original code starts inside the blocks the generated code left

@@ -27,7 +27,7 @@ from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
 from .executor.variables.inplace import ViewReplay, plan_view_replay
 from .executor.variables.iterator import IteratorVariable
-from .native import NativePlan, ResumePath, can_call_from_native
+from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
@@ -47,6 +47,9 @@ class Translation:
     # Python frames ``code`` may need on top of its own (the hook runs the frame as written when the
     # recursion limit leaves less): see `frames_needed`.
     frames: int = 0
+    # ``code`` (the original) calls nothing the hook would translate: it runs with the callback suspended
+    # (native.py; a `native` plan decides this itself)
+    hook_free: bool = False
 
     @property
     def is_break(self) -> bool:
@@ -208,7 +211,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
         log(2, f"{code.co_name}: {sir.op_count()} ops (< min_graph_size={config.min_graph_size}), "
                "runs eagerly")
-        return Translation(code, graph.build_guard(), "eager", sir=sir)
+        return Translation(code, graph.build_guard(), "eager", sir=sir, hook_free=graph.inlined_calls == 0)
     codegen = CodeGen(code, executor.lineno)
     _leave_blocks(codegen, graph)
     codegen.final = True
@@ -571,7 +574,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
                                  tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
-    native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths)) \
+    native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths),
+                        break_runs_user_code=not runs_only_library_code(operands)) \
         if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,

@@ -17,7 +17,9 @@ import paddle
 from paddle.static import InputSpec
 
 from ..config import config
+from ..errors import SotError
 from ..eval_frame_ext import get_callback
+from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
@@ -87,6 +89,29 @@ class CompiledProgram:
     def _replay(self, inputs: list) -> list:
         return self._replay_program()(inputs)
 
+    def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
+        """The program failed to build or to run: replay its statements eagerly, each from its user line, so
+        that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
+        When the replay works, the failure was not the user's: `_give_up_compiling`."""
+        outputs = run_sir(self.sir, inputs, located=True)
+        if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
+            self._give_up_compiling(failure)
+        return outputs
+
+    def _give_up_compiling(self, failure: Exception) -> None:
+        """The program failed where the eager replay of its statements works: a bug of ours or of Paddle's
+        static mode, not of the user's code. It is logged, raised in strict mode, and otherwise the statements
+        are replayed eagerly from now on (instead of failing at every call)."""
+        reason = f"graph {self.sir.name} failed as a compiled program where eager mode works " \
+                 f"({type(failure).__name__}: {str(failure).strip()[:500]})"
+        if config.strict_mode:
+            raise SotError(reason) from failure
+        log(1, f"{reason}; its statements run eagerly from now on")
+        self._choice = self._cost.choice = "eager"
+        self._cost.probing = False
+        for listener in list(CHOICE_LISTENERS):
+            listener(self)
+
     def __call__(self, inputs: list) -> list:
         if self._choice is not None:
             outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
@@ -120,12 +145,17 @@ class CompiledProgram:
         # Paddle's program runner keeps per-program scopes: concurrent runs of one program from several
         # threads would share them (wrong results were observed), so runs of one program are serialised.
         with self._lock:
-            if ambient_amp_enabled():
-                # Every statement carries its own AMP state: the program is built and run with AMP off
-                # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
-                with amp_applied(AMP_OFF):
-                    return self._run_compiled_locked(inputs)
-            return self._run_compiled_locked(inputs)
+            try:
+                if ambient_amp_enabled():
+                    # Every statement carries its own AMP state: the program is built and run with AMP off
+                    # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
+                    with amp_applied(AMP_OFF):
+                        return self._run_compiled_locked(inputs)
+                return self._run_compiled_locked(inputs)
+            except Exception as failure:
+                if self._program is not None or self.static_function is None:
+                    raise  # a failed run was replayed already (this is the user's error), or a released program
+                return self._replay_after_failure(failure, inputs)  # building the program failed
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
@@ -160,10 +190,10 @@ class CompiledProgram:
                     outputs = self._program.sot_call(inputs)
             finally:
                 self._end_scope_build()
-        except Exception:
+        except Exception as failure:
             # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
             # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
-            return run_sir(self.sir, inputs, located=True)
+            return self._replay_after_failure(failure, inputs)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
         if training and paddle.is_grad_enabled():

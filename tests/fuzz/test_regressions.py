@@ -13,6 +13,7 @@ import paddle
 import pytest
 
 import sot
+from _conformance import check
 from sot import psdb
 
 
@@ -43,28 +44,29 @@ def _same(a: Any, b: Any) -> bool:
 def assert_parity(fn: Callable[..., Any], make_args: Callable[[], tuple], min_graph_size: int,
                   calls: int = 2) -> None:
     """Eager vs translated (``calls`` times, fresh arguments each time): result, exception, printed output
-    and the arguments after the call (mutations) must be the same."""
-    eager_args = make_args()
-    expected, expected_error, expected_out = _outcome(fn, eager_args)
+    and the arguments after the call (mutations) must be the same (`_conformance.check`)."""
+    with sot.config.patch(min_graph_size=min_graph_size):
+        check(fn, make_args, calls=calls, breaks=None, fallbacks=None, stable=False)
+
+
+def assert_translated_like_eager(observe: Callable[[Callable[..., Any]], Any], fn: Callable[..., Any],
+                                 min_graph_size: int = 0, calls: int = 1) -> None:
+    """What ``observe(f)`` sees of a call of ``f`` (its error's location, a backward's outcome...) is the
+    same for ``fn`` translated, at each of ``calls`` calls, as for ``fn`` run eagerly."""
+    expected = observe(fn)
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
         for call in range(calls):
-            args = make_args()
-            result, error, out = _outcome(translated, args)
-            where = f"translated call {call + 1}"
-            assert error == expected_error, f"{where}: raised {error}, eager {expected_error}"
-            assert out == expected_out, f"{where}: printed {out!r}, eager {expected_out!r}"
-            assert _same(result, expected), f"{where}: returned {result!r}, eager {expected!r}"
-            assert _same(list(args), list(eager_args)), f"{where}: arguments after the call {args!r}, " \
-                                                        f"eager {eager_args!r}"
+            assert observe(translated) == expected, f"translated call {call + 1}"
 
 
-def _innermost_line(fn: Callable[..., Any], args: tuple) -> int:
+def _innermost_frame(fn: Callable[..., Any], *args: Any) -> tuple[str, int | None]:
+    """(function name, line) of the innermost traceback entry in this file of the error ``fn`` raises."""
     try:
         fn(*args)
     except Exception as exc:  # noqa: BLE001
-        frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if fs.filename == __file__]
-        return frames[-1].lineno
+        entries = [e for e in traceback.extract_tb(exc.__traceback__) if e.filename == __file__]
+        return (entries[-1].name, entries[-1].lineno) if entries else ("<none>", None)
     raise AssertionError("did not raise")
 
 
@@ -198,10 +200,7 @@ def del_missing_attribute_of_new_object(x):
 def test_exception_of_a_replayed_attribute_deletion_points_at_its_line() -> None:
     """Seed 126: ``del obj.extra`` on an object built in the frame raises at the return line (the deletion is
     replayed after the graph with the line of the return)."""
-    args = (paddle.ones([2]),)
-    expected = _innermost_line(del_missing_attribute_of_new_object, args)
-    with sot.config.patch(min_graph_size=0):
-        assert _innermost_line(sot.symbolic_translate(del_missing_attribute_of_new_object), args) == expected
+    assert_translated_like_eager(lambda f: _innermost_frame(f, paddle.ones([2])), del_missing_attribute_of_new_object)
 
 
 def index_error_before_break(x, i):
@@ -214,10 +213,8 @@ def test_exception_of_a_small_graph_before_a_break_points_at_its_line() -> None:
     """Seed 175: a graph smaller than min_graph_size is replayed eagerly at the break; its kernel error is
     raised with the line of the break (``print``) instead of the line of the op (and without the replay's
     location)."""
-    args = (paddle.ones([5]), -6)
-    expected = _innermost_line(index_error_before_break, args)
-    with sot.config.patch(min_graph_size=10):
-        assert _innermost_line(sot.symbolic_translate(index_error_before_break), args) == expected
+    assert_translated_like_eager(lambda f: _innermost_frame(f, paddle.ones([5]), -6), index_error_before_break,
+                                 min_graph_size=10)
 
 
 # -- in-place ops and autograd ------------------------------------------------------------------------------
@@ -246,10 +243,7 @@ def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward(
     modified by an inplace operation``). Translated, it refuses with eager's message (it used to compute the
     gradient with the *modified* ``y``), but as an OSError: the version check is a gradient hook, whose error
     Paddle wraps. See test_inplace_change_of_a_saved_output_raises_the_eager_exception_type."""
-    expected = _backward_outcome(inplace_after_use_across_a_break)
-    with sot.config.patch(min_graph_size=0):
-        translated = sot.symbolic_translate(inplace_after_use_across_a_break)
-        assert _backward_outcome(translated) == expected
+    assert_translated_like_eager(_backward_outcome, inplace_after_use_across_a_break)
 
 
 def exp_across_a_break(w):
@@ -258,25 +252,27 @@ def exp_across_a_break(w):
     return y
 
 
+def _backward_after_changing_the_output_in_place(fn: Callable[..., Any]) -> BaseException | None:
+    """What ``backward()`` raises after the caller changed the output of ``fn`` in place (None: it did not)."""
+    w = paddle.to_tensor([1.0, -2.0, 3.0])
+    w.stop_gradient = False
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = fn(w)
+    out.add_(paddle.ones([3]))
+    try:
+        out.sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        return exc
+    return None
+
+
 def test_inplace_change_of_a_saved_output_never_gives_a_silent_gradient() -> None:
     """The output the program's backward reads, changed in place by the caller: eager refuses, so must the
     translated function (checked by a gradient hook, whose error Paddle wraps in an OSError: the message
     is still eager's)."""
-    def run(fn: Callable[..., Any]) -> str:
-        w = paddle.to_tensor([1.0, -2.0, 3.0])
-        w.stop_gradient = False
-        with contextlib.redirect_stdout(io.StringIO()):
-            out = fn(w)
-        out.add_(paddle.ones([3]))
-        try:
-            out.sum().backward()
-        except Exception as exc:  # noqa: BLE001
-            return str(exc)
-        raise AssertionError(f"backward computed the gradient {w.grad.numpy()} with the modified tensor")
-
-    assert "has been modified by an inplace operation" in run(exp_across_a_break)
     with sot.config.patch(min_graph_size=0):
-        assert "has been modified by an inplace operation" in run(sot.symbolic_translate(exp_across_a_break))
+        for fn in (exp_across_a_break, sot.symbolic_translate(exp_across_a_break)):
+            assert "has been modified by an inplace operation" in str(_backward_after_changing_the_output_in_place(fn))
 
 
 def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> None:
@@ -284,21 +280,7 @@ def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> N
     RuntimeError, translated an OSError with eager's message: the version check is a gradient hook, and
     Paddle wraps an error raised in a hook. (An eager op saving every such input around each compiled call
     fixed the input case but cost several small ops per training call: not worth an error's type.)"""
-    def run(fn: Callable[..., Any]) -> str:
-        w = paddle.to_tensor([1.0, -2.0, 3.0])
-        w.stop_gradient = False
-        with contextlib.redirect_stdout(io.StringIO()):
-            out = fn(w)
-        out.add_(paddle.ones([3]))
-        try:
-            out.sum().backward()
-        except Exception as exc:  # noqa: BLE001
-            return type(exc).__name__
-        return "no error"
-
-    expected = run(exp_across_a_break)
-    with sot.config.patch(min_graph_size=0):
-        assert run(sot.symbolic_translate(exp_across_a_break)) == expected
+    assert_translated_like_eager(lambda f: type(_backward_after_changing_the_output_in_place(f)), exp_across_a_break)
 
 
 def product_with_a_saved_input_across_a_break(x, y, w):
@@ -321,9 +303,7 @@ def test_outputs_watched_for_in_place_changes_keep_their_values_gradients_and_id
         bits = [t.numpy().view(np.uint32).tolist() for t in (a, c, w.grad)]
         return bits, a is b, a.stop_gradient, c.stop_gradient
 
-    expected = run(product_with_a_saved_input_across_a_break)
-    with sot.config.patch(min_graph_size=0):
-        assert run(sot.symbolic_translate(product_with_a_saved_input_across_a_break)) == expected
+    assert_translated_like_eager(run, product_with_a_saved_input_across_a_break)
 
 
 # -- effects deferred past the code that should observe or catch them -------------------------------------
@@ -350,17 +330,11 @@ def store_in_finally_after_a_failing_setitem(w, d):
     return w
 
 
-def _leaf() -> paddle.Tensor:
-    w = paddle.ones([2])
-    w.stop_gradient = False
-    return w
-
-
 def test_finally_block_effects_survive_an_exception() -> None:
     """Seed 1145: the dict store of the ``finally`` block is lost when the ``try`` body raises (eagerly the
     caller sees ``d == {'a': 0}`` and the ValueError; translated ``d`` keeps ``{'a': 4}``)."""
     for min_graph_size in (0, 10):
-        assert_parity(store_in_finally_after_a_failing_setitem, lambda: (_leaf(), {"a": 4}),
+        assert_parity(store_in_finally_after_a_failing_setitem, lambda: (_parameter(), {"a": 4}),
                       min_graph_size=min_graph_size)
 
 
@@ -681,16 +655,6 @@ def test_a_compiled_program_never_writes_into_its_input() -> None:
             assert y.numpy().tolist() == [1.0, 2.0], (call, y.numpy())
 
 
-def _innermost_frame(fn: Callable[..., Any], *args: Any) -> tuple[str, int | None]:
-    """(function name, line) of the innermost traceback entry in this file of the error ``fn`` raises."""
-    try:
-        fn(*args)
-    except AttributeError as exc:
-        entries = [e for e in traceback.extract_tb(exc.__traceback__) if e.filename == __file__]
-        return (entries[-1].name, entries[-1].lineno) if entries else ("<none>", None)
-    raise AssertionError("expected an AttributeError")
-
-
 def reads_its_own_frame(t):
     sys._getframe(0)  # the translation of this frame falls back
     return t + 1
@@ -720,11 +684,8 @@ def test_a_fallback_inside_finally_keeps_the_traceback_of_the_exception_in_fligh
     The helper called in the ``finally`` block falls back; Python chains the translator's FallbackError to
     the exception being handled (the user's AttributeError), and dropping the failure's tracebacks walked
     that chain and cleared the user's traceback too."""
-    expected = _innermost_frame(delete_then_call_in_finally, helper, paddle.ones([2]), Plain(1))
-    translated = sot.symbolic_translate(delete_then_call_in_finally)
-    with sot.config.patch(min_graph_size=0):
-        for call in range(2):
-            assert _innermost_frame(translated, helper, paddle.ones([2]), Plain(1)) == expected, call
+    assert_translated_like_eager(lambda f: _innermost_frame(f, helper, paddle.ones([2]), Plain(1)),
+                                 delete_then_call_in_finally, calls=2)
 
 
 def breaks_the_graph(t):
@@ -739,10 +700,8 @@ def test_a_graph_break_inside_finally_keeps_the_line_of_the_exception_in_flight(
     obj.extra`` (3.11+; 3.10 passes). The AttributeError was raised by the simulation, so it carries no entry
     of the user's frame, and the generated code raises it from the line of the break; eager ``RERAISE`` keeps
     the entry of the line that raised it first."""
-    expected = _innermost_frame(delete_then_call_in_finally, breaks_the_graph, paddle.ones([2]), Plain(1))
-    translated = sot.symbolic_translate(delete_then_call_in_finally)
-    with sot.config.patch(min_graph_size=0):
-        assert _innermost_frame(translated, breaks_the_graph, paddle.ones([2]), Plain(1)) == expected
+    assert_translated_like_eager(lambda f: _innermost_frame(f, breaks_the_graph, paddle.ones([2]), Plain(1)),
+                                 delete_then_call_in_finally)
 
 
 # -- symbolic ints -------------------------------------------------------------------------------------------

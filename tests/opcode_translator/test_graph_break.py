@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 
-import inspect
 import math
 import textwrap
 
@@ -26,7 +25,7 @@ import pytest
 import sot
 from sot import psdb
 
-from conftest import assert_same
+from conftest import COUNTERS, assert_counts, assert_same, counts, line_of
 
 
 def _t(*shape: int, seed: int = 0, sign: float = 1.0, stop_gradient: bool = True) -> paddle.Tensor:
@@ -44,28 +43,6 @@ def pos(*shape: int, seed: int = 0) -> paddle.Tensor:
 def neg(*shape: int, seed: int = 0) -> paddle.Tensor:
     """A tensor whose every element is < 0."""
     return _t(*shape, seed=seed, sign=-1.0)
-
-
-COUNTERS = ("translate_count", "graph_breaks", "fallbacks", "compiled_graphs")
-
-
-def counts() -> dict[str, int]:
-    stats = sot.stats()
-    return {name: getattr(stats, name) for name in COUNTERS}
-
-
-def assert_counts(**expected: int) -> None:
-    actual = counts()
-    assert actual == {name: expected[name] for name in COUNTERS}, f"{actual} != expected {expected}"
-
-
-def line_of(fn, marker: str) -> int:
-    """The absolute line number of the first line of ``fn``'s source containing ``marker``."""
-    lines, first = inspect.getsourcelines(fn)
-    for index, text in enumerate(lines):
-        if marker in text:
-            return first + index
-    raise AssertionError(f"{marker!r} not in the source of {fn.__name__}")
 
 
 def parity(fn, *args, calls: int = 2):

@@ -9,12 +9,16 @@ again, and the `sot.stats()` counts are those documented in native.py.
 """
 from __future__ import annotations
 
+import dis
 import numpy as np
 import paddle
 import pytest
 
 import sot
-from sot.eval_frame_ext import cache_entries
+from sot.eval_frame_ext import cache_entries, callback_active, callback_installed, get_callback
+from sot.eval_frame_ext._eval_frame import _hook_installed
+from sot.opcode_translator.callback import frame_callback
+from sot.opcode_translator.native import runs_only_library_code
 from sot.symbolic import cost_model
 
 from conftest import assert_same
@@ -217,3 +221,163 @@ def test_a_break_at_a_call_inside_an_expression() -> None:
     assert _entry_codes(code) == [code]
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 1, 0)
+
+
+# -- hook-free entries: the callback is suspended while a switched entry runs (native.py, eval_frame.c) ------
+
+HOOK_STATES: list = []
+
+
+@sot.skip_function
+def hook_probe(t: paddle.Tensor) -> paddle.Tensor:
+    """Where a call from the frame stands: this thread's callback active, sot's eval function installed."""
+    HOOK_STATES.append((callback_active(), _hook_installed()))
+    return t
+
+
+def probed_if(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = hook_probe(x * w)
+    LOG.append("before")
+    if x.mean() > 0:
+        h = hook_probe(h + 1.0)
+        LOG.append("then")
+    else:
+        # big enough to compile: the branch, first taken late, must still get its graph
+        h = paddle.tanh(h * 3.0) + paddle.exp(h * 0.5) - paddle.sin(h) * paddle.cos(h) + paddle.abs(h) * 0.5
+        h = paddle.tanh(h * 2.0) + paddle.exp(h * 0.25) - paddle.sin(h) * 2.0
+        LOG.append("else")
+    return h * 2.0
+
+
+def _hook_is_off_inside(code) -> bool:
+    return all(getattr(guard, "hook_free", False) for guard, _ in cache_entries(code))
+
+
+def _probed_call(fast, sign: float) -> list:
+    """What `hook_probe` saw during one translated call."""
+    HOOK_STATES.clear()
+    fast(*_inputs(sign))
+    return list(HOOK_STATES)
+
+
+def test_a_switched_entry_runs_with_the_hook_off_and_a_later_branch_still_compiles() -> None:
+    fast = sot.symbolic_translate(probed_if)
+    code = probed_if.__code__
+    _run_and_compare(fast, probed_if, 1.0)
+    assert sot.stats().compiled_graphs == 0
+    for _ in range(3):
+        _run_and_compare(fast, probed_if, 1.0)
+        # The break is at a tensor's truth value (library code), and the path taken runs natively: nothing
+        # the frame calls is translated, and the interpreter's own eval function runs it all.
+        assert _probed_call(fast, 1.0) == [(False, False)] * 2
+    assert _hook_is_off_inside(code)
+    translated = sot.stats().translate_count
+
+    # The other branch, first taken now, reaches its resume function through the trampoline with the
+    # callback back on: translated, its graph compiled, and run compiled from then on. (3.13 breaks at the
+    # TO_BOOL before the jump: one path, whose resume function runs natively, both branches included.)
+    branches_at_the_break = int("TO_BOOL" not in dis.opmap)
+    for _ in range(3):
+        _run_and_compare(fast, probed_if, -1.0)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.compiled_graphs) == (translated + branches_at_the_break,
+                                                              branches_at_the_break)
+    assert _hook_is_off_inside(code), "the trampoline is the way back into translated code"
+    _run_and_compare(fast, probed_if, -1.0)
+    assert (sot.stats().translate_count, sot.stats().compiled_graphs) == (translated + branches_at_the_break,
+                                                                          branches_at_the_break)
+    assert _probed_call(fast, 1.0) == [(False, False)] * 2
+
+
+def test_the_callback_is_back_after_a_hook_free_entry_raises() -> None:
+    x = paddle.ones([4])
+    items: list = []
+    with callback_installed(frame_callback):
+        raises_after_the_break(x, items)
+        for _ in range(3):
+            with pytest.raises(IndexError):
+                raises_after_the_break(x, items)
+            assert callback_active() and get_callback() is frame_callback and _hook_installed()
+    assert _hook_is_off_inside(raises_after_the_break.__code__)
+
+
+def not_inlinable(t: paddle.Tensor) -> paddle.Tensor:
+    LOG.append("helper")
+    print(end="")  # (breaks the graph: the call of this function cannot be inlined)
+    return hook_probe(t * 3.0)
+
+
+def breaks_at_a_user_call(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = x * w
+    h = not_inlinable(h)
+    LOG.append("after")
+    return h - w
+
+
+def test_a_break_at_a_call_of_user_code_keeps_the_hook() -> None:
+    """The function called at the break runs natively: it must still reach the hook, to be translated."""
+    fast = sot.symbolic_translate(breaks_at_a_user_call)
+    for _ in range(3):
+        _run_and_compare(fast, breaks_at_a_user_call, 1.0)
+    assert not _hook_is_off_inside(breaks_at_a_user_call.__code__)
+    assert cache_entries(not_inlinable.__code__), "the callee was translated"
+    hits = sot.stats().cache_hits
+    fast(*_inputs(1.0))
+    # The frame, the callee (hook-free itself: it breaks at print), the frame's resume function after the call
+    assert sot.stats().cache_hits - hits == 3, "the callee's own entry served it"
+
+
+class UserThing:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+def test_which_values_run_only_library_code() -> None:
+    from sot.opcode_translator.executor.function_graph import FrameInfo, FunctionGraph
+    from sot.opcode_translator.executor.tracker import DummyTracker
+    from sot.opcode_translator.executor.variables import VariableFactory
+
+    code = tensor_if.__code__
+    graph = FunctionGraph(FrameInfo(code, globals(), __builtins__, None, ()), code.co_name)
+
+    def judged(value) -> bool:
+        return runs_only_library_code([VariableFactory.from_value(value, graph, DummyTracker())])
+
+    for value in (1, "s", None, (1, 2.0), [1, [2, (3,)]], {"a": 1}, print, len, paddle.tanh, paddle.Tensor,
+                  np.float32(1.0), [1].append):
+        assert judged(value), value
+    for value in (not_inlinable, UserThing, UserThing(1.0), [1, UserThing(2.0)], UserThing(1.0).__init__,
+                  {"f": not_inlinable}):
+        assert not judged(value), value
+
+
+@sot.skip_function
+def resets_sot(t: paddle.Tensor) -> paddle.Tensor:
+    LOG.append("reset")
+    sot.reset()
+    return t
+
+
+def resets_inside(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+    h = x * w
+    if x.mean() > 0:
+        h = resets_sot(h + 1.0)
+    else:
+        h = resets_sot(h - 1.0)
+    LOG.append("after")
+    return h * 2.0
+
+
+def test_sot_reset_inside_a_hook_free_entry() -> None:
+    """Every call empties the cache from inside the running entry: it finishes as eager code would, the next
+    call translates again, and the callback is back after each call."""
+    with callback_installed(frame_callback):
+        for sign in (1.0, 1.0, -1.0, 1.0):
+            x, w = _inputs(sign)
+            LOG.clear()
+            out = resets_inside(x, w)
+            fast_log = list(LOG)
+            assert callback_active() and get_callback() is frame_callback
+            LOG.clear()
+            assert_same(out, resets_inside(*_inputs(sign)))
+            assert fast_log == LOG

@@ -16,25 +16,12 @@ import pytest
 import sot
 from sot import psdb
 
-from conftest import assert_same
+from conftest import assert_counts, assert_same
 
 
 def _t(*shape: int, seed: int = 0) -> paddle.Tensor:
     rng = np.random.default_rng(seed + 7 * len(shape) + sum(shape))
     return paddle.to_tensor((np.abs(rng.standard_normal(shape)) + 0.1).astype("float32"))
-
-
-COUNTERS = ("translate_count", "graph_breaks", "fallbacks", "compiled_graphs")
-
-
-def counts() -> dict[str, int]:
-    stats = sot.stats()
-    return {name: getattr(stats, name) for name in COUNTERS}
-
-
-def assert_counts(**expected: int) -> None:
-    actual = counts()
-    assert actual == {name: expected[name] for name in COUNTERS}, f"{actual} != expected {expected}"
 
 
 def state_of(value):

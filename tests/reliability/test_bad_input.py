@@ -7,17 +7,11 @@ import math
 import operator
 from typing import Any
 
-import numpy as np
 import paddle
 import pytest
 
 import sot
-
-
-def same(a: Any, b: Any) -> bool:
-    if isinstance(a, paddle.Tensor):
-        return isinstance(b, paddle.Tensor) and a.shape == b.shape and np.allclose(a.numpy(), b.numpy())
-    return type(a) is type(b) and a == b
+from conftest import assert_same
 
 
 def check_works(fn: Any, *args: Any, translates: bool) -> None:
@@ -26,8 +20,8 @@ def check_works(fn: Any, *args: Any, translates: bool) -> None:
     expected = fn(*args)
     translated = sot.symbolic_translate(fn)
     with sot.config.patch(min_graph_size=0):
-        assert same(translated(*args), expected)
-        assert same(translated(*args), expected)
+        assert_same(translated(*args), expected)
+        assert_same(translated(*args), expected)
     assert (sot.stats().translate_count > 0) == translates, sot.stats()
 
 
@@ -45,7 +39,7 @@ def test_none_returns_the_decorator_and_the_decorator_form_works() -> None:
     def double(x):
         return x * 2
 
-    assert same(decorator(double)(paddle.ones([2])), double(paddle.ones([2])))
+    assert_same(decorator(double)(paddle.ones([2])), double(paddle.ones([2])))
 
 
 def test_unknown_keyword_raises_type_error() -> None:
@@ -78,6 +72,15 @@ def test_paddle_api_function_works() -> None:
     check_works(paddle.tanh, paddle.ones([3]), translates=False)
 
 
+def negated(v):
+    return -v
+
+
+def test_user_functions_a_builtin_calls_back_are_translated() -> None:
+    """``sorted`` has no Python frame, its ``key`` function has."""
+    check_works(functools.partial(sorted, key=negated), [1, 3, 2], translates=True)
+
+
 # -- classes: work (the constructor runs, user __init__ translated) -----------------------------------------
 class Point:
     def __init__(self, x, k):
@@ -88,7 +91,8 @@ class Point:
 def test_user_class_works_and_builds_the_same_instance() -> None:
     translated = sot.symbolic_translate(Point)
     got, expected = translated(paddle.ones([2]), 3), Point(paddle.ones([2]), 3)
-    assert type(got) is Point and got.k == expected.k and same(got.x, expected.x)
+    assert type(got) is Point and got.k == expected.k
+    assert_same(got.x, expected.x)
     assert sot.stats().translate_count >= 1
 
 
@@ -115,6 +119,24 @@ async def async_generator_function(n):
 def test_generator_and_async_functions_raise_type_error(fn: Any) -> None:
     with pytest.raises(TypeError, match=fn.__name__):
         sot.symbolic_translate(fn)
+
+
+class GeneratorMethods:
+    def method(self, n):
+        yield n
+
+    async def __call__(self, n):
+        return n
+
+
+@pytest.mark.parametrize("make", [lambda: functools.partial(generator_function, 1),
+                                  lambda: GeneratorMethods().method, lambda: staticmethod(generator_function),
+                                  GeneratorMethods],
+                         ids=["partial", "bound_method", "staticmethod", "object_with_async_call"])
+def test_generator_and_async_functions_behind_a_wrapper_raise_type_error(make: Any) -> None:
+    """The kind of function a call runs decides, whatever wraps it."""
+    with pytest.raises(TypeError, match="generator|coroutine"):
+        sot.symbolic_translate(make())
 
 
 def test_function_returning_a_generator_works() -> None:
@@ -173,8 +195,8 @@ def test_already_translated_function_works() -> None:
     twice = sot.symbolic_translate(once)
     x = paddle.ones([3])
     with sot.config.patch(min_graph_size=0):
-        assert same(twice(x, x), add(x, x))
-        assert same(twice(x, x), add(x, x))
+        assert_same(twice(x, x), add(x, x))
+        assert_same(twice(x, x), add(x, x))
 
 
 def test_already_translated_layer_works() -> None:
@@ -182,7 +204,7 @@ def test_already_translated_layer_works() -> None:
     once = sot.symbolic_translate(layer)
     twice = sot.symbolic_translate(once)
     x = paddle.ones([1, 3])
-    assert same(twice(x), layer(x))
+    assert_same(twice(x), layer(x))
 
 
 def test_translated_function_keeps_name_and_doc() -> None:

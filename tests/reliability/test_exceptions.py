@@ -4,53 +4,14 @@ function); an internal error of the translator never crashes user code (the fram
 reason), except in strict mode where it propagates."""
 from __future__ import annotations
 
-import inspect
-import traceback
 from typing import Any, Callable
 
 import paddle
 import pytest
 
 import sot
+from conftest import check_same_exception, raised
 from sot import psdb
-
-
-def _line_of(fn: Callable[..., Any], text: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return start + offset
-    raise AssertionError(f"{text!r} not in the source of {fn.__name__}")
-
-
-def _raised(fn: Callable[..., Any], *args: Any) -> BaseException:
-    try:
-        fn(*args)
-    except Exception as exc:  # noqa: BLE001
-        return exc
-    raise AssertionError(f"{getattr(fn, '__name__', fn)} did not raise")
-
-
-def check_same_exception(fn: Callable[..., Any], make_args: Callable[[], tuple], line_text: str,
-                         warm_args: Callable[[], tuple] | None = None, min_graph_size: int = 0) -> BaseException:
-    """Eager and translated raise the same type and message, and the translated traceback goes through the
-    user's line ``line_text`` of ``fn`` (function name, file and line number)."""
-    expected = _raised(fn, *make_args())
-    with sot.config.patch(min_graph_size=min_graph_size):
-        translated = sot.symbolic_translate(fn)
-        if warm_args is not None:
-            translated(*warm_args())  # translate (and compile) first: the failing call is then a cache hit
-        for attempt in range(2):  # the first failing call and the cached one
-            actual = _raised(translated, *make_args())
-            assert type(actual) is type(expected), f"{type(actual).__name__}: {actual} != " \
-                                                   f"{type(expected).__name__}: {expected}"
-            assert str(actual) == str(expected)
-            line = _line_of(fn, line_text)
-            frames = [(fs.filename, fs.name, fs.lineno) for fs in traceback.extract_tb(actual.__traceback__)]
-            assert (fn.__code__.co_filename, fn.__name__, line) in frames, \
-                f"attempt {attempt + 1}: no frame {fn.__name__} at line {line} in the traceback:\n" + \
-                "".join(traceback.format_tb(actual.__traceback__))
-    return actual
 
 
 # -- in a graph: a kernel error at run time ----------------------------------------------------------------
@@ -102,6 +63,104 @@ def test_shape_error_in_a_graph() -> None:
     check_same_exception(reshape_in_graph, lambda: (paddle.ones([4]),), "paddle.reshape")
 
 
+# -- in a graph with dynamic dimensions: only the kernel sees the mismatch -----------------------------------
+def matmul_in_graph(x, y):
+    z = x * 2
+    out = paddle.matmul(z, y)
+    return out + 1
+
+
+def reshape_to(x, rows):
+    y = x + 1
+    z = paddle.reshape(y, [rows, -1])
+    return z * 2
+
+
+def item_of(x, i):
+    y = x * 2
+    return y[i] + 1
+
+
+DYNAMIC_SHAPE_ERRORS = {  # fn, calls making dimensions dynamic, the failing call, its line
+    "matmul": (matmul_in_graph, [([2, 3], [3, 5]), ([2, 4], [4, 5])], ([2, 4], [6, 5]), "paddle.matmul"),
+    "reshape": (reshape_to, [([6], 2), ([8], 2)], ([7], 2), "paddle.reshape"),
+    "index": (item_of, [([6], 2), ([8], 3)], ([7], 9), "return y[i]"),  # (may be guarded to stay in range)
+}
+ONLY_THE_KERNEL_SEES_IT = ("matmul", "reshape")
+
+
+def _tensors(args: tuple) -> tuple:
+    return tuple(paddle.ones(a) if isinstance(a, list) else a for a in args)
+
+
+@pytest.mark.parametrize("case", list(DYNAMIC_SHAPE_ERRORS))
+def test_kernel_error_of_a_graph_with_dynamic_shapes(case: str) -> None:
+    """The failing call passes the guards of the entry compiled with symbolic dimensions (a cache hit, where
+    nothing but the static program's kernel can see the mismatch), yet the user sees eager's error."""
+    fn, warm_calls, failing, line_text = DYNAMIC_SHAPE_ERRORS[case]
+    with sot.config.patch(min_graph_size=0, dynamic_shape=True):
+        warm = sot.symbolic_translate(fn)
+        for args in warm_calls:
+            warm(*_tensors(args))
+        translations = sot.stats().translate_count
+        check_same_exception(fn, lambda: _tensors(failing), line_text)
+    if case in ONLY_THE_KERNEL_SEES_IT:
+        assert sot.stats().translate_count == translations, "the failing call was not served by the dynamic entry"
+
+
+# -- chained exceptions: ``raise ... from`` and the exception being handled --------------------------------
+def raise_from_in_a_graph(x, d):
+    y = x + 1
+    try:
+        d["k"]
+    except KeyError as exc:
+        raise ValueError("wrapped") from exc
+    return y
+
+
+def raise_while_handling_after_a_break(x, d):
+    y = x + 1
+    psdb.breakgraph()
+    try:
+        d["k"]
+    except KeyError:
+        raise ValueError("wrapped")
+    return y
+
+
+def kernel_error_while_handling(x, idx, d):
+    y = x + 1
+    try:
+        d["k"]
+    except KeyError:
+        y = paddle.gather(y, idx)
+    return y
+
+
+def _chain(exc: BaseException | None) -> list[tuple[str, str, bool]]:
+    links = []
+    while exc is not None:
+        links.append((type(exc).__name__, str(exc), exc.__suppress_context__))
+        exc = exc.__cause__ or exc.__context__
+    return links
+
+
+@pytest.mark.parametrize("fn,make_args", [
+    (raise_from_in_a_graph, lambda: (paddle.ones([3]), {})),
+    (raise_while_handling_after_a_break, lambda: (paddle.ones([3]), {})),
+    (kernel_error_while_handling, lambda: (paddle.ones([4]), paddle.to_tensor([10]), {})),
+], ids=["raise_from", "implicit_context_after_a_break", "kernel_error_while_handling"])
+def test_chained_exceptions_are_eagers(fn: Any, make_args: Callable[[], tuple]) -> None:
+    """``__cause__`` and ``__context__`` link the user's exceptions as eagerly, and nothing of sot's own (the
+    failure of a static program replayed eagerly) appears in the chain."""
+    expected = _chain(raised(fn, *make_args()))
+    assert len(expected) == 2
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for _ in range(2):
+            assert _chain(raised(translated, *make_args())) == expected
+
+
 # -- between graphs: the breaking instruction itself raises natively ---------------------------------------
 @sot.skip_function
 def native_helper(v):
@@ -115,9 +174,8 @@ def raise_at_break(x, n):
 
 
 def test_exception_from_a_native_call_at_a_graph_break() -> None:
-    exc = check_same_exception(raise_at_break, lambda: (paddle.ones([3]), 4), "native_helper(n)")
-    names = [fs.name for fs in traceback.extract_tb(exc.__traceback__)]
-    assert "native_helper" in names
+    check_same_exception(raise_at_break, lambda: (paddle.ones([3]), 4), "native_helper(n)",
+                         also_through=[(native_helper, "raise ValueError")])
 
 
 class Unprintable:
@@ -196,11 +254,8 @@ def calls_failing_helper(x, lst, i):
 
 
 def test_exception_in_an_inlined_helper_has_both_frames() -> None:
-    exc = check_same_exception(calls_failing_helper, lambda: (paddle.ones([3]), [1, 2], 5),
-                               "failing_helper(lst, i)")
-    helper_line = _line_of(failing_helper, "return lst[i]")
-    frames = [(fs.name, fs.lineno) for fs in traceback.extract_tb(exc.__traceback__)]
-    assert ("failing_helper", helper_line) in frames, frames
+    check_same_exception(calls_failing_helper, lambda: (paddle.ones([3]), [1, 2], 5), "failing_helper(lst, i)",
+                         also_through=[(failing_helper, "return lst[i]")])
 
 
 class Plain:
@@ -315,10 +370,9 @@ def small_graph_then_break(x, i):
 def test_kernel_error_of_an_eagerly_replayed_graph_points_at_the_op_in_an_inlined_helper(capsys: Any) -> None:
     """A graph below min_graph_size is replayed eagerly at the break: the error shows the op's own line, in
     the helper that made it."""
-    exc = check_same_exception(small_graph_then_break, lambda: (paddle.ones([5]), -6),
-                               "small_graph_error_in_a_helper(x, i)", min_graph_size=10)
-    frames = [(fs.name, fs.lineno) for fs in traceback.extract_tb(exc.__traceback__)]
-    assert ("small_graph_error_in_a_helper", _line_of(small_graph_error_in_a_helper, "return x[i]")) in frames
+    check_same_exception(small_graph_then_break, lambda: (paddle.ones([5]), -6),
+                         "small_graph_error_in_a_helper(x, i)", min_graph_size=10,
+                         also_through=[(small_graph_error_in_a_helper, "return x[i]")])
 
 
 def mutation_then_error(x, lst):
@@ -420,6 +474,125 @@ def test_internal_error_is_counted_as_a_fallback(monkeypatch: Any) -> None:
     with sot.config.patch(min_graph_size=0):
         sot.symbolic_translate(simple)(paddle.ones([3]), [])
     assert sot.stats().fallbacks == 1
+
+
+# -- internal errors of a compiled program at run time: the eager replay answers ---------------------------
+def graph_with_effect(x, lst):
+    y = paddle.tanh(x * 2) + 1
+    lst.append(len(lst))
+    return (y * y).sum()
+
+
+PROGRAM_FAILURES = {  # (what fails, the Paddle method patched)
+    "build": ("paddle.jit.dy2static.program_translator.ASTStaticFunction", "get_concrete_program"),
+    "run": ("paddle.jit.dy2static.pir_partial_program.PartialProgramLayer", "sot_call"),
+}
+
+
+def _break_programs(monkeypatch: Any, what: str) -> list[int]:
+    """Make every static program fail to build or to run, as a bug of Paddle's static mode would; the list
+    returned counts the failures."""
+    failures: list[int] = []
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        failures.append(1)
+        raise RuntimeError(f"injected {what} failure")
+
+    monkeypatch.setattr(_class(PROGRAM_FAILURES[what][0]), PROGRAM_FAILURES[what][1], fail)
+    return failures
+
+
+def _class(dotted: str) -> type:
+    import importlib
+
+    module_name, _, class_name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
+def test_a_program_failing_where_eager_works_gives_eager_results_and_logs_why(
+        monkeypatch: Any, capsys: Any, what: str) -> None:
+    """An internal error of the compiled program itself (not of the user's ops, which eager replay would raise
+    again): results, gradients and effects are eager's, the reason is logged at log_level=1, and the graph
+    replays eagerly from then on instead of failing at every call."""
+    x = paddle.ones([3])
+    x.stop_gradient = False
+    eager_list: list[int] = []
+    expected = graph_with_effect(x, eager_list)
+    expected.backward()
+    expected_grad = x.grad.numpy()
+    x.clear_grad()
+    failures = _break_programs(monkeypatch, what)
+    with sot.config.patch(min_graph_size=0, log_level=1):
+        translated = sot.symbolic_translate(graph_with_effect)
+        for _ in range(3):
+            lst: list[int] = []
+            out = translated(x, lst)
+            out.backward()
+            assert out.numpy() == expected.numpy() and (x.grad.numpy() == expected_grad).all()
+            assert lst == eager_list
+            x.clear_grad()
+    assert failures == [1], f"the broken program was tried {len(failures)} times"
+    err = capsys.readouterr().err
+    assert f"injected {what} failure" in err and "eager mode works" in err, err
+
+
+@pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
+def test_a_program_failing_where_eager_works_raises_in_strict_mode(monkeypatch: Any, what: str) -> None:
+    """Strict mode raises the internal error (a SotError caused by it) before any effect of the frame."""
+    _break_programs(monkeypatch, what)
+    lst: list[int] = []
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        with pytest.raises(sot.SotError, match="eager mode works") as info:
+            sot.symbolic_translate(graph_with_effect)(paddle.ones([3]), lst)
+    assert isinstance(info.value.__cause__, RuntimeError) and lst == []
+
+
+def test_a_user_error_in_a_program_is_not_taken_for_an_internal_one(capsys: Any) -> None:
+    """A kernel error the eager replay raises too is the user's: the program stays compiled and nothing is
+    logged about it."""
+    from sot.symbolic import compile as compile_module
+
+    with sot.config.patch(min_graph_size=0, log_level=1):
+        translated = sot.symbolic_translate(gather_in_graph)
+        translated(paddle.ones([4]), paddle.to_tensor([1]))
+        with pytest.raises(IndexError):
+            translated(paddle.ones([4]), paddle.to_tensor([10]))
+        translated(paddle.ones([4]), paddle.to_tensor([2]))
+    programs = [p for p in compile_module._compiled.values() if p.sir.name.startswith("gather_in_graph")]
+    assert programs and all(p.choice is None for p in programs), [p.choice for p in programs]
+    assert "eager mode works" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["translation", "build"])
+def test_a_keyboard_interrupt_inside_sot_propagates_and_leaves_sot_usable(monkeypatch: Any, where: str) -> None:
+    """Ctrl-C while sot simulates a frame or builds a program interrupts the call (it is no internal error to
+    hide), before any effect of the frame; the hook, the build lock and the cache are left so that the next
+    call translates and runs correctly, from another thread too."""
+    import threading
+
+    from sot.eval_frame_ext import get_callback
+
+    def interrupt(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    owner, attr = {"translation": ("sot.opcode_translator.executor.opcode_executor.OpcodeExecutor", "run"),
+                   "build": PROGRAM_FAILURES["build"]}[where]
+    lst: list[int] = []
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(graph_with_effect)
+        with monkeypatch.context() as patch:
+            patch.setattr(_class(owner), attr, interrupt)
+            with pytest.raises(KeyboardInterrupt):
+                translated(x, lst)
+        assert lst == [] and get_callback() is None
+        results: list[Any] = []
+        worker = threading.Thread(target=lambda: results.append(translated(x, [])))
+        worker.start()
+        worker.join(60)
+        assert len(results) == 1 and results[0].numpy() == graph_with_effect(x, []).numpy()
+        assert translated(x, lst).numpy() == graph_with_effect(x, []).numpy() and lst == [0]
 
 
 # -- errors found while simulating, caught by the user's own ``try`` -----------------------------------------

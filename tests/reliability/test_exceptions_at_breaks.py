@@ -4,8 +4,6 @@ reach the user's handlers (``except``, ``finally``, ``__exit__``) exactly as in 
 same exception, same printed output, same effects on the arguments, same grad mode afterwards."""
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 import traceback
 from typing import Any, Callable
@@ -15,6 +13,7 @@ import paddle
 import pytest
 
 import sot
+from _conformance import check
 
 
 class Unprintable:
@@ -27,40 +26,16 @@ class Printable:
         return "fine"
 
 
-def _snapshot(value: Any) -> Any:
-    if isinstance(value, paddle.Tensor):
-        return ("tensor", value.numpy().tolist(), value.stop_gradient)
-    if isinstance(value, (list, tuple)):
-        return type(value).__name__, [_snapshot(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _snapshot(v) for k, v in value.items()}
-    if isinstance(value, (Unprintable, Printable)):
-        return type(value).__name__
-    if hasattr(value, "__dict__") and not callable(value):
-        return type(value).__name__, _snapshot(vars(value))
-    return value
-
-
-def _outcome(fn: Callable[..., Any], args: tuple) -> tuple:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            result, error = _snapshot(fn(*args)), None
-        except Exception as exc:  # noqa: BLE001
-            result, error = None, (type(exc).__name__, str(exc))
-    grad = paddle.is_grad_enabled()
-    paddle.set_grad_enabled(True)
-    return result, error, out.getvalue(), _snapshot(list(args)), grad
-
-
-def assert_parity(fn: Callable[..., Any], make_args: Callable[[], tuple], min_graph_size: int = 0,
-                  calls: int = 3) -> None:
-    expected = _outcome(fn, make_args())
-    with sot.config.patch(min_graph_size=min_graph_size):
-        translated = sot.symbolic_translate(fn)
-        for call in range(calls):
-            actual = _outcome(translated, make_args())
-            assert actual == expected, f"translated call {call + 1}:\n{actual}\n!= eager\n{expected}"
+def assert_parity(fn: Callable[..., Any], *makers: Callable[[], tuple], min_graph_size: int = 0, calls: int = 3,
+                  kwargs: Callable[[], dict] | None = None) -> None:
+    """`_conformance.check` (result or exception, printed output, arguments after the call), plus the grad mode
+    each call leaves behind; every call starts with gradients enabled, and so does the next test."""
+    try:
+        with sot.config.patch(min_graph_size=min_graph_size):
+            check(fn, *makers, calls=calls, breaks=None, fallbacks=None, stable=False, kwargs=kwargs,
+                  reset=lambda: paddle.set_grad_enabled(True), state=paddle.is_grad_enabled)
+    finally:
+        paddle.set_grad_enabled(True)
 
 
 def finally_after_a_failing_print(x, obj, d):
@@ -78,7 +53,7 @@ def finally_after_a_failing_print(x, obj, d):
 @pytest.mark.parametrize("obj", [Unprintable, Printable])
 @pytest.mark.parametrize("min_graph_size", [0, 10])
 def test_finally_runs_when_the_breaking_instruction_raises(obj: type, min_graph_size: int) -> None:
-    assert_parity(finally_after_a_failing_print, lambda: (paddle.ones([2]), obj(), {}), min_graph_size)
+    assert_parity(finally_after_a_failing_print, lambda: (paddle.ones([2]), obj(), {}), min_graph_size=min_graph_size)
 
 
 def except_catches_the_breaking_instruction(x, obj, log):
@@ -252,9 +227,9 @@ def kernel_error_caught_by_the_user(x, idx, log):
 @pytest.mark.parametrize("min_graph_size", [0, 10])
 def test_a_kernel_error_inside_try_is_caught_by_the_user(min_graph_size: int) -> None:
     assert_parity(kernel_error_caught_by_the_user, lambda: (paddle.ones([4]), paddle.to_tensor([9]), []),
-                  min_graph_size)
+                  min_graph_size=min_graph_size)
     assert_parity(kernel_error_caught_by_the_user, lambda: (paddle.ones([4]), paddle.to_tensor([1]), []),
-                  min_graph_size)
+                  min_graph_size=min_graph_size)
 
 
 class Box:
@@ -274,7 +249,8 @@ def effects_before_a_kernel_error(x, i, lst, d, box):
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
 def test_effects_before_a_kernel_error_are_applied_once(min_graph_size: int) -> None:
-    assert_parity(effects_before_a_kernel_error, lambda: (paddle.ones([5]), -6, [], {}, Box()), min_graph_size)
+    assert_parity(effects_before_a_kernel_error, lambda: (paddle.ones([5]), -6, [], {}, Box()),
+                  min_graph_size=min_graph_size)
 
 
 def kernel_error_after_a_break_in_finally(x, i, log):
@@ -298,18 +274,9 @@ def kernel_error_with_star_arguments(x, *rest, scale=1, **options):
 
 
 def test_the_native_rerun_passes_every_kind_of_argument() -> None:
-    assert_parity(kernel_error_with_star_arguments,
-                  lambda: (paddle.ones([4]), paddle.to_tensor([7])), calls=2)
-    expected = _outcome(lambda *a: kernel_error_with_star_arguments(*a, scale=3, shift=1),
-                        (paddle.ones([4]), paddle.to_tensor([2])))
-    with sot.config.patch(min_graph_size=0):
-        translated = sot.symbolic_translate(kernel_error_with_star_arguments)
-        assert _outcome(lambda *a: translated(*a, scale=3, shift=1), (paddle.ones([4]), paddle.to_tensor([2]))) \
-            == expected
-        bad = _outcome(lambda *a: translated(*a, scale=3, shift=1), (paddle.ones([4]), paddle.to_tensor([8])))
-    assert bad[1] is not None and bad[1] == _outcome(
-        lambda *a: kernel_error_with_star_arguments(*a, scale=3, shift=1),
-        (paddle.ones([4]), paddle.to_tensor([8])))[1]
+    assert_parity(kernel_error_with_star_arguments, lambda: (paddle.ones([4]), paddle.to_tensor([7])), calls=2)
+    assert_parity(kernel_error_with_star_arguments, lambda: (paddle.ones([4]), paddle.to_tensor([2])),
+                  lambda: (paddle.ones([4]), paddle.to_tensor([8])), kwargs=lambda: {"scale": 3, "shift": 1})
 
 
 # -- values the generated code builds once and hands to every path out of a break ----------------------------

@@ -1,11 +1,13 @@
 """Interpreter state: ``sys.settrace`` debuggers and ``sys.setprofile`` profilers see the user's lines and calls
-of translated functions (and are not themselves translated), results stay correct; recursion limits behave as
-they do eagerly."""
+of translated functions (and are not themselves translated), coverage.py measures them as it does eager code,
+results stay correct; recursion limits behave as they do eagerly."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import paddle
@@ -31,84 +33,57 @@ def traced(x, n):
 WATCHED = ("traced", "helper")
 
 
-def _with_tracer(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str, int]], Any]:
+HOOKS = {  # how a debugger (line events) and a profiler (calls only) watch the interpreter
+    "settrace": (sys.gettrace, sys.settrace, ("call", "line", "return")),
+    "setprofile": (sys.getprofile, sys.setprofile, ("call", "return")),
+}
+
+
+def _watched(hook: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str, int]], Any]:
+    """``fn(*args)`` under a ``sys.settrace`` or ``sys.setprofile`` function: (result, the events it saw in
+    this file's watched functions, the function itself)."""
+    get, install, kinds = HOOKS[hook]
     events: list[tuple[str, str, int]] = []
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename == THIS_FILE and frame.f_code.co_name in WATCHED:
+    def watcher(frame: Any, event: str, arg: Any) -> Any:
+        if event in kinds and frame.f_code.co_filename == THIS_FILE and frame.f_code.co_name in WATCHED:
             events.append((event, frame.f_code.co_name, frame.f_lineno))
-        return tracer
+        return watcher
 
-    previous = sys.gettrace()
-    sys.settrace(tracer)
+    previous = get()
+    install(watcher)
     try:
         result = fn(*args)
     finally:
-        sys.settrace(previous)
-    return result, events, tracer
+        install(previous)
+    return result, events, watcher
 
 
-def _with_profiler(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[tuple[str, str]], Any]:
-    events: list[tuple[str, str]] = []
-
-    def profiler(frame: Any, event: str, arg: Any) -> None:
-        if event in ("call", "return") and frame.f_code.co_filename == THIS_FILE \
-                and frame.f_code.co_name in WATCHED:
-            events.append((event, frame.f_code.co_name))
-
-    previous = sys.getprofile()
-    sys.setprofile(profiler)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(previous)
-    return result, events, profiler
-
-
+@pytest.mark.parametrize("hook", list(HOOKS))
 @pytest.mark.parametrize("warm", [False, True], ids=["first_call", "cache_hit"])
 @pytest.mark.parametrize("min_graph_size", [0, 10])
-def test_settrace_sees_the_user_lines_and_results_stay_correct(warm: bool, min_graph_size: int) -> None:
+def test_a_debugger_or_profiler_sees_the_user_code_and_results_stay_correct(hook: str, warm: bool,
+                                                                           min_graph_size: int) -> None:
     x = paddle.ones([4])
-    expected, eager_events, _ = _with_tracer(traced, x, 2)
+    expected, eager_events, _ = _watched(hook, traced, x, 2)
+    assert ("call", "helper") in [event[:2] for event in eager_events], "the watcher is broken (test is broken)"
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(traced)
         if warm:
             translated(x, 2)
-        result, events, _ = _with_tracer(translated, x, 2)
+        result, events, _ = _watched(hook, translated, x, 2)
     assert np.allclose(result.numpy(), expected.numpy())
-    assert events == eager_events, f"a debugger sees\n{events}\ninstead of\n{eager_events}"
+    assert events == eager_events, f"the {hook} function sees\n{events}\ninstead of\n{eager_events}"
 
 
-def test_settrace_callback_is_not_translated() -> None:
-    from sot.eval_frame_ext import cache_entries
-
-    x = paddle.ones([4])
-    translated = sot.symbolic_translate(traced)
-    with sot.config.patch(min_graph_size=0):
-        _, _, tracer = _with_tracer(translated, x, 2)
-    assert cache_entries(tracer.__code__) == [], "the trace function itself was translated"
-
-
-@pytest.mark.parametrize("warm", [False, True], ids=["first_call", "cache_hit"])
-def test_setprofile_sees_the_user_calls_and_results_stay_correct(warm: bool) -> None:
-    x = paddle.ones([4])
-    expected, eager_events, _ = _with_profiler(traced, x, 2)
-    with sot.config.patch(min_graph_size=0):
-        translated = sot.symbolic_translate(traced)
-        if warm:
-            translated(x, 2)
-        result, events, _ = _with_profiler(translated, x, 2)
-    assert np.allclose(result.numpy(), expected.numpy())
-    assert events == eager_events, f"a profiler sees {events} instead of {eager_events}"
-
-
-def test_setprofile_callback_is_not_translated() -> None:
+@pytest.mark.parametrize("hook", list(HOOKS))
+def test_the_trace_or_profile_function_is_not_translated(hook: str) -> None:
     from sot.eval_frame_ext import cache_entries
 
     translated = sot.symbolic_translate(traced)
     with sot.config.patch(min_graph_size=0):
-        _, _, profiler = _with_profiler(translated, paddle.ones([4]), 2)
-    assert cache_entries(profiler.__code__) == [], "the profile function itself was translated"
+        _, _, watcher = _watched(hook, translated, paddle.ones([4]), 2)
+    assert cache_entries(watcher.__code__) == [], f"the {hook} function itself was translated"
 
 
 def test_tracer_installed_by_the_user_inside_a_translated_function_sees_only_user_frames() -> None:
@@ -217,6 +192,7 @@ def test_cprofile_counts_the_calls_of_translated_functions() -> None:
 
 _COVERED_MODULE = """\
 import paddle
+from sot import psdb
 
 
 def helper(v):
@@ -226,51 +202,125 @@ def helper(v):
 def model(x, n):
     y = x + 1
     z = helper(y)
+    psdb.breakgraph()
     if n > 0:
         z = z - n
     else:
         z = z + n
+    for i in range(2):
+        z = z + i
     return z.sum()
 """
-_NEVER_RUN_LINE = 14  # the ``else`` branch
+_NEVER_RUN_LINE = 16  # the ``else`` branch
+COVERAGE_MODES = {  # when the function is first translated, and where it runs while coverage measures
+    "translated_before": "translated and cached before the measurement starts",
+    "translated_during": "first called (translated) while coverage measures",
+    "in_a_new_thread": "called from a thread started while coverage measures (``threading.settrace``)",
+}
 
 
-def _measured_lines(core: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
-        tuple[set[int], set[int]]:
-    """(executed, missing) lines of the module above, run under coverage.py with the given core."""
+def _measured(core: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, translate: bool) -> \
+        tuple[set[int], set[int], set[tuple[int, int]]]:
+    """(executed lines, missing lines, arcs) of the module above, run under coverage.py (branch coverage) with
+    the given core."""
     import importlib.util
+    import threading
 
     coverage = pytest.importorskip("coverage")
     monkeypatch.setenv("COVERAGE_CORE", core)
-    path = tmp_path / f"covered_{core}_{translate}.py"
+    path = tmp_path / f"covered_{core}_{mode}_{translate}.py"
     path.write_text(_COVERED_MODULE)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    measure = coverage.Coverage(data_file=None, include=[str(path)])
+    measure = coverage.Coverage(data_file=None, include=[str(path)], branch=True)
     x = paddle.ones([4])
+    results: list[Any] = []
     with sot.config.patch(min_graph_size=0):
         model = sot.symbolic_translate(module.model) if translate else module.model
-        model(x, 2)  # translated (and cached) before the measurement starts
+        if mode == "translated_before":
+            model(x, 2)
         measure.start()
         try:
-            for _ in range(2):
-                assert np.allclose(model(x, 2).numpy(), 16.0)
+            if mode == "in_a_new_thread":
+                worker = threading.Thread(target=lambda: results.extend(model(x, 2) for _ in range(2)))
+                worker.start()
+                worker.join()
+            else:
+                results.extend(model(x, 2) for _ in range(2))
         finally:
             measure.stop()
+        assert len(results) == 2 and all(np.allclose(r.numpy(), 20.0) for r in results)
+        if translate:  # translation goes on once the measurement is over
+            before = sot.stats()
+            assert np.allclose(model(x, 2).numpy(), 20.0)
+            after = sot.stats()
+            assert after.translate_count + after.cache_hits > before.translate_count + before.cache_hits
     _, statements, _, missing, _ = measure.analysis2(str(path))
-    return set(statements) - set(missing), set(missing)
+    arcs = set(measure.get_data().arcs(str(path)) or ())
+    return set(statements) - set(missing), set(missing), arcs
 
 
-@pytest.mark.parametrize("core", ["ctrace", "sysmon"])
-def test_coverage_measures_the_lines_of_translated_functions(core: str, tmp_path: Any,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode", list(COVERAGE_MODES))
+@pytest.mark.parametrize("core", ["ctrace", "pytrace", "sysmon"])
+def test_coverage_measures_the_lines_and_branches_of_translated_functions(
+        core: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """coverage.py, as ``coverage run`` would use it (each of its cores), reports the same lines and branches
+    for a translated function with a graph break as for the eager one."""
     if core == "sysmon" and sys.version_info < (3, 12):
         pytest.skip("coverage's sys.monitoring core needs 3.12")
-    executed, missing = _measured_lines(core, tmp_path, monkeypatch, translate=True)
-    eager_executed, eager_missing = _measured_lines(core, tmp_path, monkeypatch, translate=False)
-    assert _NEVER_RUN_LINE in eager_missing, "the eager measurement is wrong (test is broken)"
-    assert (executed, missing) == (eager_executed, eager_missing)
+    translated = _measured(core, mode, tmp_path, monkeypatch, translate=True)
+    eager = _measured(core, mode, tmp_path, monkeypatch, translate=False)
+    assert _NEVER_RUN_LINE in eager[1], "the eager measurement is wrong (test is broken)"
+    assert translated == eager
+
+
+_SCRIPT = """\
+import paddle
+
+
+def model(x, n):
+    y = x + 1
+    print("break")
+    if n > 0:
+        y = y * n
+    else:
+        y = y - n
+    return y.sum()
+
+
+for _ in range(3):
+    model(paddle.ones([4]), 2)
+"""
+
+
+def _coverage_run(tmp_path: Any, name: str, *command: str) -> tuple[list[int], list[list[int]]]:
+    """(missing lines, missing branches) of script.py run by ``coverage run --branch <command>``."""
+    import json
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, GLOG_minloglevel="2", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               COVERAGE_FILE=str(tmp_path / f".coverage.{name}"))
+    env.pop("COVERAGE_CORE", None)
+    coverage = [sys.executable, "-m", "coverage"]
+    subprocess.run([*coverage, "run", "--branch", *command], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=300)
+    report = tmp_path / f"{name}.json"
+    subprocess.run([*coverage, "json", "-o", str(report), "--include=script.py"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=60)
+    measured = json.loads(report.read_text())["files"]["script.py"]
+    return measured["missing_lines"], measured["missing_branches"]
+
+
+def test_coverage_run_of_the_sot_command_line_measures_the_script(tmp_path: Any) -> None:
+    """``coverage run -m sot run script.py`` reports the script's lines and branches as ``coverage run
+    script.py`` does."""
+    pytest.importorskip("coverage")
+    (tmp_path / "script.py").write_text(_SCRIPT)
+    eager = _coverage_run(tmp_path, "eager", "script.py")
+    assert eager[0] == [10], "the eager measurement is wrong (test is broken)"
+    assert _coverage_run(tmp_path, "sot", "-m", "sot", "run", "script.py") == eager
 
 
 # -- recursion --------------------------------------------------------------------------------------------
@@ -280,12 +330,13 @@ def recursive(n, x):
     return recursive(n - 1, x + 1)
 
 
-def _max_depth(fn: Callable[..., Any], x: Any) -> int:
-    """The deepest ``n`` for which ``fn(n, x)`` works (the next tried raises RecursionError)."""
+def _deepest(works_at: Callable[[int], Any]) -> int:
+    """The largest ``n`` for which ``works_at(n)`` does not raise RecursionError (growing from 16, then
+    bisecting: a deep translated call is slow, so few are tried)."""
     ok, n = 0, 16
     while True:
         try:
-            fn(n, x)
+            works_at(n)
         except RecursionError:
             break
         ok, n = n, int(n * 1.2) + 1
@@ -293,24 +344,24 @@ def _max_depth(fn: Callable[..., Any], x: Any) -> int:
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:
-            fn(mid, x)
+            works_at(mid)
             lo = mid
         except RecursionError:
             hi = mid
     return lo
 
 
-class _no_warning_check:
+def _max_depth(fn: Callable[..., Any], x: Any) -> int:
+    """The deepest recursion ``fn(n, x)`` reaches."""
+    return _deepest(lambda n: fn(n, x))
+
+
+@contextlib.contextmanager
+def _no_warning_check() -> Iterator[None]:
     """Recursion past the inlining depth fills the cache of the function: its cache-limit warning is expected."""
-    def __enter__(self) -> None:
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: Any) -> None:
-        self._catch.__exit__(*exc)
+        yield
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
@@ -376,15 +427,8 @@ def small(x):
 
 
 def _deepest_call(fn: Callable[..., Any], x: Any) -> int:
-    lo, hi = 0, sys.getrecursionlimit()
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            _call_at_depth(mid, fn, x)
-            lo = mid
-        except RecursionError:
-            hi = mid
-    return lo
+    """The deepest stack ``fn(x)`` can be called at."""
+    return _deepest(lambda k: _call_at_depth(k, fn, x))
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])

@@ -6,6 +6,7 @@ import gc
 import os
 import sys
 import weakref
+from typing import Any
 
 import numpy as np
 import paddle
@@ -15,6 +16,7 @@ import sot
 from sot import psdb
 
 ALLOWED_RSS_GROWTH = 4 * 1024 * 1024  # bytes, over 1e5 calls
+ALLOWED_OBJECT_GROWTH = 100  # objects tracked by the garbage collector (one leaked per call would be 1e5)
 
 
 def rss() -> int:
@@ -45,25 +47,36 @@ def small_with_effects(x, lst, box):
 
 
 def _hammer(fn, calls: int, min_graph_size: int) -> None:
+    x, lst, box = paddle.ones([8]), [1, 2], Box(2)
+    expected = fn(x, lst, box).numpy()
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
-        x, lst, box = paddle.ones([8]), [1, 2], Box(2)
-        expected = fn(x, lst, box).numpy()
-        for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
-            translated(x, lst, box)
-        gc.collect()
-        before_rss = rss()
-        before_refs = [sys.getrefcount(v) for v in (x, lst, box)]
-        translations = sot.stats().translate_count
-        for _ in range(calls):
-            out = translated(x, lst, box)
-        del out
-        gc.collect()
-        after_rss = rss()
-        after_refs = [sys.getrefcount(v) for v in (x, lst, box)]
+        _assert_flat(lambda: translated(x, lst, box), calls, watched=(x, lst, box, fn, fn.__code__, translated))
         assert (translated(x, lst, box).numpy() == expected).all()
+
+
+def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
+    """``calls`` cache hits of ``call`` (after a warm-up) leave RSS, the number of objects tracked by the
+    garbage collector and the refcounts of ``watched`` as they were."""
+    for _ in range(2000):  # warm up: translation, allocator pools, lazily built caches
+        call()
+    gc.collect()
+    before_rss = rss()
+    before_refs = [sys.getrefcount(v) for v in watched]
+    before_objects = len(gc.get_objects())
+    translations = sot.stats().translate_count
+    for _ in range(calls):
+        out = call()
+    del out
+    gc.collect()
+    after_rss = rss()
+    after_refs = [sys.getrefcount(v) for v in watched]
+    after_objects = len(gc.get_objects())
     assert sot.stats().translate_count == translations, "the calls were expected to be cache hits"
-    assert after_refs == before_refs, f"refcounts of the inputs grew: {before_refs} -> {after_refs}"
+    assert after_refs == before_refs, f"refcounts of the inputs or of what runs them grew: {before_refs} -> " \
+                                      f"{after_refs}"
+    assert after_objects - before_objects <= ALLOWED_OBJECT_GROWTH, \
+        f"{after_objects - before_objects} more objects tracked by the garbage collector after {calls} calls"
     growth = after_rss - before_rss
     assert growth <= ALLOWED_RSS_GROWTH, f"RSS grew by {growth / 2**20:.1f} MiB over {calls} calls"
 
@@ -92,6 +105,15 @@ class Net(paddle.nn.Layer):
 
     def forward(self, x):
         return paddle.tanh(self.fc(x)) * self.scale
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_calls_of_a_translated_layer_keep_rss_and_refcounts_flat(min_graph_size: int) -> None:
+    net, x = Net(), paddle.ones([2, 4])
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(net)
+        _assert_flat(lambda: translated(x), 30_000, watched=(net, net.fc, net.fc.weight, x, translated))
+        assert np.allclose(translated(x).numpy(), net(x).numpy())
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
@@ -140,10 +162,23 @@ def _make_closure():
     return inner, payload
 
 
+def _make_breaking_closure():
+    """Its resume function receives the closure's cells."""
+    payload = Payload(3.0)
+
+    def inner(x):
+        y = x * payload.v
+        psdb.breakgraph()
+        return y + payload.v
+
+    return inner, payload
+
+
+@pytest.mark.parametrize("make", [_make_closure, _make_breaking_closure], ids=["one_graph", "graph_break"])
 @pytest.mark.parametrize("min_graph_size", [0, 10])
-def test_deleting_a_translated_closure_frees_it_and_its_cells(min_graph_size: int) -> None:
+def test_deleting_a_translated_closure_frees_it_and_its_cells(min_graph_size: int, make: Any) -> None:
     with sot.config.patch(min_graph_size=min_graph_size):
-        fn, payload = _make_closure()
+        fn, payload = make()
         translated = sot.symbolic_translate(fn)
         x = paddle.ones([3])
         assert (translated(x).numpy() == fn(x).numpy()).all()
@@ -171,19 +206,89 @@ def _falling_back_frame(x, box):
     return y + 1
 
 
-@pytest.mark.parametrize("fn", [_compiled_frame, _breaking_frame, _falling_back_frame],
-                         ids=["compiled", "graph_break", "fallback"])
-def test_arguments_of_a_translated_frame_are_not_kept_alive(fn) -> None:
-    with sot.config.patch(min_graph_size=0):
+def _combine(box, _, x):
+    return x * box.k
+
+
+def _breaking_with_the_argument_on_the_stack(x, box):
+    y = x + 1
+    return _combine(box, print("break"), y) + 1  # ``box`` is on the stack when ``print`` breaks the graph
+
+
+def _breaking_in_a_loop_over_the_argument(x, box):
+    for item in [box, Box(5)]:  # the loop runs natively around a translated body
+        print("break")
+        x = x * item.k
+    return x
+
+
+@pytest.mark.parametrize("fn", [_compiled_frame, _breaking_frame, _falling_back_frame,
+                                _breaking_with_the_argument_on_the_stack, _breaking_in_a_loop_over_the_argument],
+                         ids=["compiled", "graph_break", "fallback", "on_the_stack_at_a_break", "loop_with_a_break"])
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_arguments_of_a_translated_frame_are_not_kept_alive(fn, min_graph_size: int, capsys: Any) -> None:
+    with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
         box, x = Box(3), paddle.ones([3])
-        translated(x, box)
-        translated(x, box)
+        expected = fn(x, box).numpy()
+        for _ in range(2):
+            assert np.allclose(translated(x, box).numpy(), expected)
         box_ref, x_ref = weakref.ref(box), weakref.ref(x)
         del box, x
         gc.collect()
         assert box_ref() is None, "a user object passed as an argument is kept alive by the cache"
         assert x_ref() is None, "a tensor passed as an argument is kept alive by the cache"
+
+
+class Settings:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+SETTINGS = Settings(2)
+
+
+def _reads_a_global_object(x):
+    return x * SETTINGS.k + 1
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_global_object_guarded_on_is_freed_when_replaced(min_graph_size: int) -> None:
+    """The guards of the entry check the global's identity or attributes: they must not keep the old object."""
+    global SETTINGS
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(_reads_a_global_object)
+        translated(x)
+        translated(x)
+        old_ref = weakref.ref(SETTINGS)
+        SETTINGS = Settings(5)
+        try:
+            gc.collect()
+            assert old_ref() is None, "a guard keeps the replaced global object alive"
+            assert np.allclose(translated(x).numpy(), 6.0)
+        finally:
+            SETTINGS = Settings(2)
+
+
+def _kernel_error_in_a_graph(x, idx, box):
+    y = x * box.k
+    return paddle.gather(y, idx)
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_arguments_of_a_call_failing_in_a_graph_are_not_kept_alive(min_graph_size: int) -> None:
+    """The failed program, its eager replay and the user's exception keep nothing of the call once dropped."""
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(_kernel_error_in_a_graph)
+        box, x, idx = Box(2), paddle.ones([4]), paddle.to_tensor([10])
+        for _ in range(2):
+            with pytest.raises(IndexError):
+                translated(x, idx, box)
+        refs = [weakref.ref(o) for o in (box, x, idx)]
+        del box, x, idx
+        gc.collect()
+        assert [r() for r in refs] == [None] * 3
 
 
 def test_reset_frees_compiled_programs() -> None:

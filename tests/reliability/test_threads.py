@@ -52,9 +52,9 @@ def attribute_update(x, acc, n):
     return x * acc.total
 
 
-def _run_threads(worker: Callable[[int], None]) -> None:
+def _run_threads(worker: Callable[[int], None], n_threads: int = N_THREADS) -> None:
     errors: list[BaseException] = []
-    barrier = threading.Barrier(N_THREADS)
+    barrier = threading.Barrier(n_threads)
 
     def body(i: int) -> None:
         try:
@@ -63,7 +63,7 @@ def _run_threads(worker: Callable[[int], None]) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported in the main thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(N_THREADS)]
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n_threads)]
     for t in threads:
         t.start()
     for t in threads:
@@ -145,7 +145,41 @@ def scenario_same_function_cold_repeated(min_graph_size: int, rounds: int = 150)
         _check_same_function(min_graph_size, warm=False, iterations=5)
 
 
-SCENARIOS = [(name, mgs) for name in ("same_function_warm", "same_function_cold", "different_functions")
+def scenario_reset_while_calling(min_graph_size: int, iterations: int = 80) -> None:
+    """3 threads call translated functions (one graph, one graph break) while the main thread keeps calling
+    ``sot.reset()``: entries, programs and resume functions vanish under running calls, which must neither
+    crash nor give a wrong result."""
+    import time
+
+    xs = _inputs()
+    fns = [scale_shift, with_break, scale_shift]
+    wrong: list[Any] = []
+    done = threading.Event()
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = [sot.symbolic_translate(f) for f in fns]
+
+        def worker(i: int) -> None:
+            for k in range(iterations):
+                n = (i + k) % 5
+                got, want = translated[i](xs[i], n).numpy(), fns[i](xs[i], n).numpy()
+                if not np.allclose(got, want):
+                    wrong.append((i, k, n, got, want))
+
+        callers = threading.Thread(target=lambda: (_run_threads(worker, len(fns)), done.set()))
+        callers.start()
+        resets = 0
+        while not done.is_set() and callers.is_alive():
+            sot.reset()
+            resets += 1
+            time.sleep(0.005)
+        callers.join()
+    assert done.is_set(), "a calling thread failed"
+    assert resets > 10, f"only {resets} resets happened while the threads called (the scenario is vacuous)"
+    assert not wrong, f"{len(wrong)} wrong results, e.g. {wrong[:3]}"
+
+
+SCENARIOS = [(name, mgs) for name in ("same_function_warm", "same_function_cold", "different_functions",
+                                      "reset_while_calling")
              for mgs in (0, 10)] + [("same_function_cold_repeated", 10)]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -170,7 +204,8 @@ def scenario_processes() -> Any:
 def test_concurrent_calls_from_four_threads(scenario_processes: Any, name: str, min_graph_size: int) -> None:
     """same_function_warm: one function translated first, then called from 4 threads; same_function_cold: the
     4 threads translate it concurrently; different_functions: 4 functions (graph, list mutation, graph break,
-    attribute update), one per thread; same_function_cold_repeated: same_function_cold 150 times, with new threads
+    attribute update), one per thread; reset_while_calling: 3 threads call while the main one resets the caches;
+    same_function_cold_repeated: same_function_cold 150 times, with new threads
     each time (issue 9: threads starting during another one's build)."""
     proc = scenario_processes[(name, min_graph_size)]
     try:

@@ -13,6 +13,7 @@ import sot
 from sot.eval_frame_ext import cache_entries
 from sot.symbolic import compile as compile_module
 from sot.symbolic import cost_model
+from sot.translate import TranslatedLayer
 
 from fake_clock import fake_clock  # noqa: F401 (a fixture)
 
@@ -205,14 +206,20 @@ def test_backward_after_a_forward_only_choice_measures_again(fake_clock) -> None
     assert set(clock.kinds[-3:]) == {"eager"}
 
 
-def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once the choice is made, no backward pass runs a hook of the cost model any more (the hooks on leaf
-    tensors would otherwise stay for the tensor's life)."""
-    fired: list[str] = []
+@pytest.fixture
+def fired(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the cost model's backward hooks, in the order they fire."""
+    names: list[str] = []
     for name in ("on_output_grad", "on_input_grad"):
         original = getattr(cost_model.Sample, name)
         monkeypatch.setattr(cost_model.Sample, name,
-                            lambda self, grad, original=original, name=name: (fired.append(name), original(self, grad))[1])
+                            lambda self, grad, original=original, name=name: (names.append(name), original(self, grad))[1])
+    return names
+
+
+def test_timing_hooks_are_removed(fake_clock, fired: list[str]) -> None:
+    """Once the choice is made, no backward pass runs a hook of the cost model any more (the hooks on leaf
+    tensors would otherwise stay for the tensor's life)."""
     fake_clock(1.0, 2.0)
     x = _leaf()
     sot.reset()
@@ -235,14 +242,9 @@ def test_timing_hooks_are_removed(fake_clock, monkeypatch: pytest.MonkeyPatch) -
     assert fired == []
 
 
-def test_a_leaf_output_gets_no_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_leaf_output_gets_no_hook(fired: list[str]) -> None:
     """A graph output that is a leaf (a parameter returned as it is) is not hooked as an output: a hook on a
     leaf would stay for its whole life (those on the inputs are removed when the sample closes)."""
-    fired: list[str] = []
-    for name in ("on_output_grad", "on_input_grad"):
-        original = getattr(cost_model.Sample, name)
-        monkeypatch.setattr(cost_model.Sample, name,
-                            lambda self, grad, original=original, name=name: (fired.append(name), original(self, grad))[1])
     x = _leaf()
     y = x * 2
     sample = cost_model.Sample(eager=True, forward=0.0)
@@ -282,24 +284,32 @@ class _Mlp(paddle.nn.Layer):
         return paddle.tanh(self.second(paddle.tanh(self.first(x)))) * 1.5 + 0.25
 
 
-def test_parameters_are_timed_and_their_gradients_exact() -> None:
-    """A layer's parameters are not inputs of the graph: the backward is timed up to their gradients (real
-    clock), and the parameter gradients equal those of an eager copy at every step of the measurement."""
-    paddle.seed(3)
+def _translated_mlp_and_eager_copy(seed: int) -> tuple[_Mlp, _Mlp, TranslatedLayer, paddle.Tensor]:
+    """A layer, an eager copy with the same parameters, the translated layer (on a reset cache) and an input."""
+    paddle.seed(seed)
     layer = _Mlp()
     reference = _Mlp()
     reference.set_state_dict(layer.state_dict())
     sot.reset()
-    fn = sot.symbolic_translate(layer)
-    x = paddle.randn([5, 4])
+    return layer, reference, sot.symbolic_translate(layer), paddle.randn([5, 4])
+
+
+def _assert_same_grads_and_clear(layer: _Mlp, reference: _Mlp, rtol: float) -> None:
+    for p, q in zip(layer.parameters(), reference.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=rtol)
+        p.clear_grad()
+        q.clear_grad()
+
+
+def test_parameters_are_timed_and_their_gradients_exact() -> None:
+    """A layer's parameters are not inputs of the graph: the backward is timed up to their gradients (real
+    clock), and the parameter gradients equal those of an eager copy at every step of the measurement."""
+    layer, reference, fn, x = _translated_mlp_and_eager_copy(seed=3)
     with sot.config.patch(min_graph_size=2):
         for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
             fn(x).sum().backward()
             reference(x).sum().backward()
-            for p, q in zip(layer.parameters(), reference.parameters()):
-                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6)
-                p.clear_grad()
-                q.clear_grad()
+            _assert_same_grads_and_clear(layer, reference, rtol=1e-6)
     (program,) = compile_module._compiled.values()
     assert program._choice in ("compiled", "eager") and program._cost.with_backward
 
@@ -308,13 +318,7 @@ def test_several_calls_per_backward_pass_are_exact() -> None:
     """The translated layer applied 3 times per training step (one backward pass over all three calls, the
     parameters shared): gradients equal an eager copy's at every step, through the measurement and after the
     choice, which weighed the backward."""
-    paddle.seed(4)
-    layer = _Mlp()
-    reference = _Mlp()
-    reference.set_state_dict(layer.state_dict())
-    sot.reset()
-    fn = sot.symbolic_translate(layer)
-    x = paddle.randn([5, 4])
+    layer, reference, fn, x = _translated_mlp_and_eager_copy(seed=4)
     with sot.config.patch(min_graph_size=2):
         for _ in range(cost_model.WARMUP_CALLS + _TIMED + 4):
             y, z = x, x
@@ -323,10 +327,7 @@ def test_several_calls_per_backward_pass_are_exact() -> None:
             np.testing.assert_allclose(y.numpy(), z.numpy(), rtol=1e-6)
             y.sum().backward()
             z.sum().backward()
-            for p, q in zip(layer.parameters(), reference.parameters()):
-                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5)
-                p.clear_grad()
-                q.clear_grad()
+            _assert_same_grads_and_clear(layer, reference, rtol=1e-5)
     # (two programs: the first call's input does not require grad, the next two calls' do)
     programs = list(compile_module._compiled.values())
     assert len(programs) == 2

@@ -11,6 +11,7 @@ import paddle
 import pytest
 
 import sot
+from conftest import assert_same
 
 
 def _tensor(shape: tuple[int, ...], dtype: str = "float32", stop_gradient: bool = True) -> paddle.Tensor:
@@ -20,26 +21,12 @@ def _tensor(shape: tuple[int, ...], dtype: str = "float32", stop_gradient: bool 
     return value
 
 
-def _same(actual: Any, expected: Any) -> None:
-    if isinstance(expected, paddle.Tensor):
-        assert isinstance(actual, paddle.Tensor)
-        assert (actual.dtype, actual.shape, actual.stop_gradient) == (expected.dtype, expected.shape,
-                                                                      expected.stop_gradient)
-        np.testing.assert_allclose(actual.numpy(), expected.numpy())
-    elif isinstance(expected, (tuple, list)):
-        assert type(actual) is type(expected) and len(actual) == len(expected), (actual, expected)
-        for a, e in zip(actual, expected):
-            _same(a, e)
-    else:
-        assert type(actual) is type(expected) and actual == expected, (actual, expected)
-
-
 def _run(fn: Callable[..., Any], *inputs: Callable[[], tuple]) -> Any:
     """Eager vs translated, twice per input set; returns the stats."""
     fast = sot.symbolic_translate(fn)
     for make in inputs:
         for _ in range(2):
-            _same(fast(*make()), fn(*make()))
+            assert_same(fast(*make()), fn(*make()))
     return sot.stats()
 
 
@@ -153,7 +140,7 @@ def test_is_grad_enabled_change_between_calls_retranslates(compile_all):
     x = _tensor((2,), stop_gradient=False)
     for enabled in (True, False, True):
         with paddle.set_grad_enabled(enabled):
-            _same(fast(x), fn(x))
+            assert_same(fast(x), fn(x))
     _no_break_or_fallback(sot.stats())
 
 
@@ -305,7 +292,7 @@ def test_is_autocast_enabled_follows_simulated_amp_blocks(compile_all):
 
     _no_break_or_fallback(_run(fn, lambda: (_tensor((2,)),)))
     with paddle.amp.auto_cast(dtype="bfloat16"):  # the state a call starts in is guarded
-        _same(sot.symbolic_translate(fn)(_tensor((2,))), fn(_tensor((2,))))
+        assert_same(sot.symbolic_translate(fn)(_tensor((2,))), fn(_tensor((2,))))
 
 
 def test_size_kept_across_a_break(compile_all):

@@ -9,6 +9,7 @@ import numpy as np
 import paddle
 
 import sot
+from conftest import assert_same
 
 
 class Base:
@@ -43,17 +44,6 @@ def _state() -> tuple:
                         if k in ("count", "label", "tag", "extra")))
 
 
-def _same(actual, expected) -> None:
-    if isinstance(expected, paddle.Tensor):
-        np.testing.assert_allclose(actual.numpy(), expected.numpy())
-    elif isinstance(expected, tuple):
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            _same(a, e)
-    else:
-        assert type(actual) is type(expected) and actual == expected, (actual, expected)
-
-
 def _check(fn, make, calls: int = 2, reset: bool = True):
     fast = sot.symbolic_translate(fn)
     for _ in range(calls):
@@ -63,7 +53,7 @@ def _check(fn, make, calls: int = 2, reset: bool = True):
         if reset:
             _reset()
         actual, actual_state = fast(*make()), _state()
-        _same(actual, expected)
+        assert_same(actual, expected)
         assert actual_state == expected_state
     _reset()
     return sot.stats()

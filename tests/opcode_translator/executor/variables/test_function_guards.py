@@ -12,17 +12,11 @@ import numpy as np
 import paddle
 
 import sot
+from conftest import assert_same
 
 
 def _t() -> paddle.Tensor:
     return paddle.to_tensor(np.arange(3, dtype="float32"))
-
-
-def _same(actual, expected) -> None:
-    if isinstance(expected, paddle.Tensor):
-        np.testing.assert_allclose(actual.numpy(), expected.numpy())
-    else:
-        assert type(actual) is type(expected) and actual == expected, (actual, expected)
 
 
 def _apply(x, f):
@@ -46,9 +40,9 @@ def _make_with_default(d):
 def test_a_closure_made_per_call_reuses_the_translation_and_its_cell_content_is_guarded(compile_all):
     fast = sot.symbolic_translate(_apply)
     for k in (2, 2, 2):
-        _same(fast(_t(), _make_scaler(k)), _apply(_t(), _make_scaler(k)))
+        assert_same(fast(_t(), _make_scaler(k)), _apply(_t(), _make_scaler(k)))
     assert sot.stats().translate_count == 1
-    _same(fast(_t(), _make_scaler(5)), _apply(_t(), _make_scaler(5)))  # another content: must miss
+    assert_same(fast(_t(), _make_scaler(5)), _apply(_t(), _make_scaler(5)))  # another content: must miss
     assert sot.stats().translate_count == 2
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
 
@@ -56,16 +50,16 @@ def test_a_closure_made_per_call_reuses_the_translation_and_its_cell_content_is_
 def test_a_lambda_of_another_code_misses(compile_all):
     fast = sot.symbolic_translate(_apply)
     for _ in range(2):
-        _same(fast(_t(), lambda t: t * 10), _apply(_t(), lambda t: t * 10))
+        assert_same(fast(_t(), lambda t: t * 10), _apply(_t(), lambda t: t * 10))
     assert sot.stats().translate_count == 1
-    _same(fast(_t(), lambda t: t - 10), _apply(_t(), lambda t: t - 10))
+    assert_same(fast(_t(), lambda t: t - 10), _apply(_t(), lambda t: t - 10))
     assert sot.stats().translate_count == 2
 
 
 def test_a_changed_default_value_misses(compile_all):
     fast = sot.symbolic_translate(_apply)
     for d in (3, 3, 4, 3):
-        _same(fast(_t(), _make_with_default(d)), _apply(_t(), _make_with_default(d)))
+        assert_same(fast(_t(), _make_with_default(d)), _apply(_t(), _make_with_default(d)))
     assert sot.stats().translate_count == 2
 
 
@@ -77,7 +71,7 @@ def test_a_changed_number_of_defaults_misses(compile_all):
         return t * k
 
     fast = sot.symbolic_translate(call_with_one)
-    _same(fast(_t(), two), call_with_one(_t(), two))
+    assert_same(fast(_t(), two), call_with_one(_t(), two))
     no_default = types.FunctionType(two.__code__, two.__globals__, "two")
     expected_error = None
     try:
@@ -103,7 +97,7 @@ def test_other_globals_miss(compile_all):
     assert functions[0].__code__ is functions[1].__code__
     fast = sot.symbolic_translate(_apply)
     for f in functions:
-        _same(fast(_t(), f), _apply(_t(), f))
+        assert_same(fast(_t(), f), _apply(_t(), f))
 
 
 def test_a_reassigned_code_misses(compile_all):
@@ -111,9 +105,9 @@ def test_a_reassigned_code_misses(compile_all):
         return t * 2
 
     fast = sot.symbolic_translate(_apply)
-    _same(fast(_t(), f), _apply(_t(), f))
+    assert_same(fast(_t(), f), _apply(_t(), f))
     f.__code__ = (lambda t: t * 3).__code__
-    _same(fast(_t(), f), _apply(_t(), f))
+    assert_same(fast(_t(), f), _apply(_t(), f))
 
 
 def _is_scale(x, f):
@@ -128,7 +122,7 @@ def test_identity_used_in_the_frame_is_still_guarded_by_identity(compile_all):
     twin = types.FunctionType(_GLOBAL_SCALE.__code__, _GLOBAL_SCALE.__globals__, "scale", None,
                               _GLOBAL_SCALE.__closure__)
     for f in (_GLOBAL_SCALE, twin, _GLOBAL_SCALE):
-        _same(fast(_t(), f), _is_scale(_t(), f))
+        assert_same(fast(_t(), f), _is_scale(_t(), f))
 
 
 def _count_calls(x, f):
@@ -140,7 +134,7 @@ def test_an_attribute_stored_on_a_function_made_per_call_lands_on_that_function(
     fast = sot.symbolic_translate(_count_calls)
     for k in (2, 2):
         eager_f, fast_f = _make_scaler(k), _make_scaler(k)
-        _same(fast(_t(), fast_f), _count_calls(_t(), eager_f))
+        assert_same(fast(_t(), fast_f), _count_calls(_t(), eager_f))
         assert fast_f.calls == eager_f.calls == 1
 
 
@@ -169,7 +163,7 @@ def _bump_then_read(x, bump, read):
 def test_shared_and_distinct_closure_cells_are_not_confused(compile_all):
     fast = sot.symbolic_translate(_bump_then_read)
     for shared in (True, False, True, False):
-        _same(fast(_t(), *_make_counter_pair(shared)), _bump_then_read(_t(), *_make_counter_pair(shared)))
+        assert_same(fast(_t(), *_make_counter_pair(shared)), _bump_then_read(_t(), *_make_counter_pair(shared)))
     assert sot.stats().fallbacks == 0
 
 
@@ -179,8 +173,8 @@ def test_a_closure_made_per_call_writing_its_cell_reuses_the_translation(compile
     fast = sot.symbolic_translate(_bump_then_read)
     for shared in (True, True, False, False):
         eager_pair, fast_pair = _make_counter_pair(shared), _make_counter_pair(shared)
-        _same(fast(_t(), *fast_pair), _bump_then_read(_t(), *eager_pair))
-        _same(fast_pair[1](_t()), eager_pair[1](_t()))  # (the write reached the real cell)
+        assert_same(fast(_t(), *fast_pair), _bump_then_read(_t(), *eager_pair))
+        assert_same(fast_pair[1](_t()), eager_pair[1](_t()))  # (the write reached the real cell)
     assert sot.stats().translate_count == 2 and sot.stats().fallbacks == 0
 
 
@@ -201,10 +195,10 @@ def _use_pair(x, times, plus):
 def test_two_closures_sharing_a_cell_are_guarded_to_still_share_it(compile_all):
     fast = sot.symbolic_translate(_use_pair)
     for _ in range(2):
-        _same(fast(_t(), *_make_pair(2)), _use_pair(_t(), *_make_pair(2)))
+        assert_same(fast(_t(), *_make_pair(2)), _use_pair(_t(), *_make_pair(2)))
     assert sot.stats().translate_count == 1
     mixed = (_make_pair(2)[0], _make_pair(3)[1])  # same codes, two cells: ``plus`` must read its own
-    _same(fast(_t(), *mixed), _use_pair(_t(), *mixed))
+    assert_same(fast(_t(), *mixed), _use_pair(_t(), *mixed))
 
 
 def _make_fact():
@@ -221,7 +215,7 @@ def _call_fact(x, fact):
 def test_a_recursive_closure_made_per_call_reuses_the_translation(compile_all):
     fast = sot.symbolic_translate(_call_fact)
     for _ in range(3):
-        _same(fast(_t(), _make_fact()), _call_fact(_t(), _make_fact()))
+        assert_same(fast(_t(), _make_fact()), _call_fact(_t(), _make_fact()))
     assert sot.stats().translate_count == 1
 
 
@@ -234,7 +228,7 @@ def test_a_closure_of_the_same_code_that_is_not_recursive_misses(compile_all):
     not_recursive = types.FunctionType(code, globals(), "fact", None, (cell(other),))
     fast = sot.symbolic_translate(_call_fact)
     for fact in (_make_fact(), not_recursive):  # 24, then 4 * (3 * 100)
-        _same(fast(_t(), fact), _call_fact(_t(), fact))
+        assert_same(fast(_t(), fact), _call_fact(_t(), fact))
 
 
 def test_a_nested_recursive_function_in_a_small_frame_is_translated_once():
@@ -248,8 +242,8 @@ def test_a_nested_recursive_function_in_a_small_frame_is_translated_once():
         return x * fact(4)
 
     fast = sot.symbolic_translate(fn)
-    _same(fast(_t()), fn(_t()))
+    assert_same(fast(_t()), fn(_t()))
     first = sot.stats().translate_count
     for _ in range(3):
-        _same(fast(_t()), fn(_t()))
+        assert_same(fast(_t()), fn(_t()))
     assert sot.stats().translate_count == first and sot.stats().fallbacks == 0

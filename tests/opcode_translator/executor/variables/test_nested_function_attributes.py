@@ -10,31 +10,17 @@ import numpy as np
 import paddle
 
 import sot
+from conftest import assert_same
 
 
 def _t() -> paddle.Tensor:
     return paddle.to_tensor(np.arange(3, dtype="float32"))
 
 
-def _same(actual, expected) -> None:
-    if isinstance(expected, paddle.Tensor):
-        np.testing.assert_allclose(actual.numpy(), expected.numpy())
-    elif isinstance(expected, (tuple, list)):
-        assert type(actual) is type(expected) and len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            _same(a, e)
-    elif isinstance(expected, dict):
-        assert type(actual) is dict and actual.keys() == expected.keys()
-        for key in expected:
-            _same(actual[key], expected[key])
-    else:
-        assert type(actual) is type(expected) and actual == expected, (actual, expected)
-
-
 def _check(fn, *args, calls: int = 2, breaks: int = 0) -> None:
     fast = sot.symbolic_translate(fn)
     for _ in range(calls):
-        _same(fast(*args), fn(*args))
+        assert_same(fast(*args), fn(*args))
     stats = sot.stats()
     assert stats.fallbacks == 0 and stats.graph_breaks == breaks and stats.translate_count == 1, stats
 
@@ -111,12 +97,12 @@ def test_a_wrapped_function_leaving_the_frame_carries_its_attributes(compile_all
     fast = sot.symbolic_translate(fn)
     for _ in range(2):
         (actual_x, actual), (expected_x, expected) = fast(_t()), fn(_t())
-        _same(actual_x, expected_x)
+        assert_same(actual_x, expected_x)
         for name in ("__name__", "__qualname__", "__doc__", "__module__", "__annotations__"):
             assert getattr(actual, name) == getattr(expected, name), name
         assert actual.__dict__.keys() == expected.__dict__.keys() and actual.calls == 0
         assert actual.__wrapped__.__qualname__ == expected.__wrapped__.__qualname__
-        _same(actual(_t()), expected(_t()))
+        assert_same(actual(_t()), expected(_t()))
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
 
 
