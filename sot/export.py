@@ -37,6 +37,7 @@ from .errors import SotError
 from .symbolic.compile import BUILD_LOCK
 from .symbolic.pytree import leaves
 from .symbolic.sir import LayerCall
+from .symbolic.zero_sign import holds_unrepresentable_zero
 
 
 class ExportError(SotError):
@@ -214,6 +215,10 @@ def _capture(fn: Any, example_inputs: tuple) -> tuple[Any, Any, list, list, Any]
                               "there is no graph to export")
         raise ExportError(f"sot.export: {target.name} was translated {len(own)} times in one call "
                           f"(last: {translation.kind}); expected exactly one compiled graph")
+    if holds_unrepresentable_zero(translation.sir):
+        raise ExportError(f"sot.export: a constant of the graph of {target.name} is a float zero of the sign a "
+                          "static program cannot hold (see sot/symbolic/zero_sign.py): the saved model would "
+                          "compute with the other sign")
     program_calls = calls.get(id(translation.program), [])
     if len(program_calls) != 1:
         raise ExportError(f"sot.export: the compiled graph of {target.name} ran {len(program_calls)} times "

@@ -255,3 +255,15 @@ def test_no_tensor_op_is_refused(tmp_path: Any) -> None:
 
     with pytest.raises(ExportError, match="no tensor operation"):
         sot.export(identity, paddle.randn([3]), path=str(tmp_path / "id"))
+
+
+def scaled_by_a_negative_zero(x):
+    return x * -0.0 + 1
+
+
+def test_a_negative_zero_constant_is_refused(tmp_path: Any) -> None:
+    """A static program turns a -0.0 constant into 0.0 (sot/symbolic/zero_sign.py): the saved model would
+    compute ``1 / (x * -0.0)`` with the other sign, so the export refuses; a 0.0 constant is exported."""
+    with pytest.raises(ExportError, match="float zero"):
+        sot.export(scaled_by_a_negative_zero, paddle.ones([2]), path=str(tmp_path / "negative"))
+    sot.export(lambda x: x * 0.0 + 1, paddle.ones([2]), path=str(tmp_path / "positive"))

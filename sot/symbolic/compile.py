@@ -26,8 +26,9 @@ from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
-from .sir import StatementIR, run_sir
+from .sir import StatementIR, Symbol, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
+from .zero_sign import holds_unrepresentable_zero
 
 
 class CompiledProgram:
@@ -50,10 +51,12 @@ class CompiledProgram:
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
-        self._saved: tuple[list[int], list[int]] | None = None  # see _watch_saved_tensors
+        self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
+        if holds_unrepresentable_zero(sir):
+            self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
         self._cost = CostModel()
         self._replay_function: Replay | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
@@ -74,7 +77,8 @@ class CompiledProgram:
 
     @property
     def choice(self) -> str | None:
-        """What the cost model chose ("compiled" or "eager"), None while it is still measuring."""
+        """What the cost model chose ("compiled" or "eager"), None while it is still measuring; "eager" from
+        the start for a SIR whose constants a static program cannot hold exactly."""
         return self._choice
 
     def _replay_program(self) -> Replay:
@@ -240,28 +244,14 @@ class CompiledProgram:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
         changed in place after this run (eager snapshots the version of every saved tensor; the program
         runner keeps plain references, so the backward would silently use the new values)."""
-        differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
-        if not differentiable:
+        if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
             return
         if self._saved is None:
-            self._saved = _saved_for_backward(self._program, self.sir)
-        saved_inputs, saved_outputs = self._saved
-        watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
-        if not watched:
-            return
-        versions = [(tensor, tensor._inplace_version()) for tensor in watched]
-        checked = [False]
-
-        def check_versions(grad: Any) -> None:
-            if not checked[0]:
-                checked[0] = True
-                for tensor, expected in versions:
-                    version = tensor._inplace_version()
-                    if version != expected:
-                        raise RuntimeError(_modified_in_place_message(version, expected))
-
-        for out in differentiable:
-            out.register_hook(check_versions)
+            self._saved = _saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
+        for out, (saved_inputs, saved_outputs) in zip(outputs, self._saved):
+            watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
+            if watched and isinstance(out, paddle.Tensor) and not out.stop_gradient:
+                out.register_hook(_version_check([(tensor, tensor._inplace_version()) for tensor in watched]))
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
@@ -281,6 +271,49 @@ def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list
     outputs = [i for i, name in enumerate(output_names) if name in needed] \
         if len(output_names) == len(sir.outputs) else []
     return inputs, outputs
+
+
+def _saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> \
+        list[tuple[list[int], list[int]]]:
+    """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
+    statements its gradient flows through (from its producer back through values that require grad), as eager
+    only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
+    op that did not lead to the returned tensor, then changed, made its backward refuse)."""
+    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
+    plans = []
+    for symbol in sir.outputs:
+        visited: set[Symbol] = set()
+        touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
+        pending = [symbol]
+        while pending:
+            current = pending.pop()
+            if current in visited or sir.metas[current].stop_gradient:
+                continue
+            visited.add(current)
+            stmt = producer.get(current)
+            if stmt is not None:
+                pending += stmt.inputs()
+                touched.update(stmt.inputs(), stmt.output_symbols())
+        plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
+                      [i for i in saved_outputs if sir.outputs[i] in touched]))
+    return plans
+
+
+def _version_check(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:
+    """A gradient hook refusing, as eager autograd does, a backward reading a tensor changed in place since."""
+    checked = [False]
+
+    def check_versions(grad: Any) -> None:
+        if grad is None:  # (the program's backward calls the hooks of outputs no gradient flows to)
+            return
+        if not checked[0]:
+            checked[0] = True
+            for tensor, expected in versions:
+                version = tensor._inplace_version()
+                if version != expected:
+                    raise RuntimeError(_modified_in_place_message(version, expected))
+
+    return check_versions
 
 
 @dataclasses.dataclass(eq=False)

@@ -21,6 +21,7 @@ from .callstack import shallow_op_callstacks
 from .pytree import map_structure
 from .sir import LayerCall, MetaInfo
 from .tracer_inheritance import static_section
+from .zero_sign import pin_zero_sign
 
 
 class MetaInferenceError(Exception):
@@ -30,7 +31,16 @@ class MetaInferenceError(Exception):
 @contextlib.contextmanager
 def static_mode() -> Iterator[None]:
     """A fresh static program, with dygraph mode off only inside the block (and only in this thread: threads
-    starting meanwhile start in dygraph mode, see `tracer_inheritance`)."""
+    starting meanwhile start in dygraph mode, see `tracer_inheritance`). The first one makes +0.0 the zero of
+    Paddle's IR context (`zero_sign`)."""
+    pin_zero_sign()
+    with throwaway_static_program():
+        yield
+
+
+@contextlib.contextmanager
+def throwaway_static_program() -> Iterator[None]:
+    """`static_mode` without pinning the sign of zero (used to pin it)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
     with static_section(), warnings.catch_warnings(), shallow_op_callstacks():
         warnings.simplefilter("ignore")

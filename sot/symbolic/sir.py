@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
+import types
 import weakref
 from typing import Any, Callable, Literal
 
@@ -271,9 +273,56 @@ def _call_in_grad_mode(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> 
 
 
 def _call(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
+    if args and isinstance(args[0], paddle.pir.Value):
+        lowering = _static_lowering(stmt)
+        if lowering is not None:
+            return lowering(*args, **kwargs)
     if stmt.kind == "method":
         return getattr(args[0], stmt.target)(*args[1:], **kwargs)
     return stmt.target(*args, **kwargs)
+
+
+_FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTEGER = (paddle.uint8, paddle.int8, paddle.int16, paddle.int32, paddle.int64)
+
+
+def _divide_as_eager(x: Any, divisor: Any) -> Any:
+    """``x / divisor`` on a static value, computed as eager computes it.
+
+    For a Python number, Paddle's static operator multiplies by the reciprocal (one ``scale`` op): another
+    rounding than eager's division (one float32 result in three is an ulp off), and ``-0.0 / 1`` gives 0.0.
+    Eager divides by a tensor filled with the number, in the tensor's dtype (float32 for an integer tensor)."""
+    if type(divisor) not in (int, float) or x.dtype not in _FLOATING + _INTEGER:
+        return operator.truediv(x, divisor)
+    if x.dtype not in _FLOATING:
+        x = x.astype(paddle.float32)
+    return paddle.divide(x, paddle.full([], divisor, x.dtype))
+
+
+def _subtract_as_eager(x: Any, value: Any) -> Any:
+    """``x - value`` on a static value, computed as eager computes it.
+
+    Paddle's static operator adds ``-value`` (a ``scale`` bias): for a zero, that -0.0 stands for +0.0 in the
+    IR context (`zero_sign`), and ``-0.0 - 0`` would give 0.0. (Other numbers negate exactly.)"""
+    if type(value) in (int, float) and value == 0 and x.dtype in _FLOATING:
+        return paddle.subtract(x, paddle.full([], value, x.dtype))
+    return operator.sub(x, value)
+
+
+# Statements whose static form Paddle builds differently from the eager op, by the statement's target: an
+# operator function (an ``api`` statement) or a method name.
+_STATIC_LOWERING: dict[Any, Callable[..., Any]] = {
+    operator.truediv: _divide_as_eager, operator.itruediv: _divide_as_eager, "__truediv__": _divide_as_eager,
+    "__div__": _divide_as_eager, "__itruediv__": _divide_as_eager,
+    operator.sub: _subtract_as_eager, operator.isub: _subtract_as_eager, "__sub__": _subtract_as_eager,
+    "__isub__": _subtract_as_eager,
+}
+
+
+def _static_lowering(stmt: Statement) -> Callable[..., Any] | None:
+    if stmt.kind == "method" or (stmt.kind == "api" and type(stmt.target) is types.BuiltinFunctionType):
+        return _STATIC_LOWERING.get(stmt.target)
+    return None
 
 
 def bind_outputs(env: dict[Symbol, Any], pattern: Any, value: Any) -> None:

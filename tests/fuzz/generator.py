@@ -12,7 +12,13 @@ list, a ``raise`` under a condition...) appear with a per-program probability; t
 
 Types the generator tracks (all tensors of one input set share one 1-D shape ``[N]``):
 ``T`` a float32 tensor of shape [N], ``T0`` a 0-d float32 tensor, ``I`` int, ``F`` float, ``B`` bool,
-``L`` list of ints, ``D`` dict str -> int, ``TL`` list of ``T``, ``O`` an ``Obj`` instance.
+``L`` list of ints, ``D`` dict str -> int, ``TL`` list of ``T``, ``O`` an ``Obj`` instance, ``S`` set of ints.
+
+Seeds from `EXTENDED_FROM` on also have signed zeros among their float inputs and constants, and use sets (set comprehensions, set algebra and mutation), generator
+functions (``yield``, ``yield from``, consumed by ``sum``/``list``/``for``), ``with`` blocks of a user
+context manager (which may swallow an exception) and closures that rebind a nonlocal tensor or mutate a
+captured list. Smaller seeds keep the programs they had when they were first run (each new choice has weight
+0 there, so it draws nothing from the seed's random stream).
 """
 from __future__ import annotations
 
@@ -69,6 +75,37 @@ KEYS = ("a", "b", "c")
 MISSING_KEY = "z"
 PARAMS = {"x": "T", "y": "T", "w": "T", "n": "I", "s": "F", "lst": "L", "d": "D", "obj": "O", "tl": "TL"}
 GLOBAL_READABLE = {"GLIST": "L", "GDICT": "D", "GOBJ": "O"}
+EXTENDED_FROM = 10_000  # the first seed whose programs use the constructs added after seeds 0-9999 were run
+
+# Module code of the extended programs (after PRELUDE).
+EXTENDED_PRELUDE = '''
+
+class Track:
+    """A user context manager: logs entering and leaving into GLIST; may swallow the generator's errors."""
+
+    def __init__(self, tag, swallow=False):
+        self.tag = tag
+        self.swallow = swallow
+
+    def __enter__(self):
+        GLIST.append(self.tag)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        GLIST.append(-self.tag if kind is None else 100 + self.tag)
+        return self.swallow and kind is not None and issubclass(kind, (ValueError, IndexError, KeyError,
+                                                                       ZeroDivisionError, FuzzError))
+
+
+def count_up(k):
+    for i in range(k % 4):
+        yield i * 2 + 1
+
+
+def count_both(k, lst):
+    yield from count_up(k)
+    yield len(lst)
+'''
 
 
 @dataclasses.dataclass
@@ -129,6 +166,8 @@ class Gen:
         self.p_try = self.r.choice([0.0, 0.0, 0.05, 0.1])
         self.p_tensor_branch = self.r.choice([0.0, 0.2, 0.4])
         self.max_depth = self.r.choice([1, 2, 3])
+        self.extended = seed >= EXTENDED_FROM
+        self.x = 1.0 if self.extended else 0.0  # the weight factor of the extended choices
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -283,13 +322,19 @@ class Gen:
             (1 if self.vars_of("LAMI") else 0, lambda: f"{self.r.choice(self.vars_of('LAMI'))}({self.e_I(s)})"),
             (0.3, lambda: "COUNTER"),
             (0.3, lambda: f"ADD({self.e_I(s)})"),
+            (0.6 * self.x, lambda: f"len({self.e_S(s)})"),
+            (0.4 * self.x, lambda: f"sum({self.e_S(s)})"),
+            (self.risk * 3 * self.x, lambda: f"max({self.e_S(s)})"),
+            (0.5 * self.x, lambda: f"sum(count_up({self.e_I(s)}))"),
+            (0.3 * self.x, lambda: f"sum(count_both({self.e_I(s)}, {self.e_L(s)}))"),
+            (0.3 * self.x, lambda: f"next(count_up({self.e_I(s)}), -1)"),
         ])
 
     def e_F(self, d: int) -> str:
         leaves = self.vars_of("F")
         if d == 0 or self.chance(0.3):
             return self.r.choice(leaves) if leaves and self.chance(0.6) else \
-                self.r.choice(["0.5", "1.5", "-0.25", "2.0", "0.0", "3.0"])
+                self.r.choice(["0.5", "1.5", "-0.25", "2.0", "0.0", "3.0"] + ["-0.0"] * self.extended)
         s = d - 1
         return self.pick([
             (2, lambda: f"({self.e_F(s)} + {self.e_num(s)})"),
@@ -326,6 +371,9 @@ class Gen:
             (0.3, lambda: f"{self.r.choice(self.vars_of('T'))}.shape[0] > 3"),
             (0.3, lambda: f"{self.r.choice(self.vars_of('T'))}.stop_gradient"),
             (0.3, lambda: f"bool({self.e_L(s)})"),
+            (0.7 * self.x, lambda: f"{self.e_I(s)} in {self.e_S(s)}"),
+            (0.3 * self.x, lambda: f"{self.e_S(s)} <= {self.e_S(s)}"),
+            (0.2 * self.x, lambda: f"bool({self.e_S(s)})"),
         ])
 
     def e_L(self, d: int) -> str:
@@ -348,6 +396,24 @@ class Gen:
             (0.5, lambda: f"list(map(lambda {c}: {c} + 1, {self.e_L(s)}))"),
             (0.3, lambda: f"[{c} for {c} in range(3)]"),
             (0.3, lambda: f"[len({self.r.choice(self.vars_of('TL'))})]"),
+            (0.7 * self.x, lambda: f"sorted({self.e_S(s)})"),
+            (0.5 * self.x, lambda: f"list(count_up({self.e_I(s)}))"),
+            (0.3 * self.x, lambda: f"[{c} + 1 for {c} in count_both({self.e_I(s)}, {self.e_L(s)})]"),
+        ])
+
+    def e_S(self, d: int) -> str:
+        leaves = self.vars_of("S")
+        if leaves and (d == 0 or self.chance(0.4)):
+            return self.r.choice(leaves)
+        s = max(d - 1, 0)
+        c = self.fresh("c")
+        return self.pick([
+            (2, lambda: f"set({self.e_L(s)})"),
+            (1, lambda: "{" + ", ".join(self.e_I(s) for _ in range(self.r.randint(1, 3))) + "}"),
+            (2, lambda: f"{{{c} % 3 for {c} in {self.e_L(s)}}}"),
+            *[(1 if d > 0 else 0, lambda op=op: f"({self.e_S(s)} {op} {self.e_S(s)})") for op in "|&-"],
+            (0.5, lambda: f"set({self.e_D(s)}.values())"),
+            (0.5, lambda: f"set(count_up({self.e_I(s)}))"),
         ])
 
     def e_D(self, d: int) -> str:
@@ -375,6 +441,8 @@ class Gen:
             (2, lambda: f"[{c} * 2 for {c} in {self.e_TL(s)}]"),
             (1, lambda: f"[{self.e_T(s)} * {c} for {c} in range({self.e_I(0)} % 4)]"),
             (1, lambda: f"{self.e_TL(s)}[1:]"),
+            (1 * self.x if self.vars_of("GENT") else 0,
+             lambda: f"list({self.r.choice(self.vars_of('GENT'))}({self.e_TL(s)}))"),
         ])
 
     def e_O(self, d: int) -> str:
@@ -483,6 +551,16 @@ class Gen:
             (1 * nest, lambda: self.s_while(ind)),
             (self.p_try * 30 * nest, lambda: self.s_try(ind)),
             (1 * nest, lambda: self.s_no_grad(ind)),
+            (1.2 * nest * mut * self.x, lambda: self.s_with(ind)),  # (Track appends to GLIST)
+            (1.5 * mut * self.x if self.vars_of("S") else 0, lambda: [p + self.r.choice([
+                f"{self.r.choice(self.vars_of('S'))}.add({e('I', 1)})",
+                f"{self.r.choice(self.vars_of('S'))}.discard({e('I', 1)})",
+                f"{self.r.choice(self.vars_of('S'))}.update({self.list_arg()})",
+                f"{self.r.choice(self.vars_of('S'))}.intersection_update({e('S', 1)})",
+                f"{self.r.choice(self.vars_of('S'))}.difference_update({e('L', 1)})",
+            ])]),
+            (self.risk * 5 * mut * self.x if self.vars_of("S") else 0,
+             lambda: [p + f"{self.r.choice(self.vars_of('S'))}.remove({e('I', 1)})"]),
         ]
         helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
         if helpers:
@@ -498,7 +576,7 @@ class Gen:
         return options[0][1]()
 
     def s_assign(self, p: str) -> list[str]:
-        ty = self.r.choice(["T", "T", "T", "T0", "I", "I", "F", "L", "D", "TL", "O"])
+        ty = self.r.choice(["T", "T", "T", "T0", "I", "I", "F", "L", "D", "TL", "O"] + ["S"] * self.extended)
         value = self.expr(ty, self.r.randint(1, 3))
         name = self.fresh()
         self.declare(name, ty)
@@ -558,7 +636,13 @@ class Gen:
         a, b = self.fresh("e"), self.fresh("e")
         live = self.chance(0.5)
         wrap = (lambda s: s) if live else (lambda s: f"list({s})")
-        kind = self.r.choice(["list", "range", "enumerate", "dict", "tensors", "zip"])
+        kind = self.r.choice(["list", "range", "enumerate", "dict", "tensors", "zip"]
+                             + ["set", "generator"] * self.extended)
+        if kind == "set":
+            return self.loop_body(ind, [p + f"for {a} in {wrap(self.e_S(1))}:"], {a: "I"}, live)
+        if kind == "generator":
+            source = self.r.choice([f"count_up({self.e_I(1)})", f"count_both({self.e_I(1)}, {self.e_L(1)})"])
+            return self.loop_body(ind, [p + f"for {a} in {source}:"], {a: "I"}, False)
         if kind == "list":
             return self.loop_body(ind, [p + f"for {a} in {wrap(self.e_L(1))}:"], {a: "I"}, live)
         if kind == "range":
@@ -599,6 +683,20 @@ class Gen:
             lines += [p + "finally:"] + self.block(ind + 4, 1)
         return lines
 
+    def s_with(self, ind: int) -> list[str]:
+        """A block under the user context manager ``Track``; one that swallows errors gets riskier code."""
+        p = " " * ind
+        swallow = self.chance(0.4)
+        manager = f"Track({self.r.randint(1, 9)}{', True' if swallow else ''})"
+        if self.chance(0.3):
+            manager += ", paddle.no_grad()"
+        saved = self.risk
+        if swallow:
+            self.risk = max(self.risk, 0.1)
+        lines = [p + f"with {manager}:"] + self.block(ind + 4, self.r.randint(1, 3))
+        self.risk = saved
+        return lines
+
     def s_no_grad(self, ind: int) -> list[str]:
         p = " " * ind
         return [p + "with paddle.no_grad():"] + self.block(ind + 4, self.r.randint(1, 3))
@@ -606,7 +704,7 @@ class Gen:
     def return_expr(self) -> str:
         picks = []
         for _ in range(self.r.randint(1, 4)):
-            ty = self.r.choice(["T", "T", "T0", "I", "F", "L", "D", "TL", "O"])
+            ty = self.r.choice(["T", "T", "T0", "I", "F", "L", "D", "TL", "O"] + ["S"] * self.extended)
             if ty == "O":
                 picks.append(f"{self.e_O(0)}.a")
             elif self.chance(0.5) and self.vars_of(ty):
@@ -655,13 +753,37 @@ class Gen:
         text = "\n".join(body + [ret_value])
         mutates = any(tok in text for tok in (".append(", ".insert(", ".extend(", "+=", ".sort(", ".reverse(",
                                               "[:] =", ".pop(", "del ", ".update(", ".setdefault(", "] =",
-                                              ".remove(")) \
+                                              ".remove(", "with Track")) \
             or any(h.mutates and f"{h.name}(" in text for h in self.helpers)
         self.helpers.append(Helper(name, arg_types, ret, mutates))
         return [p + f"def {name}({', '.join(args)}):"] + globals_line + prologue + body + [p + f"    return {ret_value}"]
 
+    def extended_closures(self) -> list[str]:
+        """Closures of the extended programs: one rebinding a nonlocal tensor, one appending to a captured
+        list, a generator of tensors (maybe through ``yield from``)."""
+        lines: list[str] = []
+        if self.chance(0.4):
+            acc, push, t = self.fresh("tacc"), self.fresh("push"), self.fresh("a")
+            lines += [f"    {acc} = {self.e_T(1)}", f"    def {push}({t}):", f"        nonlocal {acc}",
+                      f"        {acc} = {acc} {self.r.choice(['+', '*', '-'])} {t}", f"        return {acc}"]
+            self.declare(acc, "T")
+            self.helpers.append(Helper(push, ["T"], "T", False))
+        if self.chance(0.4):
+            log, note, k = self.fresh("log"), self.fresh("note"), self.fresh("a")
+            lines += [f"    {log} = []", f"    def {note}({k}):", f"        {log}.append({k})",
+                      f"        return len({log})"]
+            self.declare(log, "L")
+            self.helpers.append(Helper(note, ["I"], "I", True))
+        if self.chance(0.5):
+            gen, ts, t = self.fresh("gen"), self.fresh("a"), self.fresh("t")
+            body = self.r.choice([[f"        for {t} in {ts}:", f"            yield {t} * 2"],
+                                  [f"        yield from ({t} + 1 for {t} in {ts})", "        yield x"]])
+            lines += [f"    def {gen}({ts}):"] + body
+            self.declare(gen, "GENT")
+        return lines
+
     def generate(self) -> str:
-        lines = [PRELUDE, ""]
+        lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else ""), ""]
         # module-level helpers
         self.scopes = []
         for _ in range(self.r.randint(0, 2)):
@@ -680,6 +802,8 @@ class Gen:
             lines += [f"    def {bump}({k}):", f"        nonlocal {acc}", f"        {acc} += {k}",
                       f"        return {acc}"]
             self.helpers.append(Helper(bump, ["I"], "I", False))
+        if self.extended:
+            lines += self.extended_closures()
         for _ in range(self.r.randint(0, 2)):
             self.budget = 3
             lines += self.helper_def(self.fresh("h"), 4, nested=True)
@@ -702,8 +826,9 @@ def _vec(r: random.Random, n: int) -> list[float]:
     return [round(r.uniform(-2, 2), 3) for _ in range(n)]
 
 
-def make_inputs(r: random.Random, n_elems: int) -> InputSet:
-    return InputSet(
+def make_inputs(r: random.Random, n_elems: int, extended: bool = False) -> InputSet:
+    """Random inputs; ``extended``: some float values are signed zeros."""
+    inputs = InputSet(
         n_elems=n_elems,
         x=_vec(r, n_elems), y=_vec(r, n_elems), w=_vec(r, n_elems),
         n=r.randint(-3, 6), s=round(r.uniform(-2, 2), 2),
@@ -713,16 +838,23 @@ def make_inputs(r: random.Random, n_elems: int) -> InputSet:
         tl=[_vec(r, n_elems) for _ in range(r.randint(0, 3))],
         gscale=r.choice([1.0, 2.0, 0.5]), adder=r.choice([1, 2]), gobj_a=r.randint(0, 3),
     )
+    if extended:
+        for values in (inputs.x, inputs.y, inputs.w, inputs.obj_t, *inputs.tl):
+            values[:] = [r.choice([0.0, -0.0]) if r.random() < 0.15 else v for v in values]
+        if r.random() < 0.2:
+            inputs.s = r.choice([0.0, -0.0])
+    return inputs
 
 
 def generate(seed: int) -> Program:
     gen = Gen(seed)
     source = gen.generate()
     r = random.Random(seed * 7919 + 1)
-    first = make_inputs(r, r.choice([3, 4, 5]))
+    extended = seed >= EXTENDED_FROM
+    first = make_inputs(r, r.choice([3, 4, 5]), extended)
     if r.random() < 0.3:
         second = first  # the same values again: pure cache hits
     else:
-        second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]))
+        second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]), extended)
     min_graph_size = 0 if seed % 2 == 0 else 10
     return Program(seed, source, [first, second], min_graph_size)

@@ -752,3 +752,173 @@ def test_the_gradient_through_an_item_set_in_a_compiled_graph_skips_the_overwrit
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(overwrites_an_item_of_a_computed_tensor)
         np.testing.assert_allclose(grad_of_w(translated), expected)
+
+
+def divide_then_change_the_quotient_in_place(x, y, w):
+    w = w.cumsum(0) / y  # eager's divide keeps its output for the backward
+    w.add_(x)
+    return w
+
+
+def multiply_then_change_a_factor_in_place(x, y, w):
+    v = w * 2
+    z = v * y  # eager's multiply keeps its inputs
+    v.add_(x)
+    return z + v
+
+
+def change_a_plain_factor_in_place(x, y, w):
+    z = (w * 2) * y  # multiply keeps y, which requires no grad itself (seed 12988)
+    y.add_(x)
+    return z + y
+
+
+def change_a_sum_in_place_then_exp(x, y, w):
+    v = w * 2 + y  # add keeps nothing: changing its output is fine
+    v.add_(x)
+    return paddle.exp(v)
+
+
+@pytest.mark.parametrize("fn, eager_refuses", [(divide_then_change_the_quotient_in_place, True),
+                                               (multiply_then_change_a_factor_in_place, True),
+                                               (change_a_plain_factor_in_place, True),
+                                               (change_a_sum_in_place_then_exp, False)])
+def test_an_in_place_change_of_a_tensor_an_op_of_the_graph_saved_is_refused_by_backward(fn, eager_refuses) -> None:
+    """Seed 2428 (``min_graph_size=0``): ``w.add_(x)`` on the output of a division compiled in the same graph.
+    Eager's ``backward()`` refuses (the divide node kept its output); the compiled program recorded the
+    out-of-place add and computed a gradient silently. Such a frame now runs natively; an in-place change of
+    a tensor no op kept still compiles."""
+    def run(f: Callable[..., Any], size: int) -> Any:
+        x, y = paddle.arange(1.0, size + 1), paddle.arange(2.0, size + 2)
+        w = paddle.to_tensor(np.linspace(-2, 3, size).astype("float32"), stop_gradient=False)
+        out = f(x, y, w)
+        try:
+            out.sum().backward()
+        except RuntimeError as exc:
+            return "refused", "modified by an inplace operation" in str(exc)
+        return np.round(out.numpy(), 4).tolist(), np.round(w.grad.numpy(), 4).tolist()
+
+    assert (run(fn, 3)[0] == "refused") == eager_refuses
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for size in (3, 3, 5, 4):  # (then with a dynamic dimension)
+            assert run(translated, size) == run(fn, size), size
+    assert sot.stats().fallbacks == (2 if eager_refuses else 0)
+
+
+def scaled_by_an_int_argument(x, n):
+    return x * n, n * x, x * (2 - n)
+
+
+def test_a_product_by_a_symbolic_int_has_eager_zeros() -> None:
+    """Seed 12188 (``min_graph_size=0``): eager multiplies a tensor by a Python int with ``scale(x, n,
+    bias=0.0)``, so ``-0.0 * 2`` and ``1.7 * 0`` are both 0.0. Once the int varies between calls it is a
+    symbolic int, a tensor of the program, and the tensor product gave -0.0 for both."""
+    def bits(values: tuple) -> list:
+        return [np.signbit(t.numpy()).tolist() + t.numpy().tolist() for t in values]
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(scaled_by_an_int_argument)
+        for n in (5, 3, 2, 0, -1):
+            x = paddle.to_tensor([1.7, -0.0, -1.4, 0.0])
+            assert bits(translated(x, n)) == bits(scaled_by_an_int_argument(x, n)), n
+
+
+def read_an_item_at_an_int_argument(x, y, n):
+    x = x + 1
+    return x, float(y[n])
+
+
+def write_an_item_at_an_int_argument(x, n):
+    x = x * 2
+    x[n] = 7.0
+    return x
+
+
+@pytest.mark.parametrize("fn", [read_an_item_at_an_int_argument, write_an_item_at_an_int_argument])
+def test_an_item_index_from_an_int_argument_out_of_range_raises_index_error(fn) -> None:
+    """Seed 12316 (``min_graph_size=0``): ``y[n]`` with ``n`` varying between calls (a symbolic int, an
+    input of the program); at ``n == 5`` on 5 items eager raises IndexError, the static program read outside
+    the tensor (an uninitialized result: ``float()`` of it raised AssertionError). The index is guarded to
+    stay in range: a call out of range translates again and raises as eager does."""
+    def make_args(n: int) -> tuple:
+        tensors = (paddle.ones([5]), paddle.arange(5.0)) if fn is read_an_item_at_an_int_argument \
+            else (paddle.arange(5.0),)
+        return (*tensors, n)
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for n in (3, 3, 2, 5, -5, 4, -6, 1):
+            got, expected = _outcome(translated, make_args(n)), _outcome(fn, make_args(n))
+            assert got[1] == expected[1] and _same(got[0], expected[0]), (n, got, expected)
+
+
+def length_of_a_set_made_at_a_break(x, s, lst, d):
+    acc = d.get("c", 3)
+
+    def bump():
+        nonlocal acc
+
+    n = len(set(lst))  # (``set(...)`` breaks the graph: the resumed function receives the set)
+    print("p", n)
+    return x, paddle.to_tensor(s)
+
+
+def test_the_length_of_a_set_a_resumed_function_receives_is_guarded() -> None:
+    """Seed 12336: the function resumed after ``set(lst)`` folded ``len`` of the set it received without a
+    guard on the set; called again with another list (after a cache miss of the outer function), it
+    printed the old length."""
+    calls = [(-1.22, [], {"c": 3}), (-1.22, [], {"c": 3}), (0.0, [4], {"c": -1}), (-1.22, [], {"c": 3}),
+             (0.5, [1, 2, 2], {})]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(length_of_a_set_made_at_a_break)
+        for s, lst, d in calls:
+            args = (paddle.ones([2]), s, lst, d)
+            assert _outcome(translated, args)[2] == _outcome(length_of_a_set_made_at_a_break, args)[2], lst
+
+
+def keep_a_factor_then_change_it_after_a_break(x, y, w):
+    w = w - (-1 * y)
+    unused = ((w * y) * y[1].item()).sum()  # multiply keeps y; ``item()`` breaks the graph
+    y[0] = 0.0
+    return w[1]
+
+
+def test_a_factor_changed_after_a_break_only_matters_to_the_backward_through_its_op() -> None:
+    """Seed 13877 (``min_graph_size=10``): ``y`` kept by ``w * y``, then changed in place after a break;
+    eager's backward from ``w[1]`` never reaches that multiply and computes the gradient. The compiled
+    program's version check (a hook on each output) refused: the hook of ``w`` watched every tensor the
+    program's backward keeps, and the hook of the unused product ran too, with no gradient."""
+    def run(fn: Callable[..., Any]) -> Any:
+        y = paddle.to_tensor([2.0, 3.0, 4.0])
+        w = paddle.to_tensor([1.0, -2.0, 3.0], stop_gradient=False)
+        out = fn(paddle.ones([3]), y, w)
+        try:
+            out.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    expected = run(keep_a_factor_then_change_it_after_a_break)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(keep_a_factor_then_change_it_after_a_break)
+        assert run(translated) == expected == [0.0, 1.0, 0.0]
+        assert run(translated) == expected
+
+
+def build_a_set_of_two_ints(x, n, m):
+    return x + 1, list({n, m}), {n, m}
+
+
+def test_a_set_built_in_the_frame_iterates_in_eager_order() -> None:
+    """Seeds 15744, 15858 (known bug): ``{-3, 5}`` (two ints whose hashes collide in a small table) is
+    simulated as a Python set holding the same values, and rebuilt after the graph with ``BUILD_SET`` from
+    that set's iteration order: another insertion order, so the rebuilt set iterates ``[-3, 5]`` where the
+    eager one iterates ``[5, -3]`` (``list()`` of it inside the frame is right). A fix keeps each set's
+    insertion order (CPython's table layout follows from it) through every simulated set operation."""
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(build_a_set_of_two_ints)
+        for n, m in ((-3, 5), (5, -3)):
+            expected = build_a_set_of_two_ints(paddle.ones([1]), n, m)[1:]
+            got = translated(paddle.ones([1]), n, m)[1:]
+            assert (got[0], list(got[1])) == (expected[0], list(expected[1])), (n, m)

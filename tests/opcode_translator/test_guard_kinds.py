@@ -123,8 +123,7 @@ def _divide_by(x: paddle.Tensor, s: float) -> paddle.Tensor:
 def test_the_sign_of_a_float_zero_is_guarded():
     """-0.0 == 0.0, but ``x / s`` is +inf for one and -inf for the other: each gets its own entry.
 
-    (With the default ``min_graph_size`` this graph is replayed eagerly; compiled, Paddle's static ``full``
-    drops the sign of a -0.0 fill value, a Paddle limitation seen by the fuzzer at seed 1074.)"""
+    (Compiled, a -0.0 fill value would come out as 0.0: see tests/symbolic/test_zero_sign.py.)"""
     x = paddle.to_tensor([1.0, -2.0])
     translated = sot.symbolic_translate(_divide_by)
     for s in (0.0, -0.0, 0.0, -0.0):

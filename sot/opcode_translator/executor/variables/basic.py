@@ -329,14 +329,19 @@ class TensorVariable(VariableBase):
         raise FallbackError(f"tensor attribute {name!r} is not supported yet")
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem, [self, key], {})
+        from .symbolic_int import checked_index
+
+        return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem,
+                                         [self, checked_index(self, key)], {})
 
     def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
         from .inplace import apply_in_place, set_items
+        from .symbolic_int import checked_index
 
         if value is None:
             raise BreakGraphError("deleting items of a tensor runs natively (eager raises)")
-        apply_in_place(self, "api", "setitem", set_items, [self, key, value], {}, "item assignment")
+        apply_in_place(self, "api", "setitem", set_items, [self, checked_index(self, key), value], {},
+                       "item assignment")
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
         raise BreakGraphError(f"setting Tensor.{name} changes the tensor itself: runs natively")

@@ -211,7 +211,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     ``api`` statement calling the operator."""
     from .container import container_operator
     from .dunder import dunder_operator
-    from .symbolic_int import symbolic_arithmetic, tensor_operand
+    from .symbolic_int import symbolic_arithmetic, tensor_operand, with_eager_scale_bias
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -229,9 +229,12 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     if folded is not None:
         return folded
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
-    if tensor is not None:  # a symbolic int operand computes in the tensor's dtype, as a Python int would
-        operands = [tensor_operand(tensor, o) for o in operands]
-    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+    if tensor is None:
+        return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+    # A symbolic int operand computes in the tensor's dtype, as a Python int would.
+    result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
+                                  [tensor_operand(tensor, o) for o in operands], {})
+    return with_eager_scale_bias(fn, operands, result)
 
 
 def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:

@@ -592,18 +592,24 @@ class SetVariable(VariableBase):
     def of(cls, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker) -> "SetVariable":
         return cls({_constant_value(item, "set element") for item in items}, graph, tracker)
 
+    def read(self) -> set:
+        """The values, read by the simulation: a set from outside the frame is guarded by them (fuzz seed
+        12336: ``len(s)`` of a set a resumed function received was folded without a guard)."""
+        self.graph.add_guard(self)
+        return self.values
+
     def get_py_value(self) -> Any:
-        return set(self.values)
+        return set(self.read())
 
     def get_py_type(self) -> type:
         return set
 
     def length(self) -> int:
-        return len(self.values)
+        return len(self.read())
 
     def iter_items(self) -> list[VariableBase]:
         # The real iteration order, since the set holds exactly these values.
-        return [ConstantVariable(v, self.graph, DummyTracker((self,))) for v in set(self.values)]
+        return [ConstantVariable(v, self.graph, DummyTracker((self,))) for v in set(self.read())]
 
     unpack = iter_items
 
@@ -616,7 +622,7 @@ class SetVariable(VariableBase):
         codegen.build("BUILD_SET", len(self.values))
 
     def bool(self) -> bool:
-        return bool(self.values)
+        return bool(self.read())
 
     def record_mutation(self) -> None:
         """About to change: sets from outside are not written back yet; a rollback restores the values."""
@@ -638,7 +644,7 @@ class SetVariable(VariableBase):
             raise FallbackError(f"set.{name}() is not simulated yet")
         # The other methods do not change the set: called on a copy (a set, so that ``union`` and friends
         # return a set as in eager code, not a frozenset).
-        return PureFunctionVariable(getattr(set(self.values), name), self.graph, DummyTracker((self,)))
+        return PureFunctionVariable(getattr(set(self.read()), name), self.graph, DummyTracker((self,)))
 
     def __repr__(self) -> str:
         return f"SetVariable({self.values!r})"

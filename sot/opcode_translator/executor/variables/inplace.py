@@ -162,6 +162,10 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
+    saver = _saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
+    if saver is not None:
+        raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
+                            "backward refuses it, a program's would use the old value)", graph.location)
     if target.tracker.is_traceable() and not target.is_rebound:
         for _, other in list(graph.known_objects.values()):
             check_memory_apart(target, other)
@@ -249,6 +253,115 @@ def _views(target: TensorVariable, name: str) -> list[Symbol]:
     return views
 
 
+def _saver_in_graph(target: TensorVariable) -> Statement | None:
+    """An earlier statement of the graph whose eager backward keeps the tensor ``target`` holds now (as an input
+    or an output), so that an in-place change makes eager's ``backward()`` refuse (`saves_for_backward`)."""
+    graph = target.graph
+    symbol = target.symbol
+    for statement in graph.statements:
+        if statement.no_grad or all(graph.metas[out].stop_gradient for out in statement.output_symbols()):
+            continue  # no gradient node
+        if (symbol in statement.inputs() or symbol in statement.output_symbols()) \
+                and saves_for_backward(statement, graph, symbol):
+            return statement
+    return None
+
+
+_saves_cache: dict[Any, bool] = {}
+DYNAMIC_STAND_IN = 2  # the size a dynamic dimension gets in the probe
+
+
+def saves_for_backward(statement: Statement, graph: "FunctionGraph", symbol: Symbol) -> bool:
+    """Whether eager's gradient node of ``statement`` keeps ``symbol`` (one of its inputs or outputs): found by
+    running the op on zeros (floating inputs requiring grad), bumping the inplace version of that tensor and
+    calling ``backward()`` (cached per op, metas and position; a dynamic dimension gets a size of its own).
+    Ops that cannot be run so (layers, PyLayers, a failing probe) count as keeping nothing."""
+    if statement.kind not in ("api", "method"):
+        return False
+
+    def position(leaf: Any) -> Any:
+        return leaf == symbol if isinstance(leaf, Symbol) else None
+
+    where = (map_structure(position, (statement.args, statement.kwargs)), map_structure(position, statement.outputs))
+    args, kwargs, key = _metas_and_key(statement, graph, repr(where))
+    return _cached(_saves_cache, key, lambda: _run_saves_probe(statement, args, kwargs, where))
+
+
+def _metas_and_key(statement: Statement, graph: "FunctionGraph", *extra: Any) -> tuple[tuple, dict, Any]:
+    """The statement's arguments with metas for symbols, and the cache key of a probe on them (None when they
+    cannot be hashed)."""
+    from ..function_graph import repr_free
+
+    def meta_of(leaf: Any) -> Any:
+        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+    args = map_structure(meta_of, statement.args)
+    kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
+    try:
+        key: Any = (statement.kind, statement.target, repr_free(args), repr_free(kwargs), *extra)
+        hash(key)
+    except TypeError:
+        key = None
+    return args, kwargs, key
+
+
+def _cached(cache: dict[Any, Any], key: Any, compute: Callable[[], Any]) -> Any:
+    if key is not None and key in cache:
+        return cache[key]
+    answer = compute()
+    if key is not None:
+        cache[key] = answer
+    return answer
+
+
+def _call_on(statement: Statement, call_args: tuple, call_kwargs: dict) -> Any:
+    """Run the op of ``statement`` on concrete arguments (the random state is restored after)."""
+    rng = paddle.get_rng_state()
+    try:
+        if statement.kind == "method":
+            return getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
+        return statement.target(*call_args, **call_kwargs)
+    finally:
+        paddle.set_rng_state(rng)
+
+
+def _run_saves_probe(statement: Statement, args: tuple, kwargs: dict, where: tuple) -> bool:
+    def concrete(shape: tuple[int, ...]) -> list[int]:  # (which tensors an op keeps does not depend on sizes)
+        return [DYNAMIC_STAND_IN if dim < 0 else dim for dim in shape]
+
+    metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
+    if sum(math.prod(concrete(meta.shape)) for meta in metas) > PROBE_MAX_ELEMENTS:
+        return False
+
+    def zeros(leaf: Any) -> Any:
+        if not isinstance(leaf, MetaInfo):
+            return leaf
+        tensor = paddle.zeros(concrete(leaf.shape), leaf.dtype)
+        tensor.stop_gradient = leaf.stop_gradient or leaf.dtype not in _FLOATING
+        return tensor
+
+    call_args = map_structure(zeros, args)
+    call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
+    try:
+        with paddle.enable_grad():
+            result = _call_on(statement, call_args, call_kwargs)
+            inputs_where, outputs_where = where
+            marked = [t for t, hit in zip(leaves((call_args, call_kwargs)), leaves(inputs_where)) if hit] + \
+                [t for t, hit in zip(leaves(result), leaves(outputs_where)) if hit]
+            differentiable = [t for t in leaves(result) if isinstance(t, paddle.Tensor) and not t.stop_gradient]
+            if not differentiable:
+                return False
+            for tensor in marked:
+                if isinstance(tensor, paddle.Tensor):
+                    tensor._bump_inplace_version()
+            paddle.add_n([t.sum().astype("float32") for t in differentiable]).backward()
+    except RuntimeError as exc:
+        return "modified by an inplace operation" in str(exc)
+    except Exception:  # noqa: BLE001 - cannot tell
+        return False
+    return False
+
+
 class Probe(NamedTuple):
     """How an op's outputs relate to its tensor inputs in eager mode."""
 
@@ -271,6 +384,7 @@ _probe_cache: dict[Any, Probe] = {}
 
 def forget_alias_probes() -> None:
     _probe_cache.clear()
+    _saves_cache.clear()
 
 
 def producer(graph: "FunctionGraph", symbol: Symbol) -> Statement | None:
@@ -293,29 +407,12 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
     them: found by running it on zeros of the same meta, under no_grad and with the random state restored
     (cached per op and metas). Anything that cannot be probed (a layer, a dynamic shape, a failing probe) may
     do both."""
-    from ..function_graph import repr_free
-
     if statement.kind not in ("api", "method"):
         return _UNKNOWN
     if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):
         return _NEW_TENSOR
-
-    def meta_of(leaf: Any) -> Any:
-        return graph.metas[leaf] if isinstance(leaf, Symbol) else leaf
-
-    args = map_structure(meta_of, statement.args)
-    kwargs = {k: map_structure(meta_of, v) for k, v in statement.kwargs.items()}
-    try:
-        key = (statement.kind, statement.target, repr_free(args), repr_free(kwargs))
-        hash(key)
-    except TypeError:
-        key = None
-    if key is not None and key in _probe_cache:
-        return _probe_cache[key]
-    answer = _run_probe(statement, args, kwargs)
-    if key is not None:
-        _probe_cache[key] = answer
-    return answer
+    args, kwargs, key = _metas_and_key(statement, graph)
+    return _cached(_probe_cache, key, lambda: _run_probe(statement, args, kwargs))
 
 
 # Larger inputs are not probed (the zeros would cost too much memory): their ops count as unknown.
@@ -334,17 +431,11 @@ def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
 
     call_args = map_structure(zeros, args)
     call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
-    rng = paddle.get_rng_state()
     try:
         with paddle.no_grad():
-            if statement.kind == "method":
-                result = getattr(call_args[0], statement.target)(*call_args[1:], **call_kwargs)
-            else:
-                result = statement.target(*call_args, **call_kwargs)
+            result = _call_on(statement, call_args, call_kwargs)
     except Exception:  # noqa: BLE001 - cannot tell
         return _UNKNOWN
-    finally:
-        paddle.set_rng_state(rng)
     inputs = [leaf for leaf in leaves((call_args, call_kwargs)) if isinstance(leaf, paddle.Tensor)]
     outputs = [leaf for leaf in leaves(result) if isinstance(leaf, paddle.Tensor)]
     return Probe(any(out._is_shared_buffer_with(inp) for out in outputs for inp in inputs),

@@ -267,6 +267,66 @@ def tensor_operand(tensor: TensorVariable, other: VariableBase) -> VariableBase:
     return graph.call_tensor_op("api", "paddle.cast", paddle.cast, [other.tensor, dtype], {})
 
 
+def checked_index(tensor: TensorVariable, key: VariableBase) -> VariableBase:
+    """A tensor index (``x[key]``) the program can take as it is.
+
+    Eager raises IndexError for an integer index out of range; a static program reads (or writes) outside
+    the tensor instead (fuzz seed 12316: an uninitialized result; an item set out of range changed nothing).
+    A symbolic int indexing the first dimension, a static one, is guarded to stay in range (a call out of
+    range translates again); any other symbolic int index is pinned. An int index out of the range of a
+    static dimension runs the op natively (eager raises). Slice bounds clamp: kept as they are."""
+    from .container import TupleVariable
+
+    shape = tensor.meta.shape
+    if isinstance(key, TupleVariable):
+        items = [_pinned(item) for item in key.items]
+        for dim, item in enumerate(items):  # (the leading int indices, one dimension each)
+            if dim >= len(shape) or type(item) is not ConstantVariable or type(item.value) is not int:
+                break
+            _check_in_range(item.value, shape[dim])
+        if all(new is old for new, old in zip(items, key.items)):
+            return key
+        return TupleVariable(items, key.graph, DummyTracker(tuple(items)))
+    size = shape[0] if shape else -1
+    if isinstance(key, SymbolicIntVariable) and size >= 0 and key.known is not None and key.form is not None \
+            and -size <= key.known < size:
+        key.graph.add_symbolic_guard(key.render, f"{-size} <= {{}} < {size}", key)
+        return key
+    key = _pinned(key)
+    if type(key) is ConstantVariable and type(key.value) is int and shape:
+        _check_in_range(key.value, size)
+    return key
+
+
+def _pinned(item: VariableBase) -> VariableBase:
+    if not isinstance(item, SymbolicIntVariable):
+        return item
+    return ConstantVariable(item.get_py_value(), item.graph, DummyTracker((item,)))
+
+
+def _check_in_range(index: int, size: int) -> None:
+    if size >= 0 and not -size <= index < size:
+        raise BreakGraphError(f"index {index} is out of range for a dimension of size {size}: runs natively "
+                              "(eager raises IndexError)")
+
+
+_FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+# Operators eager Paddle computes, with a Python number operand, as ``scale(x, number, bias=0.0)``: the bias
+# turns a -0.0 product into 0.0 (``-0.0 * 3`` is 0.0 there), which a product by a tensor does not.
+_SCALING_OPERATORS = frozenset({operator.mul, operator.imul})
+
+
+def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
+        VariableBase:
+    """``result`` of ``fn`` on a tensor and a symbolic int (cast to a tensor by `tensor_operand`), made what
+    eager computes with the int as a Python number: a floating product gets eager's ``+ 0.0``."""
+    if fn not in _SCALING_OPERATORS or not any(isinstance(o, SymbolicIntVariable) for o in operands) \
+            or not isinstance(result, TensorVariable) or result.meta.dtype not in _FLOATING:
+        return result
+    zero = ConstantVariable(0.0, result.graph, DummyTracker())
+    return result.graph.call_tensor_op("api", "operator.add", operator.add, [result, zero], {})
+
+
 class SymbolicSliceVariable(ConstantVariable):
     """``start:stop:step`` with a symbolic bound: passed to the program as a slice of its tensors
     (``x[:, :n]``); read as a Python slice (a list's ``items[:n]``) it pins the bounds."""
