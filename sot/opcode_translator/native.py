@@ -18,7 +18,7 @@ there), so that a branch taken for the first time later is still translated, and
 graphs.
 
 Whether the entry switches is decided again whenever something it depends on changes: a program's cost model
-chooses (`CHOICE_LISTENERS`), a resume function gets an entry (the callback, `entry_added`), or one is
+chooses, or chooses again (`CHOICE_LISTENERS`), a resume function gets an entry (the callback, `entry_added`), or one is
 switched. Frames that inlined calls (user functions, dunders) are never switched: natively, each of those
 calls would become a hooked, guarded frame of its own, which can cost more than the replay saves.
 
@@ -101,7 +101,7 @@ class NativePlan:
         self.hook_free = False  # the entry runs with the thread's callback suspended
         self.guard: Any = None  # the entry's guard function, once the callback returned it
         for program in programs:
-            if isinstance(program, CompiledProgram) and program.choice is None:
+            if isinstance(program, CompiledProgram):  # (even one that chose: its cost model may measure again)
                 _program_watchers.setdefault(program, weakref.WeakSet()).add(self)
         for path in paths:
             _resume_watchers.setdefault(path.resume, weakref.WeakSet()).add(self)
@@ -199,7 +199,7 @@ def _program_chose(program: CompiledProgram) -> None:
     # Called from the program's run inside a translated call: the hook is off while our code runs (the frames
     # of the libraries it uses must not be translated).
     with callback_installed(None):
-        for plan in list(_program_watchers.pop(program, ())):
+        for plan in list(_program_watchers.get(program, ())):
             plan.refresh()
 
 

@@ -198,6 +198,28 @@ def test_the_switch_waits_for_the_cost_model(fake_clock, compiled: float, eager:
     assert sot.stats().graph_breaks == 1
 
 
+def test_a_program_that_chooses_again_switches_the_entry(fake_clock) -> None:
+    """A choice is not final (backward passes after a forward-only choice measure again; a program that
+    fails compiled gives up): when the compiled programs of an entry come to run eagerly later, the entry
+    switches then. (It stayed on its translated code: the plan stopped watching a program once it chose.)"""
+    fake_clock(1.0, 2.0)  # compiled is faster: both pieces choose compiled
+    fast = sot.symbolic_translate(bigger_pieces)
+    code = bigger_pieces.__code__
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(SETTLED + 3):
+            _run_and_compare(fast, bigger_pieces, 1.0)
+        plan = cache_entries(code)[0][0].native_plan
+        assert _entry_codes(code)[0] is plan.translated
+        for program in plan.programs:  # each measures again and now finds eager faster
+            program._give_up_compiling(RuntimeError("chooses eager now"))
+        [entry] = _entry_codes(code)
+        assert entry is not plan.translated
+        assert (entry is not code) == _branches_at_the_break(code)
+        for _ in range(3):
+            _run_and_compare(fast, bigger_pieces, 1.0)
+    assert sot.stats().graph_breaks == 1
+
+
 @sot.skip_function
 def native_helper(t: paddle.Tensor) -> paddle.Tensor:
     LOG.append("helper")
