@@ -324,3 +324,62 @@ def test_deep_layer_trees_are_guarded_through_their_member_dicts(compile_all):
     (guard, _), = cache_entries(type(model).forward.__code__)
     assert "._sub_layers['2']" in guard.guard.source
     assert "__getitem__" not in guard.guard.source and "[__c" not in guard.guard.source
+
+
+class ConfiguredBlock(paddle.nn.Layer):
+    """Built-in layers whose forward reads plain configuration (a dropout rate, a stride, an epsilon)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(8, 8)
+        self.drop = paddle.nn.Dropout(0.0)
+        self.conv = paddle.nn.Conv1D(1, 2, 3, stride=1)
+        self.norm = paddle.nn.LayerNorm(8)
+
+    def forward(self, x):
+        h = self.norm(self.drop(self.fc(x)))
+        return self.conv(h.unsqueeze(1)) * 2.0
+
+
+def test_configuration_of_a_builtin_layer_changed_after_translation_is_seen(compile_all):
+    """A compiled ``layer`` statement bakes the layer's configuration into the program: a dropout rate
+    scheduled during training, a stride or an epsilon changed later must give a new program (they reused
+    the old one, silently), and going back reuses the first entry."""
+    paddle.seed(3)
+    layer = ConfiguredBlock()
+    fast = sot.symbolic_translate(layer)
+    x = _x(4, 8)
+    for _ in range(3):
+        assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 1  # unchanged configuration: cache hits
+
+    layer.drop.p = 1.0  # everything dropped: deterministic
+    out = fast(x)
+    assert_same(out, layer(x))
+    assert sot.stats().translate_count == 2
+
+    layer.drop.p = 0.0
+    layer.conv._stride = [2]
+    assert_same(fast(x), layer(x))
+    assert tuple(fast(x).shape) == (4, 2, 3)
+    layer.norm._epsilon = 1e-3
+    assert_same(fast(x), layer(x))
+    translations = sot.stats().translate_count
+    assert translations == 4
+
+    layer.conv._stride = [1]
+    layer.norm._epsilon = 1e-5
+    assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == translations  # the first entry again
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
+
+
+def test_a_list_configuration_changed_in_place_is_seen(compile_all):
+    """The guard compares with a copy of a list attribute, not the list itself."""
+    layer = ConfiguredBlock()
+    fast = sot.symbolic_translate(layer)
+    x = _x(4, 8)
+    assert_same(fast(x), layer(x))
+    layer.conv._stride[0] = 2
+    assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 2

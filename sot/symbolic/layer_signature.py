@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import sys
 import types
 from typing import Any
@@ -123,3 +124,44 @@ def layer_state(layer: paddle.nn.Layer) -> tuple:
     tensor) described by its type and identity: for a memo keyed by the layer's identity too, where it
     still tells a changed state (a replaced parameter, the training flag) from the state inferred before."""
     return _Describer(exact=False).object(layer)
+
+
+# -- configuration: the plain values a layer's forward may read -------------------------------------------------
+# A compiled ``layer`` statement bakes what its forward read into the program (``Dropout.p``, ``Conv2D._stride``,
+# ``BatchNorm``'s ``_epsilon``), so these values are part of the program's key and of the translation's guard.
+# ("training" is guarded on its own; ``_built`` flips at the first eager call, which no forward reads.)
+_NOT_CONFIG = frozenset({"training", "_built", "_init_in_dynamic_mode"}) | BOOKKEEPING
+
+
+# Strings are left out: Paddle's forwards rewrite some to a canonical spelling on their first call
+# (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'), so a snapshot taken at translation would miss
+# once for every such layer; a data format or mode changed after translation is not seen (a known limit).
+_CONFIG_SCALARS = _SCALARS - {str, bytes}
+
+
+def _is_config_value(value: Any, depth: int = 0) -> bool:
+    """A number, a bool, None, a dtype, or a short list or tuple of those (a rate, a stride, a padding, a
+    kernel size, an epsilon)."""
+    if type(value) in _CONFIG_SCALARS:
+        return True
+    return (type(value) in (list, tuple) and depth < 2 and len(value) <= 32
+            and all(_is_config_value(item, depth + 1) for item in value))
+
+
+def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
+    """``layer``'s own plain configuration attributes (not its sublayers'), as (name, value) in order.
+    Attributes shadowed by a data descriptor of the class, or not reachable as ``layer.<name>``, are left out."""
+
+    items = []
+    for name, value in layer.__dict__.items():
+        if name in _NOT_CONFIG or not name.isidentifier() or not _is_config_value(value):
+            continue
+        if hasattr(inspect.getattr_static(type(layer), name, None), "__set__"):
+            continue
+        items.append((name, value))
+    return items
+
+
+def layer_config_key(layer: paddle.nn.Layer) -> tuple:
+    """`layer_config` as a hashable value that tells apart what ``==`` does not (-0.0, a list from a tuple)."""
+    return tuple((name, type(value), repr(value)) for name, value in layer_config(layer))

@@ -17,6 +17,7 @@ import paddle
 
 from ..errors import SourceLocation
 from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
+from .layer_signature import layer_config_key
 from .pytree import leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
@@ -84,14 +85,15 @@ class LayerCall:
 
     def key(self) -> tuple:
         """What identifies the program this call builds: the layer, how it is called, and for every layer of
-        its tree the training flag (train and eval programs differ: dropout, batch norm), the identity of each
+        its tree the training flag (train and eval programs differ: dropout, batch norm), its plain configuration
+        (`layer_config_key`: a dropout rate, a stride baked into the program), the identity of each
         sublayer, parameter and buffer (the program holds the very tensors it was traced with: a replaced
         parameter needs a new program) and of each forward hook (the trace ran them)."""
         layer = self.layer
         tree = []
         for sub in layer.sublayers(include_self=True):
             state = sub.__dict__
-            tree.append((id(sub), sub.training,
+            tree.append((id(sub), sub.training, layer_config_key(sub),
                          *(tuple((name, id(member)) for name, member in (state.get(store) or {}).items())
                            for store in ("_parameters", "_buffers", "_sub_layers", "_forward_pre_hooks",
                                          "_forward_post_hooks"))))

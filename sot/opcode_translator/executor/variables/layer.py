@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ....symbolic.layer_signature import layer_config
 from ....symbolic.sir import layer_call
 from ..side_effects import ABSENT
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
@@ -218,7 +219,7 @@ def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.
     parameters and buffers (the program holds those very objects, so a replaced one must miss, not be
     ignored) and, through its whole tree of sublayers, each sublayer's identity, training flag and forward
     hooks (the trace ran them). The layer's own hooks are guarded where it is called (`LayerVariable.call`)."""
-    checks = []
+    checks = _config_guards(builder, expr, layer)
     for store in ("_parameters", "_buffers"):
         members = layer.__dict__.get(store) or {}
         for name, tensor in members.items():
@@ -237,6 +238,24 @@ def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.
         child_expr = builder.bind(f"{expr}._sub_layers[{name!r}]")
         checks += [builder.identity(child_expr, child), f"{child_expr}.training is {bool(child.training)!r}"]
         checks += _compiled_state_guards(builder, child_expr, child, top=False)
+    return checks
+
+
+def _config_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer) -> list[str]:
+    """The plain configuration of a built-in layer (``Dropout.p``, ``Conv2D._stride``, ``BatchNorm``'s
+    ``_epsilon``...), by value: its compiled statement baked what forward read of it into the program, so a
+    change after translation (a dropout rate scheduled during training) must miss, not reuse the program."""
+    checks = []
+    for name, value in layer_config(layer):
+        path = f"{expr}.{name}"
+        if value is None or type(value) is bool:
+            checks.append(f"{path} is {value!r}")
+        elif value != value:  # a NaN, which never equals itself
+            checks += [f"type({path}) is float", f"{path} != {path}"]
+        else:
+            snapshot = value if type(value) is not list else list(value)
+            checks += [f"type({path}) is {builder.constant(type(value))}",
+                       f"{path} == {builder.constant(snapshot)}"]
     return checks
 
 
