@@ -210,8 +210,10 @@ def test_a_program_that_chooses_again_switches_the_entry(fake_clock) -> None:
             _run_and_compare(fast, bigger_pieces, 1.0)
         plan = cache_entries(code)[0][0].native_plan
         assert _entry_codes(code)[0] is plan.translated
-        for program in plan.programs:  # each measures again and now finds eager faster
-            program._give_up_compiling(RuntimeError("chooses eager now"))
+        resumed = [guard.native_plan for path in plan.paths for guard, _ in cache_entries(path.resume)]
+        assert resumed  # (the piece after the break, on the path taken)
+        for program in [p for each in [plan, *resumed] for p in each.programs]:
+            program._give_up_compiling(RuntimeError("chooses eager now"))  # as if it measured again
         [entry] = _entry_codes(code)
         assert entry is not plan.translated
         assert (entry is not code) == _branches_at_the_break(code)
