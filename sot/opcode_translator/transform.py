@@ -291,12 +291,7 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     plan, codegen = _begin_break_code(graph, code, raised_at.lineno, brk, needed)
     sir, program = plan.sir, plan.program
     native = build_native_code(code, offset, tuple(isinstance(v, NullVariable) for v in stack), live)
-    codegen.push_callable(lambda: codegen.make_function(native))
-    argc = 0
-    for var in stack:
-        if not isinstance(var, NullVariable):
-            codegen.reconstruct(var)
-            argc += 1
+    argc = _push_continuation(codegen, native, stack)
     for name in live:
         codegen.reconstruct(values[name])
     codegen.call(argc + len(live))
@@ -416,6 +411,18 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
     """What the translated frame's own cells hold at the break (their tensors must be graph outputs)."""
     return [cell.content for cell in brk.frame_cells.values() if cell.content is not None]
+
+
+def _push_continuation(codegen: CodeGen, continuation: types.CodeType, stack: list[VariableBase]) -> int:
+    """Push the function of ``continuation`` (a resume, native or raising code) and the stack values it takes
+    first (NULLs are not passed); returns how many were pushed."""
+    codegen.push_callable(lambda: codegen.make_function(continuation))
+    argc = 0
+    for var in stack:
+        if not isinstance(var, NullVariable):
+            codegen.reconstruct(var)
+            argc += 1
+    return argc
 
 
 def _begin_break_code(graph: FunctionGraph, code: types.CodeType, lineno: int, brk: GraphBreak,
@@ -557,12 +564,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         resume = build_resume_code(code, offset, layout, live)
         resume_paths.append(ResumePath(resume, index == 1, layout.count(False), live,
                                        can_call_from_native(code, resume, layout, protected)))
-        codegen.push_callable(lambda: codegen.make_function(resume))
-        argc = 0
-        for var in base:
-            if not isinstance(var, NullVariable):
-                codegen.reconstruct(var)
-                argc += 1
+        argc = _push_continuation(codegen, resume, base)
         for temp in results:
             codegen.emit("LOAD_FAST", temp)
         for name in live:
@@ -594,12 +596,7 @@ def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeT
     # The operands are never read again (the raise unwinds the stack): NULLs stand for them.
     layout = tuple(isinstance(var, NullVariable) for var in base) + (True,) * n_operands
     raising = build_raising_code(code, offset, layout, live)
-    codegen.push_callable(lambda: codegen.make_function(raising))
-    argc = 0
-    for var in base:
-        if not isinstance(var, NullVariable):
-            codegen.reconstruct(var)
-            argc += 1
+    argc = _push_continuation(codegen, raising, base)
     for name in live:
         codegen.reconstruct(value_of(name))
     codegen.load_callable_const(without_own_frame)

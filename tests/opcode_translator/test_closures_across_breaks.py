@@ -14,21 +14,6 @@ import sot
 from _conformance import T, check
 
 
-def test_closure_appending_to_a_frame_list_across_a_break(compile_all):
-    def fn(x):
-        acc = []
-
-        def add(v):
-            acc.append(v)
-
-        add(x * 2)
-        print("break")
-        add(x * 3)
-        return acc
-
-    check(fn, lambda: (T(3),), breaks=1)
-
-
 def test_nonlocal_counter_written_before_at_and_after_the_break(compile_all):
     """The cell is written by the simulation before the break, by the frame after it and by the closure on
     both sides: one cell, so every read sees the last write."""

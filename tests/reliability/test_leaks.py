@@ -69,17 +69,16 @@ def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
     before_refs = [sys.getrefcount(v) for v in watched]
     before_objects = len(gc.get_objects())
     translations = sot.stats().translate_count
+
+    def rss_after(n: int) -> int:
+        for _ in range(n):
+            call()
+        gc.collect()
+        return rss()
+
     half = calls // 2
-    for _ in range(half):
-        out = call()
-    del out
-    gc.collect()
-    half_rss = rss()
-    for _ in range(calls - half):
-        out = call()
-    del out
-    gc.collect()
-    after_rss = rss()
+    half_rss = rss_after(half)
+    after_rss = rss_after(calls - half)
     after_refs = [sys.getrefcount(v) for v in watched]
     after_objects = len(gc.get_objects())
     assert sot.stats().translate_count == translations, "the calls were expected to be cache hits"
