@@ -22,6 +22,7 @@ from ..eval_frame_ext import get_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
+from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
@@ -248,10 +249,12 @@ class CompiledProgram:
             return
         if self._saved is None:
             self._saved = _saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
+            version_check.prepare()
         for out, (saved_inputs, saved_outputs) in zip(outputs, self._saved):
             watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
             if watched and isinstance(out, paddle.Tensor) and not out.stop_gradient:
-                out.register_hook(_version_check([(tensor, tensor._inplace_version()) for tensor in watched]))
+                out.register_hook(version_check.version_check_hook(
+                    [(tensor, tensor._inplace_version()) for tensor in watched]))
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
@@ -299,23 +302,6 @@ def _saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: li
     return plans
 
 
-def _version_check(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:
-    """A gradient hook refusing, as eager autograd does, a backward reading a tensor changed in place since."""
-    checked = [False]
-
-    def check_versions(grad: Any) -> None:
-        if grad is None:  # (the program's backward calls the hooks of outputs no gradient flows to)
-            return
-        if not checked[0]:
-            checked[0] = True
-            for tensor, expected in versions:
-                version = tensor._inplace_version()
-                if version != expected:
-                    raise RuntimeError(_modified_in_place_message(version, expected))
-
-    return check_versions
-
-
 @dataclasses.dataclass(eq=False)
 class _ScopeWatch:
     """What `CompiledProgram._watch_new_scopes` saw of the program runner's scopes (one interpreter each for
@@ -346,15 +332,6 @@ def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outp
 
     for out in differentiable:
         out.register_hook(on_output_grad)
-
-
-def _modified_in_place_message(version: int, expected: int) -> str:
-    """Eager autograd's words for the same misuse (paddle/fluid/eager/tensor_wrapper.h)."""
-    return (f"(PermissionDenied) Tensor '' used in gradient computation has been modified by an inplace "
-            f"operation. Its version is {version} but the expected version is {expected}. Please fix your "
-            "code to void calling an inplace operator after using the Tensor which will used in gradient "
-            f"computation.\n  [Hint: Expected tensor_version == wrapper_version_snapshot, but received "
-            f"tensor_version:{version} != wrapper_version_snapshot:{expected}.]")
 
 
 def _existing_flag_names(names: list[str]) -> list[str]:

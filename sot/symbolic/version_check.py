@@ -1,0 +1,95 @@
+"""The refusal of a backward that reads a tensor changed in place since the forward, as eager autograd's.
+
+Eager autograd snapshots the inplace version of every tensor a grad node saves (Paddle's TensorWrapper); when
+``backward()`` reaches the node and the version moved, it raises a C++ PermissionDenied error, which Python sees
+as a ``RuntimeError``. A compiled program's grad node keeps plain references, so `CompiledProgram` registers a
+gradient hook on its outputs that compares the versions (`version_check_hook`).
+
+Paddle wraps anything a Python hook raises in an External error (an ``OSError``, whatever the Python type), so
+the hook given to Paddle is the C extension's `PermissionDeniedHook` (sot/eval_frame_ext/autograd_errors.cpp):
+it runs the Python check, then throws Paddle's own PermissionDenied error, which ``backward()`` raises exactly as
+eager's (type, message and location). It costs nothing more on a backward that passes. Without the extension
+(not built: no Paddle headers, or an interpreter without unwind tables) the check raises in Python: the same
+message, as an ``OSError``.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Callable
+
+import paddle
+
+try:
+    from ..eval_frame_ext._autograd_errors import PermissionDeniedHook
+except ImportError:  # (the optional extension is not built: see setup.py)
+    PermissionDeniedHook = None
+
+# What a check reports of a refused backward: Paddle's error summary, and the file and line it is raised at.
+Refusal = tuple[str, str, int]
+
+
+def version_check_hook(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:
+    """A gradient hook refusing, as eager autograd does, a backward reading one of the tensors of ``versions``
+    (with the inplace version each had at the forward) changed in place since. Checked once: the first
+    gradient that arrives (the program's backward calls the hooks of outputs no gradient flows to, with None:
+    those check nothing)."""
+    checked = [False]
+
+    def refusal(grad: Any) -> Refusal | None:
+        if grad is None or checked[0]:
+            return None
+        checked[0] = True
+        for tensor, expected in versions:
+            version = tensor._inplace_version()
+            if version != expected:
+                return (_modified_in_place_summary(version, expected), *_eager_check_location())
+        return None
+
+    return PermissionDeniedHook(refusal) if PermissionDeniedHook is not None else _raising_in_python(refusal)
+
+
+def _raising_in_python(refusal: Callable[[Any], Refusal | None]) -> Callable[[Any], None]:
+    """The hook without the C extension: raises eager's message (Paddle re-raises it inside an OSError)."""
+    def hook(grad: Any) -> None:
+        found = refusal(grad)
+        if found is not None:
+            summary, file, line = found
+            raise RuntimeError(f"(PermissionDenied) {summary} (at {file}:{line})")
+
+    return hook
+
+
+def _modified_in_place_summary(version: int, expected: int) -> str:
+    """Eager autograd's words for the misuse (paddle/fluid/eager/tensor_wrapper.h), without the error type."""
+    return (f"Tensor '' used in gradient computation has been modified by an inplace operation. Its version is "
+            f"{version} but the expected version is {expected}. Please fix your code to void calling an inplace "
+            "operator after using the Tensor which will used in gradient computation.\n  [Hint: Expected "
+            "tensor_version == wrapper_version_snapshot, but received tensor_version:"
+            f"{version} != wrapper_version_snapshot:{expected}.]")
+
+
+_LOCATION = re.compile(r" \(at (?P<file>.+):(?P<line>\d+)\)\s*\Z")
+
+
+@functools.cache
+def _eager_check_location() -> tuple[str, int]:
+    """The file and line eager's version check raises at (the end of its message): learnt by making eager
+    refuse a backward once, on the CPU. Called first by `prepare`, out of any backward pass: a backward run
+    inside another would call the final hooks of the outer one."""
+    try:
+        with paddle.enable_grad():
+            x = paddle.to_tensor([1.0], place=paddle.CPUPlace(), stop_gradient=False)
+            y = paddle.exp(x)  # (exp's backward reads its output)
+            y._bump_inplace_version()
+            y.backward()
+    except RuntimeError as exc:
+        match = _LOCATION.search(str(exc))
+        if match:
+            return match["file"], int(match["line"])
+    return __file__, 0  # (another Paddle: the message stays eager's, the location is this module)
+
+
+def prepare() -> None:
+    """Learn what the hooks need before a backward pass can call one (cheap once done)."""
+    _eager_check_location()
