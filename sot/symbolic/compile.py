@@ -27,7 +27,7 @@ from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
-from .sir import StatementIR, Symbol, run_sir
+from .sir import StatementIR, Symbol, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -51,6 +51,10 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        # Outputs standing for a tensor made in the frame and changed in place, with eager's inplace version.
+        versions = {symbol: stmt.inplace_version for stmt in sir.statements if stmt.inplace_version
+                    for symbol in stmt.output_symbols()}
+        self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
         self._lock = threading.Lock()
         self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
@@ -197,6 +201,8 @@ class CompiledProgram:
             return self._replay_after_failure(failure, inputs)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
+        for index, version in self._output_versions:  # (before the versions of saved outputs are noted)
+            match_inplace_version(outputs[index], version)
         if training and paddle.is_grad_enabled():
             self._watch_saved_tensors(inputs, outputs)
             if self._scopes.last not in self._scopes.backward_built:

@@ -185,7 +185,19 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
         graph.stale_symbols |= stale
         graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
     target.rebind(result.symbol, meta)
+    _count_the_change(target)
     return target
+
+
+def _count_the_change(target: TensorVariable) -> None:
+    """The result now standing for a tensor made in the frame gets the inplace version eager's tensor has after
+    this change (`Statement.inplace_version`). (A tensor from outside counts from its version at the call: the
+    write-back adds the changes, `TensorVariable.write_back`.)"""
+    if target.tracker.is_traceable():
+        return
+    statement = producer(target.graph, target.symbol)
+    if statement is not None and statement.outputs is target.symbol:
+        statement.inplace_version = len(target.history) - 1
 
 
 def check_memory_apart(changed: TensorVariable, other: VariableBase) -> None:
