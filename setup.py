@@ -22,6 +22,7 @@ Environment:
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -152,8 +153,9 @@ def extensions():
 AUTOGRAD_ERRORS = "sot.eval_frame_ext._autograd_errors"
 
 
-def paddle_cpp_dirs():
-    """Paddle's C++ include and library directories, found without importing Paddle (None when missing)."""
+def paddle_cpp_build():
+    """Paddle's C++ include and library directories and the commit it was built from, found without importing
+    Paddle (None when missing)."""
     spec = importlib.util.find_spec("paddle")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -162,18 +164,23 @@ def paddle_cpp_dirs():
     if not (os.path.isfile(os.path.join(include, "paddle", "common", "enforce.h"))
             and os.path.isfile(os.path.join(libs, "libcommon.so"))):
         return None
-    return include, libs
+    try:
+        with open(os.path.join(paddle_dir, "version", "__init__.py")) as version_file:
+            commit = re.search(r"^commit\s*=\s*'([0-9a-f]+)'", version_file.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return (include, libs, commit.group(1)) if commit else None
 
 
 def autograd_errors_extension():
     """The optional C++ extension, when Paddle's headers and its libcommon are installed (Linux only: it
     relies on libgcc's unwinder)."""
-    dirs = paddle_cpp_dirs() if sys.platform.startswith("linux") else None
-    if dirs is None:
+    found = paddle_cpp_build() if sys.platform.startswith("linux") else None
+    if found is None:
         print("warning: Paddle's C++ headers not found: the optional extension %s is not built" % AUTOGRAD_ERRORS,
               file=sys.stderr)
         return []
-    include, libs = dirs
+    include, libs, commit = found
     debug = ["-O0", "-g3"] if os.environ.get("SOT_EXT_DEBUG") else []
     return [
         Extension(
@@ -181,6 +188,8 @@ def autograd_errors_extension():
             sources=[os.path.join(EXT_DIR, "autograd_errors.cpp")],
             include_dirs=[include, os.path.join(include, "third_party")],
             language="c++",
+            # (the C++ classes it shares with Paddle are laid out by this Paddle's headers: used with it only)
+            define_macros=[("SOT_PADDLE_COMMIT", '"%s"' % commit)],
             extra_compile_args=["-std=c++17"] + debug,
             # libcommon is loaded by Paddle before sot imports this module (matched by its soname); the
             # run paths find it for a standalone import: installed next to paddle, or where it was built.

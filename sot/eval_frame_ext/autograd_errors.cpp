@@ -32,7 +32,9 @@
  * and registered by compile.py only, never handed to user code.
  *
  * Built only when Paddle's C++ headers are found (setup.py); links Paddle's
- * libcommon, where EnforceNotMet lives.
+ * libcommon, where EnforceNotMet lives. The exception object is laid out by
+ * those headers: `PADDLE_COMMIT` names the Paddle build they came from, and
+ * sot uses the hook with that build only.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -192,6 +194,10 @@ PyMODINIT_FUNC PyInit__autograd_errors(void)
     Py_INCREF(&type);
     if (PyModule_AddObject(module, "PermissionDeniedHook", reinterpret_cast<PyObject *>(&type)) < 0) {
         Py_DECREF(&type);
+        Py_DECREF(module);
+        return nullptr;
+    }
+    if (PyModule_AddStringConstant(module, "PADDLE_COMMIT", SOT_PADDLE_COMMIT) < 0) {
         Py_DECREF(module);
         return nullptr;
     }

@@ -9,8 +9,8 @@ Paddle wraps anything a Python hook raises in an External error (an ``OSError``,
 the hook given to Paddle is the C extension's `PermissionDeniedHook` (sot/eval_frame_ext/autograd_errors.cpp):
 it runs the Python check, then throws Paddle's own PermissionDenied error, which ``backward()`` raises exactly as
 eager's (type, message and location). It costs nothing more on a backward that passes. Without the extension
-(not built: no Paddle headers, or an interpreter without unwind tables) the check raises in Python: the same
-message, as an ``OSError``.
+(not built: no Paddle headers; an interpreter without unwind tables; built against another Paddle) the check
+raises in Python: the same message, as an ``OSError``.
 """
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from typing import Any, Callable
 import paddle
 
 try:
-    from ..eval_frame_ext._autograd_errors import PermissionDeniedHook
+    from ..eval_frame_ext import _autograd_errors
 except ImportError:  # (the optional extension is not built: see setup.py)
-    PermissionDeniedHook = None
+    _autograd_errors = None
+# The native hook, when it was built against this very Paddle (it throws an object of Paddle's C++ classes).
+PermissionDeniedHook = _autograd_errors.PermissionDeniedHook \
+    if _autograd_errors is not None and _autograd_errors.PADDLE_COMMIT == paddle.version.commit else None
 
 # What a check reports of a refused backward: Paddle's error summary, and the file and line it is raised at.
 Refusal = tuple[str, str, int]
