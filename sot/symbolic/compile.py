@@ -55,6 +55,7 @@ class CompiledProgram:
         versions = {symbol: stmt.inplace_version for stmt in sir.statements if stmt.inplace_version
                     for symbol in stmt.output_symbols()}
         self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
+        self._written_back = version_check.written_back_map(sir)
         self._lock = threading.Lock()
         self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
@@ -99,6 +100,7 @@ class CompiledProgram:
         that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
         When the replay works, the failure was not the user's: `_give_up_compiling`."""
         outputs = run_sir(self.sir, inputs, located=True)
+        version_check.ReplayWatch(self.sir)(inputs, outputs)
         if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
             self._give_up_compiling(failure)
         return outputs
@@ -254,13 +256,9 @@ class CompiledProgram:
         if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
             return
         if self._saved is None:
-            self._saved = _saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
+            self._saved = version_check.saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
             version_check.prepare()
-        for out, (saved_inputs, saved_outputs) in zip(outputs, self._saved):
-            watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
-            if watched and isinstance(out, paddle.Tensor) and not out.stop_gradient:
-                out.register_hook(version_check.version_check_hook(
-                    [(tensor, tensor._inplace_version()) for tensor in watched]))
+        version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
@@ -280,32 +278,6 @@ def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list
     outputs = [i for i, name in enumerate(output_names) if name in needed] \
         if len(output_names) == len(sir.outputs) else []
     return inputs, outputs
-
-
-def _saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> \
-        list[tuple[list[int], list[int]]]:
-    """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
-    statements its gradient flows through (from its producer back through values that require grad), as eager
-    only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
-    op that did not lead to the returned tensor, then changed, made its backward refuse)."""
-    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
-    plans = []
-    for symbol in sir.outputs:
-        visited: set[Symbol] = set()
-        touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
-        pending = [symbol]
-        while pending:
-            current = pending.pop()
-            if current in visited or sir.metas[current].stop_gradient:
-                continue
-            visited.add(current)
-            stmt = producer.get(current)
-            if stmt is not None:
-                pending += stmt.inputs()
-                touched.update(stmt.inputs(), stmt.output_symbols())
-        plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
-                      [i for i in saved_outputs if sir.outputs[i] in touched]))
-    return plans
 
 
 @dataclasses.dataclass(eq=False)

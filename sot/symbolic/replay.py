@@ -42,6 +42,7 @@ import paddle
 from .amp import ambient_amp_enabled, amp_applied
 from .sir import (Statement, StatementIR, Symbol, _call_located, _located_caller, match_inplace_version,
                   run_sir)
+from .version_check import ReplayWatch
 
 Replay = Callable[[list], list]
 _counter = itertools.count()
@@ -164,15 +165,19 @@ def compile_replay(sir: StatementIR) -> Replay:
 
     skip_code(replay.__code__)
     statement_at_line = builder.statement_at_line
+    watch = ReplayWatch(sir)
 
     def run(inputs: list) -> list:
         if ambient_amp_enabled():
-            return run_sir(sir, inputs, located=True)
-        try:
-            return replay(inputs)
-        except Exception as exc:
-            _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
-            raise
+            outputs = run_sir(sir, inputs, located=True)
+        else:
+            try:
+                outputs = replay(inputs)
+            except Exception as exc:
+                _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
+                raise
+        watch(inputs, outputs)
+        return outputs
 
     run.__qualname__ = run.__name__ = function_name
     skip_code(run.__code__)

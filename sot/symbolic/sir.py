@@ -173,6 +173,12 @@ class StatementIR:
     outputs: list[Symbol]
     metas: dict[Symbol, MetaInfo]
     grad_enabled: bool = True
+    # (output index, input index, changes, kept): the output is the final value of that input, changed in place
+    # ``changes`` times, written back into the caller's tensor after the run (which then has its version at the
+    # call plus ``changes``, see `runtime.write_back_tensor`); ``kept``: an op of the graph keeps that value for
+    # its backward. What the backward keeps of it eager keeps as the caller's tensor: `version_check` watches
+    # the caller's tensor for it.
+    written_back: tuple[tuple[int, int, int, bool], ...] = ()
 
     def __len__(self) -> int:
         return len(self.statements)
@@ -250,7 +256,7 @@ class StatementIR:
         )
         ins = tuple((s.name, self.metas[s]) for s in self.inputs)
         outs = tuple((s.name, self.metas[s]) for s in self.outputs)
-        return ins, stmts, outs, self.grad_enabled
+        return ins, stmts, outs, self.grad_enabled, self.written_back
 
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:

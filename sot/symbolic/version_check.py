@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import paddle
 
+from .sir import StatementIR, Symbol
+
 try:
     from ..eval_frame_ext import _autograd_errors
 except ImportError:  # (the optional extension is not built: see setup.py)
@@ -30,6 +32,78 @@ PermissionDeniedHook = _autograd_errors.PermissionDeniedHook \
 
 # What a check reports of a refused backward: Paddle's error summary, and the file and line it is raised at.
 Refusal = tuple[str, str, int]
+# Per output of a program: the indexes of the inputs and of the outputs whose data its backward reads.
+SavedByOutput = list[tuple[list[int], list[int]]]
+
+
+def written_back_map(sir: StatementIR) -> dict[int, tuple[int, int]]:
+    """`StatementIR.written_back` by output: (input index, number of in-place changes)."""
+    return {output: (input_index, changes) for output, input_index, changes, _ in sir.written_back}
+
+
+def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> \
+        SavedByOutput:
+    """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
+    statements its gradient flows through (from its producer back through values that require grad), as eager
+    only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
+    op that did not lead to the returned tensor, then changed, made its backward refuse)."""
+    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
+    plans = []
+    for symbol in sir.outputs:
+        visited: set[Symbol] = set()
+        touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
+        pending = [symbol]
+        while pending:
+            current = pending.pop()
+            if current in visited or sir.metas[current].stop_gradient:
+                continue
+            visited.add(current)
+            stmt = producer.get(current)
+            if stmt is not None:
+                pending += stmt.inputs()
+                touched.update(stmt.inputs(), stmt.output_symbols())
+        plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
+                      [i for i in saved_outputs if sir.outputs[i] in touched]))
+    return plans
+
+
+
+class ReplayWatch:
+    """The version watch of an eager replay of a SIR. Eager autograd checks what the replayed ops keep, except
+    for the final value of a tensor from outside changed in place: the replay keeps its own result of the
+    out-of-place op, and the caller's tensor only gets a copy; eager's ops kept the caller's tensor, whose
+    later in-place change makes their backward refuse. That one is watched here (`StatementIR.written_back`)."""
+
+    def __init__(self, sir: StatementIR) -> None:
+        kept = [output for output, _, _, kept in sir.written_back if kept]
+        self._written_back = written_back_map(sir)
+        self._saved = saved_by_reach(sir, [], kept) if kept else None
+        if kept:
+            prepare()
+
+    def __call__(self, inputs: list, outputs: list) -> None:
+        if self._saved is not None and paddle.is_grad_enabled():
+            watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
+
+
+def watch_saved_tensors(inputs: list, outputs: list, saved: SavedByOutput,
+                        written_back: dict[int, tuple[int, int]]) -> None:
+    """Hook each differentiable output whose backward reads saved tensors (``saved``) with their versions now.
+
+    An output that is the final value of an input changed in place (``written_back``) becomes the caller's
+    tensor after the run: eager's ops kept that tensor, so the caller's tensor is watched, with the version the
+    write-back gives it (its version now plus the number of changes)."""
+    for out, (saved_inputs, saved_outputs) in zip(outputs, saved):
+        if not (saved_inputs or saved_outputs) or not isinstance(out, paddle.Tensor) or out.stop_gradient:
+            continue
+        versions = [(inputs[i], inputs[i]._inplace_version()) for i in saved_inputs]
+        for index in saved_outputs:
+            if index in written_back:
+                input_index, changes = written_back[index]
+                versions.append((inputs[input_index], inputs[input_index]._inplace_version() + changes))
+            else:
+                versions.append((outputs[index], outputs[index]._inplace_version()))
+        out.register_hook(version_check_hook(versions))
 
 
 def version_check_hook(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:

@@ -168,3 +168,35 @@ def test_without_the_extension_the_refusal_keeps_eagers_message() -> None:
     refusal = ("Tensor '' was changed", "/x/y.h", 12)
     kind, message = _backward_through(version_check._raising_in_python(_check_reporting(refusal)))
     assert kind == "OSError" and "(PermissionDenied) Tensor '' was changed (at /x/y.h:12)" in message
+
+
+def change_the_input_then_multiply(w, y):
+    y.add_(w.detach())
+    y.scale_(2.0)
+    return w * y  # multiply keeps y as the frame left it: the caller's tensor, eagerly
+
+
+def change_the_input_then_add(w, y):
+    y.add_(w.detach())
+    return w + y  # add keeps nothing
+
+
+@pytest.mark.parametrize("replayed", [False, True])  # the compiled program, or the eager replay of its ops
+@pytest.mark.parametrize("fn", [change_the_input_then_multiply, change_the_input_then_add])
+def test_an_input_changed_in_place_in_the_frame_and_kept_by_an_op_is_watched(fn, replayed) -> None:
+    """The frame changes ``y`` in place, then an op keeps it: eagerly the caller's ``y`` itself, so changing it
+    again after the call makes ``backward()`` refuse. Translated, the op keeps the program's own result (the
+    caller's tensor gets a copy of it): the caller's tensor is watched instead, with the version the write-back
+    leaves it at. An op that keeps nothing is not watched (eager computes the gradient)."""
+    expected = [_backward(fn, change) for change in (None, _change_the_input)]
+    assert (expected[1][0] == "RuntimeError") == (fn is change_the_input_then_multiply)
+    sot.reset()
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        assert _backward(translated, None) == expected[0]
+        if replayed:
+            from sot.symbolic import compile as compile_module
+            [program] = compile_module._compiled.values()
+            program._choice = "eager"
+        for change in (None, _change_the_input, _change_the_input, None):
+            assert _backward(translated, change) == expected[change is not None], change

@@ -162,7 +162,7 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
-    saver = _saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
+    saver = saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
                             "backward refuses it, a program's would use the old value)", graph.location)
@@ -265,7 +265,7 @@ def _views(target: TensorVariable, name: str) -> list[Symbol]:
     return views
 
 
-def _saver_in_graph(target: TensorVariable) -> Statement | None:
+def saver_in_graph(target: TensorVariable) -> Statement | None:
     """An earlier statement of the graph whose eager backward keeps the tensor ``target`` holds now (as an input
     or an output), so that an in-place change makes eager's ``backward()`` refuse (`saves_for_backward`)."""
     graph = target.graph
