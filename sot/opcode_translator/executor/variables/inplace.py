@@ -4,7 +4,9 @@ The compiled programs stay pure (a failing program reruns the frame natively, se
 is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
 Every alias of the tensor (a list item, an attribute, another local) holds that one variable, so all of them see
 the new value; a tensor from outside the frame is written back into the caller's tensor after the program
-(`TensorVariable.write_back`).
+(`TensorVariable.write_back`). Inplace versions (what eager autograd compares, and reports when it refuses a
+backward) end as eager's: one more per change (`_count_the_change`), and an op of the graph keeping the final
+value of a tensor from outside makes the caller's tensor watched (`StatementIR.written_back`).
 
 What this model cannot express is never simulated approximately:
   * views. Eager slicing, ``reshape``, ``squeeze``... share memory with their input, so an in-place change of one
