@@ -27,7 +27,7 @@ from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
-from .sir import StatementIR, Symbol, match_inplace_version, run_sir
+from .sir import StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -57,7 +57,7 @@ class CompiledProgram:
         self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
         self._written_back = version_check.written_back_map(sir)
         self._lock = threading.Lock()
-        self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
+        self._saved: version_check.SavedByOutput | None = None  # see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)

@@ -41,8 +41,7 @@ def written_back_map(sir: StatementIR) -> dict[int, tuple[int, int]]:
     return {output: (input_index, changes) for output, input_index, changes, _ in sir.written_back}
 
 
-def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> \
-        SavedByOutput:
+def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> SavedByOutput:
     """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
     statements its gradient flows through (from its producer back through values that require grad), as eager
     only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
@@ -65,7 +64,6 @@ def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: lis
         plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
                       [i for i in saved_outputs if sir.outputs[i] in touched]))
     return plans
-
 
 
 class ReplayWatch:
