@@ -50,6 +50,7 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]  # see _fed
         self._lock = threading.Lock()
         self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
@@ -177,17 +178,19 @@ class CompiledProgram:
             self._program.training = training
         try:
             try:
+                records_grad = training and paddle.is_grad_enabled()
+                fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
-                            outputs = self._program.sot_call(inputs)
+                            outputs = self._program.sot_call(fed)
                     finally:
                         leave_room()
                 else:
-                    outputs = self._program.sot_call(inputs)
+                    outputs = self._program.sot_call(fed)
             finally:
                 self._end_scope_build()
         except Exception as failure:
@@ -196,8 +199,8 @@ class CompiledProgram:
             return self._replay_after_failure(failure, inputs)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
-        if training and paddle.is_grad_enabled():
-            self._watch_saved_tensors(inputs, outputs)
+        if records_grad:
+            self._watch_saved_tensors(fed, outputs)
             if self._scopes.last not in self._scopes.backward_built:
                 _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
@@ -255,6 +258,31 @@ class CompiledProgram:
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
+
+
+_same_view = paddle._C_ops.view_dtype  # (a view of the same dtype: any shape, strides or size, empty too)
+
+
+def _fed(inputs: list, grad_inputs: list[int]) -> list:
+    """The tensors the program is run on: each input requiring grad through an eager view of itself.
+
+    The gradients the program's backward hands to its inputs are tensors without autograd metadata: stored as a
+    leaf's ``grad`` (or a retained one), it reads ``stop_gradient=True`` on every access, and no write to the
+    flag sticks (each ``x.grad`` is a new wrapper making its own metadata). Eager gradients are made by eager
+    gradient nodes, with metadata (``stop_gradient=False``, shared by every later ``x.grad`` and kept by
+    accumulation). The view's gradient node is such a node: the program's gradient passes through it (as a view
+    of it, no copy) before reaching the input's own node or its accumulation. It shares the input's
+    memory and inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
+    (Parameters of built-in layers are held by the program itself and not fed: their ``grad`` still reads
+    ``stop_gradient=True``.)"""
+    if not grad_inputs:
+        return inputs
+    fed = list(inputs)
+    for index in grad_inputs:
+        tensor = fed[index]
+        if not tensor.stop_gradient:
+            fed[index] = _same_view(tensor, tensor.dtype)
+    return fed
 
 
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int]]:
