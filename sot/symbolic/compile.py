@@ -273,6 +273,7 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
     accumulation). The view's gradient node is such a node: the program's gradient passes through it (as a view
     of it, no copy) before reaching the input's own node or its accumulation. It shares the input's
     memory and inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
+    (Every time: a leaf's gradient zeroed by ``clear_grad`` takes the metadata of the next one accumulated.)
     (Parameters of built-in layers are held by the program itself and not fed: their ``grad`` still reads
     ``stop_gradient=True``.)"""
     if not grad_inputs:

@@ -641,17 +641,18 @@ def _forward_for_gradients(x, w, h):
 def test_gradients_of_a_compiled_forward_keep_eager_flags(compile_all):
     """``backward()`` outside the translated function, from a compiled forward's loss: the gradients of leaf
     inputs and of a non-leaf input with ``retain_grads`` equal eager's in values and ``stop_gradient``, after
-    one backward, after a second (accumulated), after ``clear_grad`` and a third; ``paddle.grad`` gives eager's
-    too. Later forwards hit the cache."""
+    one backward, after a second (accumulated), after ``clear_grad`` (zeroed) and after ``clear_gradient(False)``
+    (released); ``paddle.grad`` gives eager's too. Later forwards hit the cache."""
     fast = sot.symbolic_translate(_forward_for_gradients)
+    clear = {2: lambda x, w: x.clear_grad(), 3: lambda x, w: (x.clear_gradient(False), w.clear_gradient(False))}
 
     def run(function):
         x, w, base = T(4, 3, stop_gradient=False), T(3, 2, seed=1, stop_gradient=False), \
             T(4, 3, seed=2, stop_gradient=False)
         pictures = []
-        for step in range(3):
-            if step == 2:
-                x.clear_grad()
+        for step in range(4):
+            if step in clear:
+                clear[step](x, w)
             h = base * 2
             h.retain_grads()
             function(x, w, h).backward()
@@ -680,9 +681,8 @@ def test_parameter_gradients_of_a_built_in_layer_keep_eager_flags(compile_all):
     where eager gives False (values are equal). The parameters of a built-in layer called in the graph are held
     by Paddle's program itself, not fed as inputs, so they cannot get the eager view that gives the inputs'
     gradients their metadata (`sot.symbolic.compile._fed`): that would mean calling Paddle's private program
-    runner with views of every parameter (~1.5 us each at every call). Only the first accumulation into an
-    empty ``grad`` decides the flag: after an eager backward (or ``clear_grad``, which keeps the tensor) it
-    stays eager's."""
+    runner with views of every parameter (~1.5 us each at every call). (The flag of a gradient is that of the
+    first one accumulated into it, again after ``clear_grad``.)"""
     eager, translated = _layer(_Scaled), _layer(_Scaled)
     fast = sot.symbolic_translate(translated)
     x = T(2, 3)

@@ -11,8 +11,9 @@ What this model cannot express is never simulated approximately:
     changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached,
     `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly);
     views made earlier from the changed tensor become stale, and using one later makes the frame run eagerly too.
-    Views among a program's results are made again natively from their base after it (`plan_view_replay`), so
-    code after the frame (a resume function, the caller) sees views where eager code would;
+    Views among a program's results are made again natively from their base after it (`plan_view_replay`; the
+    base of a view of a changed argument is the caller's tensor, once written back), so code after the frame
+    (a resume function, the caller) sees views where eager code would;
   * a leaf that requires grad (eager raises, or under ``no_grad`` changes a parameter whose later uses must reach
     its gradient), and a tensor requiring grad changed under ``no_grad`` (its gradient node stays, its data
     changes): the graph breaks and the op runs natively;
