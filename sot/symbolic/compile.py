@@ -260,7 +260,7 @@ class CompiledProgram:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
 
 
-_same_view = paddle._C_ops.view_dtype  # (a view of the same dtype: any shape, strides or size, empty too)
+_reshape = paddle._C_ops.reshape
 
 
 def _fed(inputs: list, grad_inputs: list[int]) -> list:
@@ -273,6 +273,8 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
     accumulation). The view's gradient node is such a node: the program's gradient passes through it (as a view
     of it, no copy) before reaching the input's own node or its accumulation. It shares the input's
     memory and inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
+    (``reshape`` to its own shape: a view for any strides and size, empty too, whose gradient has a gradient
+    in turn, for ``paddle.grad(..., create_graph=True)``; ``view_dtype``'s has none.)
     (Every time: a leaf's gradient zeroed by ``clear_grad`` takes the metadata of the next one accumulated.)
     (Parameters of built-in layers are held by the program itself and not fed: their ``grad`` still reads
     ``stop_gradient=True``.)"""
@@ -282,7 +284,7 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
     for index in grad_inputs:
         tensor = fed[index]
         if not tensor.stop_gradient:
-            fed[index] = _same_view(tensor, tensor.dtype)
+            fed[index] = _reshape(tensor, tensor.shape)
     return fed
 
 

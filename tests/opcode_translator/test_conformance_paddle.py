@@ -667,6 +667,33 @@ def test_gradients_of_a_compiled_forward_keep_eager_flags(compile_all):
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
 
+def _first_order_gradient(x):
+    (g,) = paddle.grad((x * x * x).sum(), x, create_graph=True)
+    return g.sum(), g
+
+
+def test_paddle_grad_with_create_graph_inside_the_function(compile_all):
+    """``paddle.grad(..., create_graph=True)`` on a compiled forward (it runs natively, at a graph break): the
+    gradient and its flags equal eager's (the view feeding the program's input has a gradient of its own)."""
+    check(_first_order_gradient, lambda: (T(2, 3, stop_gradient=False),), breaks=1)
+
+
+def _second_order_gradient(x):
+    total, _ = _first_order_gradient(x)
+    total.backward()
+    return x.grad
+
+
+def test_second_order_gradient_through_a_compiled_forward(compile_all):
+    """Known bug (a wrong answer): the gradient of a gradient through a compiled forward is lost. ``paddle.grad``
+    with ``create_graph=True`` runs the program's backward, which records no gradient node for what it makes
+    (``paddle.jit.to_static`` alike: the result has ``grad_fn`` None), so a backward from that gradient never
+    reaches ``x``: ``x.grad`` is None where eager has ``6 * x``. Whether a program's gradient will itself be
+    differentiated is only known when its backward runs, after the forward chose the program (a gradient
+    penalty outside the translated function alike)."""
+    check(_second_order_gradient, lambda: (T(2, 3, stop_gradient=False),), breaks=None)
+
+
 class _Scaled(nn.Layer):
     def __init__(self):
         super().__init__()
