@@ -117,8 +117,8 @@ class ProgramPlan:
         graph.side_effects.emit_tensor_write_backs(codegen)
         if self.views is not None:
             written_back = written_back_tensors(graph)
-            codegen.call_view_replay(self._replay, [_root_variable(graph, s, written_back) for s in self.views.roots],
-                                     self.views.views)
+            bases = [_root_variable(graph, symbol, written_back) for symbol in self.views.roots]
+            codegen.call_view_replay(self._replay, bases, self.views.views)
 
 
 def _root_variable(graph: FunctionGraph, symbol: Symbol, written_back: dict[Symbol, TensorVariable]) -> \

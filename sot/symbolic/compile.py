@@ -266,18 +266,18 @@ _reshape = paddle._C_ops.reshape
 def _fed(inputs: list, grad_inputs: list[int]) -> list:
     """The tensors the program is run on: each input requiring grad through an eager view of itself.
 
-    The gradients the program's backward hands to its inputs are tensors without autograd metadata: stored as a
-    leaf's ``grad`` (or a retained one), it reads ``stop_gradient=True`` on every access, and no write to the
-    flag sticks (each ``x.grad`` is a new wrapper making its own metadata). Eager gradients are made by eager
-    gradient nodes, with metadata (``stop_gradient=False``, shared by every later ``x.grad`` and kept by
-    accumulation). The view's gradient node is such a node: the program's gradient passes through it (as a view
-    of it, no copy) before reaching the input's own node or its accumulation. It shares the input's
-    memory and inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
-    (``reshape`` to its own shape: a view for any strides and size, empty too, whose gradient has a gradient
-    in turn, for ``paddle.grad(..., create_graph=True)``; ``view_dtype``'s has none.)
-    (Every time: a leaf's gradient zeroed by ``clear_grad`` takes the metadata of the next one accumulated.)
-    (Parameters of built-in layers are held by the program itself and not fed: their ``grad`` still reads
-    ``stop_gradient=True``.)"""
+    The gradients the program's backward hands to its inputs are tensors without autograd metadata. Stored as a
+    leaf's ``grad`` (or a retained one), such a tensor reads ``stop_gradient=True``, and no write to the flag
+    sticks (every ``x.grad`` is a new wrapper, making metadata of its own). Eager gradients are made by eager
+    gradient nodes and carry metadata (``stop_gradient=False``), which the stored ``grad`` keeps. Through the
+    view, the program's gradient reaches the input's own node (or its accumulation) by way of the view's eager
+    gradient node, which makes it such a tensor (a view of it, no copy). The view shares the input's memory and
+    inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
+
+    ``reshape`` to its own shape: a view for any strides and size (empty too), and its gradient has a gradient
+    in turn (``paddle.grad(..., create_graph=True)``), where ``view_dtype``'s has none. Fed at every call: the
+    first gradient accumulated after ``clear_grad`` decides the flag again. (Parameters of built-in layers are
+    held by the program itself, not fed: their ``grad`` still reads ``stop_gradient=True``.)"""
     if not grad_inputs:
         return inputs
     fed = list(inputs)

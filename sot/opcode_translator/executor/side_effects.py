@@ -179,7 +179,6 @@ class SideEffects:
                 codegen.emit("STORE_GLOBAL", store.name)
 
 
-
 def _is_tensor(var: "VariableBase") -> bool:
     from .variables.basic import TensorVariable
 
