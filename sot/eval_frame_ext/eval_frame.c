@@ -82,9 +82,20 @@ typedef struct sot_entry {
     int hook_free;          /* nothing the code calls needs the hook: the
                                thread's callback is suspended while it runs
                                (see callback_suspend) */
+    PyObject *relaxed;      /* NULL: the guard runs on every call. Else the
+                               code is right whatever the inputs (see
+                               relaxed_guard_doc) and the full guard runs on
+                               every SOT_RELAXED_PERIOD-th hit only: on the
+                               calls between, `relaxed` runs instead (a
+                               cheaper guard), or nothing when it is Py_True.
+                               Strong. */
+    int countdown;          /* relaxed hits left before the next full guard */
     int nargs;
     int map[1];             /* nargs entries: argument i -> slot in code */
 } sot_entry;
+
+/* Hits of a relaxed entry per full guard check (see sot_entry.relaxed). */
+#define SOT_RELAXED_PERIOD 32
 
 typedef struct {
     uint64_t generation;    /* entries/skip are valid for this generation */
@@ -101,9 +112,11 @@ entry_decref(sot_entry *e)
         return;
     }
     PyObject *guard = e->guard;
+    PyObject *relaxed = e->relaxed;
     PyCodeObject *code = e->owns_code ? e->code : NULL;
     PyMem_Free(e);
     Py_DECREF(guard);
+    Py_XDECREF(relaxed);
     Py_XDECREF(code);
 }
 
@@ -205,8 +218,17 @@ record_move_to_front(sot_record *r, sot_entry *e)
  * (refs=1). */
 static sot_entry *
 entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, int hook_free,
-          int nargs)
+          PyObject *relaxed, int nargs)
 {
+    if (relaxed == Py_None || relaxed == Py_False) {
+        relaxed = NULL;
+    }
+    if (relaxed != NULL && relaxed != Py_True && !PyCallable_Check(relaxed)) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback: the relaxed guard of an entry must be None, "
+                     "True or callable, not %.100s", Py_TYPE(relaxed)->tp_name);
+        return NULL;
+    }
     if (!PyCallable_Check(guard)) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback: the guard of the returned (guard, code) "
@@ -271,6 +293,9 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, i
     e->nargs = nargs;
     e->frames = frames;
     e->hook_free = hook_free;
+    Py_XINCREF(relaxed);
+    e->relaxed = relaxed;
+    e->countdown = 0;
     Py_INCREF(guard);
     e->guard = guard;
     e->owns_code = (target != orig);
@@ -357,7 +382,20 @@ guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc, int *out_of_stack)
     while (e != NULL) {
         uint64_t version = r->version;
         e->refs++;
-        int ok = guard_call(e->guard, argv, argc);
+        int ok;
+        if (e->relaxed != NULL && e->countdown > 0) {
+            /* (the relaxed check is a part of the guard: when it fails, so would the guard) */
+            ok = e->relaxed == Py_True ? 1 : guard_call(e->relaxed, argv, argc);
+            if (ok == 1) {
+                e->countdown--;
+            }
+        }
+        else {
+            ok = guard_call(e->guard, argv, argc);
+            if (ok == 1) {
+                e->countdown = SOT_RELAXED_PERIOD;
+            }
+        }
         if (ok == SOT_GUARD_OUT_OF_STACK) {
             entry_decref(e);
             *out_of_stack = 1;
@@ -459,17 +497,19 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         return SOT_RUN_DEFAULT;
     }
     Py_ssize_t size = PyTuple_Check(res) ? PyTuple_GET_SIZE(res) : 0;
-    if (size < 2 || size > 4 || (size >= 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))
-        || (size == 4 && !PyBool_Check(PyTuple_GET_ITEM(res, 3)))) {
+    if (size < 2 || size > 5 || (size >= 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))
+        || (size >= 4 && !PyBool_Check(PyTuple_GET_ITEM(res, 3)))) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback must return None, SKIP or a "
-                     "(guard, code), (guard, code, frames: int) or "
-                     "(guard, code, frames: int, hook_free: bool) tuple, not %.100R", res);
+                     "(guard, code), (guard, code, frames: int), "
+                     "(guard, code, frames: int, hook_free: bool) or "
+                     "(guard, code, frames: int, hook_free: bool, relaxed) tuple, not %.100R", res);
         Py_DECREF(res);
         *result = NULL;
         return SOT_DONE;
     }
-    int hook_free = size == 4 && PyTuple_GET_ITEM(res, 3) == Py_True;
+    int hook_free = size >= 4 && PyTuple_GET_ITEM(res, 3) == Py_True;
+    PyObject *relaxed = size == 5 ? PyTuple_GET_ITEM(res, 4) : NULL;
     int frames = 0;
     if (size >= 3) {
         long value = PyLong_AsLong(PyTuple_GET_ITEM(res, 2));
@@ -481,7 +521,7 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         frames = value < 0 ? 0 : (value > INT_MAX ? INT_MAX : (int)value);
     }
     sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), frames,
-                             hook_free, nargs);
+                             hook_free, relaxed, nargs);
     Py_DECREF(res);
     if (e == NULL) {
         *result = NULL;
@@ -1055,11 +1095,18 @@ shape_matches(PyObject *shape, PyObject *want)
  * changes whenever its dict does (e.g. a monkeypatched property), which
  * makes the getters be looked up again, so the read is always what
  * `x.name` would give. */
-static struct {
+typedef struct {
     PyTypeObject *type;     /* borrowed: only compared, with its version tag */
     unsigned int version;
     PyGetSetDef *getters[3];
-} meta_getters = {NULL, 0, {NULL, NULL, NULL}};
+} meta_getters_t;
+
+/* A few types at once: a guard checks inputs (Tensor) and parameters
+ * (EagerParamBase) in turn, and one slot made every check look its getters up
+ * again. Filled round-robin. */
+#define SOT_META_TYPES 4
+static meta_getters_t meta_getters[SOT_META_TYPES];
+static int meta_getters_next = 0;
 
 enum { META_SHAPE = 0, META_DTYPE = 1, META_STOP_GRADIENT = 2 };
 
@@ -1086,9 +1133,12 @@ find_getter(PyTypeObject *type, PyObject *name)
 static PyGetSetDef **
 meta_getters_for(PyTypeObject *type)
 {
-    if (meta_getters.type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
-        && meta_getters.version == type->tp_version_tag) {
-        return meta_getters.getters;
+    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        for (int i = 0; i < SOT_META_TYPES; i++) {
+            if (meta_getters[i].type == type && meta_getters[i].version == type->tp_version_tag) {
+                return meta_getters[i].getters;
+            }
+        }
     }
     PyObject *names[3] = {str_shape, str_dtype, str_stop_gradient};
     PyGetSetDef *found[3];
@@ -1099,12 +1149,22 @@ meta_getters_for(PyTypeObject *type)
     if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
         return NULL;
     }
-    meta_getters.type = type;
-    meta_getters.version = type->tp_version_tag;
-    for (int i = 0; i < 3; i++) {
-        meta_getters.getters[i] = found[i];
+    meta_getters_t *slot = NULL;
+    for (int i = 0; i < SOT_META_TYPES && slot == NULL; i++) {
+        if (meta_getters[i].type == type) {
+            slot = &meta_getters[i];  /* the same type with a new version tag */
+        }
     }
-    return meta_getters.getters;
+    if (slot == NULL) {
+        slot = &meta_getters[meta_getters_next];
+        meta_getters_next = (meta_getters_next + 1) % SOT_META_TYPES;
+    }
+    slot->type = type;
+    slot->version = type->tp_version_tag;
+    for (int i = 0; i < 3; i++) {
+        slot->getters[i] = found[i];
+    }
+    return slot->getters;
 }
 
 /* x.<name> (new reference), through its getter when known. */
@@ -1178,10 +1238,11 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(replace_entry_code_doc,
-"replace_entry_code($module, code, guard, new_code, hook_free=False, /)\n--\n\n"
+"replace_entry_code($module, code, guard, new_code, hook_free=False, relaxed=None, /)\n--\n\n"
 "Make the cache entry of `code` whose guard is `guard` run `new_code` from\n"
 "now on (the original `code` itself to run it natively behind the same\n"
-"guard), with this thread's callback suspended while it runs if hook_free.\n"
+"guard), with this thread's callback suspended while it runs if hook_free,\n"
+"and its guard relaxed as `relaxed` says (see the module's documentation).\n"
 "`new_code` is checked as a callback's would be. Returns False when\n"
 "no such entry exists (e.g. after reset_cache()). A frame already running\n"
 "the entry's previous code finishes with it.");
@@ -1189,11 +1250,12 @@ PyDoc_STRVAR(replace_entry_code_doc,
 static PyObject *
 m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 or 4 arguments");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 to 5 arguments");
         return NULL;
     }
-    int hook_free = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    int hook_free = nargs >= 4 ? PyObject_IsTrue(args[3]) : 0;
+    PyObject *relaxed = nargs == 5 ? args[4] : NULL;
     if (hook_free < 0) {
         return NULL;
     }
@@ -1216,18 +1278,25 @@ m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     /* Validated and mapped as a new entry would be; then its code and map move into `e`. */
-    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, hook_free, e->nargs);
+    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, hook_free, relaxed, e->nargs);
     if (fresh == NULL) {
         return NULL;
     }
     PyCodeObject *old = e->owns_code ? e->code : NULL;
+    PyObject *old_relaxed = e->relaxed;
     e->code = fresh->code;
     e->owns_code = fresh->owns_code;
     e->hook_free = hook_free;
+    e->relaxed = fresh->relaxed;  /* (its reference moves too) */
+    fresh->relaxed = NULL;
+    if (e->relaxed == NULL || old_relaxed == NULL) {
+        e->countdown = 0;  /* the next hit runs the full guard */
+    }
     memcpy(e->map, fresh->map, (size_t)(e->nargs > 0 ? e->nargs : 1) * sizeof(int));
     fresh->owns_code = 0;  /* its reference to the code now belongs to `e` */
     entry_decref(fresh);
     Py_XDECREF(old);
+    Py_XDECREF(old_relaxed);
     Py_RETURN_TRUE;
 }
 
@@ -1445,6 +1514,7 @@ PyInit__eval_frame(void)
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
         || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0
         || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
+        || PyModule_AddIntConstant(m, "RELAXED_GUARD_PERIOD", SOT_RELAXED_PERIOD) < 0
         || sot_guard_program_add_opcodes(m) < 0) {
         Py_DECREF(m);
         return NULL;
