@@ -219,10 +219,11 @@ def relaxed_guard(guard: Any, relaxed: bool) -> Any:
     An entry whose code is right whatever the inputs (the original code; native code whose trampolines fit
     any call) needs its guard only to know whether its translation still fits the inputs: whether the cost
     model's choices and the hook-freedom made for them still hold. Only the checks of the arguments
-    themselves and of the grad/AMP state then run on every hit (a call with other inputs or under another
-    mode misses at once); the whole guard, with the layer tree and globals, every `RELAXED_GUARD_PERIOD`
-    hits. A change seen late costs a few calls in the old way (e.g. a new sublayer's frames untranslated),
-    never a wrong result."""
+    themselves then run on every hit (a call with other inputs misses at once); the whole guard, with the
+    layer tree, globals and the grad/AMP mode, every `RELAXED_GUARD_PERIOD` hits. A change seen late costs
+    at most that many calls in the old way (e.g. a new sublayer's frames untranslated, a graph that would
+    be compiled under AMP run eagerly), never a wrong result: the original code runs under the mode as
+    eagerly."""
     return guard.guard.relaxed_check if relaxed else None
 
 

@@ -196,15 +196,17 @@ _ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d
                              r"|__a\d+ not in \(0, 1\))$")
 
 
+_ARGUMENT = re.compile(r"__a\d+")
 _ARGUMENT_PART = re.compile(r"__a\d+\s*[.\[]")  # an attribute or item of an argument
 _REACHED_THROUGH_INPUTS = re.compile(r"__v\d+|__globals|__closure")
 
 
-def _reads_no_path(expr: str) -> bool:
-    """A check of the call's arguments themselves (their types, values, tensor metas) or of constants only
-    (the process state: grad mode, AMP), not of what is reached through the inputs (a layer's sublayers and
-    parameters, globals, closure cells)."""
-    return not _is_binding(expr) and not _ARGUMENT_PART.search(expr) and not _REACHED_THROUGH_INPUTS.search(expr)
+def _on_arguments_only(expr: str) -> bool:
+    """A check of the call's arguments themselves (their types, values, tensor metas), not of what is
+    reached through the inputs (a layer's sublayers and parameters, globals, closure cells) nor of the
+    process state (grad mode, AMP: Paddle's reads of it cost more than the argument checks together)."""
+    return not _is_binding(expr) and bool(_ARGUMENT.search(expr)) and not _ARGUMENT_PART.search(expr) \
+        and not _REACHED_THROUGH_INPUTS.search(expr)
 
 
 def _ordered(exprs: list[str]) -> list[str]:
@@ -511,11 +513,10 @@ class Guard:
     @functools.cached_property
     def relaxed_check(self) -> Callable[..., bool] | bool:
         """What an entry whose code is right for any inputs (it runs the original code: native.py) checks on
-        the calls between two full checks: the checks of the arguments themselves and of the grad/AMP state
-        (`_reads_no_path`), so that a call with other inputs or under another mode still misses at once;
-        True when there are none. Changes reached through the inputs (a layer's tree, globals) are seen by
-        the next full check."""
-        exprs = [expr for expr in _ordered(self._builder.exprs) if _reads_no_path(expr)]
+        the calls between two full checks: the checks of the arguments themselves (`_on_arguments_only`), so
+        that a call with other inputs still misses at once; True when there are none. Changes reached through
+        the inputs (a layer's tree, globals) and of the grad/AMP mode are seen by the next full check."""
+        exprs = [expr for expr in _ordered(self._builder.exprs) if _on_arguments_only(expr)]
         return _fast_check(self._builder, self._param_names, exprs)[0] if exprs else True
 
     @functools.cached_property
