@@ -82,6 +82,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the build
 
 __all__ = [
     "Callback",
+    "CallWithCallback",
     "CallbackResult",
     "Guard",
     "SKIP",
@@ -132,6 +133,11 @@ callback_active: Callable[[], bool] = _ext.callback_active
 #: ``call_with_callback(fn, *args)``: ``fn(*args)`` with this thread's suspended callback re-installed for
 #: the call (the trampolines of native code call their resume functions through it).
 call_with_callback: Callable[..., Any] = _ext.call_with_callback
+
+#: ``CallWithCallback``: a base class whose instances, once bound with ``_sot_bind(callback, target)``, are
+#: called as ``target(*args, **kwargs)`` with the thread's callback set to ``callback`` for the call (the
+#: previous one back afterwards), in C: no Python frame of its own.
+CallWithCallback: type = _ext.CallWithCallback
 
 #: ``reset_cache()``: forget every cache entry and SKIP mark (all code objects).
 reset_cache: Callable[[], None] = _ext.reset_cache

@@ -1319,6 +1319,133 @@ static PyMethodDef module_methods[] = {
 };
 
 /* ------------------------------------------------------------------ */
+/* CallWithCallback: calls a target with a callback set for the call,   */
+/* as a C call (no Python frame of its own)                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;     /* strong; NULL until bound */
+    PyObject *target;       /* strong; NULL until bound */
+} CallWithCallback;
+
+static PyObject *
+cwc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    /* (the arguments are a subclass's, for its __init__) */
+    return type->tp_alloc(type, 0);
+}
+
+static int
+cwc_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_VISIT(self->callback);
+    Py_VISIT(self->target);
+    return 0;
+}
+
+static int
+cwc_clear(PyObject *op)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_CLEAR(self->callback);
+    Py_CLEAR(self->target);
+    return 0;
+}
+
+/* (a Python subclass's instances come here through subtype_dealloc, which
+ * releases the reference to their heap type itself) */
+static void
+cwc_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    cwc_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+/* target(*args, **kwargs) with the thread's callback set to `callback` for
+ * the call and the previous one (suspended or not) back afterwards, on every
+ * exit path: what `previous = set_callback(cb); try: return target(...)
+ * finally: set_callback(previous)` does, without its Python frame. */
+static PyObject *
+cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    if (self->target == NULL) {
+        PyErr_Format(PyExc_TypeError, "%.100s object is not bound to a callable yet",
+                     Py_TYPE(op)->tp_name);
+        return NULL;
+    }
+    PyObject *previous = logical_callback();
+    Py_INCREF(previous);
+    if (callback_set(self->callback) < 0) {
+        Py_DECREF(previous);
+        return NULL;
+    }
+    PyObject *result = PyObject_Call(self->target, args, kwargs);
+    PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
+    if (result == NULL) {
+        PyErr_Fetch(&etype, &evalue, &etb);
+    }
+    if (callback_set(previous) < 0) {
+        Py_CLEAR(result);
+        Py_XDECREF(etype);
+        Py_XDECREF(evalue);
+        Py_XDECREF(etb);
+    }
+    else if (result == NULL) {
+        PyErr_Restore(etype, evalue, etb);
+    }
+    Py_DECREF(previous);
+    return result;
+}
+
+static PyObject *
+cwc_bind(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_sot_bind expects (callback, target)");
+        return NULL;
+    }
+    if (!PyCallable_Check(args[1]) || (args[0] != Py_None && !PyCallable_Check(args[0]))) {
+        PyErr_SetString(PyExc_TypeError, "_sot_bind expects a callable (or None) callback and a callable target");
+        return NULL;
+    }
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_XSETREF(self->callback, Py_NewRef(args[0]));
+    Py_XSETREF(self->target, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cwc_methods[] = {
+    {"_sot_bind", (PyCFunction)(void (*)(void))cwc_bind, METH_FASTCALL,
+     "_sot_bind(callback, target): what a call of this object calls, and with which callback."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(cwc_doc,
+"CallWithCallback()\n--\n\n"
+"Once bound with _sot_bind(callback, target), a call of this object is\n"
+"target(*args, **kwargs) with this thread's callback set to `callback` for\n"
+"the call (None: no callback), the previous one back afterwards. A C call:\n"
+"no Python frame of its own. A base class (sot's TranslatedLayer).");
+
+static PyTypeObject CallWithCallback_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sot.eval_frame_ext._eval_frame.CallWithCallback",
+    .tp_basicsize = sizeof(CallWithCallback),
+    .tp_dealloc = cwc_dealloc,
+    .tp_call = cwc_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = cwc_doc,
+    .tp_traverse = cwc_traverse,
+    .tp_clear = cwc_clear,
+    .tp_methods = cwc_methods,
+    .tp_new = cwc_new,
+};
+
+/* ------------------------------------------------------------------ */
 /* callback_installed: a context manager with no Python frames, so the  */
 /* callback never sees the code that installs or removes it.           */
 /* ------------------------------------------------------------------ */
@@ -1475,6 +1602,7 @@ PyMODINIT_FUNC
 PyInit__eval_frame(void)
 {
     if (PyType_Ready(&CallbackSlot_Type) < 0 || PyType_Ready(&Scope_Type) < 0
+        || PyType_Ready(&CallWithCallback_Type) < 0
         || PyType_Ready(&SkipType) < 0
         || PyType_Ready(&GuardProgram_Type) < 0) {
         return NULL;
@@ -1513,6 +1641,7 @@ PyInit__eval_frame(void)
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
         || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0
+        || PyModule_AddObjectRef(m, "CallWithCallback", (PyObject *)&CallWithCallback_Type) < 0
         || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
         || PyModule_AddIntConstant(m, "RELAXED_GUARD_PERIOD", SOT_RELAXED_PERIOD) < 0
         || sot_guard_program_add_opcodes(m) < 0) {
