@@ -713,6 +713,28 @@ callback_suspend(void)
     return callback;
 }
 
+/* Set this thread's callback to `callback` after a call that returned
+ * `result` (NULL with its exception pending, which is kept): returns
+ * `result`, or NULL with the error when the callback could not be set. */
+static PyObject *
+callback_set_after(PyObject *callback, PyObject *result)
+{
+    PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
+    if (result == NULL) {
+        PyErr_Fetch(&etype, &evalue, &etb);
+    }
+    if (callback_set(callback) < 0) {
+        Py_CLEAR(result);
+        Py_XDECREF(etype);
+        Py_XDECREF(evalue);
+        Py_XDECREF(etb);
+    }
+    else if (result == NULL) {
+        PyErr_Restore(etype, evalue, etb);
+    }
+    return result;
+}
+
 /* End the suspension callback_suspend returned `callback` for (unless a
  * set_callback already ended it), on any exit path of the frame: `result`
  * is the frame's result (NULL with its exception pending), returned. */
@@ -723,19 +745,7 @@ callback_resume(PyObject *callback, PyObject *result)
         return result;
     }
     if (tls_suspended == callback) {
-        PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
-        if (result == NULL) {
-            PyErr_Fetch(&etype, &evalue, &etb);
-        }
-        if (callback_set(callback) < 0) {
-            Py_CLEAR(result);
-            Py_XDECREF(etype);
-            Py_XDECREF(evalue);
-            Py_XDECREF(etb);
-        }
-        else if (result == NULL) {
-            PyErr_Restore(etype, evalue, etb);
-        }
+        result = callback_set_after(callback, result);
     }
     Py_DECREF(callback);
     return result;
@@ -1383,20 +1393,7 @@ cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
         Py_DECREF(previous);
         return NULL;
     }
-    PyObject *result = PyObject_Call(self->target, args, kwargs);
-    PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
-    if (result == NULL) {
-        PyErr_Fetch(&etype, &evalue, &etb);
-    }
-    if (callback_set(previous) < 0) {
-        Py_CLEAR(result);
-        Py_XDECREF(etype);
-        Py_XDECREF(evalue);
-        Py_XDECREF(etb);
-    }
-    else if (result == NULL) {
-        PyErr_Restore(etype, evalue, etb);
-    }
+    PyObject *result = callback_set_after(previous, PyObject_Call(self->target, args, kwargs));
     Py_DECREF(previous);
     return result;
 }
