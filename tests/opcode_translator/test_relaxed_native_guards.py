@@ -121,9 +121,15 @@ def test_a_trampoline_that_depends_on_the_path_taken_keeps_the_full_guard() -> N
         for _ in range(3):
             assert_same(fast(x), bound_on_one_path(x))
         plan = _plan(bound_on_one_path.__code__)
-        # The branch not taken still calls its resume function, passing the live locals bound in this
-        # translation: not `y`, which another call may have bound. Its guard (`FLAG`) stays whole.
-        assert plan.current is not ORIGINAL and plan.current is not plan.translated and not plan.relaxed
+        assert plan.current is not plan.translated
+        if any(path.from_jump for path in plan.paths):
+            # The branch not taken still calls its resume function, passing the live locals bound in this
+            # translation: not `y`, which another call may have bound. Its guard (`FLAG`) stays whole.
+            assert plan.current is not ORIGINAL and not plan.relaxed
+        else:
+            # (3.13: the break is at TO_BOOL, one path, whose resume function runs natively: the entry runs
+            # the original code, right for any call)
+            assert plan.current is ORIGINAL and plan.relaxed
         FLAG = True
         assert_same(fast(-x), bound_on_one_path(-x))
         FLAG = False
