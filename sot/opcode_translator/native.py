@@ -35,6 +35,12 @@ still translated and keeps its compiled graphs. An entry that runs the original 
 frame whose only graph was too small, `transform.Translation.hook_free`) is hook-free when it inlined no
 calls.
 
+An entry whose code is right for any call, not only for the calls its guard admits (the original code, or
+native code whose trampolines pass what any call has at the break: `trampolines_fit_any_call`), has its
+guard *relaxed* (`relaxed_guard`): the C cache runs the checks of the arguments themselves on every hit and
+the whole guard every `RELAXED_GUARD_PERIOD` hits. On a small frame the guard (a layer tree's identity and
+configuration checks, Paddle's reads of the grad/AMP mode) cost more than everything else sot adds.
+
 What runs is always the original code or the translation of a part of it, so results, gradients, side
 effects and exceptions are eager's either way. In ``sot.stats()`` a switched entry still counts one cache
 hit per call; a path run natively no longer calls (nor counts a hit for) its resume function.
