@@ -6,6 +6,7 @@ translated, cached behind guards, and run from the cache on later calls.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from typing import Any, Callable, TypeVar
@@ -77,11 +78,23 @@ class TranslatedLayer(CallWithCallback):
         from .opcode_translator.executor.variables.layer import is_builtin_layer
 
         object.__setattr__(self, "_layer", layer)
+        object.__setattr__(self, "_sot_training", training)
         object.__setattr__(self, "__sot_translated__", layer)
         # A built-in layer's own frames are Paddle's (never translated): call it from a small frame of ours
         # that is translated, so the call becomes one `layer` statement of a compiled graph.
         target = _layer_caller(layer) if is_builtin_layer(layer) else layer
         self._sot_bind(frame_callback if training else inference_frame_callback, target)
+
+    # Copies translate their copy of the layer (the C part, what a call calls, is not state a generic copy
+    # would carry; and `__getattr__` would hand the copy protocol's lookups to the layer).
+    def __copy__(self) -> "TranslatedLayer":
+        return TranslatedLayer(self._layer, self._sot_training)
+
+    def __deepcopy__(self, memo: dict) -> "TranslatedLayer":
+        return TranslatedLayer(copy.deepcopy(self._layer, memo), self._sot_training)
+
+    def __reduce__(self) -> tuple:
+        return TranslatedLayer, (self._layer, self._sot_training)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._layer, name)
