@@ -27,7 +27,8 @@ from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
 from .executor.variables.inplace import ViewReplay, plan_view_replay, written_back_tensors
 from .executor.variables.iterator import IteratorVariable
-from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code
+from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
+    trampolines_fit_any_call
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
@@ -589,9 +590,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
                                  tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
+    fits_any_call = trampolines_fit_any_call(code, instr.offset, len(base),
+                                             [(offset, live) for (offset, _), live in zip(paths, lives)])
     native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths),
-                        break_runs_user_code=not runs_only_library_code(operands)) \
-        if graph.inlined_calls == 0 else None
+                        break_runs_user_code=not runs_only_library_code(operands),
+                        trampolines_fit_any_call=fits_any_call) if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        native=native, frames=frames_needed(graph, program is not None))
