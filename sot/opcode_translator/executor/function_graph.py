@@ -394,9 +394,14 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
-            items = (self._to_sir_arg(item) for item in var.items)
-            # (a named tuple reaches the program as a plain tuple: SIR patterns hold tuples and lists only)
-            return tuple(items) if issubclass(var.py_type, tuple) else var.py_type(items)
+            items = [self._to_sir_arg(item) for item in var.items]
+            # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
+            # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
+            if issubclass(var.py_type, tuple):
+                return tuple(items)
+            if var.py_type is not list and any(isinstance(item, Symbol) for item in items):
+                return list(items)
+            return var.py_type(items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
