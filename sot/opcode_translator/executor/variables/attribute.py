@@ -38,11 +38,11 @@ def _value_tracker(owner: VariableBase, name: str) -> Tracker:
 
 def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
     """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
-    from .context import AmpDecoratedFunctionVariable, amp_decorator_manager
+    from .context import ModeDecoratedFunctionVariable, decorator_block
     from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
-    kind = AmpDecoratedFunctionVariable if amp_decorator_manager(function) is not None else UserFunctionVariable
+    kind = ModeDecoratedFunctionVariable if decorator_block(function) is not None else UserFunctionVariable
     fn_var = kind(function, owner.graph, _value_tracker(bound, "__func__"))
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
