@@ -650,3 +650,90 @@ def test_a_returned_view_of_an_argument_changed_in_place():
         x = paddle.zeros([2, 3])
         function(x).zero_()
         np.testing.assert_array_equal(x.numpy(), [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+
+
+# -- Tensor.set_value: a copy of another tensor's data, outside autograd --------------------------------------
+def test_set_value_of_a_tensor_requiring_grad_into_a_tensor_without():
+    """The changed tensor keeps ``stop_gradient=True`` and gives the value no gradient path (eager copies data)."""
+
+    def fn(x, buffer):
+        y = x * 2
+        buffer.set_value(y + 1)
+        return buffer * y, buffer.stop_gradient
+
+    def make():
+        x = paddle.to_tensor(_data(3), stop_gradient=False)
+        return x, _tensor(3, seed=1)
+
+    fast = check(fn, make)
+    x, buffer = make()
+    fast(x, buffer)[0].sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (x.numpy() * 2 + 1), rtol=1e-6)  # d(buffer * 2x)/dx
+    assert counts() == (0, 0, 1)
+
+
+class _SetValueEMA(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.register_buffer("ema", paddle.zeros([4]))
+
+    def forward(self, x):
+        y = self.fc(x)
+        with paddle.no_grad():
+            self.ema.set_value(self.ema * 0.9 + y.mean(0) * 0.1)
+        return y - self.ema
+
+
+def test_set_value_of_a_layer_buffer_in_forward_is_recorded():
+    paddle.seed(4)
+    eager = _SetValueEMA()
+    translated = _SetValueEMA()
+    translated.set_state_dict(eager.state_dict())
+    fast = sot.symbolic_translate(translated)
+    for step in range(3):
+        x = _tensor(3, 4, seed=step)
+        expected, actual = eager(x), fast(x)
+        assert_same(actual, expected)
+        assert_same(translated.ema, eager.ema)
+        expected.sum().backward()
+        actual.sum().backward()
+        _assert_gradients_same([translated.fc.weight.grad], [eager.fc.weight.grad])
+    assert counts() == (0, 0, 1)
+
+
+@pytest.mark.parametrize("value", [
+    lambda p: np.ones([3], "float32"),          # an array: runs natively
+    lambda p: p * 0.5,                           # into a leaf requiring grad (a parameter): runs natively
+], ids=["numpy_value", "into_a_parameter"])
+def test_set_value_that_is_not_recorded_runs_natively(value):
+    def fn(p, x):
+        with paddle.no_grad():
+            p.set_value(value(p))
+        return (p * x).sum()
+
+    def run(function):
+        p = paddle.to_tensor(_data(3), stop_gradient=False)
+        loss = function(p, _tensor(3, seed=1))
+        loss.backward()
+        return loss, p, p.grad
+
+    expected = run(fn)
+    fast = sot.symbolic_translate(fn)
+    for _ in range(2):
+        actual = run(fast)
+        assert_same(list(actual[:2]), list(expected[:2]))
+        _assert_gradients_same([actual[2]], [expected[2]])
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks >= 1
+
+
+def test_set_value_of_another_shape_raises_the_eager_error():
+    def fn(x):
+        buffer = paddle.zeros([3])
+        buffer.set_value(x * 2)
+        return buffer
+
+    fast = sot.symbolic_translate(fn)
+    for function in (fn, fast):
+        with pytest.raises(AssertionError, match="Shape not match"):
+            function(_tensor(4))

@@ -81,7 +81,7 @@ class PaddleApiVariable(CallableVariable):
 NON_GRAPH_TENSOR_METHODS = frozenset({
     "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__", "__len__",
     "__format__", "__repr__", "__str__", "__complex__", "backward", "register_hook", "clear_grad",
-    "clear_gradient", "gradient", "data_ptr", "set_value", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
+    "clear_gradient", "gradient", "data_ptr", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
     "value", "get_tensor", "detach_", "_md5sum", "_is_initialized", "is_dense", "is_dist", "is_sparse",
     "numel_", "element_size", "_numel", "contiguous", "is_contiguous", "get_strides", "strides",
 })
@@ -100,6 +100,10 @@ class TensorMethodVariable(CallableVariable):
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
+        if self.name == "set_value":
+            from .inplace import set_value
+
+            return set_value(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
