@@ -421,6 +421,10 @@ class FunctionGraph:
             # written back after the program).
             raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
                                   "runs natively")
+        if kind in ("layer", "pylayer") and self.side_effects.tensor_stored_on_a_layer(
+                target.layer if isinstance(target, LayerCall) else None):
+            # The same for a buffer of the layer (or of a sublayer) rebound in the frame: written back after it.
+            raise BreakGraphError(f"{name} called after a buffer it may read was rebound: runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):

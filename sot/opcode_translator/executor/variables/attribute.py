@@ -261,7 +261,12 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
     if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":
-        raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+        # Rebinding a registered buffer (``self.running = self.running * 0.9 + ...``) only replaces it in
+        # ``_buffers`` (the write-back runs ``Layer.__setattr__``); any other tensor attribute registers a new
+        # buffer (or is refused, for a parameter's name).
+        if through_object or name not in (obj.__dict__.get("_buffers") or {}):
+            raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+        var.graph.add_expr_guard(var, f"{name!r} in {{}}._buffers")
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
     if value is None:
