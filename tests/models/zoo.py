@@ -169,7 +169,6 @@ VISION = {
         _vision("resnet50", lambda: paddle.vision.models.resnet50(num_classes=NUM_CLASSES), slow=True),
         _vision("resnext50_32x4d", lambda: paddle.vision.models.resnext50_32x4d(num_classes=NUM_CLASSES), slow=True),
         _vision("wide_resnet50_2", lambda: paddle.vision.models.wide_resnet50_2(num_classes=NUM_CLASSES), slow=True),
-        _vision("densenet161", lambda: paddle.vision.models.densenet161(num_classes=NUM_CLASSES), slow=True),
     ]
 }
 
