@@ -87,6 +87,26 @@ NON_GRAPH_TENSOR_METHODS = frozenset({
 })
 
 
+# Dygraph-only tensor methods (programs are built in static mode, where they raise) with a static method that
+# gives the same values and the same memory sharing in eager mode, for a shape argument: ``x.view([B, T, C])``
+# is ``x.reshape([B, T, C])`` (both views of ``x``). ``view`` of a dtype reinterprets the bits: not covered.
+_STATIC_FOR_SHAPE_ARGUMENT = {"view": "reshape"}
+
+
+def _static_counterpart(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | None:
+    """The static method to record for ``tensor.name(*args, **kwargs)``, or None to record it as it is."""
+    from .container import SequenceVariable
+
+    counterpart = _STATIC_FOR_SHAPE_ARGUMENT.get(name)
+    if counterpart is None or kwargs.keys() - {"shape_or_dtype"} or len(args) + len(kwargs) != 1:
+        return None
+    return counterpart if isinstance(_counterpart_argument(args, kwargs), SequenceVariable) else None
+
+
+def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    return args[0] if args else kwargs["shape_or_dtype"]
+
+
 class TensorMethodVariable(CallableVariable):
     """``tensor.method`` bound during simulation: one ``method`` SIR statement per call."""
 
@@ -110,6 +130,10 @@ class TensorMethodVariable(CallableVariable):
 
         if is_in_place_name(self.name):
             return in_place_method(self.tensor, self.name, args, kwargs)
+        counterpart = _static_counterpart(self.name, args, kwargs)
+        if counterpart is not None:
+            return self.graph.call_tensor_op("method", counterpart, counterpart, [self.tensor, _counterpart_argument(
+                args, kwargs)], {})
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
     def children(self) -> list[VariableBase]:
