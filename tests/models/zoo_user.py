@@ -5,12 +5,14 @@ position embeddings, blocks with `nn.MultiHeadAttention` or hand-written attenti
 kept in a Python list, `paddle.concat`, `F.interpolate` and `Conv2DTranspose`), a BERT-style encoder (summed
 embeddings, an attention mask built from the input ids, a pooler, dict outputs), a model fed a dict and a list
 of tensors, one built from `nn.LayerDict` and `nn.ParameterList`, one with custom initialisation through
-`ParamAttr` and initializers, and one written with `F.*` calls and `x.shape[...]` arithmetic.
+`ParamAttr` and initializers, one written with `F.*` calls and `x.shape[...]` arithmetic; a LLaMA-style decoder,
+attention code ported from another framework, running statistics kept by hand, greedy decoding, a top-1 MoE,
+a Conv1D audio model and a two-tower recommender.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import paddle
 import paddle.nn as nn
@@ -323,6 +325,211 @@ class Functional(nn.Layer):
         return F.linear(pooled.reshape([batch, -1]), self.fc_w, self.fc_b)
 
 
+# -- decoder LM in today's style, torch-style code, running statistics, decoding, MoE, audio, recsys ---------
+class RMSNorm(nn.Layer):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = self.create_parameter([dim], default_initializer=init.Constant(1.0))
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return x * paddle.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x: paddle.Tensor) -> paddle.Tensor:
+    x1, x2 = x.chunk(2, axis=-1)
+    return paddle.concat([-x2, x1], axis=-1)
+
+
+class DecoderLM(nn.Layer):
+    """A LLaMA-style decoder: RMSNorm, rotary position embedding from a non-persistable buffer, einsum
+    attention with ``masked_fill`` of a causal mask and an optional padding mask, SwiGLU, tied embeddings,
+    the loss computed in forward when labels are given, a dict out."""
+
+    def __init__(self, vocab: int = 40, dim: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim)
+        head_dim = dim // heads
+        inv_freq = 1.0 / (10000 ** (paddle.arange(0, head_dim, 2, dtype="float32") / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistable=False)
+        self.qkv = nn.LayerList([nn.Linear(dim, 3 * dim, bias_attr=False) for _ in range(layers)])
+        self.o = nn.LayerList([nn.Linear(dim, dim, bias_attr=False) for _ in range(layers)])
+        self.gate_up = nn.LayerList([nn.Linear(dim, 4 * dim, bias_attr=False) for _ in range(layers)])
+        self.down = nn.LayerList([nn.Linear(2 * dim, dim, bias_attr=False) for _ in range(layers)])
+        self.norms = nn.LayerList([RMSNorm(dim) for _ in range(2 * layers + 1)])
+
+    def rotary(self, length: int) -> tuple[paddle.Tensor, paddle.Tensor]:
+        freqs = paddle.outer(paddle.arange(length, dtype="float32"), self.inv_freq)
+        emb = paddle.concat([freqs, freqs], axis=-1)
+        return emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+
+    def forward(self, ids: paddle.Tensor, labels: paddle.Tensor | None = None,
+                attention_mask: paddle.Tensor | None = None) -> dict:
+        batch, length = ids.shape
+        h = self.embed(ids)
+        cos, sin = self.rotary(length)
+        allowed = paddle.tril(paddle.ones([length, length], dtype="bool"))
+        if attention_mask is not None:
+            allowed = allowed & attention_mask[:, None, None, :].astype("bool")
+        for i in range(len(self.qkv)):
+            q, k, v = self.qkv[i](self.norms[2 * i](h)).reshape([batch, length, 3, self.heads, -1]).unbind(axis=2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            scores = paddle.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+            scores = scores.masked_fill(~allowed, float("-inf"))
+            attended = paddle.einsum("bhqk,bkhd->bqhd", F.softmax(scores, axis=-1), v).reshape([0, 0, -1])
+            h = h + self.o[i](attended)
+            gate, up = self.gate_up[i](self.norms[2 * i + 1](h)).chunk(2, axis=-1)
+            h = h + self.down[i](F.silu(gate) * up)
+        logits = paddle.matmul(self.norms[-1](h), self.embed.weight, transpose_y=True)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = F.cross_entropy(logits[:, :-1].reshape([-1, logits.shape[-1]]), labels[:, 1:].reshape([-1]))
+        return out
+
+
+def decoder_inputs(batch: int = 2, length: int = 7, seed: int = 6) -> tuple:
+    ids = randint(1, 40, (batch, length), seed=seed)
+    mask = paddle.ones([batch, length], "int64")
+    mask[0, -2:] = 0
+    return ids, ids, mask
+
+
+class AttentionOut(NamedTuple):
+    logits: paddle.Tensor
+    tokens: list
+
+
+class TorchStyleAttention(nn.Layer):
+    """Code ported from another framework: ``x.view``, ``unbind``, ``x.ndim`` and an f-string assert,
+    ``paddle.is_tensor``, a ``**kwargs`` forward, a NamedTuple out holding a list."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, num_classes: int = 3) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+        self.cls = nn.Linear(dim, num_classes)
+
+    def forward(self, x: paddle.Tensor, mask: paddle.Tensor | None = None, **kwargs: Any) -> AttentionOut:
+        assert x.ndim == 3 and paddle.is_tensor(x), f"expected [B, T, C], got {x.shape}"
+        batch, tokens, channels = x.shape
+        qkv = self.qkv(x).view([batch, tokens, 3, self.heads, channels // self.heads])
+        q, k, v = qkv.transpose([2, 0, 3, 1, 4]).unbind(0)
+        bias = 0.0 if mask is None else (1.0 - mask[:, None, None, :].astype(q.dtype)) * -1e9
+        attn = F.softmax(q @ k.transpose([0, 1, 3, 2]) / math.sqrt(q.shape[-1]) + bias, axis=-1)
+        y = self.proj((attn @ v).transpose([0, 2, 1, 3]).reshape([batch, tokens, channels]))
+        if kwargs.get("return_tokens", True):
+            return AttentionOut(self.cls(y.mean(1)), [y[:, i] for i in range(min(tokens, 3))])
+        return AttentionOut(self.cls(y.mean(1)), [])
+
+
+def torch_style_inputs(batch: int = 2) -> tuple:
+    mask = paddle.ones([batch, 5], "int64")
+    mask[-1, -1] = 0
+    return randn(batch, 5, 16, seed=batch), mask
+
+
+class RunningFeatures(nn.Layer):
+    """Running statistics kept by hand: an ``@paddle.no_grad()`` method updating one buffer with ``set_value``,
+    another buffer and a step counter rebound (``self.x = ...``), all in train mode only."""
+
+    def __init__(self, dim: int = 8, num_classes: int = 4) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, num_classes)
+        self.register_buffer("mean", paddle.zeros([dim]))
+        self.register_buffer("sq_mean", paddle.ones([dim]))
+        self.register_buffer("steps", paddle.zeros([1]), persistable=False)
+
+    @paddle.no_grad()
+    def track(self, h: paddle.Tensor) -> None:
+        self.mean.set_value(self.mean * 0.9 + h.mean(0) * 0.1)
+        self.sq_mean = self.sq_mean * 0.9 + (h * h).mean(0) * 0.1
+        self.steps = self.steps + 1
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = F.relu(self.fc(x))
+        if self.training:
+            self.track(h)
+        std = (self.sq_mean - self.mean ** 2).clip(min=1e-5).sqrt()
+        return self.head((h - self.mean) / std)
+
+
+class GreedyDecoder(nn.Layer):
+    """A fixed number of decoding steps, each feeding back the argmax token (values depend on data, shapes
+    and control flow do not)."""
+
+    def __init__(self, vocab: int = 20, dim: int = 16, steps: int = 4) -> None:
+        super().__init__()
+        self.steps = steps
+        self.embed = nn.Embedding(vocab, dim)
+        self.cell = nn.GRUCell(dim, dim)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, start: paddle.Tensor) -> tuple:
+        hidden = paddle.zeros([start.shape[0], self.cell.hidden_size])
+        token, all_logits, tokens = start, [], []
+        for _ in range(self.steps):
+            hidden, _ = self.cell(self.embed(token), hidden)
+            logits = self.out(hidden)
+            token = logits.argmax(-1)
+            all_logits.append(logits)
+            tokens.append(token)
+        return paddle.stack(all_logits, 1), paddle.stack(tokens, 1)
+
+
+class TopOneMoE(nn.Layer):
+    """Top-1 gating: experts' weights gathered by the chosen index, applied with ``bmm``."""
+
+    def __init__(self, experts: int = 4, dim: int = 8) -> None:
+        super().__init__()
+        self.gate = nn.Linear(dim, experts)
+        self.weights = self.create_parameter([experts, dim, dim], default_initializer=init.XavierUniform())
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        top, index = paddle.topk(F.softmax(self.gate(x), -1), 1, axis=-1)
+        expert = paddle.gather(self.weights, index.squeeze(-1))
+        return self.head(paddle.bmm(x.unsqueeze(1), expert).squeeze(1) * top)
+
+
+class AudioConv1D(nn.Layer):
+    """Conv1D blocks with GroupNorm and a residual where the channels allow (``x.shape[1]`` decides)."""
+
+    def __init__(self, channels: int = 4, width: int = 8, num_classes: int = 2) -> None:
+        super().__init__()
+        self.convs = nn.LayerList([nn.Conv1D(channels if i == 0 else width, width, 5, padding=2) for i in range(3)])
+        self.norm = nn.GroupNorm(2, width)
+        self.fc = nn.Linear(width, num_classes)
+
+    def forward(self, wave: paddle.Tensor) -> paddle.Tensor:
+        x = wave
+        for conv in self.convs:
+            y = F.gelu(self.norm(conv(x)))
+            x = y + x if x.shape[1] == y.shape[1] else y
+        x = F.pad(x, [1, 1], data_format="NCL")
+        return self.fc(F.adaptive_avg_pool1d(x, 1).squeeze(-1))
+
+
+class TwoTower(nn.Layer):
+    """A recommender: a user id and a list of item-id tensors, one embedding table, a sigmoid score."""
+
+    def __init__(self, vocab: int = 30, dim: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.fc = nn.Linear(dim * 2, 1)
+
+    def forward(self, user: paddle.Tensor, items: list) -> paddle.Tensor:
+        history = paddle.stack([self.embed(item) for item in items], 1).sum(1)
+        return F.sigmoid(self.fc(paddle.concat([self.embed(user), history], -1))).squeeze(-1)
+
+
+def two_tower_inputs(batch: int = 2) -> tuple:
+    return randint(0, 30, (batch,), seed=batch), [randint(0, 30, (batch,), seed=batch + i) for i in range(3)]
+
+
 def image_batch(batch: int = 2, size: int = 16, seed: int = 0) -> tuple:
     return (randn(batch, 3, size, size, seed=seed),)
 
@@ -343,5 +550,18 @@ USER = {
               lambda: (randn(5, 8, seed=3),)),
         _spec("custom_init", CustomInit, image_batch, classification_loss(10), lambda: image_batch(3, seed=1)),
         _spec("functional", Functional, image_batch, classification_loss(10), lambda: image_batch(3, seed=1)),
+        _spec("decoder_lm", DecoderLM, decoder_inputs, lambda out, inputs: out["loss"] + out["logits"].mean(),
+              lambda: decoder_inputs(3, seed=8)),
+        _spec("torch_style_attention", TorchStyleAttention, torch_style_inputs, mean_square_loss,
+              lambda: torch_style_inputs(3)),
+        _spec("running_features", RunningFeatures, lambda: (randn(4, 8, seed=1),), classification_loss(4),
+              lambda: (randn(5, 8, seed=2),)),
+        _spec("greedy_decoder", GreedyDecoder, lambda: (randint(0, 20, (2,), seed=1),), mean_square_loss,
+              lambda: (randint(0, 20, (3,), seed=2),)),
+        _spec("top1_moe", TopOneMoE, lambda: (randn(4, 8, seed=3),), classification_loss(3),
+              lambda: (randn(5, 8, seed=4),)),
+        _spec("audio_conv1d", AudioConv1D, lambda: (randn(2, 4, 16, seed=5),), classification_loss(2),
+              lambda: (randn(3, 4, 16, seed=6),)),
+        _spec("two_tower", TwoTower, two_tower_inputs, mean_square_loss, lambda: two_tower_inputs(3)),
     ]
 }

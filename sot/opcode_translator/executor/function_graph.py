@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import types
 import weakref
 from typing import Any, Callable
@@ -414,17 +415,9 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind in ("layer", "pylayer") and any(isinstance(var, TensorVariable)
-                                                for var in self.side_effects.mutated.values()):
-            # A layer (or a PyLayer's forward) reads tensors it is not handed (parameters, buffers, globals)
-            # inside the program, where a tensor changed in place before still holds its old value (it is
-            # written back after the program).
-            raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
-                                  "runs natively")
-        if kind in ("layer", "pylayer") and self.side_effects.tensor_stored_on_a_layer(
-                target.layer if isinstance(target, LayerCall) else None):
-            # The same for a buffer of the layer (or of a sublayer) rebound in the frame: written back after it.
-            raise BreakGraphError(f"{name} called after a buffer it may read was rebound: runs natively")
+        if kind in ("layer", "pylayer") and self._reads_state_changed_in_frame(target):
+            raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
+                                  "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
@@ -460,6 +453,21 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _reads_state_changed_in_frame(self, target: Any) -> bool:
+        """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
+        changed in place or a buffer it rebound: the program would see the old value (both are written back
+        after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
+        forward may read anything."""
+        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        if not changed and not self.side_effects.tensor_stored_on_a_layer():
+            return False
+        if not isinstance(target, LayerCall):
+            return True
+        layer = target.layer
+        own = {id(tensor) for tensor in itertools.chain(layer.parameters(), layer.buffers())}
+        return any(var.value is None or id(var.value) in own for var in changed) \
+            or self.side_effects.tensor_stored_on_a_layer(layer)
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
                            kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:
