@@ -65,6 +65,14 @@ def _layer_caller(layer: paddle.nn.Layer) -> Callable[..., Any]:
     return namespace["call_layer"]
 
 
+def _forward_is_library_code(layer: paddle.nn.Layer) -> bool:
+    from .opcode_translator.skip_files import should_skip
+
+    forward = getattr(type(layer), "forward", None)
+    code = getattr(forward, "__code__", None)
+    return code is not None and should_skip(code, getattr(forward, "__globals__", {}))
+
+
 class TranslatedLayer:
     """What `symbolic_translate` returns for a Layer: calls go through ``Layer.__call__`` (hooks run) and
     the layer's ``forward`` frame is translated; everything else is delegated to the layer."""
@@ -75,8 +83,10 @@ class TranslatedLayer:
         object.__setattr__(self, "_layer", layer)
         object.__setattr__(self, "__sot_translated__", layer)
         # A built-in layer's own frames are Paddle's (never translated): call it from a small frame of ours
-        # that is translated, so the call becomes one `layer` statement of a compiled graph.
-        target = _layer_caller(layer) if is_builtin_layer(layer) else layer
+        # that is translated, so the call becomes one `layer` statement of a compiled graph. The same for a
+        # layer whose forward is other library code (``nn.Sequential``'s, or a decorator's wrapper), which the
+        # simulation steps into from that frame.
+        target = _layer_caller(layer) if is_builtin_layer(layer) or _forward_is_library_code(layer) else layer
         object.__setattr__(self, "_sot_target", target)
         object.__setattr__(self, "_sot_callback", frame_callback if training else inference_frame_callback)
 
