@@ -7,7 +7,7 @@ embeddings, an attention mask built from the input ids, a pooler, dict outputs),
 of tensors, one built from `nn.LayerDict` and `nn.ParameterList`, one with custom initialisation through
 `ParamAttr` and initializers, one written with `F.*` calls and `x.shape[...]` arithmetic; a LLaMA-style decoder,
 attention code ported from another framework, running statistics kept by hand, greedy decoding, a top-1 MoE,
-a Conv1D audio model and a two-tower recommender.
+a Conv1D audio model, a two-tower recommender and a bare `nn.Sequential`.
 """
 from __future__ import annotations
 
@@ -563,5 +563,9 @@ USER = {
         _spec("audio_conv1d", AudioConv1D, lambda: (randn(2, 4, 16, seed=5),), classification_loss(2),
               lambda: (randn(3, 4, 16, seed=6),)),
         _spec("two_tower", TwoTower, two_tower_inputs, mean_square_loss, lambda: two_tower_inputs(3)),
+        # An ``nn.Sequential`` translated as the model itself (its forward is Paddle's code).
+        _spec("sequential_mlp", lambda: nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Dropout(0.1),
+                                                      nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 4)),
+              lambda: (randn(4, 8, seed=7),), classification_loss(4), lambda: (randn(6, 8, seed=8),)),
     ]
 }
