@@ -193,6 +193,16 @@ def _mutable_object(var: VariableBase) -> Any:
     return None
 
 
+def tensor_apart_from_layer(tensor: paddle.Tensor, call: LayerCall) -> bool:
+    """Whether ``tensor`` shares memory with no parameter or buffer of the layer of ``call`` (nor its
+    sublayers'): a program calling the layer reads those, not ``tensor``."""
+    if not call.is_alive():
+        return False
+    layer = call.layer
+    return not any(tensor is own or tensor._is_shared_buffer_with(own)
+                   for own in itertools.chain(layer.parameters(), layer.buffers()) if own is not None)
+
+
 class FunctionGraph:
     """Collects the SIR and the guards of one translation."""
 
@@ -229,6 +239,8 @@ class FunctionGraph:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
+        # (a tensor changed in place, a built-in layer called after the change): they must share no memory
+        self._apart_from_layers: list[tuple[TensorVariable, LayerCall]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
         # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
@@ -278,6 +290,9 @@ class FunctionGraph:
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
+        for var, call in self._apart_from_layers:
+            builder.add(f"{builder.constant(tensor_apart_from_layer)}({builder.expr_of(var)}, "
+                        f"{builder.constant(call)})")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -462,12 +477,17 @@ class FunctionGraph:
         changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
         if not changed and not self.side_effects.tensor_stored_on_a_layer():
             return False
-        if not isinstance(target, LayerCall):
+        if not isinstance(target, LayerCall) or self.side_effects.tensor_stored_on_a_layer(target.layer):
             return True
-        layer = target.layer
-        own = {id(tensor) for tensor in itertools.chain(layer.parameters(), layer.buffers())}
-        return any(var.value is None or id(var.value) in own for var in changed) \
-            or self.side_effects.tensor_stored_on_a_layer(layer)
+        for var in changed:
+            if var.value is None or not var.tracker.is_traceable() or not tensor_apart_from_layer(var.value, target):
+                return True
+        # The changed tensors are none of the layer's (checked again at every call: the layer's parameters
+        # may be replaced, the tensor reached by the same path may be another one).
+        for var in changed:
+            self.add_guard(var)
+            self._apart_from_layers.append((var, target))
+        return False
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
                            kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:

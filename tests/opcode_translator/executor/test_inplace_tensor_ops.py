@@ -761,3 +761,24 @@ def test_set_value_of_another_shape_raises_the_eager_error():
     for function in (fn, fast):
         with pytest.raises(AssertionError, match="Shape not match"):
             function(_tensor(4))
+
+
+def test_a_changed_tensor_sharing_memory_with_a_layers_weight_breaks_before_the_layer():
+    """``x`` may be the layer's weight under another name (``weight.detach()`` shares its memory): the change
+    must reach the layer's call, in the first translation and when a later call passes such a tensor."""
+    layer = paddle.nn.Linear(3, 3, bias_attr=False)
+    inputs = _tensor(2, 3, seed=1)
+
+    def fn(x):
+        with paddle.no_grad():
+            x.add_(paddle.ones_like(x))
+        return layer(inputs)
+
+    fast = sot.symbolic_translate(fn)
+    for arguments in ([_tensor(3, 3)], [layer.weight.detach()], [_tensor(3, 3, seed=2), layer.weight.detach()]):
+        for x in arguments:
+            before = layer.weight.numpy().copy()
+            expected = paddle.matmul(inputs, paddle.to_tensor(before + (1 if x._is_shared_buffer_with(layer.weight)
+                                                                        else 0)))
+            np.testing.assert_allclose(fast(x).numpy(), expected.numpy(), rtol=1e-6)
+    assert sot.stats().fallbacks == 0
