@@ -253,7 +253,7 @@ def _grad_block(manager: Any) -> Callable[["FunctionGraph"], VariableBase] | Non
     return None if enabled is None else lambda graph: GradModeVariable(enabled, graph)
 
 
-# wrapper code -> (the closure cell holding the manager, the simulated block for a manager or None)
+# wrapper code -> what makes the simulated block from the manager in the wrapper's ``self`` cell (None: not simulated)
 _DECORATOR_WRAPPERS: dict[types.CodeType, Callable[[Any], Callable[["FunctionGraph"], VariableBase] | None]] = {
     _context_decorator_wrapper_code(): _amp_block,
     _grad_decorator_wrapper_code(): _grad_block,
