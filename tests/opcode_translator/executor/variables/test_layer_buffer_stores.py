@@ -97,29 +97,30 @@ def test_a_builtin_layer_called_after_its_own_buffer_was_rebound_runs_natively(c
     assert stats.fallbacks == 0 and stats.graph_breaks >= 1, stats
 
 
-class ReadsBuffersAfterRebinding(nn.Layer):
+class _WithRunningBuffer(nn.Layer):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 4)
         self.register_buffer("running", paddle.zeros([4]))
 
+    def rebind(self, y: paddle.Tensor) -> None:
+        self.running = self.running + y.mean(0).detach()
+
+
+class ReadsBuffersAfterRebinding(_WithRunningBuffer):
     def forward(self, x):
         y = self.fc(x)
-        self.running = self.running + y.mean(0).detach()
+        self.rebind(y)
         total = sum(buffer.sum() for buffer in self.buffers())
-        return y * total + self.state_dict()["running"] + dict(self.named_buffers())["running"] + self._buffers["running"]
+        return y * total + self.state_dict()["running"] + dict(self.named_buffers())["running"] \
+            + self._buffers["running"]
 
 
-class RebindsWhileHoldingTheTable(nn.Layer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-        self.register_buffer("running", paddle.zeros([4]))
-
+class RebindsWhileHoldingTheTable(_WithRunningBuffer):
     def forward(self, x):
         y = self.fc(x)
         table = self._buffers  # the live table: it holds the new buffer after the rebinding
-        self.running = self.running + y.mean(0).detach()
+        self.rebind(y)
         return y + table["running"]
 
 
