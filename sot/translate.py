@@ -66,6 +66,14 @@ def _layer_caller(layer: paddle.nn.Layer) -> Callable[..., Any]:
     return namespace["call_layer"]
 
 
+def _forward_is_library_code(layer: paddle.nn.Layer) -> bool:
+    from .opcode_translator.skip_files import should_skip
+
+    forward = getattr(type(layer), "forward", None)
+    code = getattr(forward, "__code__", None)
+    return code is not None and should_skip(code, getattr(forward, "__globals__", {}))
+
+
 class TranslatedLayer(CallWithCallback):
     """What `symbolic_translate` returns for a Layer: calls go through ``Layer.__call__`` (hooks run) and
     the layer's ``forward`` frame is translated; everything else is delegated to the layer.
@@ -81,8 +89,10 @@ class TranslatedLayer(CallWithCallback):
         object.__setattr__(self, "_sot_training", training)
         object.__setattr__(self, "__sot_translated__", layer)
         # A built-in layer's own frames are Paddle's (never translated): call it from a small frame of ours
-        # that is translated, so the call becomes one `layer` statement of a compiled graph.
-        target = _layer_caller(layer) if is_builtin_layer(layer) else layer
+        # that is translated, so the call becomes one `layer` statement of a compiled graph. The same for a
+        # layer whose forward is other library code (``nn.Sequential``'s, or a decorator's wrapper), which the
+        # simulation steps into from that frame.
+        target = _layer_caller(layer) if is_builtin_layer(layer) or _forward_is_library_code(layer) else layer
         self._sot_bind(frame_callback if training else inference_frame_callback, target)
 
     # Copies translate their copy of the layer (the C part, what a call calls, is not state a generic copy

@@ -383,3 +383,38 @@ def test_a_list_configuration_changed_in_place_is_seen(compile_all):
     layer.conv._stride[0] = 2
     assert_same(fast(x), layer(x))
     assert sot.stats().translate_count == 2
+
+
+class _NoGradForward(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+
+    @paddle.no_grad()
+    def forward(self, x):
+        return F.relu(self.fc(x)) * 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda: paddle.nn.Sequential(paddle.nn.Linear(4, 8), paddle.nn.Tanh(), paddle.nn.Linear(8, 4)),
+    _NoGradForward,
+], ids=["sequential", "decorated_forward"])
+def test_a_layer_whose_forward_is_library_code_is_translated(make, compile_all):
+    """``nn.Sequential``'s forward (or a decorator's wrapper) is Paddle's code, never translated itself: the
+    translated layer is called from a frame of sot's that is, so the model is still one compiled graph."""
+    paddle.seed(8)
+    model = make()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal((3, 4)).astype("float32"))
+    for _ in range(2):
+        out, expected = fast(x), eager(x)
+        assert_same(out, expected)
+        if not expected.stop_gradient:
+            out.sum().backward()
+            expected.sum().backward()
+            for p, e in zip(model.parameters(), eager.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), e.grad.numpy(), rtol=1e-6)
+    stats = sot.stats()
+    assert stats.translate_count == 1 and stats.compiled_graphs == 1 and stats.cache_hits == 1, stats
+    assert stats.graph_breaks == 0 and stats.fallbacks == 0, stats

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import types
 import weakref
 from typing import Any, Callable
@@ -192,6 +193,16 @@ def _mutable_object(var: VariableBase) -> Any:
     return None
 
 
+def tensor_apart_from_layer(tensor: paddle.Tensor, call: LayerCall) -> bool:
+    """Whether ``tensor`` shares memory with no parameter or buffer of the layer of ``call`` (nor its
+    sublayers'): a program calling the layer reads those, not ``tensor``."""
+    if not call.is_alive():
+        return False
+    layer = call.layer
+    return not any(tensor is own or tensor._is_shared_buffer_with(own)
+                   for own in itertools.chain(layer.parameters(), layer.buffers()) if own is not None)
+
+
 class FunctionGraph:
     """Collects the SIR and the guards of one translation."""
 
@@ -228,6 +239,8 @@ class FunctionGraph:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
+        # (a tensor changed in place, a built-in layer called after the change): they must share no memory
+        self._apart_from_layers: list[tuple[TensorVariable, LayerCall]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
         # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
@@ -277,6 +290,9 @@ class FunctionGraph:
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
+        for var, call in self._apart_from_layers:
+            builder.add(f"{builder.constant(tensor_apart_from_layer)}({builder.expr_of(var)}, "
+                        f"{builder.constant(call)})")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -394,9 +410,14 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
-            items = (self._to_sir_arg(item) for item in var.items)
-            # (a named tuple reaches the program as a plain tuple: SIR patterns hold tuples and lists only)
-            return tuple(items) if issubclass(var.py_type, tuple) else var.py_type(items)
+            items = [self._to_sir_arg(item) for item in var.items]
+            # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
+            # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
+            if issubclass(var.py_type, tuple):
+                return tuple(items)
+            if var.py_type is not list and any(isinstance(item, Symbol) for item in items):
+                return list(items)
+            return var.py_type(items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
@@ -409,13 +430,9 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind in ("layer", "pylayer") and any(isinstance(var, TensorVariable)
-                                                for var in self.side_effects.mutated.values()):
-            # A layer (or a PyLayer's forward) reads tensors it is not handed (parameters, buffers, globals)
-            # inside the program, where a tensor changed in place before still holds its old value (it is
-            # written back after the program).
-            raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
-                                  "runs natively")
+        if kind in ("layer", "pylayer") and self._reads_state_changed_in_frame(target):
+            raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
+                                  "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
@@ -451,6 +468,26 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _reads_state_changed_in_frame(self, target: Any) -> bool:
+        """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
+        changed in place or a buffer it rebound: the program would see the old value (both are written back
+        after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
+        forward may read anything."""
+        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        if not changed and not self.side_effects.tensor_stored_on_a_layer():
+            return False
+        if not isinstance(target, LayerCall) or self.side_effects.tensor_stored_on_a_layer(target.layer):
+            return True
+        for var in changed:
+            if var.value is None or not var.tracker.is_traceable() or not tensor_apart_from_layer(var.value, target):
+                return True
+        # The changed tensors are none of the layer's (checked again at every call: the layer's parameters
+        # may be replaced, the tensor reached by the same path may be another one).
+        for var in changed:
+            self.add_guard(var)
+            self._apart_from_layers.append((var, target))
+        return False
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
                            kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:

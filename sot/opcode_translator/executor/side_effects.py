@@ -105,6 +105,17 @@ class SideEffects:
         """Whether any attribute was stored or deleted in the frame (still pending)."""
         return bool(self._attrs)
 
+    def tensor_stored_on_a_layer(self, within: Any = None) -> bool:
+        """Whether a tensor was assigned to an attribute of a layer in the frame (still pending): of ``within``
+        or one of its sublayers if given, else of any layer."""
+        import paddle
+
+        layers = within.sublayers(include_self=True) if within is not None else None
+        return any(isinstance(store, AttrStore) and type(store.value).__name__ == "TensorVariable"
+                   and isinstance(store.obj.get_py_value(), paddle.nn.Layer)
+                   and (layers is None or any(store.obj.get_py_value() is layer for layer in layers))
+                   for store in self.stores)
+
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)

@@ -81,10 +81,30 @@ class PaddleApiVariable(CallableVariable):
 NON_GRAPH_TENSOR_METHODS = frozenset({
     "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__", "__len__",
     "__format__", "__repr__", "__str__", "__complex__", "backward", "register_hook", "clear_grad",
-    "clear_gradient", "gradient", "data_ptr", "set_value", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
+    "clear_gradient", "gradient", "data_ptr", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
     "value", "get_tensor", "detach_", "_md5sum", "_is_initialized", "is_dense", "is_dist", "is_sparse",
     "numel_", "element_size", "_numel", "contiguous", "is_contiguous", "get_strides", "strides",
 })
+
+
+# Dygraph-only tensor methods (programs are built in static mode, where they raise) with a static method that
+# gives the same values and the same memory sharing in eager mode, for a shape argument: ``x.view([B, T, C])``
+# is ``x.reshape([B, T, C])`` (both views of ``x``). ``view`` of a dtype reinterprets the bits: not covered.
+_STATIC_FOR_SHAPE_ARGUMENT = {"view": "reshape"}
+
+
+def _static_counterpart(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | None:
+    """The static method to record for ``tensor.name(*args, **kwargs)``, or None to record it as it is."""
+    from .container import SequenceVariable
+
+    counterpart = _STATIC_FOR_SHAPE_ARGUMENT.get(name)
+    if counterpart is None or kwargs.keys() - {"shape_or_dtype"} or len(args) + len(kwargs) != 1:
+        return None
+    return counterpart if isinstance(_counterpart_argument(args, kwargs), SequenceVariable) else None
+
+
+def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    return args[0] if args else kwargs["shape_or_dtype"]
 
 
 class TensorMethodVariable(CallableVariable):
@@ -100,12 +120,20 @@ class TensorMethodVariable(CallableVariable):
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
+        if self.name == "set_value":
+            from .inplace import set_value
+
+            return set_value(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
 
         if is_in_place_name(self.name):
             return in_place_method(self.tensor, self.name, args, kwargs)
+        counterpart = _static_counterpart(self.name, args, kwargs)
+        if counterpart is not None:
+            return self.graph.call_tensor_op("method", counterpart, counterpart, [self.tensor, _counterpart_argument(
+                args, kwargs)], {})
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
     def children(self) -> list[VariableBase]:

@@ -1,4 +1,5 @@
-"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments.
+"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments,
+``x.set_value(t)``.
 
 The compiled programs stay pure (a failing program reruns the frame natively, see `CodeGen.call_program`): the op
 is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
@@ -34,8 +35,9 @@ import paddle
 from ....errors import BreakGraphError, FallbackError
 from ....symbolic.pytree import leaves, map_structure
 from ....symbolic.sir import MetaInfo, Statement, Symbol
+from ..tracker import DummyTracker
 from .base import VariableBase
-from .basic import TensorVariable
+from .basic import ConstantVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -101,6 +103,27 @@ def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
     if not same_signature(getattr(paddle.Tensor, name, None), getattr(paddle.Tensor, plain, None)):
         plain = None
     return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs, name)
+
+
+def set_value(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``x.set_value(t)``: ``t``'s data copied into ``x`` outside autograd (``x`` keeps its own gradient
+    requirement and is no output of ``t``'s graph), as in an EMA or running-statistics update: an assign recorded
+    under no_grad. A non-tensor value, and shapes eager compares at run time (symbolic) or refuses, run natively."""
+    graph = target.graph
+    if kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):
+        raise BreakGraphError("Tensor.set_value() of a value other than one tensor runs natively")
+    (value,) = args
+    if value is not target:  # (eager returns at once for the tensor itself)
+        shape, dtype = target.meta.shape, target.meta.dtype
+        if -1 in shape or list(value.meta.shape) != list(shape) or value.meta.dtype != dtype:
+            raise BreakGraphError(f"Tensor.set_value() of a {value.meta} into a {target.meta} runs natively (eager "
+                                  "checks the shape and dtype)")
+        grad_mode, graph.grad_mode = graph.grad_mode, False
+        try:
+            apply_in_place(target, "api", "paddle.assign", paddle.assign, [value], {}, "Tensor.set_value")
+        finally:
+            graph.grad_mode = grad_mode
+    return ConstantVariable(None, graph, DummyTracker())
 
 
 def out_parameter(fn: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | int | None:
