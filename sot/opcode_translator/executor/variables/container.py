@@ -582,7 +582,7 @@ def _dict_write_back(self: DictVariable, codegen: "CodeGen") -> None:
 
 
 class SetVariable(VariableBase):
-    """A set of Python constants (a set holding tensors or objects is not simulated).
+    """A set of Python constants or tuples of such (a set holding tensors or objects is not simulated).
 
     ``values`` is a real set whose hash table is laid out as the eager one's: a set's iteration order (and
     which element ``pop()`` takes) follows from its table, which depends on the exact sequence of operations
@@ -602,7 +602,7 @@ class SetVariable(VariableBase):
     def of(cls, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker) -> "SetVariable":
         values: set = set()
         for item in items:  # (added one by one, in order, as ``BUILD_SET`` does)
-            values.add(_constant_value(item, "set element"))
+            values.add(dict_key(item, "set element"))
         return cls(values, graph, tracker)
 
     def read(self) -> set:
@@ -621,7 +621,7 @@ class SetVariable(VariableBase):
         return len(self.read())
 
     def iter_items(self) -> list[VariableBase]:
-        return [ConstantVariable(v, self.graph, DummyTracker((self,))) for v in self.read()]
+        return [key_variable(v, self.graph, DummyTracker((self,))) for v in self.read()]
 
     unpack = iter_items
 
@@ -647,7 +647,7 @@ class SetVariable(VariableBase):
     def add_items(self, items: list[VariableBase]) -> None:
         self.record_mutation()
         for item in items:
-            self.values.add(_constant_value(item, "set element"))
+            self.values.add(dict_key(item, "set element"))
 
     def update_from(self, source: VariableBase) -> None:
         """``set.update(source)`` (and ``SET_UPDATE``, ``{*source}``)."""
@@ -678,7 +678,7 @@ def _set_update_operand(source: VariableBase) -> Any:
         return source.value
     from .iterator import iterate
 
-    elements = [_constant_value(item, "set element") for item in iterate(source).unpack()]
+    elements = [dict_key(item, "set element") for item in iterate(source).unpack()]
     return dict.fromkeys(elements) if source.get_py_type() is dict else elements
 
 
@@ -710,9 +710,9 @@ def _set_method(var: SetVariable, name: str, args: list[VariableBase],
         return _none(graph)
     var.record_mutation()
     if name == "add":
-        var.values.add(_constant_value(args[0], "set element"))
+        var.values.add(dict_key(args[0], "set element"))
     elif name in ("discard", "remove"):
-        value = _constant_value(args[0], "set element")
+        value = dict_key(args[0], "set element")
         if name == "remove" and value not in var.values:
             raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
         var.values.discard(value)
@@ -722,15 +722,22 @@ def _set_method(var: SetVariable, name: str, args: list[VariableBase],
         if not var.values:
             raise UserCodeError("user code raised KeyError: 'pop from an empty set'",
                                 original=KeyError("pop from an empty set"))
-        return ConstantVariable(var.values.pop(), graph, DummyTracker((var,)))
+        return key_variable(var.values.pop(), graph, DummyTracker((var,)))
     return _none(graph)
 
 
 @VariableFactory.register(94)
 def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if type(value) is set and all(type(v) in (int, str, float, bool, bytes, type(None)) for v in value):
+    if type(value) is set and all(_is_set_element(v) for v in value):
         return SetVariable(clone_set_layout(value), graph, tracker)
     return None
+
+
+def _is_set_element(value: Any) -> bool:
+    """An element a simulated set holds: a constant, or a tuple of such (as `dict_key` makes them)."""
+    if type(value) is tuple:
+        return all(_is_set_element(part) for part in value)
+    return type(value) in (int, str, float, bool, bytes, type(None))
 
 
 # -- operators on containers ---------------------------------------------------------------------------------

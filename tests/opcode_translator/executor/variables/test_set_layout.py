@@ -160,3 +160,16 @@ def received_frozenset(x, fs):
 def test_a_received_frozenset_is_guarded_by_its_order(compile_all) -> None:
     check(received_frozenset, lambda: (paddle.ones([1]), frozenset((-3, 5))),
           lambda: (paddle.ones([1]), frozenset((5, -3))), lambda: (paddle.ones([1]), frozenset((-1, -2))))
+
+
+def tuples_as_elements(x, a, b, c):
+    seen = set()
+    for pair in ((a, b), (b, c), (a, b), (c, a), (a + 8, b)):
+        seen.add(pair)
+    seen.discard((b, c))
+    first, second = seen.pop()
+    return x + first + second, seen, {(a, 1.5), (b, None)} | seen, [p for p in seen]
+
+
+def test_sets_of_tuples_are_simulated_too(compile_all) -> None:
+    check(tuples_as_elements, *[lambda t=t: (paddle.ones([2]), *t) for t in TRIPLES])
