@@ -660,7 +660,7 @@ class SetVariable(VariableBase):
 
         if name in _SET_MUTATORS or name in _SET_QUERIES:
             return ContainerMethodVariable(self, name)
-        if name.endswith("_update") or name in _SET_IN_PLACE_DUNDERS:
+        if name in _SET_IN_PLACE_DUNDERS:
             raise FallbackError(f"set.{name}() is not simulated yet")
         return PureFunctionVariable(getattr(self.get_py_value(), name), self.graph, DummyTracker((self,)))
 
@@ -682,7 +682,9 @@ def _set_update_operand(source: VariableBase) -> Any:
     return dict.fromkeys(elements) if source.get_py_type() is dict else elements
 
 
-_SET_MUTATORS = frozenset({"add", "update", "discard", "remove", "clear", "pop"})
+_SET_UPDATES = frozenset({"update", "difference_update", "intersection_update", "symmetric_difference_update"})
+_SET_ARITY = {"add": 1, "discard": 1, "remove": 1, "clear": 0, "pop": 0}  # (the other mutators: any)
+_SET_MUTATORS = _SET_UPDATES | frozenset(_SET_ARITY)
 # Methods that do not change the set: folded on its values, the set itself (and the very same object
 # wherever an argument is the set too: ``s.union(s)`` copies the table, a union with a clone makes another).
 _SET_QUERIES = frozenset({"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
@@ -702,11 +704,14 @@ def _set_method(var: SetVariable, name: str, args: list[VariableBase],
         if folded is None:
             raise FallbackError(f"set.{name}() with tensors is not supported")
         return folded
-    if kwargs:
-        raise FallbackError(f"set.{name}() with keyword arguments")  # (the eager TypeError)
-    if name == "update":
-        for source in args:
-            var.update_from(source)
+    if kwargs or len(args) != _SET_ARITY.get(name, len(args)):
+        raise FallbackError(f"set.{name}() with unusual arguments")  # (the eager TypeError)
+    if name in _SET_UPDATES:
+        # Each operand as the method would get it (a set as it is, a dict as a dict, anything else as the
+        # list of its items), then the very method on the values: the same steps on the same table.
+        operands = [_set_update_operand(source) for source in args]
+        var.record_mutation()
+        graph.run_user_python(getattr(var.values, name), operands, {})
         return _none(graph)
     var.record_mutation()
     if name == "add":

@@ -74,7 +74,14 @@ def updates_from_each_kind(x, a, b, c):
     t.update({a, c, c + 8})
     u = {c}
     u.update([a, b], (c + 24,))
-    return x + 1, s, t, u, {*t, *s}, {*[b, a], c}
+    v = {a, b, c, a + 8, c - 8}
+    v.difference_update({b: 0}, [c])
+    v.symmetric_difference_update([a + 16, a, b, b + 8])
+    v.intersection_update({a + 8, a + 16, b, b + 8, c - 8}, (b + 8, a + 16, c - 8, a + 8))
+    w = {a, b}
+    w.symmetric_difference_update({c: 1, a: 2, c + 32: 3})
+    w.difference_update(w)
+    return x + 1, s, t, u, v, w, {*t, *s}, {*[b, a], c}
 
 
 def copies(x, a, b, c):
