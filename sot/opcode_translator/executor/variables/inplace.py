@@ -11,8 +11,9 @@ What this model cannot express is never simulated approximately:
     changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached,
     `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly);
     views made earlier from the changed tensor become stale, and using one later makes the frame run eagerly too.
-    Views among a program's results are made again natively from their base after it (`plan_view_replay`), so
-    code after the frame (a resume function, the caller) sees views where eager code would;
+    Views among a program's results are made again natively from their base after it (`plan_view_replay`; the
+    base of a view of a changed argument is the caller's tensor, once written back), so code after the frame
+    (a resume function, the caller) sees views where eager code would;
   * a leaf that requires grad (eager raises, or under ``no_grad`` changes a parameter whose later uses must reach
     its gradient), and a tensor requiring grad changed under ``no_grad`` (its gradient node stays, its data
     changes): the graph breaks and the op runs natively;
@@ -443,21 +444,35 @@ def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
 
 
 class ViewReplay(NamedTuple):
-    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, or another output):
-    made again natively from that base after the program (a program's outputs are separate tensors), so an
-    in-place change of one reaches the other, as in eager mode."""
+    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, a tensor written back
+    after the program, or another output): made again natively from that base after the program (a program's
+    outputs are separate tensors), so an in-place change of one reaches the other, as in eager mode."""
 
     statements: list[Statement]  # the view ops, in program order
-    roots: list[Symbol]  # their bases: graph inputs, or outputs the program still returns
+    roots: list[Symbol]  # their bases: graph inputs, final values of written-back tensors, or program outputs
     views: list[Symbol]  # the outputs they make (no longer returned by the program)
 
 
-def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewReplay | None:
-    """Which of ``outputs`` are views (found by `probe`) of a graph input or of another output, through a chain
-    of view ops each reading one tensor. Others (a view of a temporary nobody sees) stay program outputs."""
-    inputs = {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
-    changed = {var.symbol for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
-    candidates = set(outputs)
+def written_back_tensors(graph: "FunctionGraph") -> dict[Symbol, TensorVariable]:
+    """The tensors from outside the frame changed in place, by the symbol of their final value: the generated
+    code writes that value back into the caller's tensor (`TensorVariable.write_back`)."""
+    return {var.symbol: var for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
+
+
+def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol], written_back_only: bool = False) -> \
+        ViewReplay | None:
+    """Which of ``outputs`` are views (found by `probe`) of a graph input, of the final value of a tensor written
+    back, or of another output, through a chain of view ops each reading one tensor. Others (a view of a
+    temporary nobody sees) stay program outputs. ``written_back_only``: only views of written-back tensors
+    (for statements replayed eagerly on the real inputs, whose views of inputs are views already).
+
+    A view of a written-back tensor is made from the caller's tensor after the write-back (`ProgramPlan`):
+    made before it, it would see the old data and hang from the old gradient node, where eager's view of the
+    changed tensor hangs from the in-place op's."""
+    changed = written_back_tensors(graph)
+    inputs = set() if written_back_only else \
+        {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
+    candidates = set() if written_back_only else set(outputs)
     chains: dict[Symbol, list[Statement]] = {}
     roots: dict[Symbol, Symbol] = {}
     for symbol in outputs:
@@ -475,7 +490,7 @@ def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewRepla
                 break
             chain.insert(0, statement)
             current = next(iter(sources))
-            if current in inputs or (current in candidates and current not in changed):
+            if current in inputs or current in changed or current in candidates:
                 chains[symbol] = chain
                 roots[symbol] = current
                 break
