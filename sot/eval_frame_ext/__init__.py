@@ -88,6 +88,7 @@ __all__ = [
     "SKIP",
     "cache_entries",
     "cache_size",
+    "clone_set_layout",
     "call_with_callback",
     "callback_active",
     "callback_installed",
@@ -166,6 +167,11 @@ hit_count: Callable[[], int] = _ext.hit_count
 #: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
 #: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
+
+#: ``clone_set_layout(s) -> set``: a new set with the very hash table of ``s`` (so the same iteration order
+#: and the same behaviour under later changes), which ``set(s)`` does not keep; escaping sets of a simulated
+#: frame are rebuilt with it.
+clone_set_layout: Callable[[set], set] = _ext.clone_set_layout
 
 #: ``GuardProgram(nargs, consts, nwork, code, call_args)``: a cache entry's guard checks as one C call,
 #: built by sot's guard compiler (opcode_translator/executor/guard.py); ``GUARD_OPCODES`` names its

@@ -1247,6 +1247,52 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(ok);
 }
 
+PyDoc_STRVAR(clone_set_layout_doc,
+"clone_set_layout($module, s, /)\n--\n\n"
+"A new set equal to the set s with the very same hash table: same size,\n"
+"same slot for every element, same deleted-entry markers and the same\n"
+"pop() position. A set's iteration order (and what later adds, removals\n"
+"and pop() do) follows from its table, which set(s) and s.copy() lay out\n"
+"anew; the translator keeps the sets of a simulated frame as real sets\n"
+"built by the frame's own operations and rebuilds the escaping ones with\n"
+"this, so that they iterate as the eagerly built ones would.");
+
+static PyObject *
+m_clone_set_layout(PyObject *module, PyObject *arg)
+{
+    if (!PySet_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "clone_set_layout expects a set");
+        return NULL;
+    }
+    PySetObject *source = (PySetObject *)arg;
+    PySetObject *clone = (PySetObject *)PySet_New(NULL);
+    if (clone == NULL) {
+        return NULL;
+    }
+    if (source->mask != clone->mask) { /* bigger than the built-in small table */
+        setentry *table = PyMem_New(setentry, (size_t)source->mask + 1);
+        if (table == NULL) {
+            Py_DECREF(clone);
+            return PyErr_NoMemory();
+        }
+        clone->table = table;
+        clone->mask = source->mask;
+    }
+    for (Py_ssize_t i = 0; i <= source->mask; i++) {
+        setentry entry = source->table[i];
+        /* A deleted entry holds the shared dummy key, not counted as a reference, with hash -1 (which no
+         * element's hash can be: Python maps -1 to -2). */
+        if (entry.key != NULL && entry.hash != -1) {
+            Py_INCREF(entry.key);
+        }
+        clone->table[i] = entry;
+    }
+    clone->fill = source->fill;
+    clone->used = source->used;
+    clone->finger = source->finger;
+    return (PyObject *)clone;
+}
+
 PyDoc_STRVAR(replace_entry_code_doc,
 "replace_entry_code($module, code, guard, new_code, hook_free=False, relaxed=None, /)\n--\n\n"
 "Make the cache entry of `code` whose guard is `guard` run `new_code` from\n"
@@ -1314,6 +1360,7 @@ static PyMethodDef module_methods[] = {
     {"replace_entry_code", (PyCFunction)(void (*)(void))m_replace_entry_code, METH_FASTCALL,
      replace_entry_code_doc},
     {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
+    {"clone_set_layout", (PyCFunction)m_clone_set_layout, METH_O, clone_set_layout_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
     {"callback_active", (PyCFunction)m_callback_active, METH_NOARGS, callback_active_doc},

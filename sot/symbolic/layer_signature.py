@@ -134,10 +134,11 @@ def layer_state(layer: paddle.nn.Layer) -> tuple:
 _NOT_CONFIG = frozenset({"training", "_built", "_init_in_dynamic_mode"}) | BOOKKEEPING
 
 
-# Strings are left out: Paddle's forwards rewrite some to a canonical spelling on their first call
-# (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'), so a snapshot taken at translation would miss
-# once for every such layer; a data format or mode changed after translation is not seen (a known limit).
-_CONFIG_SCALARS = _SCALARS - {str, bytes}
+# Strings too (a data format, ``Upsample.mode``, ``Conv2D._padding_mode``). Paddle's forwards rewrite some to a
+# canonical spelling on their first call (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'): the
+# snapshot is taken after that: translating a layer statement runs the forward (its meta inference, never
+# memoized for a forward that changed its layer) before the guard and the program's key are made.
+_CONFIG_SCALARS = _SCALARS
 
 
 def _is_config_value(value: Any, depth: int = 0) -> bool:

@@ -15,7 +15,7 @@ from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied,
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
-from ...symbolic.layer_signature import layer_signature, layer_state
+from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -168,6 +168,13 @@ def _callee_key(kind: str, target: Any) -> tuple[Any, bool]:
             return ("signature", *how, signature), False
         return ("state", id(target), *how, layer_state(layer)), True
     return id(target), True
+
+
+def _configuration(kind: str, target: Any) -> tuple | None:
+    """The plain configuration of a layer statement's whole tree (`layer_config_key`), or None."""
+    if kind == "layer" and isinstance(target, LayerCall) and target.is_alive():
+        return tuple(layer_config_key(sub) for sub in target.layer.sublayers(include_self=True))
+    return None
 
 
 def repr_free(tree: Any) -> Any:
@@ -530,6 +537,7 @@ class FunctionGraph:
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
                 return getattr(obj, target)(*rest, **kw)
         op_count: list[int] = []
+        configuration = _configuration(kind, target)
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:
@@ -541,7 +549,10 @@ class FunctionGraph:
         # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)
-        if key is not None:
+        # Not memoized when the forward rewrote its layer's configuration (``BatchNorm1D``'s 'NCL' data format
+        # becomes 'NCHW' on the first call): an alike layer that never ran must run it too before its guard
+        # snapshots the configuration, or the snapshot would be stale after the first run (a miss).
+        if key is not None and configuration == _configuration(kind, target):
             _meta_cache[key] = (_reference(target) if by_identity else None, answer)
         return answer
 

@@ -169,8 +169,15 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
     _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
-    values = [a.get_py_value() for a in args]
-    kw_values = {k: v.get_py_value() for k, v in kwargs.items()}
+    known: dict[int, Any] = {}  # one value per variable: a container passed twice is one object (``s & s``)
+
+    def value_of(var: VariableBase) -> Any:
+        if id(var) not in known:
+            known[id(var)] = var.get_py_value()
+        return known[id(var)]
+
+    values = [value_of(a) for a in args]
+    kw_values = {k: value_of(v) for k, v in kwargs.items()}
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var)
     result = graph.run_user_python(fn, values, kw_values)
@@ -740,6 +747,22 @@ def _tuple(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, V
     return TupleVariable(items, graph, DummyTracker(tuple(args)))
 
 
+@builtin_rule(set)
+def _set(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``set(iterable)``: an empty set updated from the iterable, as ``set.__init__`` does (so laid out alike)."""
+    from .container import SetVariable
+
+    if kwargs or len(args) > 1:
+        raise FallbackError("set() with unusual arguments")  # (the eager TypeError)
+    result = SetVariable(set(), graph, DummyTracker(tuple(args)))
+    if args:
+        try:
+            result.update_from(args[0])
+        except FallbackError as exc:  # (elements that are not constants: the set of them is made natively)
+            raise BreakGraphError(f"creating an instance of set runs natively: {exc}") from None
+    return result
+
+
 @builtin_rule(dict)
 def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import DictVariable
@@ -921,7 +944,6 @@ BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
 # Methods of constants that iterate one positional argument to its end, whatever it is: an iterator handed
 # to them (``"x".join(str(d) for d in shape)``) is consumed during simulation into a list, which they treat
 # the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
-# Set methods run on a copy of the simulated set (a `set`; a frozenset constant keeps its own type).
 _CONSUMING_METHODS: dict[tuple[type, str], int] = {
     (str, "join"): 0, (bytes, "join"): 0,
     **{(kind, name): 0 for kind in (set, frozenset)
@@ -929,7 +951,7 @@ _CONSUMING_METHODS: dict[tuple[type, str], int] = {
 }
 
 
-def _consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
+def consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
     from .container import ListVariable
     from .iterator import IteratorVariable
 
@@ -945,7 +967,7 @@ class PureFunctionVariable(CallableVariable):
     argument is known."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        args = _consume_iterators(self.value, args, self.graph)
+        args = consume_iterators(self.value, args, self.graph)
         folded = constant_fold(self.value, self.graph, args, kwargs)
         if folded is None:
             raise FallbackError(f"calling {self.value!r} with tensors is not supported")
