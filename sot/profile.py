@@ -4,7 +4,8 @@ Built on ``paddle.profiler`` (CPU target, host events). Paddle marks every kerne
 event types, whatever issued it:
 
 * ``DygraphKernelLaunch``: a kernel of an eager (dygraph) op, including the autograd engine's backward
-  kernels and the statements of a graph sot kept eager (smaller than ``min_graph_size``);
+  kernels, the statements of a graph sot kept eager (smaller than ``min_graph_size``) and the views sot
+  feeds a compiled program's inputs requiring grad through (``reshape`` to their own shape, no data moved);
 * ``StaticKernelLaunch``: a kernel run by the static executor (the PIR interpreter core), i.e. inside a
   compiled program: the ``run_program`` of a graph sot compiled, forward or backward, or any other static
   program (``paddle.jit.to_static``, ``paddle.static.Executor``).

@@ -62,7 +62,9 @@ def observe(value: Any, _seen: frozenset = frozenset()) -> Any:
     if isinstance(value, dict):
         return (type(value).__name__, [(observe(k, seen), observe(v, seen)) for k, v in value.items()])
     if isinstance(value, (set, frozenset)):
-        return (type(value).__name__, sorted(map(repr, value)))
+        # In iteration order: it follows from the set's hash table, which the translated code must lay out as
+        # the eager one does (the same elements added in another order can iterate otherwise).
+        return (type(value).__name__, [observe(v, seen) for v in value])
     if isinstance(value, types.FunctionType):  # a maker may build a new (equal) function for each run
         return ("function", value.__qualname__)
     if isinstance(value, types.MethodType):  # a new object at each access: compared by function and receiver

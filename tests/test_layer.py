@@ -374,6 +374,66 @@ def test_configuration_of_a_builtin_layer_changed_after_translation_is_seen(comp
     assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
 
 
+class StringConfiguredBlock(paddle.nn.Layer):
+    """Built-in layers configured by strings: a data format (which ``BatchNorm1D``'s first forward rewrites
+    from 'NCL' to 'NCHW'), an interpolation mode, a padding mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = paddle.nn.BatchNorm1D(4, data_format="NCL")
+        self.conv = paddle.nn.Conv2D(4, 4, 3, padding=1, padding_mode="reflect")
+        self.up = paddle.nn.Upsample(scale_factor=2, mode="bilinear")
+
+    def forward(self, x):
+        h = self.norm(x)  # [N, 4, 6]
+        return self.up(self.conv(h.reshape([-1, 4, 2, 3])))
+
+
+def test_string_configuration_changed_after_translation_is_seen(compile_all):
+    """A mode or padding mode changed after translation must give a new program (it reused the one traced
+    with the old string: a wrong result); the data format BatchNorm1D's forward rewrites on its first call
+    is no change (the second call hits the cache); going back reuses the first entry."""
+    paddle.seed(4)
+    layer = StringConfiguredBlock()
+    layer.eval()
+    fast = sot.symbolic_translate(layer)
+    x = _x(2, 4, 6)
+    for _ in range(3):
+        assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 1
+
+    layer.up.mode = "nearest"
+    assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 2
+    layer.conv._padding_mode = "circular"
+    assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 3
+
+    layer.up.mode = "bilinear"
+    layer.conv._padding_mode = "reflect"
+    assert_same(fast(x), layer(x))
+    assert sot.stats().translate_count == 3  # the first entry again
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
+
+
+def test_a_batchnorm1d_model_hits_the_cache_from_its_second_call(compile_all):
+    """The rewrite of ``_data_format`` by the first forward happens before the guard is made (the
+    statement's meta inference runs the forward), for every layer of alike ones too (the meta memo does
+    not stand in for a forward that rewrites its layer: the second and third layers would keep 'NCL')."""
+    layer = paddle.nn.Sequential(paddle.nn.BatchNorm1D(3, data_format="NCL"), paddle.nn.ReLU(),
+                                 paddle.nn.BatchNorm1D(3, data_format="NCL"), paddle.nn.BatchNorm1D(3),
+                                 paddle.nn.BatchNorm1D(3, data_format="NLC"))
+
+    def model(x):
+        return layer(x) * 2
+
+    fast = sot.symbolic_translate(model)
+    for _ in range(4):
+        x = _x(2, 3, 3)
+        assert_same(fast(x), model(x))
+    assert sot.stats().translate_count == 1 and sot.stats().cache_hits == 3
+
+
 def test_a_list_configuration_changed_in_place_is_seen(compile_all):
     """The guard compares with a copy of a list attribute, not the list itself."""
     layer = ConfiguredBlock()
@@ -383,3 +443,38 @@ def test_a_list_configuration_changed_in_place_is_seen(compile_all):
     layer.conv._stride[0] = 2
     assert_same(fast(x), layer(x))
     assert sot.stats().translate_count == 2
+
+
+class _NoGradForward(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+
+    @paddle.no_grad()
+    def forward(self, x):
+        return F.relu(self.fc(x)) * 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda: paddle.nn.Sequential(paddle.nn.Linear(4, 8), paddle.nn.Tanh(), paddle.nn.Linear(8, 4)),
+    _NoGradForward,
+], ids=["sequential", "decorated_forward"])
+def test_a_layer_whose_forward_is_library_code_is_translated(make, compile_all):
+    """``nn.Sequential``'s forward (or a decorator's wrapper) is Paddle's code, never translated itself: the
+    translated layer is called from a frame of sot's that is, so the model is still one compiled graph."""
+    paddle.seed(8)
+    model = make()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal((3, 4)).astype("float32"))
+    for _ in range(2):
+        out, expected = fast(x), eager(x)
+        assert_same(out, expected)
+        if not expected.stop_gradient:
+            out.sum().backward()
+            expected.sum().backward()
+            for p, e in zip(model.parameters(), eager.parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), e.grad.numpy(), rtol=1e-6)
+    stats = sot.stats()
+    assert stats.translate_count == 1 and stats.compiled_graphs == 1 and stats.cache_hits == 1, stats
+    assert stats.graph_breaks == 0 and stats.fallbacks == 0, stats

@@ -78,7 +78,8 @@ def test_steps_backward_and_table(compile_all: Any) -> None:
         prof.step()  # called at the end of every iteration: no empty trailing step is reported
     assert [s.step for s in prof.steps] == [0, 1, 2]
     compiled, eager, mixed = prof.steps
-    assert compiled.eager_kernels == 0 and compiled.compiled_kernels >= N_OPS
+    # (an input requiring grad is fed to the program through an eager view: `sot.symbolic.compile._fed`)
+    assert compiled.eager_by_name.keys() == {"reshape"} and compiled.compiled_kernels >= N_OPS
     assert eager.compiled_kernels == 0 and eager.eager_kernels >= N_OPS
     # The backward of the compiled graph runs in the compiled backward program.
     assert mixed.compiled_kernels > compiled.compiled_kernels
@@ -94,7 +95,8 @@ def test_steps_backward_and_table(compile_all: Any) -> None:
     rows = [line for line in lines if line.startswith("| ")][1:]
     assert [row.split("|")[1].strip() for row in rows] == ["0", "1", "2", "total"]
     first = [cell.strip() for cell in rows[0].split("|")[1:-1]]
-    assert first[1] == "0" and int(first[3]) == compiled.compiled_kernels and first[5] == "100.0%"
+    assert first[1] == "1" and int(first[3]) == compiled.compiled_kernels
+    assert first[5] == f"{100 * compiled.compiled_fraction:.1f}%"
     assert "most expensive eager kernels" in table
     assert "compiled" in repr(prof)
 

@@ -31,6 +31,14 @@ every new function frame of that thread is intercepted before it executes:
   ``call_with_callback(fn, *args)`` re-installs it for one call (the way
   back into translated code); a ``set_callback`` meanwhile ends the
   suspension;
+* ``(guard, new_code, frames, hook_free, relaxed)``: ``relaxed`` (None, True
+  or a callable) says that ``new_code`` is right whatever the inputs (e.g. the
+  original code itself) and the guard only decides whether the entry still
+  fits them: the full guard then runs on every ``RELAXED_GUARD_PERIOD``-th hit
+  of the entry only, and ``relaxed(globals, closure, *args)`` (a part of the
+  guard, e.g. its checks of the arguments themselves) on the hits between
+  (nothing for True); a failing ``relaxed`` is a failing guard. None: the
+  guard runs on every call;
 * ``(guard, new_code, frames)`` also says how many Python frames
   ``new_code`` may need on top of its own (calls it inlined, which the
   original makes as frames; a runner it calls): when fewer are left before
@@ -74,11 +82,13 @@ except ImportError as _exc:  # pragma: no cover - depends on the build
 
 __all__ = [
     "Callback",
+    "CallWithCallback",
     "CallbackResult",
     "Guard",
     "SKIP",
     "cache_entries",
     "cache_size",
+    "clone_set_layout",
     "call_with_callback",
     "callback_active",
     "callback_installed",
@@ -87,6 +97,7 @@ __all__ = [
     "is_skipped",
     "replace_entry_code",
     "reset_cache",
+    "RELAXED_GUARD_PERIOD",
     "set_callback",
     "tensor_matches",
     "GuardProgram",
@@ -124,13 +135,22 @@ callback_active: Callable[[], bool] = _ext.callback_active
 #: the call (the trampolines of native code call their resume functions through it).
 call_with_callback: Callable[..., Any] = _ext.call_with_callback
 
+#: ``CallWithCallback``: a base class whose instances, once bound with ``_sot_bind(callback, target)``, are
+#: called as ``target(*args, **kwargs)`` with the thread's callback set to ``callback`` for the call (the
+#: previous one back afterwards), in C: no Python frame of its own.
+CallWithCallback: type = _ext.CallWithCallback
+
 #: ``reset_cache()``: forget every cache entry and SKIP mark (all code objects).
 reset_cache: Callable[[], None] = _ext.reset_cache
 
-#: ``replace_entry_code(code, guard, new_code, hook_free=False) -> bool``: the entry of ``code`` whose guard
-#: is ``guard`` runs ``new_code`` from now on (``code`` itself: the original runs natively, with no shadow
-#: frame, behind the same guard), hook-free or not; False if there is no such entry.
+#: ``replace_entry_code(code, guard, new_code, hook_free=False, relaxed=None) -> bool``: the entry of
+#: ``code`` whose guard is ``guard`` runs ``new_code`` from now on (``code`` itself: the original runs
+#: natively, with no shadow frame, behind the same guard), hook-free or not, its guard relaxed or not (as a
+#: callback's ``relaxed``); False if there is no such entry.
 replace_entry_code: Callable[..., bool] = _ext.replace_entry_code
+
+#: Hits of an entry with a relaxed guard per run of its full guard.
+RELAXED_GUARD_PERIOD: int = _ext.RELAXED_GUARD_PERIOD
 
 #: ``cache_size(code) -> int``: number of cache entries of a code object.
 cache_size: Callable[[CodeType], int] = _ext.cache_size
@@ -147,6 +167,11 @@ hit_count: Callable[[], int] = _ext.hit_count
 #: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
 #: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
+
+#: ``clone_set_layout(s) -> set``: a new set with the very hash table of ``s`` (so the same iteration order
+#: and the same behaviour under later changes), which ``set(s)`` does not keep; escaping sets of a simulated
+#: frame are rebuilt with it.
+clone_set_layout: Callable[[set], set] = _ext.clone_set_layout
 
 #: ``GuardProgram(nargs, consts, nwork, code, call_args)``: a cache entry's guard checks as one C call,
 #: built by sot's guard compiler (opcode_translator/executor/guard.py); ``GUARD_OPCODES`` names its

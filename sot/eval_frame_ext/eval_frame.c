@@ -82,9 +82,20 @@ typedef struct sot_entry {
     int hook_free;          /* nothing the code calls needs the hook: the
                                thread's callback is suspended while it runs
                                (see callback_suspend) */
+    PyObject *relaxed;      /* NULL: the guard runs on every call. Else the
+                               code is right whatever the inputs (see
+                               relaxed_guard_doc) and the full guard runs on
+                               every SOT_RELAXED_PERIOD-th hit only: on the
+                               calls between, `relaxed` runs instead (a
+                               cheaper guard), or nothing when it is Py_True.
+                               Strong. */
+    int countdown;          /* relaxed hits left before the next full guard */
     int nargs;
     int map[1];             /* nargs entries: argument i -> slot in code */
 } sot_entry;
+
+/* Hits of a relaxed entry per full guard check (see sot_entry.relaxed). */
+#define SOT_RELAXED_PERIOD 32
 
 typedef struct {
     uint64_t generation;    /* entries/skip are valid for this generation */
@@ -101,9 +112,11 @@ entry_decref(sot_entry *e)
         return;
     }
     PyObject *guard = e->guard;
+    PyObject *relaxed = e->relaxed;
     PyCodeObject *code = e->owns_code ? e->code : NULL;
     PyMem_Free(e);
     Py_DECREF(guard);
+    Py_XDECREF(relaxed);
     Py_XDECREF(code);
 }
 
@@ -205,8 +218,17 @@ record_move_to_front(sot_record *r, sot_entry *e)
  * (refs=1). */
 static sot_entry *
 entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, int hook_free,
-          int nargs)
+          PyObject *relaxed, int nargs)
 {
+    if (relaxed == Py_None || relaxed == Py_False) {
+        relaxed = NULL;
+    }
+    if (relaxed != NULL && relaxed != Py_True && !PyCallable_Check(relaxed)) {
+        PyErr_Format(PyExc_TypeError,
+                     "sot eval-frame callback: the relaxed guard of an entry must be None, "
+                     "True or callable, not %.100s", Py_TYPE(relaxed)->tp_name);
+        return NULL;
+    }
     if (!PyCallable_Check(guard)) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback: the guard of the returned (guard, code) "
@@ -271,6 +293,9 @@ entry_new(PyCodeObject *orig, PyObject *guard, PyObject *new_code, int frames, i
     e->nargs = nargs;
     e->frames = frames;
     e->hook_free = hook_free;
+    Py_XINCREF(relaxed);
+    e->relaxed = relaxed;
+    e->countdown = 0;
     Py_INCREF(guard);
     e->guard = guard;
     e->owns_code = (target != orig);
@@ -357,7 +382,20 @@ guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc, int *out_of_stack)
     while (e != NULL) {
         uint64_t version = r->version;
         e->refs++;
-        int ok = guard_call(e->guard, argv, argc);
+        int ok;
+        if (e->relaxed != NULL && e->countdown > 0) {
+            /* (the relaxed check is a part of the guard: when it fails, so would the guard) */
+            ok = e->relaxed == Py_True ? 1 : guard_call(e->relaxed, argv, argc);
+            if (ok == 1) {
+                e->countdown--;
+            }
+        }
+        else {
+            ok = guard_call(e->guard, argv, argc);
+            if (ok == 1) {
+                e->countdown = SOT_RELAXED_PERIOD;
+            }
+        }
         if (ok == SOT_GUARD_OUT_OF_STACK) {
             entry_decref(e);
             *out_of_stack = 1;
@@ -459,17 +497,19 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         return SOT_RUN_DEFAULT;
     }
     Py_ssize_t size = PyTuple_Check(res) ? PyTuple_GET_SIZE(res) : 0;
-    if (size < 2 || size > 4 || (size >= 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))
-        || (size == 4 && !PyBool_Check(PyTuple_GET_ITEM(res, 3)))) {
+    if (size < 2 || size > 5 || (size >= 3 && !PyLong_Check(PyTuple_GET_ITEM(res, 2)))
+        || (size >= 4 && !PyBool_Check(PyTuple_GET_ITEM(res, 3)))) {
         PyErr_Format(PyExc_TypeError,
                      "sot eval-frame callback must return None, SKIP or a "
-                     "(guard, code), (guard, code, frames: int) or "
-                     "(guard, code, frames: int, hook_free: bool) tuple, not %.100R", res);
+                     "(guard, code), (guard, code, frames: int), "
+                     "(guard, code, frames: int, hook_free: bool) or "
+                     "(guard, code, frames: int, hook_free: bool, relaxed) tuple, not %.100R", res);
         Py_DECREF(res);
         *result = NULL;
         return SOT_DONE;
     }
-    int hook_free = size == 4 && PyTuple_GET_ITEM(res, 3) == Py_True;
+    int hook_free = size >= 4 && PyTuple_GET_ITEM(res, 3) == Py_True;
+    PyObject *relaxed = size == 5 ? PyTuple_GET_ITEM(res, 4) : NULL;
     int frames = 0;
     if (size >= 3) {
         long value = PyLong_AsLong(PyTuple_GET_ITEM(res, 2));
@@ -481,7 +521,7 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
         frames = value < 0 ? 0 : (value > INT_MAX ? INT_MAX : (int)value);
     }
     sot_entry *e = entry_new(co, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1), frames,
-                             hook_free, nargs);
+                             hook_free, relaxed, nargs);
     Py_DECREF(res);
     if (e == NULL) {
         *result = NULL;
@@ -673,6 +713,28 @@ callback_suspend(void)
     return callback;
 }
 
+/* Set this thread's callback to `callback` after a call that returned
+ * `result` (NULL with its exception pending, which is kept): returns
+ * `result`, or NULL with the error when the callback could not be set. */
+static PyObject *
+callback_set_after(PyObject *callback, PyObject *result)
+{
+    PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
+    if (result == NULL) {
+        PyErr_Fetch(&etype, &evalue, &etb);
+    }
+    if (callback_set(callback) < 0) {
+        Py_CLEAR(result);
+        Py_XDECREF(etype);
+        Py_XDECREF(evalue);
+        Py_XDECREF(etb);
+    }
+    else if (result == NULL) {
+        PyErr_Restore(etype, evalue, etb);
+    }
+    return result;
+}
+
 /* End the suspension callback_suspend returned `callback` for (unless a
  * set_callback already ended it), on any exit path of the frame: `result`
  * is the frame's result (NULL with its exception pending), returned. */
@@ -683,19 +745,7 @@ callback_resume(PyObject *callback, PyObject *result)
         return result;
     }
     if (tls_suspended == callback) {
-        PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
-        if (result == NULL) {
-            PyErr_Fetch(&etype, &evalue, &etb);
-        }
-        if (callback_set(callback) < 0) {
-            Py_CLEAR(result);
-            Py_XDECREF(etype);
-            Py_XDECREF(evalue);
-            Py_XDECREF(etb);
-        }
-        else if (result == NULL) {
-            PyErr_Restore(etype, evalue, etb);
-        }
+        result = callback_set_after(callback, result);
     }
     Py_DECREF(callback);
     return result;
@@ -1055,11 +1105,18 @@ shape_matches(PyObject *shape, PyObject *want)
  * changes whenever its dict does (e.g. a monkeypatched property), which
  * makes the getters be looked up again, so the read is always what
  * `x.name` would give. */
-static struct {
+typedef struct {
     PyTypeObject *type;     /* borrowed: only compared, with its version tag */
     unsigned int version;
     PyGetSetDef *getters[3];
-} meta_getters = {NULL, 0, {NULL, NULL, NULL}};
+} meta_getters_t;
+
+/* A few types at once: a guard checks inputs (Tensor) and parameters
+ * (EagerParamBase) in turn, and one slot made every check look its getters up
+ * again. Filled round-robin. */
+#define SOT_META_TYPES 4
+static meta_getters_t meta_getters[SOT_META_TYPES];
+static int meta_getters_next = 0;
 
 enum { META_SHAPE = 0, META_DTYPE = 1, META_STOP_GRADIENT = 2 };
 
@@ -1086,9 +1143,12 @@ find_getter(PyTypeObject *type, PyObject *name)
 static PyGetSetDef **
 meta_getters_for(PyTypeObject *type)
 {
-    if (meta_getters.type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
-        && meta_getters.version == type->tp_version_tag) {
-        return meta_getters.getters;
+    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        for (int i = 0; i < SOT_META_TYPES; i++) {
+            if (meta_getters[i].type == type && meta_getters[i].version == type->tp_version_tag) {
+                return meta_getters[i].getters;
+            }
+        }
     }
     PyObject *names[3] = {str_shape, str_dtype, str_stop_gradient};
     PyGetSetDef *found[3];
@@ -1099,12 +1159,22 @@ meta_getters_for(PyTypeObject *type)
     if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
         return NULL;
     }
-    meta_getters.type = type;
-    meta_getters.version = type->tp_version_tag;
-    for (int i = 0; i < 3; i++) {
-        meta_getters.getters[i] = found[i];
+    meta_getters_t *slot = NULL;
+    for (int i = 0; i < SOT_META_TYPES && slot == NULL; i++) {
+        if (meta_getters[i].type == type) {
+            slot = &meta_getters[i];  /* the same type with a new version tag */
+        }
     }
-    return meta_getters.getters;
+    if (slot == NULL) {
+        slot = &meta_getters[meta_getters_next];
+        meta_getters_next = (meta_getters_next + 1) % SOT_META_TYPES;
+    }
+    slot->type = type;
+    slot->version = type->tp_version_tag;
+    for (int i = 0; i < 3; i++) {
+        slot->getters[i] = found[i];
+    }
+    return slot->getters;
 }
 
 /* x.<name> (new reference), through its getter when known. */
@@ -1177,11 +1247,58 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(ok);
 }
 
+PyDoc_STRVAR(clone_set_layout_doc,
+"clone_set_layout($module, s, /)\n--\n\n"
+"A new set equal to the set s with the very same hash table: same size,\n"
+"same slot for every element, same deleted-entry markers and the same\n"
+"pop() position. A set's iteration order (and what later adds, removals\n"
+"and pop() do) follows from its table, which set(s) and s.copy() lay out\n"
+"anew; the translator keeps the sets of a simulated frame as real sets\n"
+"built by the frame's own operations and rebuilds the escaping ones with\n"
+"this, so that they iterate as the eagerly built ones would.");
+
+static PyObject *
+m_clone_set_layout(PyObject *module, PyObject *arg)
+{
+    if (!PySet_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "clone_set_layout expects a set");
+        return NULL;
+    }
+    PySetObject *source = (PySetObject *)arg;
+    PySetObject *clone = (PySetObject *)PySet_New(NULL);
+    if (clone == NULL) {
+        return NULL;
+    }
+    if (source->mask != clone->mask) { /* bigger than the built-in small table */
+        setentry *table = PyMem_New(setentry, (size_t)source->mask + 1);
+        if (table == NULL) {
+            Py_DECREF(clone);
+            return PyErr_NoMemory();
+        }
+        clone->table = table;
+        clone->mask = source->mask;
+    }
+    for (Py_ssize_t i = 0; i <= source->mask; i++) {
+        setentry entry = source->table[i];
+        /* A deleted entry holds the shared dummy key, not counted as a reference, with hash -1 (which no
+         * element's hash can be: Python maps -1 to -2). */
+        if (entry.key != NULL && entry.hash != -1) {
+            Py_INCREF(entry.key);
+        }
+        clone->table[i] = entry;
+    }
+    clone->fill = source->fill;
+    clone->used = source->used;
+    clone->finger = source->finger;
+    return (PyObject *)clone;
+}
+
 PyDoc_STRVAR(replace_entry_code_doc,
-"replace_entry_code($module, code, guard, new_code, hook_free=False, /)\n--\n\n"
+"replace_entry_code($module, code, guard, new_code, hook_free=False, relaxed=None, /)\n--\n\n"
 "Make the cache entry of `code` whose guard is `guard` run `new_code` from\n"
 "now on (the original `code` itself to run it natively behind the same\n"
-"guard), with this thread's callback suspended while it runs if hook_free.\n"
+"guard), with this thread's callback suspended while it runs if hook_free,\n"
+"and its guard relaxed as `relaxed` says (see the module's documentation).\n"
 "`new_code` is checked as a callback's would be. Returns False when\n"
 "no such entry exists (e.g. after reset_cache()). A frame already running\n"
 "the entry's previous code finishes with it.");
@@ -1189,11 +1306,12 @@ PyDoc_STRVAR(replace_entry_code_doc,
 static PyObject *
 m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 or 4 arguments");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "replace_entry_code expects 3 to 5 arguments");
         return NULL;
     }
-    int hook_free = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    int hook_free = nargs >= 4 ? PyObject_IsTrue(args[3]) : 0;
+    PyObject *relaxed = nargs == 5 ? args[4] : NULL;
     if (hook_free < 0) {
         return NULL;
     }
@@ -1216,18 +1334,25 @@ m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     /* Validated and mapped as a new entry would be; then its code and map move into `e`. */
-    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, hook_free, e->nargs);
+    sot_entry *fresh = entry_new(code, args[1], args[2], e->frames, hook_free, relaxed, e->nargs);
     if (fresh == NULL) {
         return NULL;
     }
     PyCodeObject *old = e->owns_code ? e->code : NULL;
+    PyObject *old_relaxed = e->relaxed;
     e->code = fresh->code;
     e->owns_code = fresh->owns_code;
     e->hook_free = hook_free;
+    e->relaxed = fresh->relaxed;  /* (its reference moves too) */
+    fresh->relaxed = NULL;
+    if (e->relaxed == NULL || old_relaxed == NULL) {
+        e->countdown = 0;  /* the next hit runs the full guard */
+    }
     memcpy(e->map, fresh->map, (size_t)(e->nargs > 0 ? e->nargs : 1) * sizeof(int));
     fresh->owns_code = 0;  /* its reference to the code now belongs to `e` */
     entry_decref(fresh);
     Py_XDECREF(old);
+    Py_XDECREF(old_relaxed);
     Py_RETURN_TRUE;
 }
 
@@ -1235,6 +1360,7 @@ static PyMethodDef module_methods[] = {
     {"replace_entry_code", (PyCFunction)(void (*)(void))m_replace_entry_code, METH_FASTCALL,
      replace_entry_code_doc},
     {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
+    {"clone_set_layout", (PyCFunction)m_clone_set_layout, METH_O, clone_set_layout_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
     {"callback_active", (PyCFunction)m_callback_active, METH_NOARGS, callback_active_doc},
@@ -1247,6 +1373,120 @@ static PyMethodDef module_methods[] = {
     {"hit_count", (PyCFunction)m_hit_count, METH_NOARGS, hit_count_doc},
     {"_hook_installed", (PyCFunction)m_hook_installed, METH_NOARGS, hook_installed_doc},
     {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------ */
+/* CallWithCallback: calls a target with a callback set for the call,   */
+/* as a C call (no Python frame of its own)                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;     /* strong; NULL until bound */
+    PyObject *target;       /* strong; NULL until bound */
+} CallWithCallback;
+
+static PyObject *
+cwc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    /* (the arguments are a subclass's, for its __init__) */
+    return type->tp_alloc(type, 0);
+}
+
+static int
+cwc_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_VISIT(self->callback);
+    Py_VISIT(self->target);
+    return 0;
+}
+
+static int
+cwc_clear(PyObject *op)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_CLEAR(self->callback);
+    Py_CLEAR(self->target);
+    return 0;
+}
+
+/* (a Python subclass's instances come here through subtype_dealloc, which
+ * releases the reference to their heap type itself) */
+static void
+cwc_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    cwc_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+/* target(*args, **kwargs) with the thread's callback set to `callback` for
+ * the call and the previous one (suspended or not) back afterwards, on every
+ * exit path: what `previous = set_callback(cb); try: return target(...)
+ * finally: set_callback(previous)` does, without its Python frame. */
+static PyObject *
+cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    CallWithCallback *self = (CallWithCallback *)op;
+    if (self->target == NULL) {
+        PyErr_Format(PyExc_TypeError, "%.100s object is not bound to a callable yet",
+                     Py_TYPE(op)->tp_name);
+        return NULL;
+    }
+    PyObject *previous = logical_callback();
+    Py_INCREF(previous);
+    if (callback_set(self->callback) < 0) {
+        Py_DECREF(previous);
+        return NULL;
+    }
+    PyObject *result = callback_set_after(previous, PyObject_Call(self->target, args, kwargs));
+    Py_DECREF(previous);
+    return result;
+}
+
+static PyObject *
+cwc_bind(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_sot_bind expects (callback, target)");
+        return NULL;
+    }
+    if (!PyCallable_Check(args[1]) || (args[0] != Py_None && !PyCallable_Check(args[0]))) {
+        PyErr_SetString(PyExc_TypeError, "_sot_bind expects a callable (or None) callback and a callable target");
+        return NULL;
+    }
+    CallWithCallback *self = (CallWithCallback *)op;
+    Py_XSETREF(self->callback, Py_NewRef(args[0]));
+    Py_XSETREF(self->target, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cwc_methods[] = {
+    {"_sot_bind", (PyCFunction)(void (*)(void))cwc_bind, METH_FASTCALL,
+     "_sot_bind(callback, target): what a call of this object calls, and with which callback."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(cwc_doc,
+"CallWithCallback()\n--\n\n"
+"Once bound with _sot_bind(callback, target), a call of this object is\n"
+"target(*args, **kwargs) with this thread's callback set to `callback` for\n"
+"the call (None: no callback), the previous one back afterwards. A C call:\n"
+"no Python frame of its own. A base class (sot's TranslatedLayer).");
+
+static PyTypeObject CallWithCallback_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sot.eval_frame_ext._eval_frame.CallWithCallback",
+    .tp_basicsize = sizeof(CallWithCallback),
+    .tp_dealloc = cwc_dealloc,
+    .tp_call = cwc_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = cwc_doc,
+    .tp_traverse = cwc_traverse,
+    .tp_clear = cwc_clear,
+    .tp_methods = cwc_methods,
+    .tp_new = cwc_new,
 };
 
 /* ------------------------------------------------------------------ */
@@ -1406,6 +1646,7 @@ PyMODINIT_FUNC
 PyInit__eval_frame(void)
 {
     if (PyType_Ready(&CallbackSlot_Type) < 0 || PyType_Ready(&Scope_Type) < 0
+        || PyType_Ready(&CallWithCallback_Type) < 0
         || PyType_Ready(&SkipType) < 0
         || PyType_Ready(&GuardProgram_Type) < 0) {
         return NULL;
@@ -1444,7 +1685,9 @@ PyInit__eval_frame(void)
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0
         || PyModule_AddObjectRef(m, "callback_installed", (PyObject *)&Scope_Type) < 0
+        || PyModule_AddObjectRef(m, "CallWithCallback", (PyObject *)&CallWithCallback_Type) < 0
         || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
+        || PyModule_AddIntConstant(m, "RELAXED_GUARD_PERIOD", SOT_RELAXED_PERIOD) < 0
         || sot_guard_program_add_opcodes(m) < 0) {
         Py_DECREF(m);
         return NULL;

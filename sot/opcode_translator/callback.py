@@ -136,8 +136,10 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # that the garbage collector cannot see.
     guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
     guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
-    new_code, hook_free = entry_added(code, translation.native, guard, translation.code, translation.hook_free)
-    return guard, new_code, translation.frames, hook_free
+    # (a frame run as written, its graph too small: the original code, right for any inputs)
+    new_code, hook_free, relaxed = entry_added(code, translation.native, guard, translation.code,
+                                               translation.hook_free, translation.kind == "eager")
+    return guard, new_code, translation.frames, hook_free, relaxed
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

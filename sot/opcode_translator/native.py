@@ -35,6 +35,12 @@ still translated and keeps its compiled graphs. An entry that runs the original 
 frame whose only graph was too small, `transform.Translation.hook_free`) is hook-free when it inlined no
 calls.
 
+An entry whose code is right for any call, not only for the calls its guard admits (the original code, or
+native code whose trampolines pass what any call has at the break: `trampolines_fit_any_call`), has its
+guard *relaxed* (`relaxed_guard`): the C cache runs the checks of the arguments themselves on every hit and
+the whole guard every `RELAXED_GUARD_PERIOD` hits. On a small frame the guard (a layer tree's identity and
+configuration checks, Paddle's reads of the grad/AMP mode) cost more than everything else sot adds.
+
 What runs is always the original code or the translation of a part of it, so results, gradients, side
 effects and exceptions are eager's either way. In ``sot.stats()`` a switched entry still counts one cache
 hit per call; a path run natively no longer calls (nor counts a hit for) its resume function.
@@ -56,6 +62,7 @@ from ..eval_frame_ext import call_with_callback, cache_entries, callback_install
 from ..log import log
 from ..symbolic.compile import CHOICE_LISTENERS, CompiledProgram
 from . import pyversion
+from .executor.liveness import definitely_bound, live_in
 from .resume import _abstract_instructions
 from .skip_files import should_skip, skip_filename
 
@@ -89,7 +96,7 @@ class NativePlan:
 
     def __init__(self, code: types.CodeType, translated: types.CodeType, programs: list[Any],
                  break_offset: int | None = None, paths: tuple[ResumePath, ...] = (),
-                 break_runs_user_code: bool = False) -> None:
+                 break_runs_user_code: bool = False, trampolines_fit_any_call: bool = False) -> None:
         self._code = weakref.ref(code)
         self.name = code.co_name
         self.translated = translated
@@ -97,8 +104,12 @@ class NativePlan:
         self.break_offset = break_offset
         self.paths = paths
         self.break_runs_user_code = break_runs_user_code  # the breaking instruction may call user code
+        # Its trampolines pass what any call of the original code has there (`relaxable_break`): the native
+        # code is then right for any inputs, as the original is.
+        self.trampolines_fit_any_call = trampolines_fit_any_call
         self.current: types.CodeType | None = translated  # what the entry runs (ORIGINAL: the code itself)
         self.hook_free = False  # the entry runs with the thread's callback suspended
+        self.relaxed = False  # the entry's guard is relaxed (`relaxed_guard`)
         self.guard: Any = None  # the entry's guard function, once the callback returned it
         for program in programs:
             if isinstance(program, CompiledProgram):  # (even one that chose: its cost model may measure again)
@@ -126,30 +137,31 @@ class NativePlan:
             self.paths = tuple(dataclasses.replace(path, callable_natively=False) for path in self.paths)
             return self.translated
 
-    def decide(self, pending: Pending | None = None) -> tuple[types.CodeType | None, bool]:
-        """`wanted`, and whether the entry then runs hook-free."""
+    def decide(self, pending: Pending | None = None) -> tuple[types.CodeType | None, bool, bool]:
+        """`wanted`, whether the entry then runs hook-free, and whether its guard can be relaxed."""
         pending = pending or {}
         wanted = self.wanted(pending)
+        relaxed = wanted is ORIGINAL or (wanted is not self.translated and self.trampolines_fit_any_call)
         if wanted is self.translated or self.break_runs_user_code:
-            return wanted, False
+            return wanted, False, relaxed
         natively = [path for path in self.paths if _runs_natively(path.resume, pending)]
-        return wanted, all(_runs_hook_free(path.resume, pending) for path in natively)
+        return wanted, all(_runs_hook_free(path.resume, pending) for path in natively), relaxed
 
     def refresh(self, pending: Pending | None = None) -> None:
-        wanted, hook_free = self.decide(pending)
-        if wanted is self.current and hook_free == self.hook_free:
+        wanted, hook_free, relaxed = self.decide(pending)
+        if wanted is self.current and hook_free == self.hook_free and relaxed == self.relaxed:
             return
         code = self._code()
         if self.guard is not None:
             if code is None or not replace_entry_code(code, self.guard, code if wanted is ORIGINAL else wanted,
-                                                      hook_free):
+                                                      hook_free, relaxed_guard(self.guard, relaxed)):
                 return  # the entry is gone (``sot.reset()``, the code object died)
             self.guard.hook_free = hook_free
         if wanted is not self.current:
             log(2, f"{self.name}: every graph of this entry runs eagerly: it runs "
                    f"{'the original code' if wanted is ORIGINAL else 'the original code up to its resume call(s)'}"
                    f"{', hook-free' if hook_free else ''}")
-        self.current, self.hook_free = wanted, hook_free
+        self.current, self.hook_free, self.relaxed = wanted, hook_free, relaxed
         if self.guard is not None and code is not None:
             _notify(code)
 
@@ -206,19 +218,35 @@ def _program_chose(program: CompiledProgram) -> None:
 CHOICE_LISTENERS.append(_program_chose)
 
 
+def relaxed_guard(guard: Any, relaxed: bool) -> Any:
+    """What the C cache runs on the hits between two full checks of an entry's guard (``guard``: the check
+    the callback returned, which carries its `Guard`), or None when every hit runs the full guard.
+
+    An entry whose code is right whatever the inputs (the original code; native code whose trampolines fit
+    any call) needs its guard only to know whether its translation still fits the inputs: whether the cost
+    model's choices and the hook-freedom made for them still hold. Only the checks of the arguments
+    themselves then run on every hit (a call with other inputs misses at once); the whole guard, with the
+    layer tree, globals and the grad/AMP mode, every `RELAXED_GUARD_PERIOD` hits. A change seen late costs
+    at most that many calls in the old way (e.g. a new sublayer's frames untranslated, a graph that would
+    be compiled under AMP run eagerly), never a wrong result: the original code runs under the mode as
+    eagerly."""
+    return guard.guard.relaxed_check if relaxed else None
+
+
 def entry_added(code: types.CodeType, plan: NativePlan | None, guard: Any, new_code: types.CodeType,
-                hook_free: bool) -> tuple[types.CodeType, bool]:
-    """The callback is about to add the entry ``(guard, new_code)`` to ``code`` (``hook_free`` as translated):
-    returns the code the entry should start with and whether it is hook-free, and lets the entries whose
-    resume function ``code`` is decide again."""
+                hook_free: bool, relaxed: bool) -> tuple[types.CodeType, bool, Any]:
+    """The callback is about to add the entry ``(guard, new_code)`` to ``code`` (``hook_free`` and
+    ``relaxed`` as translated): returns the code the entry should start with, whether it is hook-free and
+    its relaxed guard (for the C cache), and lets the entries whose resume function ``code`` is decide
+    again."""
     if plan is not None:
-        plan.current, plan.hook_free = plan.decide()
+        plan.current, plan.hook_free, plan.relaxed = plan.decide()
         plan.guard = guard
         new_code = code if plan.current is ORIGINAL else plan.current
-        hook_free = plan.hook_free
+        hook_free, relaxed = plan.hook_free, plan.relaxed
     guard.hook_free = hook_free
     _notify(code, {code: (new_code, hook_free)})
-    return new_code, hook_free
+    return new_code, hook_free, relaxed_guard(guard, relaxed)
 
 
 @functools.lru_cache(maxsize=256)
@@ -273,6 +301,22 @@ def can_call_from_native(code: types.CodeType, resume: types.CodeType, stack_lay
     instruction in a region of its own)."""
     return not any(stack_layout) and not resume.co_freevars and not code.co_cellvars \
         and not code.co_freevars and not protected
+
+
+def trampolines_fit_any_call(code: types.CodeType, offset: int, stack_below: int,
+                             paths: Iterable[tuple[int, tuple[str, ...]]]) -> bool:
+    """The trampolines of a break at ``offset`` (``paths``: where each continues, and the locals it passes)
+    pass what *any* call of ``code`` has there, not only the calls its guard admits: nothing is on the
+    stack below the instruction's operands (a value there may be a NULL in another call, e.g. after a
+    method load), and every local live where a path continues is passed, and bound there on every path
+    from the function's start (`definitely_bound`). Native code built on them is then right for any
+    inputs, as the original code is."""
+    if stack_below:
+        return False
+    bound = definitely_bound(code).get(offset)
+    live_at = live_in(code)
+    return bound is not None and all(live == tuple(sorted(live_at[target])) and bound.issuperset(live)
+                                     for target, live in paths)
 
 
 # Values an instruction can work on without running Python code of its own (beyond library code).
@@ -354,5 +398,5 @@ def _module_is_library(name: str) -> bool:
     return skip_filename(filename) if isinstance(filename, str) else name in sys.builtin_module_names
 
 
-__all__ = ["NativePlan", "ResumePath", "can_call_from_native", "entry_added", "native_code",
-           "runs_only_library_code"]
+__all__ = ["NativePlan", "ResumePath", "can_call_from_native", "entry_added", "native_code", "relaxed_guard",
+           "runs_only_library_code", "trampolines_fit_any_call"]

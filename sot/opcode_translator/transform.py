@@ -25,9 +25,10 @@ from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
-from .executor.variables.inplace import ViewReplay, plan_view_replay
+from .executor.variables.inplace import ViewReplay, plan_view_replay, written_back_tensors
 from .executor.variables.iterator import IteratorVariable
-from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code
+from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
+    trampolines_fit_any_call
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
@@ -109,18 +110,26 @@ class ProgramPlan:
             self._replay = compile_replay(view_sir)
 
     def emit_call(self, codegen: CodeGen, graph: FunctionGraph) -> None:
-        """``__sot_outputs = program([inputs])``, then the views: ``__sot_views = replay([bases])``."""
+        """``__sot_outputs = program([inputs])``, the tensors changed in place written back, then the views:
+        ``__sot_views = replay([bases])`` (a view of a written-back tensor is made from the caller's tensor once
+        it holds its new value and gradient node, as eager's view of the changed tensor)."""
         if self.program is not None:
             codegen.call_program(self.program, [graph.inputs[s] for s in self.sir.inputs], self.sir.outputs)
+        graph.side_effects.emit_tensor_write_backs(codegen)
         if self.views is not None:
-            codegen.call_view_replay(self._replay, [_root_variable(graph, s) for s in self.views.roots],
-                                     self.views.views)
+            written_back = written_back_tensors(graph)
+            bases = [_root_variable(graph, symbol, written_back) for symbol in self.views.roots]
+            codegen.call_view_replay(self._replay, bases, self.views.views)
 
 
-def _root_variable(graph: FunctionGraph, symbol: Symbol) -> VariableBase:
-    """The variable that loads a view's base in the generated code: an input, or a program output."""
+def _root_variable(graph: FunctionGraph, symbol: Symbol, written_back: dict[Symbol, TensorVariable]) -> \
+        VariableBase:
+    """The variable that loads a view's base in the generated code: an input, a tensor written back (the
+    caller's own), or a program output."""
     if symbol in graph.inputs:
         return graph.inputs[symbol]
+    if symbol in written_back:
+        return written_back[symbol]
     return TensorVariable(graph.metas[symbol], graph, DummyTracker(), symbol=symbol)
 
 
@@ -130,14 +139,19 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
     for var in needed:
         _computed_tensors(var, outputs)
     views = plan_view_replay(graph, list(outputs))
-    returned = [symbol for symbol in outputs if views is None or symbol not in views.views]
-    sir = graph.build_sir(returned)
+    sir = graph.build_sir(_not_replayed(outputs, views))
     if not sir.statements or not sir.outputs:
         return ProgramPlan(sir, None, views)
     if force_compile or sir.op_count() >= config.min_graph_size:
         return ProgramPlan(sir, compile_sir(sir), views)
-    full = graph.build_sir(list(outputs))  # (replayed eagerly on the real tensors: views are views already)
-    return ProgramPlan(full, EagerProgram(full))
+    # Replayed eagerly on the real tensors: views of inputs are views already, not those of written-back tensors.
+    views = plan_view_replay(graph, list(outputs), written_back_only=True)
+    full = graph.build_sir(_not_replayed(outputs, views))
+    return ProgramPlan(full, EagerProgram(full), views)
+
+
+def _not_replayed(outputs: dict[Symbol, TensorVariable], views: ViewReplay | None) -> list[Symbol]:
+    return [symbol for symbol in outputs if views is None or symbol not in views.views]
 
 
 def _leave_blocks(codegen: CodeGen, graph: FunctionGraph) -> None:
@@ -576,9 +590,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
                                  tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
+    fits_any_call = trampolines_fit_any_call(code, instr.offset, len(base),
+                                             [(offset, live) for (offset, _), live in zip(paths, lives)])
     native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths),
-                        break_runs_user_code=not runs_only_library_code(operands)) \
-        if graph.inlined_calls == 0 else None
+                        break_runs_user_code=not runs_only_library_code(operands),
+                        trampolines_fit_any_call=fits_any_call) if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        native=native, frames=frames_needed(graph, program is not None))

@@ -22,6 +22,7 @@ import functools
 import inspect
 import sys
 import types
+import weakref
 from typing import Any
 
 import paddle
@@ -133,10 +134,11 @@ def layer_state(layer: paddle.nn.Layer) -> tuple:
 _NOT_CONFIG = frozenset({"training", "_built", "_init_in_dynamic_mode"}) | BOOKKEEPING
 
 
-# Strings are left out: Paddle's forwards rewrite some to a canonical spelling on their first call
-# (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'), so a snapshot taken at translation would miss
-# once for every such layer; a data format or mode changed after translation is not seen (a known limit).
-_CONFIG_SCALARS = _SCALARS - {str, bytes}
+# Strings too (a data format, ``Upsample.mode``, ``Conv2D._padding_mode``). Paddle's forwards rewrite some to a
+# canonical spelling on their first call (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'): the
+# snapshot is taken after that: translating a layer statement runs the forward (its meta inference, never
+# memoized for a forward that changed its layer) before the guard and the program's key are made.
+_CONFIG_SCALARS = _SCALARS
 
 
 def _is_config_value(value: Any, depth: int = 0) -> bool:
@@ -148,6 +150,24 @@ def _is_config_value(value: Any, depth: int = 0) -> bool:
             and all(_is_config_value(item, depth + 1) for item in value))
 
 
+# Per class: attribute name -> whether the class (a base, or its metaclass) has a data descriptor of that name,
+# which hides the instance attribute. ``inspect.getattr_static`` walks the MRO for every name (~4 us each, most
+# of `layer_config`, which runs for every built-in layer of a translation twice: its guard and its program's
+# key; mobilenet_v2 ~1500 names). A descriptor added to or removed from a layer class after the class was
+# first met is not seen.
+_hidden_names: "weakref.WeakKeyDictionary[type, dict[str, bool]]" = weakref.WeakKeyDictionary()
+
+
+def _hidden_by_data_descriptor(cls: type, name: str) -> bool:
+    names = _hidden_names.get(cls)
+    if names is None:
+        names = _hidden_names[cls] = {}
+    hidden = names.get(name)
+    if hidden is None:
+        hidden = names[name] = hasattr(inspect.getattr_static(cls, name, None), "__set__")
+    return hidden
+
+
 def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
     """``layer``'s own plain configuration attributes (not its sublayers'), as (name, value) in order.
     Attributes shadowed by a data descriptor of the class, or not reachable as ``layer.<name>``, are left out."""
@@ -156,7 +176,7 @@ def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
     for name, value in layer.__dict__.items():
         if name in _NOT_CONFIG or not name.isidentifier() or not _is_config_value(value):
             continue
-        if hasattr(inspect.getattr_static(type(layer), name, None), "__set__"):
+        if _hidden_by_data_descriptor(type(layer), name):
             continue
         items.append((name, value))
     return items

@@ -916,11 +916,11 @@ def build_a_set_of_two_ints(x, n, m):
 
 
 def test_a_set_built_in_the_frame_iterates_in_eager_order() -> None:
-    """Seeds 15744, 15858 (known bug): ``{-3, 5}`` (two ints whose hashes collide in a small table) is
-    simulated as a Python set holding the same values, and rebuilt after the graph with ``BUILD_SET`` from
-    that set's iteration order: another insertion order, so the rebuilt set iterates ``[-3, 5]`` where the
-    eager one iterates ``[5, -3]`` (``list()`` of it inside the frame is right). A fix keeps each set's
-    insertion order (CPython's table layout follows from it) through every simulated set operation."""
+    """Seeds 15744, 15858: ``{-3, 5}`` (two ints whose hashes collide in a small table) was simulated as a
+    Python set holding the same values, and rebuilt after the graph with ``BUILD_SET`` from that set's
+    iteration order: another insertion order, so the rebuilt set iterated ``[-3, 5]`` where the eager one
+    iterates ``[5, -3]``. The simulated set is now a real set made by the frame's own operations, and the
+    rebuilt one a copy of its very table (see tests/opcode_translator/executor/variables/test_set_layout.py)."""
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(build_a_set_of_two_ints)
         for n, m in ((-3, 5), (5, -3)):

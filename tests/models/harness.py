@@ -114,6 +114,29 @@ def eval_parity(model: paddle.nn.Layer, eager: paddle.nn.Layer, fast: Any, input
         assert_close(fast(*inputs), expected, f"eval-mode output (call {call})")
 
 
+def other_batch_parity(spec: ModelSpec, model: paddle.nn.Layer, eager: paddle.nn.Layer, fast: Any) -> None:
+    """Another batch size after the translations above, in train mode (output and gradients) and in eval
+    mode: whether sot retranslates or makes the batch dimension symbolic, the forward stays whole."""
+    assert spec.other_batch is not None
+    inputs = spec.other_batch()
+    before = sot.stats()
+    model.train()
+    eager.train()
+    out, e_out = fast(*inputs), eager(*inputs)
+    assert_close(out, e_out, "train-mode output at another batch size")
+    spec.loss(out, inputs).backward()
+    spec.loss(e_out, inputs).backward()
+    assert_grads_equal(model, eager)
+    model.clear_gradients()
+    eager.clear_gradients()
+    eval_parity(model, eager, fast, inputs)
+    stats = sot.stats()
+    message = f"{spec.name}, another batch size: {stats_line(stats)}"
+    assert stats.fallbacks == before.fallbacks and stats.graph_breaks == before.graph_breaks, message
+    # At most one new program per mode.
+    assert stats.compiled_graphs <= before.compiled_graphs + 2, message
+
+
 def check_whole_model(spec: ModelSpec) -> None:
     """The full check for a model sot must capture whole: one graph per forward in each mode."""
     assert spec.whole_graph
@@ -131,3 +154,6 @@ def check_whole_model(spec: ModelSpec) -> None:
     stats = sot.stats()
     assert stats.compiled_graphs in (1, 2), stats_line(stats)
     assert_whole_graph(stats, translations=2, graphs=stats.compiled_graphs, phase=f"{spec.name}, eval mode")
+
+    if spec.other_batch is not None:
+        other_batch_parity(spec, model, eager, fast)

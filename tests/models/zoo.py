@@ -34,6 +34,8 @@ class ModelSpec:
     whole_graph: bool = True
     # Long-running (big model or slow to translate/compile): skipped by ``pytest -m 'not slow'``.
     slow: bool = False
+    # Inputs with another batch size (a guard miss: retranslation or a symbolic dimension), if checked.
+    other_batch: Callable[[], tuple] | None = None
 
 
 SEED = 2024
@@ -99,8 +101,8 @@ def classification_loss(num_classes: int, seed: int = 7) -> Callable[[Any, tuple
 NUM_CLASSES = 10
 
 
-def image(batch: int = 2, size: int = 32, seed: int = 0) -> tuple:
-    return (randn(batch, 3, size, size, seed=seed),)
+def image(batch: int = 2, size: int = 32, seed: int = 0, channels: int = 3) -> tuple:
+    return (randn(batch, channels, size, size, seed=seed),)
 
 
 def _vgg11() -> nn.Layer:
@@ -115,8 +117,32 @@ def _vgg11() -> nn.Layer:
     return model
 
 
-def _vision(name: str, builder: Callable[[], nn.Layer], size: int = 32, slow: bool = False) -> ModelSpec:
-    return ModelSpec(name, seeded(builder), lambda: image(2, size), classification_loss(NUM_CLASSES), slow=slow)
+def _alexnet() -> nn.Layer:
+    # AlexNet's stock classifier expects 256x6x6 features (a 224x224 image) and has 58M parameters; at 64x64
+    # the features are 256x1x1, and a small classifier of the same structure keeps ``AlexNet.forward``.
+    model = paddle.vision.models.alexnet(num_classes=NUM_CLASSES)
+    model._fc6, model._fc7, model._fc8 = nn.Linear(256, 64), nn.Linear(64, 64), nn.Linear(64, NUM_CLASSES)
+    return model
+
+
+def _googlenet() -> nn.Layer:
+    # The two auxiliary heads flatten a 128x3x3 map (a 224x224 image); at 96x96 it is 128x1x1.
+    model = paddle.vision.models.googlenet(num_classes=NUM_CLASSES)
+    model._fc_o1, model._fc_o2 = nn.Linear(128, 1024), nn.Linear(128, 1024)
+    return model
+
+
+def sum_of_classification_losses(num_classes: int) -> Callable[[Any, tuple], paddle.Tensor]:
+    """For models with auxiliary heads (GoogLeNet returns three logits)."""
+    single = classification_loss(num_classes)
+    return lambda outputs, inputs: paddle.add_n([single(logits, inputs) for logits in outputs])
+
+
+def _vision(name: str, builder: Callable[[], nn.Layer], size: int = 32, slow: bool = False,
+            loss: Callable[[Any, tuple], paddle.Tensor] = classification_loss(NUM_CLASSES),
+            channels: int = 3) -> ModelSpec:
+    return ModelSpec(name, seeded(builder), lambda: image(2, size, channels=channels), loss, slow=slow,
+                     other_batch=lambda: image(3, size, seed=1, channels=channels))
 
 
 VISION = {
@@ -129,6 +155,20 @@ VISION = {
         _vision("shufflenet_v2", lambda: paddle.vision.models.shufflenet_v2_x0_25(num_classes=NUM_CLASSES)),
         _vision("squeezenet", lambda: paddle.vision.models.squeezenet1_1(num_classes=NUM_CLASSES)),
         _vision("densenet121", lambda: paddle.vision.models.densenet121(num_classes=NUM_CLASSES), slow=True),
+        _vision("lenet", lambda: paddle.vision.models.LeNet(num_classes=NUM_CLASSES), size=28, channels=1),
+        _vision("alexnet", _alexnet, size=64),
+        _vision("mobilenet_v1", lambda: paddle.vision.models.mobilenet_v1(scale=0.25, num_classes=NUM_CLASSES)),
+        _vision("mobilenet_v3_large",
+                lambda: paddle.vision.models.mobilenet_v3_large(scale=0.5, num_classes=NUM_CLASSES)),
+        _vision("shufflenet_v2_swish", lambda: paddle.vision.models.shufflenet_v2_swish(num_classes=NUM_CLASSES)),
+        _vision("googlenet", _googlenet, size=96, loss=sum_of_classification_losses(NUM_CLASSES), slow=True),
+        # Inception v3's smallest input is 75x75.
+        _vision("inception_v3", lambda: paddle.vision.models.inception_v3(num_classes=NUM_CLASSES), size=75,
+                slow=True),
+        # The ResNets with bottleneck blocks have no width option: full size, small images.
+        _vision("resnet50", lambda: paddle.vision.models.resnet50(num_classes=NUM_CLASSES), slow=True),
+        _vision("resnext50_32x4d", lambda: paddle.vision.models.resnext50_32x4d(num_classes=NUM_CLASSES), slow=True),
+        _vision("wide_resnet50_2", lambda: paddle.vision.models.wide_resnet50_2(num_classes=NUM_CLASSES), slow=True),
     ]
 }
 

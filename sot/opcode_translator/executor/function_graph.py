@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import types
 import weakref
 from typing import Any, Callable
@@ -14,7 +15,7 @@ from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied,
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
-from ...symbolic.layer_signature import layer_signature, layer_state
+from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -169,6 +170,13 @@ def _callee_key(kind: str, target: Any) -> tuple[Any, bool]:
     return id(target), True
 
 
+def _configuration(kind: str, target: Any) -> tuple | None:
+    """The plain configuration of a layer statement's whole tree (`layer_config_key`), or None."""
+    if kind == "layer" and isinstance(target, LayerCall) and target.is_alive():
+        return tuple(layer_config_key(sub) for sub in target.layer.sublayers(include_self=True))
+    return None
+
+
 def repr_free(tree: Any) -> Any:
     """A hashable form of an argument structure (lists become tuples, dicts sorted items)."""
     if type(tree) in (list, tuple):
@@ -190,6 +198,16 @@ def _mutable_object(var: VariableBase) -> Any:
     if isinstance(var, ObjectVariable) and is_plain_instance(var.value):
         return var.value
     return None
+
+
+def tensor_apart_from_layer(tensor: paddle.Tensor, call: LayerCall) -> bool:
+    """Whether ``tensor`` shares memory with no parameter or buffer of the layer of ``call`` (nor its
+    sublayers'): a program calling the layer reads those, not ``tensor``."""
+    if not call.is_alive():
+        return False
+    layer = call.layer
+    return not any(tensor is own or tensor._is_shared_buffer_with(own)
+                   for own in itertools.chain(layer.parameters(), layer.buffers()) if own is not None)
 
 
 class FunctionGraph:
@@ -228,6 +246,8 @@ class FunctionGraph:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
         self._expr_guards: list[tuple[VariableBase, str]] = []
+        # (a tensor changed in place, a built-in layer called after the change): they must share no memory
+        self._apart_from_layers: list[tuple[TensorVariable, LayerCall]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
         # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
@@ -277,6 +297,9 @@ class FunctionGraph:
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
+        for var, call in self._apart_from_layers:
+            builder.add(f"{builder.constant(tensor_apart_from_layer)}({builder.expr_of(var)}, "
+                        f"{builder.constant(call)})")
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -394,9 +417,14 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
-            items = (self._to_sir_arg(item) for item in var.items)
-            # (a named tuple reaches the program as a plain tuple: SIR patterns hold tuples and lists only)
-            return tuple(items) if issubclass(var.py_type, tuple) else var.py_type(items)
+            items = [self._to_sir_arg(item) for item in var.items]
+            # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
+            # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
+            if issubclass(var.py_type, tuple):
+                return tuple(items)
+            if var.py_type is not list and any(isinstance(item, Symbol) for item in items):
+                return list(items)
+            return var.py_type(items)
         if isinstance(var, DictVariable):
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
@@ -409,13 +437,9 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind in ("layer", "pylayer") and any(isinstance(var, TensorVariable)
-                                                for var in self.side_effects.mutated.values()):
-            # A layer (or a PyLayer's forward) reads tensors it is not handed (parameters, buffers, globals)
-            # inside the program, where a tensor changed in place before still holds its old value (it is
-            # written back after the program).
-            raise BreakGraphError(f"{name} called after a tensor from outside the frame was changed in place: "
-                                  "runs natively")
+        if kind in ("layer", "pylayer") and self._reads_state_changed_in_frame(target):
+            raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
+                                  "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
@@ -451,6 +475,26 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _reads_state_changed_in_frame(self, target: Any) -> bool:
+        """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
+        changed in place or a buffer it rebound: the program would see the old value (both are written back
+        after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
+        forward may read anything."""
+        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        if not changed and not self.side_effects.tensor_stored_on_a_layer():
+            return False
+        if not isinstance(target, LayerCall) or self.side_effects.tensor_stored_on_a_layer(target.layer):
+            return True
+        for var in changed:
+            if var.value is None or not var.tracker.is_traceable() or not tensor_apart_from_layer(var.value, target):
+                return True
+        # The changed tensors are none of the layer's (checked again at every call: the layer's parameters
+        # may be replaced, the tensor reached by the same path may be another one).
+        for var in changed:
+            self.add_guard(var)
+            self._apart_from_layers.append((var, target))
+        return False
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],
                            kwargs: dict[str, VariableBase], amp: AmpState) -> tuple[tuple, dict, Any, int]:
@@ -493,6 +537,7 @@ class FunctionGraph:
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
                 return getattr(obj, target)(*rest, **kw)
         op_count: list[int] = []
+        configuration = _configuration(kind, target)
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:
@@ -504,7 +549,10 @@ class FunctionGraph:
         # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)
-        if key is not None:
+        # Not memoized when the forward rewrote its layer's configuration (``BatchNorm1D``'s 'NCL' data format
+        # becomes 'NCHW' on the first call): an alike layer that never ran must run it too before its guard
+        # snapshots the configuration, or the snapshot would be stale after the first run (a miss).
+        if key is not None and configuration == _configuration(kind, target):
             _meta_cache[key] = (_reference(target) if by_identity else None, answer)
         return answer
 

@@ -196,6 +196,19 @@ _ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d
                              r"|__a\d+ not in \(0, 1\))$")
 
 
+_ARGUMENT = re.compile(r"__a\d+")
+_ARGUMENT_PART = re.compile(r"__a\d+\s*[.\[]")  # an attribute or item of an argument
+_REACHED_THROUGH_INPUTS = re.compile(r"__v\d+|__globals|__closure")
+
+
+def _on_arguments_only(expr: str) -> bool:
+    """A check of the call's arguments themselves (their types, values, tensor metas), not of what is
+    reached through the inputs (a layer's sublayers and parameters, globals, closure cells) nor of the
+    process state (grad mode, AMP: Paddle's reads of it cost more than the argument checks together)."""
+    return not _is_binding(expr) and bool(_ARGUMENT.search(expr)) and not _ARGUMENT_PART.search(expr) \
+        and not _REACHED_THROUGH_INPUTS.search(expr)
+
+
 def _ordered(exprs: list[str]) -> list[str]:
     """Argument type and value checks first: the cheapest, and the ones that tell apart the entries of one
     code object (``mode == 'm3'``), so a scan past failing entries stops early in each. They read only
@@ -486,6 +499,7 @@ class Guard:
         param_names = [builder.GLOBALS, builder.CLOSURE, *builder._params.values()]
         params = ", ".join(param_names)
         self.check, self.program, self.python_terms = _fast_check(builder, param_names, _ordered(builder.exprs))
+        self._param_names = param_names
         # What explains a miss (`exprs`, `readable`) and the reference chain are made only when asked for:
         # most guards never explain anything, and a model's guard has hundreds of checks (resnet18: ~400,
         # ~70 ms to spell out, a few ms to compile as a chain), all made on the first call.
@@ -495,6 +509,15 @@ class Guard:
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
         self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
+
+    @functools.cached_property
+    def relaxed_check(self) -> Callable[..., bool] | bool:
+        """What an entry whose code is right for any inputs (it runs the original code: native.py) checks on
+        the calls between two full checks: the checks of the arguments themselves (`_on_arguments_only`), so
+        that a call with other inputs still misses at once; True when there are none. Changes reached through
+        the inputs (a layer's tree, globals) and of the grad/AMP mode are seen by the next full check."""
+        exprs = [expr for expr in _ordered(self._builder.exprs) if _on_arguments_only(expr)]
+        return _fast_check(self._builder, self._param_names, exprs)[0] if exprs else True
 
     @functools.cached_property
     def source(self) -> str:

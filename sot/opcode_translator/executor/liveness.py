@@ -7,6 +7,7 @@ with edges to exception handlers (the exception table of 3.11+, the block stack 
 from __future__ import annotations
 
 import dis
+import inspect
 import functools
 import types
 
@@ -155,3 +156,53 @@ def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
         elif instr.opname == "MAKE_CELL" and not in_prologue:
             remade.add(instr.argval)
     return frozenset(code.co_cellvars) - remade
+
+
+_CLEARS = {"DELETE_FAST", "LOAD_FAST_AND_CLEAR"}  # (3.12+: an inlined comprehension clears its variable)
+
+
+@functools.lru_cache(maxsize=256)
+def definitely_bound(code: types.CodeType) -> dict[int, frozenset[str]]:
+    """For each reachable instruction offset, the fast locals bound on entry to it on *every* path from the
+    function's start, whatever the inputs: the arguments, and what every path has stored since (a forward
+    must-analysis).
+    Native code that relies on a local being bound somewhere holds for any call when the local is in here.
+    Conservative: only fast locals are tracked, and an exception handler starts with the arguments that no
+    instruction ever unbinds (it may be entered from anywhere in its block)."""
+    instructions = list(dis.get_instructions(code))
+    index_of = {instr.offset: i for i, instr in enumerate(instructions)}
+    handler_targets = {target for _, _, target in _handler_edges(code)}
+    n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+        + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    state: list[frozenset[str] | None] = [None] * len(instructions)
+    arguments = frozenset(name for name in code.co_varnames[:n_args] if name not in cells)
+    cleared = {instr.argval for instr in instructions if instr.opname in _CLEARS}
+    state[0] = arguments
+    for target in handler_targets:
+        if target in index_of:
+            state[index_of[target]] = arguments - cleared
+    work = [i for i, s in enumerate(state) if s is not None]
+    while work:
+        i = work.pop()
+        instr = instructions[i]
+        bound = set(state[i] or ())
+        for is_use, name in _effects(instr):
+            if not is_use and instr.opname not in _CLEARS and name not in cells:
+                bound.add(name)
+        if instr.opname in _CLEARS and isinstance(instr.argval, str):
+            bound.discard(instr.argval)
+        out = frozenset(bound)
+        successors = []
+        if instr.opname not in pyversion.NO_FALLTHROUGH and i + 1 < len(instructions):
+            successors.append(i + 1)
+        if instr.opcode in pyversion.JUMP_OPCODES and isinstance(instr.argval, int) and instr.argval in index_of:
+            # (3.10: a SETUP_* target is a handler: its start is set above)
+            if instr.argval not in handler_targets:
+                successors.append(index_of[instr.argval])
+        for j in successors:
+            new = out if state[j] is None else state[j] & out
+            if new != state[j]:
+                state[j] = new
+                work.append(j)
+    return {instr.offset: s for instr, s in zip(instructions, state) if s is not None}

@@ -105,6 +105,17 @@ class SideEffects:
         """Whether any attribute was stored or deleted in the frame (still pending)."""
         return bool(self._attrs)
 
+    def tensor_stored_on_a_layer(self, within: Any = None) -> bool:
+        """Whether a tensor was assigned to an attribute of a layer in the frame (still pending): of ``within``
+        or one of its sublayers if given, else of any layer."""
+        import paddle
+
+        layers = within.sublayers(include_self=True) if within is not None else None
+        return any(isinstance(store, AttrStore) and type(store.value).__name__ == "TensorVariable"
+                   and isinstance(store.obj.get_py_value(), paddle.nn.Layer)
+                   and (layers is None or any(store.obj.get_py_value() is layer for layer in layers))
+                   for store in self.stores)
+
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)
@@ -134,12 +145,22 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.stores or self.mutated)
 
+    def emit_tensor_write_backs(self, codegen: "CodeGen") -> None:
+        """The tensors from outside the frame changed in place take their final values: right after the
+        program, before the views of them among its results are made again (`ProgramPlan.emit_call`). They
+        change no path to anything, so the other effects are still replayed from the frame's start."""
+        for container in self.mutated.values():
+            if _is_tensor(container):
+                container.write_back(codegen)
+
     def emit(self, codegen: "CodeGen") -> None:
-        """Replay: every value is computed first (paths as at the frame's start), then applied."""
+        """Replay: every value is computed first (paths as at the frame's start), then applied. (Tensors were
+        written back already, by `emit_tensor_write_backs`.)"""
         for var in self.values():
             codegen.spill(var)
         for container in self.mutated.values():
-            container.write_back(codegen)
+            if not _is_tensor(container):
+                container.write_back(codegen)
         from ..runtime import set_cell
 
         for store in self.stores:
@@ -168,3 +189,8 @@ class SideEffects:
                 codegen.reconstruct(store.value)
                 codegen.emit("STORE_GLOBAL", store.name)
 
+
+def _is_tensor(var: "VariableBase") -> bool:
+    from .variables.basic import TensorVariable
+
+    return isinstance(var, TensorVariable)

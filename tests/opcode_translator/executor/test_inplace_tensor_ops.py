@@ -87,13 +87,15 @@ def check_gradients(fn: Callable[..., Any], *shapes: tuple[int, ...], calls: int
         _assert_gradients_same(actual[2], expected[2])
 
 
-def _assert_gradients_same(actual: list, expected: list) -> None:
-    """Gradient values (a gradient's own ``stop_gradient`` differs between eager and program backwards)."""
+def _assert_gradients_same(actual: list, expected: list, flags: bool = True) -> None:
+    """Gradient values, and their ``stop_gradient`` unless not ``flags`` (the parameters of a built-in layer:
+    test_conformance_paddle.py::test_parameter_gradients_of_a_built_in_layer_keep_eager_flags)."""
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
         assert (a is None) == (e is None)
         if e is not None:
             np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+            assert not flags or a.stop_gradient == e.stop_gradient
 
 
 # Python values assigned into items: Paddle's static set_value with the value as an attribute let the gradient
@@ -396,6 +398,14 @@ def test_inplace_on_a_parameter_under_no_grad_runs_natively():
             p.scale_(0.5)
         return (p * x).sum()
 
+    check_parameter_change(fn)
+    assert sot.stats().fallbacks == 0
+
+
+def check_parameter_change(fn: Callable[..., Any]) -> None:
+    """``fn(p, x)`` changes ``p``, a leaf requiring grad, and returns a loss: the loss, ``p`` and its gradient
+    after ``backward()`` equal eager's, twice."""
+
     def run(function):
         p = paddle.to_tensor(_data(3), stop_gradient=False)
         loss = function(p, paddle.to_tensor(_data(3, seed=1)))
@@ -408,7 +418,6 @@ def test_inplace_on_a_parameter_under_no_grad_runs_natively():
         actual = run(fast)
         assert_same(list(actual[:2]), list(expected[:2]))
         _assert_gradients_same([actual[2]], [expected[2]])
-    assert sot.stats().fallbacks == 0
 
 
 def test_inplace_that_changes_the_shape_breaks_the_graph():
@@ -468,7 +477,8 @@ def test_a_view_unused_after_its_base_changed_stays_in_the_graph():
     assert counts() == (0, 0, 1)
 
 
-def test_a_layer_called_after_an_argument_changed_breaks_the_graph():
+def test_a_layer_handed_an_argument_changed_in_place_stays_in_the_graph():
+    """The layer reads the changed argument as its input (the new value), not from outside the program."""
     layer = paddle.nn.Linear(4, 2)
 
     def fn(x):
@@ -476,6 +486,36 @@ def test_a_layer_called_after_an_argument_changed_breaks_the_graph():
         return layer(x)
 
     check(fn, lambda: (_tensor(3, 4),))
+    assert counts() == (0, 0, 1)
+
+
+def test_a_layer_called_after_its_own_state_changed_in_place_breaks_the_graph():
+    """A built-in layer reads its parameters and buffers inside the program, where one changed in place before
+    still holds its old value (written back after the program): the call runs natively."""
+    norm = paddle.nn.BatchNorm1D(4)
+    norm.eval()
+    other = paddle.nn.BatchNorm1D(4)
+
+    def fn(x):
+        other._mean.add_(paddle.ones([4]))  # another layer's statistics: no reason to break
+        y = norm(x) * 2
+        norm._mean.add_(paddle.ones([4]))
+        return norm(y)
+
+    def make():
+        return (_tensor(3, 4),)
+
+    expected_means = []
+    for _ in range(2):
+        expected = fn(*make())
+        expected_means.append(norm._mean.numpy().copy())
+    norm._mean.set_value(paddle.zeros([4]))
+    other._mean.set_value(paddle.zeros([4]))
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        actual = fast(*make())
+        np.testing.assert_allclose(norm._mean.numpy(), expected_means[call])
+    assert_same(actual, expected)
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 1
 
 
@@ -553,21 +593,27 @@ class _RunningMean(paddle.nn.Layer):
         return h - self.running
 
 
-def test_a_layer_buffer_updated_in_place_in_forward():
+def check_buffer_update(make_layer: Callable[[], paddle.nn.Layer], buffer: str) -> None:
+    """Two equal layers updating ``buffer`` in forward, eager and translated, over three steps: outputs, the
+    buffer and ``fc``'s gradient equal; one translation, no break, no fallback."""
     paddle.seed(3)
-    eager = _RunningMean()
-    paddle.seed(3)
-    translated = _RunningMean()
+    eager = make_layer()
+    translated = make_layer()
+    translated.set_state_dict(eager.state_dict())
     fast = sot.symbolic_translate(translated)
     for step in range(3):
         x = _tensor(3, 4, seed=step)
         expected, actual = eager(x), fast(x)
         assert_same(actual, expected)
-        assert_same(translated.running, eager.running)
+        assert_same(getattr(translated, buffer), getattr(eager, buffer))
         expected.sum().backward()
         actual.sum().backward()
-        _assert_gradients_same([translated.fc.weight.grad], [eager.fc.weight.grad])
+        _assert_gradients_same([translated.fc.weight.grad], [eager.fc.weight.grad], flags=False)
     assert counts() == (0, 0, 1)
+
+
+def test_a_layer_buffer_updated_in_place_in_forward():
+    check_buffer_update(_RunningMean, "running")
 
 
 def test_out_argument_and_positional_output():
@@ -637,16 +683,169 @@ def test_views_among_a_compiled_programs_results_stay_views():
 
 
 def test_a_returned_view_of_an_argument_changed_in_place():
-    """Known bug: ``x`` is changed in place, then ``x[0]`` returned: eagerly a view of ``x``; the program returns
-    a separate tensor (a view of a written-back tensor is not made again natively: made before the write-back it
-    would take the wrong gradient node, so it would have to be made after it)."""
+    """Fixed (kept as a regression test); was: ``x`` is changed in place, then ``x[0]`` returned: eagerly a view
+    of ``x``; the program returned a separate tensor. A view of a written-back tensor is now made natively from
+    the caller's tensor after the write-back (before it, it would hang from the old gradient node)."""
 
     def fn(x):
         x.add_(paddle.ones_like(x))
         return x[0]
 
     fast = sot.symbolic_translate(fn)
-    for function in (fn, fast):
+    for function in (fn, fast, fast):
         x = paddle.zeros([2, 3])
         function(x).zero_()
         np.testing.assert_array_equal(x.numpy(), [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    assert counts() == (0, 0, 1)
+
+
+def _views_of_a_changed_argument(x):
+    x.scale_(2.0)
+    x.add_(paddle.ones_like(x))
+    return {"row": x[0], "more": [x.reshape([6]), (x.T, x[:, 1:])]}, x * 1
+
+
+def test_views_of_a_changed_argument_are_views_with_eager_gradients():
+    """Slices, ``reshape`` and ``T`` of an argument changed in place, nested in containers: each is a view of the
+    caller's tensor (changing it changes the argument), and gradients through the views and the argument equal
+    eager's, on a non-leaf argument and on one that needs no gradient."""
+    fast = sot.symbolic_translate(_views_of_a_changed_argument)
+
+    def run(function: Callable[..., Any], needs_grad: bool) -> tuple[Any, ...]:
+        leaf = paddle.to_tensor(_data(2, 3), stop_gradient=not needs_grad)
+        x = leaf * 1
+        views, copy = function(x)
+        aliased = [views["row"], *views["more"][:1], *views["more"][1]]
+        shared = [view._is_shared_buffer_with(x) for view in aliased]
+        views["row"].scale_(3.0)  # (changes x, and the other views, eagerly)
+        values = [x.numpy(), copy.numpy(), *(view.numpy() for view in aliased)]
+        grads = None
+        if needs_grad:
+            loss = (x * x).sum() + sum((view * view).sum() for view in aliased[1:]) + copy.sum()
+            loss.backward()
+            grads = leaf.grad.numpy()
+        return shared, values, [view.stop_gradient for view in aliased], grads
+
+    for needs_grad in (True, False, True):
+        expected, actual = run(_views_of_a_changed_argument, needs_grad), run(fast, needs_grad)
+        assert actual[0] == expected[0] == [True] * 4
+        for a, e in zip(actual[1], expected[1]):
+            np.testing.assert_allclose(a, e, rtol=1e-6)
+        assert actual[2] == expected[2]
+        if needs_grad:
+            np.testing.assert_allclose(actual[3], expected[3], rtol=1e-6)
+    assert counts() == (0, 0, 2)  # (one translation per gradient requirement of the argument)
+
+
+class _Holder:
+    pass
+
+
+def test_views_of_a_changed_argument_across_a_break():
+    """A view of a changed argument stored on an object and one live across a graph break are views of the
+    caller's tensor, in the compiled program's code and in the eager replay of a small graph alike."""
+
+    def fn(x, holder):
+        x.add_(paddle.ones_like(x))
+        row = x[0]
+        holder.row = x[1]
+        print("break")
+        row.zero_()
+        return x * 1
+
+    for min_graph_size in (0, 10):
+        sot.reset()
+        with sot.config.patch(min_graph_size=min_graph_size):
+            fast = sot.symbolic_translate(fn)
+            for function in (fn, fast, fast):
+                x, holder = paddle.zeros([2, 3]), _Holder()
+                result = function(x, holder)
+                holder.row.fill_(5.0)
+                np.testing.assert_array_equal(x.numpy(), [[0.0, 0.0, 0.0], [5.0, 5.0, 5.0]])
+                np.testing.assert_array_equal(result.numpy(), [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+        # (the resume function runs eagerly: ``row``, changed in place, shares memory with ``x``)
+        assert counts()[:2] == (1, 1)
+
+
+# -- Tensor.set_value: a copy of another tensor's data, outside autograd --------------------------------------
+def test_set_value_of_a_tensor_requiring_grad_into_a_tensor_without():
+    """The changed tensor keeps ``stop_gradient=True`` and gives the value no gradient path (eager copies data)."""
+
+    def fn(x, buffer):
+        y = x * 2
+        buffer.set_value(y + 1)
+        return buffer * y, buffer.stop_gradient
+
+    def make():
+        x = paddle.to_tensor(_data(3), stop_gradient=False)
+        return x, _tensor(3, seed=1)
+
+    fast = check(fn, make)
+    x, buffer = make()
+    fast(x, buffer)[0].sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (x.numpy() * 2 + 1), rtol=1e-6)  # d(buffer * 2x)/dx
+    assert counts() == (0, 0, 1)
+
+
+class _SetValueEMA(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.register_buffer("ema", paddle.zeros([4]))
+
+    def forward(self, x):
+        y = self.fc(x)
+        with paddle.no_grad():
+            self.ema.set_value(self.ema * 0.9 + y.mean(0) * 0.1)
+        return y - self.ema
+
+
+def test_set_value_of_a_layer_buffer_in_forward_is_recorded():
+    check_buffer_update(_SetValueEMA, "ema")
+
+
+@pytest.mark.parametrize("value", [
+    lambda p: np.ones([3], "float32"),          # an array: runs natively
+    lambda p: p * 0.5,                           # into a leaf requiring grad (a parameter): runs natively
+], ids=["numpy_value", "into_a_parameter"])
+def test_set_value_that_is_not_recorded_runs_natively(value):
+    def fn(p, x):
+        with paddle.no_grad():
+            p.set_value(value(p))
+        return (p * x).sum()
+
+    check_parameter_change(fn)
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks >= 1
+
+
+def test_set_value_of_another_shape_raises_the_eager_error():
+    def fn(x):
+        buffer = paddle.zeros([3])
+        buffer.set_value(x * 2)
+        return buffer
+
+    fast = sot.symbolic_translate(fn)
+    for function in (fn, fast):
+        with pytest.raises(AssertionError, match="Shape not match"):
+            function(_tensor(4))
+
+
+def test_a_changed_tensor_sharing_memory_with_a_layers_weight_breaks_before_the_layer():
+    """``x`` may be the layer's weight under another name (``weight.detach()`` shares its memory): the change
+    must reach the layer's call, in the first translation and when a later call passes such a tensor."""
+    layer = paddle.nn.Linear(3, 3, bias_attr=False)
+    inputs = _tensor(2, 3, seed=1)
+
+    def fn(x):
+        with paddle.no_grad():
+            x.add_(paddle.ones_like(x))
+        return layer(inputs)
+
+    fast = sot.symbolic_translate(fn)
+    for arguments in ([_tensor(3, 3)], [layer.weight.detach()], [_tensor(3, 3, seed=2), layer.weight.detach()]):
+        for x in arguments:
+            before = layer.weight.numpy().copy()
+            expected = paddle.matmul(inputs, paddle.to_tensor(before + (1 if x._is_shared_buffer_with(layer.weight)
+                                                                        else 0)))
+            np.testing.assert_allclose(fast(x).numpy(), expected.numpy(), rtol=1e-6)
+    assert sot.stats().fallbacks == 0

@@ -109,13 +109,11 @@ def set_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("SET_UPDATE")
 def set_update(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    from ..variables.iterator import iterate
-
     source = executor.pop()
     target = executor.peek(instr.arg)
     if not isinstance(target, SetVariable):
         raise FallbackError(f"SET_UPDATE on {target!r}")
-    target.add_items(iterate(source).unpack())
+    target.update_from(source)
 
 
 def _merge_into(target: object, source: object, reject_duplicates: bool) -> None:

@@ -38,11 +38,11 @@ def _value_tracker(owner: VariableBase, name: str) -> Tracker:
 
 def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
     """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
-    from .context import AmpDecoratedFunctionVariable, amp_decorator_manager
+    from .context import ModeDecoratedFunctionVariable, decorator_block
     from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
-    kind = AmpDecoratedFunctionVariable if amp_decorator_manager(function) is not None else UserFunctionVariable
+    kind = ModeDecoratedFunctionVariable if decorator_block(function) is not None else UserFunctionVariable
     fn_var = kind(function, owner.graph, _value_tracker(bound, "__func__"))
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
@@ -80,6 +80,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
             members = obj.__dict__.get(store)
             if members is not None and name in members:
                 return VariableFactory.from_value(members[name], graph, _value_tracker(var, name))
+    if name == "_buffers" and isinstance(obj, paddle.nn.Layer) and graph.side_effects.tensor_stored_on_a_layer(obj):
+        # A buffer rebound in the frame is written back to this table after the graph.
+        raise BreakGraphError(f"reading {type(obj).__name__}._buffers after a buffer was rebound runs natively")
     is_class = isinstance(obj, type)
     if name == "__dict__" and not is_class and (graph.side_effects.has_attrs_of(obj)
                                                  or isinstance(obj, paddle.nn.Layer)):
@@ -261,7 +264,15 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
     if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":
-        raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+        # Rebinding a registered buffer (``self.running = self.running * 0.9 + ...``) only replaces it in
+        # ``_buffers`` (the write-back runs ``Layer.__setattr__``); any other tensor attribute registers a new
+        # buffer (or is refused, for a parameter's name).
+        buffers = obj.__dict__.get("_buffers")
+        if through_object or buffers is None or name not in buffers:
+            raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+        if id(buffers) in var.graph.known_objects:  # (read before: that variable would keep the old buffer)
+            raise BreakGraphError(f"rebinding buffer {name!r} after reading the layer's buffer table runs natively")
+        var.graph.add_expr_guard(var, f"{name!r} in {{}}._buffers")
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
     if value is None:

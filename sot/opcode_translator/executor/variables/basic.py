@@ -46,6 +46,8 @@ class ConstantVariable(VariableBase):
                     f"{builder.constant(math.copysign)}(1.0, {expr}) == {math.copysign(1.0, self.value)!r}"]
         if type(self.value) is int:  # compared with a missing call's inputs to find ints that vary
             builder.int_checks.append((self.tracker.describe(), expr, self.value))
+        if type(self.value) is frozenset:  # its elements in iteration order: an equal one may iterate otherwise
+            return [f"type({expr}) is frozenset", f"tuple({expr}) == {builder.constant(tuple(self.value))}"]
         return [f"type({expr}) is {builder.constant(type(self.value))}",
                 f"{expr} == {builder.constant(self.value)}"]
 

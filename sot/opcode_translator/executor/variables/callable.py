@@ -81,10 +81,30 @@ class PaddleApiVariable(CallableVariable):
 NON_GRAPH_TENSOR_METHODS = frozenset({
     "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__", "__len__",
     "__format__", "__repr__", "__str__", "__complex__", "backward", "register_hook", "clear_grad",
-    "clear_gradient", "gradient", "data_ptr", "set_value", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
+    "clear_gradient", "gradient", "data_ptr", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
     "value", "get_tensor", "detach_", "_md5sum", "_is_initialized", "is_dense", "is_dist", "is_sparse",
     "numel_", "element_size", "_numel", "contiguous", "is_contiguous", "get_strides", "strides",
 })
+
+
+# Dygraph-only tensor methods (programs are built in static mode, where they raise) with a static method that
+# gives the same values and the same memory sharing in eager mode, for a shape argument: ``x.view([B, T, C])``
+# is ``x.reshape([B, T, C])`` (both views of ``x``). ``view`` of a dtype reinterprets the bits: not covered.
+_STATIC_FOR_SHAPE_ARGUMENT = {"view": "reshape"}
+
+
+def _static_counterpart(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | None:
+    """The static method to record for ``tensor.name(*args, **kwargs)``, or None to record it as it is."""
+    from .container import SequenceVariable
+
+    counterpart = _STATIC_FOR_SHAPE_ARGUMENT.get(name)
+    if counterpart is None or kwargs.keys() - {"shape_or_dtype"} or len(args) + len(kwargs) != 1:
+        return None
+    return counterpart if isinstance(_counterpart_argument(args, kwargs), SequenceVariable) else None
+
+
+def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    return args[0] if args else kwargs["shape_or_dtype"]
 
 
 class TensorMethodVariable(CallableVariable):
@@ -100,12 +120,20 @@ class TensorMethodVariable(CallableVariable):
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
+        if self.name == "set_value":
+            from .inplace import set_value
+
+            return set_value(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
 
         if is_in_place_name(self.name):
             return in_place_method(self.tensor, self.name, args, kwargs)
+        counterpart = _static_counterpart(self.name, args, kwargs)
+        if counterpart is not None:
+            return self.graph.call_tensor_op("method", counterpart, counterpart, [self.tensor, _counterpart_argument(
+                args, kwargs)], {})
         return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
 
     def children(self) -> list[VariableBase]:
@@ -141,8 +169,15 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
     _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
-    values = [a.get_py_value() for a in args]
-    kw_values = {k: v.get_py_value() for k, v in kwargs.items()}
+    known: dict[int, Any] = {}  # one value per variable: a container passed twice is one object (``s & s``)
+
+    def value_of(var: VariableBase) -> Any:
+        if id(var) not in known:
+            known[id(var)] = var.get_py_value()
+        return known[id(var)]
+
+    values = [value_of(a) for a in args]
+    kw_values = {k: value_of(v) for k, v in kwargs.items()}
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var)
     result = graph.run_user_python(fn, values, kw_values)
@@ -712,6 +747,22 @@ def _tuple(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, V
     return TupleVariable(items, graph, DummyTracker(tuple(args)))
 
 
+@builtin_rule(set)
+def _set(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``set(iterable)``: an empty set updated from the iterable, as ``set.__init__`` does (so laid out alike)."""
+    from .container import SetVariable
+
+    if kwargs or len(args) > 1:
+        raise FallbackError("set() with unusual arguments")  # (the eager TypeError)
+    result = SetVariable(set(), graph, DummyTracker(tuple(args)))
+    if args:
+        try:
+            result.update_from(args[0])
+        except FallbackError as exc:  # (elements that are not constants: the set of them is made natively)
+            raise BreakGraphError(f"creating an instance of set runs natively: {exc}") from None
+    return result
+
+
 @builtin_rule(dict)
 def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import DictVariable
@@ -893,7 +944,6 @@ BUILTIN_DISPATCH[frozenset] = _fold_only(frozenset)
 # Methods of constants that iterate one positional argument to its end, whatever it is: an iterator handed
 # to them (``"x".join(str(d) for d in shape)``) is consumed during simulation into a list, which they treat
 # the same. (Methods that may stop early, such as ``isdisjoint``, are not listed: they leave the rest.)
-# Set methods run on a copy of the simulated set (a `set`; a frozenset constant keeps its own type).
 _CONSUMING_METHODS: dict[tuple[type, str], int] = {
     (str, "join"): 0, (bytes, "join"): 0,
     **{(kind, name): 0 for kind in (set, frozenset)
@@ -901,7 +951,7 @@ _CONSUMING_METHODS: dict[tuple[type, str], int] = {
 }
 
 
-def _consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
+def consume_iterators(method: Any, args: list[VariableBase], graph: "FunctionGraph") -> list[VariableBase]:
     from .container import ListVariable
     from .iterator import IteratorVariable
 
@@ -917,7 +967,7 @@ class PureFunctionVariable(CallableVariable):
     argument is known."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        args = _consume_iterators(self.value, args, self.graph)
+        args = consume_iterators(self.value, args, self.graph)
         folded = constant_fold(self.value, self.graph, args, kwargs)
         if folded is None:
             raise FallbackError(f"calling {self.value!r} with tensors is not supported")

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError, UserCodeError
+from ....eval_frame_ext import clone_set_layout
 from ..tracker import DummyTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable
@@ -466,7 +468,7 @@ class ContainerMethodVariable(VariableBase):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         if isinstance(self.container, SetVariable):
-            return _set_method(self.container, self.name, args)
+            return _set_method(self.container, self.name, args, kwargs)
         if isinstance(self.container, DictVariable):
             return _dict_method(self.container, self.name, args, kwargs)
         if isinstance(self.container, ListVariable):
@@ -580,7 +582,15 @@ def _dict_write_back(self: DictVariable, codegen: "CodeGen") -> None:
 
 
 class SetVariable(VariableBase):
-    """A set of Python constants (a set holding tensors or objects is not simulated)."""
+    """A set of Python constants or tuples of such (a set holding tensors or objects is not simulated).
+
+    ``values`` is a real set whose hash table is laid out as the eager one's: a set's iteration order (and
+    which element ``pop()`` takes) follows from its table, which depends on the exact sequence of operations
+    that made it (``{a, b}`` adds one by one, ``update`` from a set or a dict pre-sizes and merges, removals
+    leave deleted entries, ``set(s)`` lays the elements out anew). So every simulated operation is applied,
+    the very same way, to ``values`` itself (a set received by the frame is kept as a `clone_set_layout`
+    of it), never to a copy made with ``set()``; a set escaping the frame is rebuilt as a clone of
+    ``values``' table, not by adding its elements again."""
 
     is_mutable_container = True
 
@@ -590,7 +600,10 @@ class SetVariable(VariableBase):
 
     @classmethod
     def of(cls, items: list[VariableBase], graph: "FunctionGraph", tracker: Tracker) -> "SetVariable":
-        return cls({_constant_value(item, "set element") for item in items}, graph, tracker)
+        values: set = set()
+        for item in items:  # (added one by one, in order, as ``BUILD_SET`` does)
+            values.add(dict_key(item, "set element"))
+        return cls(values, graph, tracker)
 
     def read(self) -> set:
         """The values, read by the simulation: a set from outside the frame is guarded by them (fuzz seed
@@ -599,7 +612,7 @@ class SetVariable(VariableBase):
         return self.values
 
     def get_py_value(self) -> Any:
-        return set(self.read())
+        return clone_set_layout(self.read())
 
     def get_py_type(self) -> type:
         return set
@@ -608,60 +621,103 @@ class SetVariable(VariableBase):
         return len(self.read())
 
     def iter_items(self) -> list[VariableBase]:
-        # The real iteration order, since the set holds exactly these values.
-        return [ConstantVariable(v, self.graph, DummyTracker((self,))) for v in set(self.read())]
+        return [key_variable(v, self.graph, DummyTracker((self,))) for v in self.read()]
 
     unpack = iter_items
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        return [f"type({expr}) is set", f"{expr} == {builder.constant(frozenset(self.values))}"]
+        # The elements in iteration order: an equal set laid out otherwise iterates otherwise.
+        return [f"type({expr}) is set", f"tuple({expr}) == {builder.constant(tuple(self.values))}"]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        for value in self.values:
-            codegen.load_const(value)
-        codegen.build("BUILD_SET", len(self.values))
+        codegen.load_callable_const(functools.partial(clone_set_layout, clone_set_layout(self.values)))
+        codegen.call(0)
 
     def bool(self) -> bool:
         return bool(self.read())
 
     def record_mutation(self) -> None:
-        """About to change: sets from outside are not written back yet; a rollback restores the values."""
+        """About to change: sets from outside are not written back yet; a rollback restores the values (and
+        their layout)."""
         if self.tracker.is_traceable():
             raise FallbackError("mutating a set from outside the frame is not supported yet")
-        old = set(self.values)
-        self.graph.side_effects.mutate(self, lambda: (self.values.clear(), self.values.update(old)))
+        old = clone_set_layout(self.values)
+        self.graph.side_effects.mutate(self, lambda: setattr(self, "values", clone_set_layout(old)))
 
     def add_items(self, items: list[VariableBase]) -> None:
         self.record_mutation()
-        self.values.update(_constant_value(item, "set element") for item in items)
+        for item in items:
+            self.values.add(dict_key(item, "set element"))
+
+    def update_from(self, source: VariableBase) -> None:
+        """``set.update(source)`` (and ``SET_UPDATE``, ``{*source}``)."""
+        operand = _set_update_operand(source)
+        self.record_mutation()
+        self.values.update(operand)
 
     def getattr(self, name: str) -> VariableBase:
         from .callable import PureFunctionVariable
 
-        if name in ("add", "update", "discard", "remove", "clear", "pop"):
+        if name in _SET_MUTATORS or name in _SET_QUERIES:
             return ContainerMethodVariable(self, name)
-        if name.endswith("_update"):
+        if name in _SET_IN_PLACE_DUNDERS:
             raise FallbackError(f"set.{name}() is not simulated yet")
-        # The other methods do not change the set: called on a copy (a set, so that ``union`` and friends
-        # return a set as in eager code, not a frozenset).
-        return PureFunctionVariable(getattr(set(self.read()), name), self.graph, DummyTracker((self,)))
+        return PureFunctionVariable(getattr(self.get_py_value(), name), self.graph, DummyTracker((self,)))
 
     def __repr__(self) -> str:
         return f"SetVariable({self.values!r})"
 
 
-def _set_method(var: SetVariable, name: str, args: list[VariableBase]) -> VariableBase:
+def _set_update_operand(source: VariableBase) -> Any:
+    """What ``set.update(source)`` would be given, laid out alike: it merges a set or frozenset table by
+    table and pre-sizes itself for an exact dict, but adds the items of anything else one by one."""
+    if isinstance(source, SetVariable):
+        return source.read()  # (itself, not a clone: ``s.update(s)`` changes nothing, as eagerly)
+    if isinstance(source, ConstantVariable) and isinstance(source.value, frozenset):
+        source.graph.add_guard(source)
+        return source.value
+    from .iterator import iterate
+
+    elements = [dict_key(item, "set element") for item in iterate(source).unpack()]
+    return dict.fromkeys(elements) if source.get_py_type() is dict else elements
+
+
+_SET_UPDATES = frozenset({"update", "difference_update", "intersection_update", "symmetric_difference_update"})
+_SET_ARITY = {"add": 1, "discard": 1, "remove": 1, "clear": 0, "pop": 0}  # (the other mutators: any)
+_SET_MUTATORS = _SET_UPDATES | frozenset(_SET_ARITY)
+# Methods that do not change the set: folded on its values, the set itself (and the very same object
+# wherever an argument is the set too: ``s.union(s)`` copies the table, a union with a clone makes another).
+_SET_QUERIES = frozenset({"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
+                          "isdisjoint", "copy", "__contains__", "__len__", "__or__", "__and__", "__sub__",
+                          "__xor__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
+_SET_IN_PLACE_DUNDERS = frozenset({"__ior__", "__iand__", "__isub__", "__ixor__", "__init__"})
+
+
+def _set_method(var: SetVariable, name: str, args: list[VariableBase],
+                kwargs: dict[str, VariableBase]) -> VariableBase:
     graph = var.graph
+    if name in _SET_QUERIES:
+        from .callable import consume_iterators, constant_fold
+
+        operands = [var, *consume_iterators(getattr(var.values, name), args, graph)]
+        folded = constant_fold(getattr(set, name), graph, operands, kwargs)
+        if folded is None:
+            raise FallbackError(f"set.{name}() with tensors is not supported")
+        return folded
+    if kwargs or len(args) != _SET_ARITY.get(name, len(args)):
+        raise FallbackError(f"set.{name}() with unusual arguments")  # (the eager TypeError)
+    if name in _SET_UPDATES:
+        # Each operand as the method would get it (a set as it is, a dict as a dict, anything else as the
+        # list of its items), then the very method on the values: the same steps on the same table.
+        operands = [_set_update_operand(source) for source in args]
+        var.record_mutation()
+        graph.run_user_python(getattr(var.values, name), operands, {})
+        return _none(graph)
     var.record_mutation()
     if name == "add":
-        var.values.add(_constant_value(args[0], "set element"))
-    elif name == "update":
-        from .iterator import iterate
-
-        for source in args:
-            var.values.update(_constant_value(i, "set element") for i in iterate(source).unpack())
+        var.values.add(dict_key(args[0], "set element"))
     elif name in ("discard", "remove"):
-        value = _constant_value(args[0], "set element")
+        value = dict_key(args[0], "set element")
         if name == "remove" and value not in var.values:
             raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
         var.values.discard(value)
@@ -671,15 +727,22 @@ def _set_method(var: SetVariable, name: str, args: list[VariableBase]) -> Variab
         if not var.values:
             raise UserCodeError("user code raised KeyError: 'pop from an empty set'",
                                 original=KeyError("pop from an empty set"))
-        return ConstantVariable(var.values.pop(), graph, DummyTracker((var,)))
+        return key_variable(var.values.pop(), graph, DummyTracker((var,)))
     return _none(graph)
 
 
 @VariableFactory.register(94)
 def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if type(value) is set and all(type(v) in (int, str, float, bool, bytes, type(None)) for v in value):
-        return SetVariable(set(value), graph, tracker)
+    if type(value) is set and all(_is_set_element(v) for v in value):
+        return SetVariable(clone_set_layout(value), graph, tracker)
     return None
+
+
+def _is_set_element(value: Any) -> bool:
+    """An element a simulated set holds: a constant, or a tuple of such (as `dict_key` makes them)."""
+    if type(value) is tuple:
+        return all(_is_set_element(part) for part in value)
+    return type(value) in (int, str, float, bool, bytes, type(None))
 
 
 # -- operators on containers ---------------------------------------------------------------------------------
@@ -818,10 +881,11 @@ def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:
             return None
         graph = lhs.graph
         graph.add_guard(rhs)
-        values = graph.run_user_python(fn, [set(lhs.values), rhs.get_py_value()], {})
+        # On the set itself (its layout afterwards is the eager one's), with a set operand as it is (``s -= s``
+        # clears the table, where the difference with a copy would leave deleted entries).
+        operand = rhs.read() if isinstance(rhs, SetVariable) else rhs.get_py_value()
         lhs.record_mutation()
-        lhs.values.clear()
-        lhs.values.update(values)
+        graph.run_user_python(fn, [lhs.values, operand], {})
         return lhs
 
     return apply

@@ -222,7 +222,7 @@ def _amp_query_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
     return AmpQueryVariable(value, graph, tracker) if member_of(_AMP_QUERIES, value) else None
 
 
-# -- functions decorated with ``@paddle.amp.auto_cast(...)`` ----------------------------------------------------
+# -- functions decorated with a mode switch: ``@paddle.amp.auto_cast(...)``, ``@paddle.no_grad()`` -------------
 def _context_decorator_wrapper_code() -> types.CodeType:
     """The code of the wrapper ``contextlib.ContextDecorator`` puts around a decorated function."""
 
@@ -233,35 +233,62 @@ def _context_decorator_wrapper_code() -> types.CodeType:
     return manager()(lambda: None).__code__
 
 
-_DECORATOR_WRAPPER_CODE = _context_decorator_wrapper_code()
+def _grad_decorator_wrapper_code() -> types.CodeType:
+    """The code of the wrapper Paddle's grad-mode classes (``paddle.no_grad()``) put around a function (its
+    generator variant has another code, and is not simulated)."""
+    return paddle.no_grad()(lambda: None).__code__
+
+
 _AMP_GUARD_GENERATOR = _amp_module.amp_guard.__wrapped__  # what auto_cast's managers run
 
 
-def amp_decorator_manager(fn: types.FunctionType) -> Any:
-    """The AMP manager of a function decorated with ``@paddle.amp.auto_cast(...)``, or None."""
-    if fn.__code__ is not _DECORATOR_WRAPPER_CODE or fn.__closure__ is None:
+def _amp_block(manager: Any) -> Callable[["FunctionGraph"], VariableBase] | None:
+    if getattr(manager, "func", None) is not _AMP_GUARD_GENERATOR:
+        return None
+    return lambda graph: AmpModeVariable(manager._recreate_cm, graph)
+
+
+def _grad_block(manager: Any) -> Callable[["FunctionGraph"], VariableBase] | None:
+    enabled = grad_mode_for_class(type(manager))
+    return None if enabled is None else lambda graph: GradModeVariable(enabled, graph)
+
+
+# wrapper code -> what makes the simulated block from the manager in the wrapper's ``self`` cell (None: not simulated)
+_DECORATOR_WRAPPERS: dict[types.CodeType, Callable[[Any], Callable[["FunctionGraph"], VariableBase] | None]] = {
+    _context_decorator_wrapper_code(): _amp_block,
+    _grad_decorator_wrapper_code(): _grad_block,
+}
+
+
+def decorator_block(fn: types.FunctionType) -> Callable[["FunctionGraph"], VariableBase] | None:
+    """For a function wrapped by a mode-switching decorator (``@paddle.amp.auto_cast(...)``,
+    ``@paddle.no_grad()``, ``@paddle.enable_grad()``): makes the simulated block (a variable with ``enter()``)
+    its wrapper runs the function in. None for other functions."""
+    block_of = _DECORATOR_WRAPPERS.get(fn.__code__)
+    if block_of is None or fn.__closure__ is None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
     try:
         manager = cells["self"].cell_contents
     except (KeyError, ValueError):
         return None
-    return manager if getattr(manager, "func", None) is _AMP_GUARD_GENERATOR else None
+    return block_of(manager)
 
 
-class AmpDecoratedFunctionVariable(UserFunctionVariable):
-    """A function decorated with ``@paddle.amp.auto_cast(...)``: its call is the decorated function inlined
-    inside a simulated AMP block (the wrapper itself is library code, which would break the graph)."""
+class ModeDecoratedFunctionVariable(UserFunctionVariable):
+    """A function decorated with a mode switch (`decorator_block`): its call is the decorated function
+    inlined inside the simulated block (the wrapper itself is library code, which would break the graph)."""
 
     def __init__(self, value: types.FunctionType, graph: "FunctionGraph", tracker: Tracker) -> None:
         super().__init__(value, graph, tracker)
         self.needs_identity = True  # all wrappers share one code: the manager and function are in the object
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        manager = amp_decorator_manager(self.value)
+        make_block = decorator_block(self.value)
+        assert make_block is not None
         self.graph.add_guard(self)  # (the identity of the wrapper fixes its manager and function)
         cells = self.freevar_cells()
-        exit_var, _ = AmpModeVariable(manager._recreate_cm, self.graph).enter()
+        exit_var, _ = make_block(self.graph).enter()  # type: ignore[attr-defined]
         try:
             result = cells["func"].load("func").call(args, kwargs)
         except BaseException:  # (leaving by an exception leaves the block too; it does not suppress it)
@@ -272,9 +299,9 @@ class AmpDecoratedFunctionVariable(UserFunctionVariable):
 
 
 @VariableFactory.register(61)
-def _amp_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if isinstance(value, types.FunctionType) and amp_decorator_manager(value) is not None:
-        return AmpDecoratedFunctionVariable(value, graph, tracker)
+def _mode_decorated_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    if isinstance(value, types.FunctionType) and decorator_block(value) is not None:
+        return ModeDecoratedFunctionVariable(value, graph, tracker)
     return None
 
 

@@ -1,4 +1,5 @@
-"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments.
+"""In-place tensor operations: ``x.add_(y)``, ``x[i] = v``, ``paddle.assign(v, output=x)``, ``out=`` arguments,
+``x.set_value(t)``.
 
 The compiled programs stay pure (a failing program reruns the frame natively, see `CodeGen.call_program`): the op
 is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
@@ -13,8 +14,9 @@ What this model cannot express is never simulated approximately:
     changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached,
     `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly);
     views made earlier from the changed tensor become stale, and using one later makes the frame run eagerly too.
-    Views among a program's results are made again natively from their base after it (`plan_view_replay`), so
-    code after the frame (a resume function, the caller) sees views where eager code would;
+    Views among a program's results are made again natively from their base after it (`plan_view_replay`; the
+    base of a view of a changed argument is the caller's tensor, once written back), so code after the frame
+    (a resume function, the caller) sees views where eager code would;
   * a leaf that requires grad (eager raises, or under ``no_grad`` changes a parameter whose later uses must reach
     its gradient), and a tensor requiring grad changed under ``no_grad`` (its gradient node stays, its data
     changes): the graph breaks and the op runs natively;
@@ -35,8 +37,9 @@ import paddle
 from ....errors import BreakGraphError, FallbackError
 from ....symbolic.pytree import leaves, map_structure
 from ....symbolic.sir import MetaInfo, Statement, Symbol
+from ..tracker import DummyTracker
 from .base import VariableBase
-from .basic import TensorVariable
+from .basic import ConstantVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -102,6 +105,27 @@ def in_place_method(tensor: TensorVariable, name: str, args: list[VariableBase],
     if not same_signature(getattr(paddle.Tensor, name, None), getattr(paddle.Tensor, plain, None)):
         plain = None
     return apply_in_place(tensor, "method", plain or name, plain, [tensor, *args], kwargs, name)
+
+
+def set_value(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``x.set_value(t)``: ``t``'s data copied into ``x`` outside autograd (``x`` keeps its own gradient
+    requirement and is no output of ``t``'s graph), as in an EMA or running-statistics update: an assign recorded
+    under no_grad. A non-tensor value, and shapes eager compares at run time (symbolic) or refuses, run natively."""
+    graph = target.graph
+    if kwargs or len(args) != 1 or not isinstance(args[0], TensorVariable):
+        raise BreakGraphError("Tensor.set_value() of a value other than one tensor runs natively")
+    (value,) = args
+    if value is not target:  # (eager returns at once for the tensor itself)
+        shape, dtype = target.meta.shape, target.meta.dtype
+        if -1 in shape or list(value.meta.shape) != list(shape) or value.meta.dtype != dtype:
+            raise BreakGraphError(f"Tensor.set_value() of a {value.meta} into a {target.meta} runs natively (eager "
+                                  "checks the shape and dtype)")
+        grad_mode, graph.grad_mode = graph.grad_mode, False
+        try:
+            apply_in_place(target, "api", "paddle.assign", paddle.assign, [value], {}, "Tensor.set_value")
+        finally:
+            graph.grad_mode = grad_mode
+    return ConstantVariable(None, graph, DummyTracker())
 
 
 def out_parameter(fn: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> str | int | None:
@@ -457,21 +481,35 @@ def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
 
 
 class ViewReplay(NamedTuple):
-    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, or another output):
-    made again natively from that base after the program (a program's outputs are separate tensors), so an
-    in-place change of one reaches the other, as in eager mode."""
+    """Outputs of a program that are eagerly views of a tensor the caller can see (an input, a tensor written back
+    after the program, or another output): made again natively from that base after the program (a program's
+    outputs are separate tensors), so an in-place change of one reaches the other, as in eager mode."""
 
     statements: list[Statement]  # the view ops, in program order
-    roots: list[Symbol]  # their bases: graph inputs, or outputs the program still returns
+    roots: list[Symbol]  # their bases: graph inputs, final values of written-back tensors, or program outputs
     views: list[Symbol]  # the outputs they make (no longer returned by the program)
 
 
-def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewReplay | None:
-    """Which of ``outputs`` are views (found by `probe`) of a graph input or of another output, through a chain
-    of view ops each reading one tensor. Others (a view of a temporary nobody sees) stay program outputs."""
-    inputs = {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
-    changed = {var.symbol for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
-    candidates = set(outputs)
+def written_back_tensors(graph: "FunctionGraph") -> dict[Symbol, TensorVariable]:
+    """The tensors from outside the frame changed in place, by the symbol of their final value: the generated
+    code writes that value back into the caller's tensor (`TensorVariable.write_back`)."""
+    return {var.symbol: var for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
+
+
+def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol], written_back_only: bool = False) -> \
+        ViewReplay | None:
+    """Which of ``outputs`` are views (found by `probe`) of a graph input, of the final value of a tensor written
+    back, or of another output, through a chain of view ops each reading one tensor. Others (a view of a
+    temporary nobody sees) stay program outputs. ``written_back_only``: only views of written-back tensors
+    (for statements replayed eagerly on the real inputs, whose views of inputs are views already).
+
+    A view of a written-back tensor is made from the caller's tensor after the write-back (`ProgramPlan`):
+    made before it, it would see the old data and hang from the old gradient node, where eager's view of the
+    changed tensor hangs from the in-place op's."""
+    changed = written_back_tensors(graph)
+    inputs = set() if written_back_only else \
+        {symbol for symbol, var in graph.inputs.items() if not var.is_rebound}
+    candidates = set() if written_back_only else set(outputs)
     chains: dict[Symbol, list[Statement]] = {}
     roots: dict[Symbol, Symbol] = {}
     for symbol in outputs:
@@ -489,7 +527,7 @@ def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol]) -> ViewRepla
                 break
             chain.insert(0, statement)
             current = next(iter(sources))
-            if current in inputs or (current in candidates and current not in changed):
+            if current in inputs or current in changed or current in candidates:
                 chains[symbol] = chain
                 roots[symbol] = current
                 break
