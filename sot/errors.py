@@ -81,4 +81,11 @@ class BreakGraphError(FallbackError):
 
     Until resume functions exist the frame falls back; the kind is kept so it is counted and reported as a
     graph break.
+
+    ``eager_before``: what runs natively at the break differentiates the tensors made before it twice
+    (``paddle.grad(..., create_graph=True)``). The graph before the break is then replayed eagerly: a
+    compiled program's backward makes gradients without gradient nodes of their own, so a gradient of them
+    would be lost or refused.
     """
+
+    eager_before: bool = False

@@ -683,13 +683,52 @@ def _second_order_gradient(x):
 
 
 def test_second_order_gradient_through_a_compiled_forward(compile_all):
-    """Known bug (a wrong answer): the gradient of a gradient through a compiled forward is lost. ``paddle.grad``
-    with ``create_graph=True`` runs the program's backward, which records no gradient node for what it makes
-    (``paddle.jit.to_static`` alike: the result has ``grad_fn`` None), so a backward from that gradient never
-    reaches ``x``: ``x.grad`` is None where eager has ``6 * x``. Whether a program's gradient will itself be
-    differentiated is only known when its backward runs, after the forward chose the program (a gradient
-    penalty outside the translated function alike)."""
+    """Fixed (was a wrong answer): ``paddle.grad(..., create_graph=True)`` breaks the graph, and what came
+    before it (here in the caller's frame too, which breaks at the call) is replayed eagerly, not compiled: a
+    compiled program's backward records no gradient node for what it makes, so ``x.grad`` was None where
+    eager has ``6 * x``. (A gradient penalty taken outside the translated function is still a known bug:
+    tests/symbolic/test_higher_order_gradients.py.)"""
     check(_second_order_gradient, lambda: (T(2, 3, stop_gradient=False),), breaks=None)
+    assert sot.stats().compiled_graphs == 1  # g.sum(), after the break: x * x * x before it is replayed
+
+
+def _gradient_of(y, x, create):
+    (g,) = paddle.grad(y, x, create_graph=create)
+    return g
+
+
+def _penalty_with_a_flag(x, create):
+    y = (paddle.tanh(x) * x * x).sum()
+    g = _gradient_of(y, x, create)
+    return (g * g).sum() + y
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_create_graph_passed_as_a_variable(create, compile_all):
+    """``create_graph`` given as a value, not a literal: the graph before the break runs eagerly whatever the
+    value (it is not guarded, so a later call may pass True); the gradient after it is compiled."""
+    def run(function):
+        x = T(2, 3, stop_gradient=False)
+        function(x, create).backward()
+        return observe(x.grad)
+
+    fast = sot.symbolic_translate(_penalty_with_a_flag)
+    for call in range(2):
+        assert_observed_same(run(fast), run(_penalty_with_a_flag), f"call {call + 1}")
+    assert sot.stats().compiled_graphs == 1  # (g * g).sum() + y, after the break
+
+
+def _first_order_only(x):
+    y = (paddle.tanh(x) * x * x).sum()
+    (g,) = paddle.grad(y, x, create_graph=False)
+    return g * 2
+
+
+def test_first_order_paddle_grad_keeps_the_graph_before_it_compiled(compile_all):
+    """A literal ``create_graph=False`` (or none): the gradient is of first order only, which a compiled
+    program's backward gives; the graph before the break stays compiled."""
+    check(_first_order_only, lambda: (T(2, 3, stop_gradient=False),), breaks=1)
+    assert sot.stats().compiled_graphs == 2
 
 
 class _Scaled(nn.Layer):

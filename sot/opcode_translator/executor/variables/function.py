@@ -7,14 +7,17 @@ functions it creates.
 """
 from __future__ import annotations
 
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
+
+import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from bytecode import CellVar, FreeVar
 
 from ...pyversion import emit_load_closure
-from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 
@@ -197,6 +200,11 @@ class FunctionVariableBase(VariableBase):
     def freevar_cells(self) -> dict[str, CellVariable]:
         raise NotImplementedError
 
+    def _differentiates_twice(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> bool:
+        """Whether this library call, run natively at a graph break, may build gradients of gradients of
+        the tensors made before it (`BreakGraphError.eager_before`)."""
+        return False
+
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ..opcode_executor import OpcodeExecutor
 
@@ -204,7 +212,9 @@ class FunctionVariableBase(VariableBase):
 
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
-            raise BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
+            error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
+            error.eager_before = self._differentiates_twice(args, kwargs)
+            raise error
         generator = self.code.co_flags & CO_GENERATOR_LIKE == CO_GENERATOR
         if self.code.co_flags & CO_GENERATOR_LIKE and not generator:
             raise BreakGraphError(f"call of coroutine function {self.function_name()}() runs natively")
@@ -222,6 +232,30 @@ class FunctionVariableBase(VariableBase):
             return child.run()
         finally:
             graph.current_executor = parent
+
+
+# Library functions that may differentiate gradients (see `BreakGraphError.eager_before`), with the argument
+# that asks them to: a table, as more such functions come.
+_DIFFERENTIATING_FUNCTIONS: tuple[tuple[Any, str], ...] = ((paddle.grad, "create_graph"),)
+
+
+def _argument(function: Any, args: list[VariableBase], kwargs: dict[str, VariableBase],
+              name: str) -> VariableBase | None:
+    """The variable a call passes as ``function``'s parameter ``name`` (None: not given, or a call that does
+    not bind; the native call raises then)."""
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    return bound.arguments.get(name)
+
+
+def _may_be_true(var: VariableBase | None) -> bool:
+    """Whether an argument may be true at some call of the translation: only a literal false constant is
+    known false at every call (any other value is not guarded by the break that passes it)."""
+    if var is None:
+        return False
+    return not (isinstance(var, ConstantVariable) and isinstance(var.tracker, ConstTracker) and not var.value)
 
 
 class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
@@ -271,6 +305,16 @@ class UserFunctionVariable(FunctionVariableBase, ObjectVariable):
 
     def function_name(self) -> str:
         return self.value.__qualname__
+
+    def _differentiates_twice(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> bool:
+        # Paddle's decorated functions share one wrapper code: the answer depends on the very function, so a
+        # function with that code is guarded by identity.
+        for function, flag in _DIFFERENTIATING_FUNCTIONS:
+            if self.code is function.__code__:
+                self.needs_identity = True
+            if self.value is function:
+                return _may_be_true(_argument(function, args, kwargs, flag))
+        return False
 
     def _source(self, attr: str, value: Any) -> VariableBase:
         tracker = GetAttrTracker(self, attr) if self.tracker.is_traceable() else DummyTracker((self,))
