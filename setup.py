@@ -9,11 +9,20 @@ file per family of CPython frame layouts, picked here from the running
 interpreter's version. To support a new Python version, add its file to
 FRAME_SOURCES (and its section to frame_compat.h).
 
+A second, optional extension, ``sot.eval_frame_ext._autograd_errors`` (C++), lets
+a gradient hook fail with Paddle's own error type (see autograd_errors.cpp). It
+needs Paddle's C++ headers, shipped in the paddlepaddle wheel: it is built when
+Paddle is installed in the building interpreter, and skipped (with a warning)
+otherwise or when it fails to compile; sot then raises the same message as
+Paddle's wrapped OSError.
+
 Environment:
     SOT_EXT_DEBUG=1   build the extension without optimisation, with C asserts.
 """
 
+import importlib.util
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -80,7 +89,8 @@ def frame_source():
 
 
 class BuildExt(build_ext):
-    """build_ext that explains what to install when compiling is impossible."""
+    """build_ext that explains what to install when compiling is impossible, and skips the optional
+    extension when it cannot be built."""
 
     def _fail(self, reason):
         sys.exit(
@@ -107,6 +117,16 @@ class BuildExt(build_ext):
         except _BUILD_ERRORS as exc:
             self._fail("compiling failed (%s). If the compiler or the headers are missing:" % exc)
 
+    def build_extension(self, ext):
+        if ext.name != AUTOGRAD_ERRORS:
+            super().build_extension(ext)
+            return
+        try:
+            super().build_extension(ext)
+        except _BUILD_ERRORS as exc:
+            print("warning: skipping the optional extension %s (%s): a refused backward raises "
+                  "Paddle's OSError instead of eager's RuntimeError" % (AUTOGRAD_ERRORS, exc), file=sys.stderr)
+
 
 def extensions():
     sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, "guard_program.c"),
@@ -126,6 +146,55 @@ def extensions():
             depends=depends,
             extra_compile_args=extra_compile_args,
             undef_macros=undef_macros,
+        )
+    ] + autograd_errors_extension()
+
+
+AUTOGRAD_ERRORS = "sot.eval_frame_ext._autograd_errors"
+
+
+def paddle_cpp_build():
+    """Paddle's C++ include and library directories and the commit it was built from, found without importing
+    Paddle (None when missing)."""
+    spec = importlib.util.find_spec("paddle")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    paddle_dir = list(spec.submodule_search_locations)[0]
+    include, libs = os.path.join(paddle_dir, "include"), os.path.join(paddle_dir, "libs")
+    if not (os.path.isfile(os.path.join(include, "paddle", "common", "enforce.h"))
+            and os.path.isfile(os.path.join(libs, "libcommon.so"))):
+        return None
+    try:
+        with open(os.path.join(paddle_dir, "version", "__init__.py")) as version_file:
+            commit = re.search(r"^commit\s*=\s*'([0-9a-f]+)'", version_file.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return (include, libs, commit.group(1)) if commit else None
+
+
+def autograd_errors_extension():
+    """The optional C++ extension, when Paddle's headers and its libcommon are installed (Linux only: it
+    relies on libgcc's unwinder)."""
+    found = paddle_cpp_build() if sys.platform.startswith("linux") else None
+    if found is None:
+        print("warning: Paddle's C++ headers not found: the optional extension %s is not built" % AUTOGRAD_ERRORS,
+              file=sys.stderr)
+        return []
+    include, libs, commit = found
+    debug = ["-O0", "-g3"] if os.environ.get("SOT_EXT_DEBUG") else []
+    return [
+        Extension(
+            AUTOGRAD_ERRORS,
+            sources=[os.path.join(EXT_DIR, "autograd_errors.cpp")],
+            include_dirs=[include, os.path.join(include, "third_party")],
+            language="c++",
+            # (the C++ classes it shares with Paddle are laid out by this Paddle's headers: used with it only)
+            define_macros=[("SOT_PADDLE_COMMIT", '"%s"' % commit)],
+            extra_compile_args=["-std=c++17"] + debug,
+            # libcommon is loaded by Paddle before sot imports this module (matched by its soname); the
+            # run paths find it for a standalone import: installed next to paddle, or where it was built.
+            extra_link_args=["-L" + libs, "-l:libcommon.so", "-Wl,-rpath,$ORIGIN/../../paddle/libs",
+                             "-Wl,-rpath," + libs],
         )
     ]
 

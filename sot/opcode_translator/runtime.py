@@ -30,13 +30,17 @@ def write_back_dict(target: dict, content: dict) -> None:
     target.update(content)
 
 
-def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor) -> None:
+def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor, changes: int) -> None:
     """A tensor from outside the frame that the simulation changed in place takes its final value, computed by
     the program: ``assign`` with ``output`` copies into ``target``'s own memory (views of it see the change,
     as with eager in-place ops) and, when the value needs a gradient, records the copy on the autograd tape
-    (the gradient of ``target`` flows back through the program), as the eager in-place ops would have."""
+    (the gradient of ``target`` flows back through the program), as the eager in-place ops would have. Each
+    of the ``changes`` eager in-place ops raised the tensor's inplace version by one, the copy by one: the
+    version ends where eager's does (autograd compares it, and reports it when it refuses a backward)."""
     with paddle.set_grad_enabled(not value.stop_gradient):
         paddle.assign(value, output=target)
+    for _ in range(changes - 1):
+        target._bump_inplace_version()
 
 
 class BlockExit:

@@ -23,11 +23,12 @@ from ..eval_frame_ext import get_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
+from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .replay import Replay, compile_replay
-from .sir import StatementIR, Symbol, run_sir
+from .sir import StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -51,9 +52,14 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        # Outputs standing for a tensor made in the frame and changed in place, with eager's inplace version.
+        versions = {symbol: stmt.inplace_version for stmt in sir.statements if stmt.inplace_version
+                    for symbol in stmt.output_symbols()}
+        self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
+        self._written_back = version_check.written_back_map(sir)
         self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]  # see _fed
         self._lock = threading.Lock()
-        self._saved: list[tuple[list[int], list[int]]] | None = None  # per output, see _watch_saved_tensors
+        self._saved: version_check.SavedByOutput | None = None  # see _watch_saved_tensors
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
@@ -96,6 +102,7 @@ class CompiledProgram:
         that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
         When the replay works, the failure was not the user's: `_give_up_compiling`."""
         outputs = run_sir(self.sir, inputs, located=True)
+        version_check.ReplayWatch(self.sir)(inputs, outputs)
         if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
             self._give_up_compiling(failure)
         return outputs
@@ -200,6 +207,8 @@ class CompiledProgram:
             return self._replay_after_failure(failure, inputs)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
+        for index, version in self._output_versions:  # (before the versions of saved outputs are noted)
+            match_inplace_version(outputs[index], version)
         if records_grad:
             self._watch_saved_tensors(fed, outputs)
             if self._scopes.last not in self._scopes.backward_built:
@@ -251,11 +260,9 @@ class CompiledProgram:
         if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
             return
         if self._saved is None:
-            self._saved = _saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
-        for out, (saved_inputs, saved_outputs) in zip(outputs, self._saved):
-            watched = [inputs[i] for i in saved_inputs] + [outputs[i] for i in saved_outputs]
-            if watched and isinstance(out, paddle.Tensor) and not out.stop_gradient:
-                out.register_hook(_version_check([(tensor, tensor._inplace_version()) for tensor in watched]))
+            self._saved = version_check.saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
+            version_check.prepare()
+        version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
@@ -310,49 +317,6 @@ def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list
     return inputs, outputs
 
 
-def _saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> \
-        list[tuple[list[int], list[int]]]:
-    """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
-    statements its gradient flows through (from its producer back through values that require grad), as eager
-    only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
-    op that did not lead to the returned tensor, then changed, made its backward refuse)."""
-    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
-    plans = []
-    for symbol in sir.outputs:
-        visited: set[Symbol] = set()
-        touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
-        pending = [symbol]
-        while pending:
-            current = pending.pop()
-            if current in visited or sir.metas[current].stop_gradient:
-                continue
-            visited.add(current)
-            stmt = producer.get(current)
-            if stmt is not None:
-                pending += stmt.inputs()
-                touched.update(stmt.inputs(), stmt.output_symbols())
-        plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
-                      [i for i in saved_outputs if sir.outputs[i] in touched]))
-    return plans
-
-
-def _version_check(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:
-    """A gradient hook refusing, as eager autograd does, a backward reading a tensor changed in place since."""
-    checked = [False]
-
-    def check_versions(grad: Any) -> None:
-        if grad is None:  # (the program's backward calls the hooks of outputs no gradient flows to)
-            return
-        if not checked[0]:
-            checked[0] = True
-            for tensor, expected in versions:
-                version = tensor._inplace_version()
-                if version != expected:
-                    raise RuntimeError(_modified_in_place_message(version, expected))
-
-    return check_versions
-
-
 @dataclasses.dataclass(eq=False)
 class _ScopeWatch:
     """What `CompiledProgram._watch_new_scopes` saw of the program runner's scopes (one interpreter each for
@@ -383,15 +347,6 @@ def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outp
 
     for out in differentiable:
         out.register_hook(on_output_grad)
-
-
-def _modified_in_place_message(version: int, expected: int) -> str:
-    """Eager autograd's words for the same misuse (paddle/fluid/eager/tensor_wrapper.h)."""
-    return (f"(PermissionDenied) Tensor '' used in gradient computation has been modified by an inplace "
-            f"operation. Its version is {version} but the expected version is {expected}. Please fix your "
-            "code to void calling an inplace operator after using the Tensor which will used in gradient "
-            f"computation.\n  [Hint: Expected tensor_version == wrapper_version_snapshot, but received "
-            f"tensor_version:{version} != wrapper_version_snapshot:{expected}.]")
 
 
 def _existing_flag_names(names: list[str]) -> list[str]:

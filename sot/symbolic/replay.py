@@ -15,7 +15,9 @@ person would write for it, compiled once:
             v4, v5, *_ = k4(v3)                   # statement recorded under paddle.no_grad()
         with amp(k5):
             v6 = k6(v4)                           # statement recorded in an ``auto_cast`` block
-        return [v5, v6]
+        v7 = k7(v6, k8)                           # out-of-place form of ``v6.add_(...)`` (v6 made in the frame)
+        k9(v7, 1)                                 # ... with the inplace version eager's tensor has now
+        return [v5, v7]
 
 Constants (callables, layers, dtypes, Python values) are referenced by name from the function's globals, so
 they keep their identity; tuples, lists and dicts in arguments are rebuilt on each call exactly as `run_sir`
@@ -38,7 +40,9 @@ from typing import Any, Callable
 import paddle
 
 from .amp import ambient_amp_enabled, amp_applied
-from .sir import Statement, StatementIR, Symbol, _call_located, _located_caller, run_sir
+from .sir import (Statement, StatementIR, Symbol, _call_located, _located_caller, match_inplace_version,
+                  run_sir)
+from .version_check import ReplayWatch
 
 Replay = Callable[[list], list]
 _counter = itertools.count()
@@ -137,6 +141,9 @@ class _ReplaySource:
             else:
                 lines.append(f"    {assignment}")
             self.statement_at_line[len(lines)] = stmt
+            if stmt.inplace_version:
+                lines.append(f"    {self.constant(match_inplace_version)}({self.local(stmt.outputs)}, "
+                             f"{stmt.inplace_version})")
             if dead_after[index]:
                 # Free intermediates as the original code would (a rebound name drops its tensor), so the
                 # allocator can reuse their memory.
@@ -158,15 +165,19 @@ def compile_replay(sir: StatementIR) -> Replay:
 
     skip_code(replay.__code__)
     statement_at_line = builder.statement_at_line
+    watch = ReplayWatch(sir)
 
     def run(inputs: list) -> list:
         if ambient_amp_enabled():
-            return run_sir(sir, inputs, located=True)
-        try:
-            return replay(inputs)
-        except Exception as exc:
-            _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
-            raise
+            outputs = run_sir(sir, inputs, located=True)
+        else:
+            try:
+                outputs = replay(inputs)
+            except Exception as exc:
+                _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
+                raise
+        watch(inputs, outputs)
+        return outputs
 
     run.__qualname__ = run.__name__ = function_name
     skip_code(run.__code__)

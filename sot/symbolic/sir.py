@@ -139,6 +139,10 @@ class Statement:
     no_grad: bool = False  # recorded inside ``with paddle.no_grad():``
     weight: int = 1  # how many ops it puts in a program (a built-in layer or a PyLayer is many)
     amp: AmpState = AMP_OFF  # the mixed-precision state its ops are created under (``auto_cast`` blocks)
+    # The out-of-place form of an in-place op on a tensor made in the frame: the inplace version eager's tensor
+    # has after it (k after the k-th change; 0 for any other statement). Eager autograd snapshots versions and
+    # reports them when it refuses a backward (see `match_inplace_version`).
+    inplace_version: int = 0
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]
@@ -169,6 +173,12 @@ class StatementIR:
     outputs: list[Symbol]
     metas: dict[Symbol, MetaInfo]
     grad_enabled: bool = True
+    # (output index, input index, changes, kept): the output is the final value of that input, changed in place
+    # ``changes`` times, written back into the caller's tensor after the run (which then has its version at the
+    # call plus ``changes``, see `runtime.write_back_tensor`); ``kept``: an op of the graph keeps that value for
+    # its backward. What the backward keeps of it eager keeps as the caller's tensor: `version_check` watches
+    # the caller's tensor for it.
+    written_back: tuple[tuple[int, int, int, bool], ...] = ()
 
     def __len__(self) -> int:
         return len(self.statements)
@@ -240,12 +250,13 @@ class StatementIR:
                 tuple(o.name for o in s.output_symbols()),
                 s.no_grad,
                 s.amp,
+                s.inplace_version,
             )
             for s in self.statements
         )
         ins = tuple((s.name, self.metas[s]) for s in self.inputs)
         outs = tuple((s.name, self.metas[s]) for s in self.outputs)
-        return ins, stmts, outs, self.grad_enabled
+        return ins, stmts, outs, self.grad_enabled, self.written_back
 
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:
@@ -383,4 +394,17 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
         else:
             result = call_statement(stmt, args, kwargs, ambient_amp)
         bind_outputs(env, stmt.outputs, result)
+        if stmt.inplace_version:
+            match_inplace_version(result, stmt.inplace_version)
     return [env[symbol] for symbol in sir.outputs]
+
+
+def match_inplace_version(tensor: Any, version: int) -> None:
+    """Give the result of an in-place op's out-of-place form the inplace version of the tensor eager changes in
+    place (a new tensor starts at 0): ops after it save it with that version, and a refused backward reports
+    eager's numbers. (Raised only: the result may be a tensor the op handed back, already counted. A static
+    value, while the program is built, has no version.)"""
+    if not isinstance(tensor, paddle.Tensor):
+        return
+    for _ in range(version - tensor._inplace_version()):
+        tensor._bump_inplace_version()

@@ -226,6 +226,7 @@ def inplace_after_use_across_a_break(x, y, w):
 
 
 def _backward_outcome(fn: Callable[..., Any]) -> Any:
+    """The gradient of ``w``, or what ``backward()`` raised (type and message)."""
     x, y = paddle.to_tensor([1.0, -2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0])
     w = paddle.to_tensor([1.0, 2.0, 3.0])
     w.stop_gradient = False
@@ -233,17 +234,19 @@ def _backward_outcome(fn: Callable[..., Any]) -> Any:
         out = fn(x, y, w)
     try:
         out.sum().backward()
-    except RuntimeError as exc:
-        return ("raised", "modified by an inplace operation" in str(exc))
+    except Exception as exc:  # noqa: BLE001
+        return ("raised", type(exc).__name__, str(exc))
     return ("grad", w.grad.numpy().tolist())
 
 
 def test_inplace_change_of_a_saved_tensor_after_a_break_is_detected_in_backward() -> None:
-    """Seed 650 (known bug): eagerly, ``backward()`` refuses with a RuntimeError (``Tensor ... has been
-    modified by an inplace operation``). Translated, it refuses with eager's message (it used to compute the
-    gradient with the *modified* ``y``), but as an OSError: the version check is a gradient hook, whose error
-    Paddle wraps. See test_inplace_change_of_a_saved_output_raises_the_eager_exception_type."""
-    assert_translated_like_eager(_backward_outcome, inplace_after_use_across_a_break)
+    """Seed 650: eagerly, ``backward()`` refuses with a RuntimeError (``Tensor ... has been modified by an
+    inplace operation``). Translated, it computed the gradient with the *modified* ``y``; then it refused with
+    eager's message but as an OSError (a gradient hook checks the versions, and Paddle wraps any Python
+    exception a hook raises). The hook now throws Paddle's own error from C++ (`sot.symbolic.version_check`):
+    the same type, message and location."""
+    assert _backward_outcome(inplace_after_use_across_a_break)[:2] == ("raised", "RuntimeError")
+    assert_translated_like_eager(_backward_outcome, inplace_after_use_across_a_break, calls=2)
 
 
 def exp_across_a_break(w):
@@ -268,19 +271,21 @@ def _backward_after_changing_the_output_in_place(fn: Callable[..., Any]) -> Base
 
 def test_inplace_change_of_a_saved_output_never_gives_a_silent_gradient() -> None:
     """The output the program's backward reads, changed in place by the caller: eager refuses, so must the
-    translated function (checked by a gradient hook, whose error Paddle wraps in an OSError: the message
-    is still eager's)."""
+    translated function, with eager's message."""
     with sot.config.patch(min_graph_size=0):
         for fn in (exp_across_a_break, sot.symbolic_translate(exp_across_a_break)):
             assert "has been modified by an inplace operation" in str(_backward_after_changing_the_output_in_place(fn))
 
 
 def test_inplace_change_of_a_saved_output_raises_the_eager_exception_type() -> None:
-    """Seed 2333 (``min_graph_size=0``; known bug, like seed 650 for a saved input): eager raises
-    RuntimeError, translated an OSError with eager's message: the version check is a gradient hook, and
-    Paddle wraps an error raised in a hook. (An eager op saving every such input around each compiled call
-    fixed the input case but cost several small ops per training call: not worth an error's type.)"""
-    assert_translated_like_eager(lambda f: type(_backward_after_changing_the_output_in_place(f)), exp_across_a_break)
+    """Seed 2333 (``min_graph_size=0``; like seed 650 for a saved output): eager raises RuntimeError,
+    translated raised an OSError with eager's message (see the test above for seed 650)."""
+    def outcome(fn: Callable[..., Any]) -> tuple[str, str]:
+        exc = _backward_after_changing_the_output_in_place(fn)
+        return type(exc).__name__, str(exc)
+
+    assert outcome(exp_across_a_break)[0] == "RuntimeError"
+    assert_translated_like_eager(outcome, exp_across_a_break, calls=2)
 
 
 def product_with_a_saved_input_across_a_break(x, y, w):

@@ -774,6 +774,24 @@ def test_parameter_gradients_of_a_built_in_layer_keep_eager_flags(compile_all):
     assert_observed_same(observe(translated.linear.weight.grad), observe(eager.linear.weight.grad), "weight.grad")
 
 
+def test_a_second_backward_through_a_compiled_program_with_retain_graph(compile_all):
+    """Known bug: ``backward(retain_graph=True)`` then another ``backward()`` through a compiled program fails
+    in the program's backward (``PreconditionNotMetError: Tensor holds no memory``: the first backward freed
+    the values it kept); eager accumulates the gradient twice. ``paddle.jit.to_static`` fails the same way."""
+
+    def fn(x):
+        return (x * 2.0) * x
+
+    def grads(f):
+        x = T(3, stop_gradient=False)
+        out = f(x)
+        out.sum().backward(retain_graph=True)
+        out.sum().backward()
+        return x.grad.numpy().tolist()
+
+    assert grads(sot.symbolic_translate(fn)) == grads(fn)
+
+
 class _Branchy(nn.Layer):
     """Sublayers picked by name with getattr, a dict output, and a branch on ``self.training``."""
 

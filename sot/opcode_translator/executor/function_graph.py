@@ -593,5 +593,17 @@ class FunctionGraph:
                                 original=exc) from None
 
     def build_sir(self, outputs: list[Symbol]) -> StatementIR:
-        return StatementIR(self.name, list(self.inputs), list(self.statements), outputs, dict(self.metas),
-                           grad_enabled=self.grad_enabled)
+        inputs = list(self.inputs)
+        return StatementIR(self.name, inputs, list(self.statements), outputs, dict(self.metas),
+                           grad_enabled=self.grad_enabled, written_back=self._written_back(inputs, outputs))
+
+    def _written_back(self, inputs: list[Symbol], outputs: list[Symbol]) -> tuple[tuple[int, int, int, bool], ...]:
+        """`StatementIR.written_back`: the outputs that are final values of tensors from outside changed in place."""
+        from .variables.inplace import saver_in_graph
+
+        found = []
+        for var in self.side_effects.mutated.values():
+            if isinstance(var, TensorVariable) and var.symbol in outputs and var.history[0] in inputs:
+                found.append((outputs.index(var.symbol), inputs.index(var.history[0]), len(var.history) - 1,
+                              saver_in_graph(var) is not None))
+        return tuple(sorted(found))

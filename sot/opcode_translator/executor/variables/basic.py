@@ -270,10 +270,15 @@ class TensorVariable(VariableBase):
         return final
 
     def write_back(self, codegen: "CodeGen") -> None:
-        """The caller's tensor takes the final value, as eager in-place ops left it (data and autograd)."""
+        """The caller's tensor takes the final value, as eager in-place ops left it (data, autograd and inplace
+        version: one more per change)."""
         from ...runtime import write_back_tensor
 
-        codegen.call_helper(write_back_tensor, [self, self._final_value()])
+        codegen.load_callable_const(write_back_tensor)
+        codegen.reconstruct(self)
+        codegen.reconstruct(self._final_value())
+        codegen.load_const(len(self.history) - 1)
+        codegen.call(3)
         codegen.emit("POP_TOP")
 
     def get_py_value(self) -> Any:

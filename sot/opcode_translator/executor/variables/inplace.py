@@ -5,7 +5,9 @@ The compiled programs stay pure (a failing program reruns the frame natively, se
 is recorded in its out-of-place form and the tensor's variable is rebound to the result (`TensorVariable.rebind`).
 Every alias of the tensor (a list item, an attribute, another local) holds that one variable, so all of them see
 the new value; a tensor from outside the frame is written back into the caller's tensor after the program
-(`TensorVariable.write_back`).
+(`TensorVariable.write_back`). Inplace versions (what eager autograd compares, and reports when it refuses a
+backward) end as eager's: one more per change (`_count_the_change`), and an op of the graph keeping the final
+value of a tensor from outside makes the caller's tensor watched (`StatementIR.written_back`).
 
 What this model cannot express is never simulated approximately:
   * views. Eager slicing, ``reshape``, ``squeeze``... share memory with their input, so an in-place change of one
@@ -186,7 +188,7 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
-    saver = _saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
+    saver = saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
                             "backward refuses it, a program's would use the old value)", graph.location)
@@ -209,7 +211,19 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
         graph.stale_symbols |= stale
         graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
     target.rebind(result.symbol, meta)
+    _count_the_change(target)
     return target
+
+
+def _count_the_change(target: TensorVariable) -> None:
+    """The result now standing for a tensor made in the frame gets the inplace version eager's tensor has after
+    this change (`Statement.inplace_version`). (A tensor from outside counts from its version at the call: the
+    write-back adds the changes, `TensorVariable.write_back`.)"""
+    if target.tracker.is_traceable():
+        return
+    statement = producer(target.graph, target.symbol)
+    if statement is not None and statement.outputs is target.symbol:
+        statement.inplace_version = len(target.history) - 1
 
 
 def check_memory_apart(changed: TensorVariable, other: VariableBase) -> None:
@@ -277,7 +291,7 @@ def _views(target: TensorVariable, name: str) -> list[Symbol]:
     return views
 
 
-def _saver_in_graph(target: TensorVariable) -> Statement | None:
+def saver_in_graph(target: TensorVariable) -> Statement | None:
     """An earlier statement of the graph whose eager backward keeps the tensor ``target`` holds now (as an input
     or an output), so that an in-place change makes eager's ``backward()`` refuse (`saves_for_backward`)."""
     graph = target.graph
