@@ -8,7 +8,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sot-installed
-EXT_SOURCES := $(wildcard sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h)
+EXT_SOURCES := $(wildcard sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h sot/eval_frame_ext/*.cpp)
 export GLOG_minloglevel ?= 2
 
 OTHER_PYTHONS ?= 3.10 3.12 3.13
@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml setup.py $(EXT_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@# (pip's isolated build cannot see Paddle: the optional C++ extension is built against the venv's)
+	$(PY) setup.py -q build_ext --inplace
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,9 +8,10 @@
 # bytecode, numpy) plus pytest and coverage (the test extra), and sot itself
 # installed editable without dependencies (`pip install -e . --no-deps`),
 # which builds sot/eval_frame_ext/_eval_frame.cpython-3XX-*.so in the source
-# tree. Idempotent: an existing venv, installed packages and an up-to-date
-# extension are left alone; the extension is rebuilt when its sources are
-# newer than the built file.
+# tree, then `setup.py build_ext --inplace` for the optional C++ extension
+# _autograd_errors (built against the venv's Paddle headers). Idempotent: an
+# existing venv, installed packages and up-to-date extensions are left alone;
+# the extensions are rebuilt when their sources are newer than the built files.
 #
 # Usage: scripts/make_venvs.sh [VERSION...]      (default: 3.10 3.12 3.13)
 # The interpreters are looked up as $PYENV_ROOT/versions/X.Y.*/bin/python
@@ -74,10 +75,13 @@ extension_current() {
     # (run outside the repository: sot.egg-info there would be found instead)
     (cd / && "$py" -c 'import importlib.metadata as m; m.version("sot")') >/dev/null 2>&1 || return 1
     suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    so="sot/eval_frame_ext/_eval_frame$suffix"
-    [[ -f "$so" ]] || return 1
-    for src in setup.py sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h; do
-        [[ "$src" -nt "$so" ]] && return 1
+    [[ -f "sot/eval_frame_ext/_eval_frame$suffix" ]] || return 1
+    # (the optional C++ extension is not built where Paddle's headers are missing: checked only if there)
+    for so in "sot/eval_frame_ext/_eval_frame$suffix" "sot/eval_frame_ext/_autograd_errors$suffix"; do
+        [[ -f "$so" ]] || continue
+        for src in setup.py sot/eval_frame_ext/*.c sot/eval_frame_ext/*.h sot/eval_frame_ext/*.cpp; do
+            [[ "$src" -nt "$so" ]] && return 1
+        done
     done
     return 0
 }
@@ -114,6 +118,8 @@ make_one() {
         "$py" -m pip install -q -e . --no-deps 2>&1 | grep -v -e 'BuildBackendWarning' -e '^ *!!$' \
             -e '^ *\*\*\*\**$' -e 'Please be careful with folders' -e 'name as your package as they' \
             -e 'with strategy, WheelFile' -e '^ *$' || true
+        # (pip's isolated build cannot see Paddle: the optional C++ extension is built against the venv's)
+        "$py" setup.py -q build_ext --inplace
         extension_current "$py" || { say "$venv: building the extension failed"; return 1; }
     fi
 }
