@@ -54,6 +54,7 @@ import types
 import weakref
 from typing import Any, Iterable
 
+import paddle
 from bytecode import Instr, Label
 
 from ..config import config
@@ -374,11 +375,25 @@ def _value_is_library(value: Any, depth: int) -> bool:
         return owner is None or _value_is_library(owner, depth + 1)
     if isinstance(value, type):
         return _type_is_library(value)
+    if isinstance(value, paddle.nn.Layer):
+        return _layer_is_library(value, depth)
     if isinstance(value, dict):
         value = [*value.keys(), *value.values()]
     if isinstance(value, _CONTAINER_TYPES) and type(value) in _CONTAINER_TYPES:
         return len(value) <= _MAX_ITEMS and all(_value_is_library(item, depth + 1) for item in value)
     return _type_is_library(type(value))
+
+
+def _layer_is_library(layer: paddle.nn.Layer, depth: int) -> bool:
+    """A layer of a library class still calls user code through the layers it holds (``nn.Sequential``,
+    ``paddle.DataParallel`` around a user model) and through hooks registered on any of them."""
+    for sub in layer.sublayers(include_self=True):
+        if not _type_is_library(type(sub)):
+            return False
+        hooks = [*sub._forward_pre_hooks.values(), *sub._forward_post_hooks.values()]
+        if not all(_value_is_library(hook, depth + 1) for hook in hooks):
+            return False
+    return True
 
 
 _library_types: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()

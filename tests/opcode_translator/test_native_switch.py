@@ -356,6 +356,11 @@ class UserThing:
         self.scale = scale
 
 
+class UserLayer(paddle.nn.Layer):
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return x * 2.0
+
+
 def test_which_values_run_only_library_code() -> None:
     from sot.opcode_translator.executor.function_graph import FrameInfo, FunctionGraph
     from sot.opcode_translator.executor.tracker import DummyTracker
@@ -373,6 +378,13 @@ def test_which_values_run_only_library_code() -> None:
     for value in (not_inlinable, UserThing, UserThing(1.0), [1, UserThing(2.0)], UserThing(1.0).__init__,
                   {"f": not_inlinable}):
         assert not judged(value), value
+    # A layer of a library class calls the layers it holds and the hooks registered on them.
+    hooked = paddle.nn.Linear(2, 2)
+    hooked.register_forward_post_hook(lambda layer, inputs, output: output)
+    for layer in (paddle.nn.Sequential(paddle.nn.Linear(2, 2), UserLayer()), hooked,
+                  paddle.nn.Sequential(paddle.nn.ReLU(), hooked)):
+        assert not judged(layer), layer
+    assert judged(paddle.nn.Sequential(paddle.nn.Linear(2, 2), paddle.nn.ReLU()))
 
 
 @sot.skip_function
