@@ -436,3 +436,37 @@ def test_reset_forgets_what_it_learnt_about_deleted_layers() -> None:
         del net
         sot.reset()
     assert not function_graph._meta_cache
+
+
+def _reaches(start: Any, target: Any, limit: int = 200_000) -> bool:
+    """Whether ``target`` is reachable from ``start`` through references (modules and classes not walked)."""
+    seen, todo = {id(start)}, [start]
+    while todo and len(seen) < limit:
+        for ref in gc.get_referents(todo.pop()):
+            if ref is target:
+                return True
+            if id(ref) not in seen and not isinstance(ref, (type, type(sys))):
+                seen.add(id(ref))
+                todo.append(ref)
+    return False
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_cache_entry_does_not_reach_its_own_code(min_graph_size: int) -> None:
+    """A code object holds its cache entries in its extra slot, out of the collector's sight: an entry (its
+    guard, with what explains a miss, and its code) referring back to the code would keep a function made at
+    run time (``exec``, a generated ``__init__``) alive forever with everything its guard holds."""
+    from sot.eval_frame_ext import cache_entries
+
+    namespace: dict[str, Any] = {"paddle": paddle}
+    exec("def made_at_run_time(x):\n    return paddle.tanh(x) * 2.0 + x\n", namespace)
+    fn = namespace["made_at_run_time"]
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(fn)
+        for _ in range(2):
+            translated(paddle.ones([2]))
+    entries = cache_entries(fn.__code__)
+    assert entries
+    for guard, new_code in entries:
+        assert not _reaches(guard, fn.__code__), "a guard refers to the code it is cached on"
+        assert new_code is fn.__code__ or not _reaches(new_code, fn.__code__)

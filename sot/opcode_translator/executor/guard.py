@@ -57,7 +57,10 @@ class GuardBuilder:
     CLOSURE = "__closure"
 
     def __init__(self, code: types.CodeType) -> None:
-        self.code = code
+        # (not the code itself: a guard keeps its builder to explain misses, and the guard lives in the
+        # code's extra slot, a cycle the collector cannot see)
+        self.code_name = code.co_name
+        self.freevars = code.co_freevars
         self.arg_names = argument_names(code)
         self._params = {name: f"__a{i}" for i, name in enumerate(self.arg_names)}
         self.namespace: dict[str, Any] = {}
@@ -160,7 +163,7 @@ class GuardBuilder:
         expr = re.sub(r"\._(?:sub_layers|parameters|buffers)\['(\w+)'\]", r".\1", self.expand(expr))
         expr = re.sub(r"__a(\d+)", lambda m: self.arg_names[int(m.group(1))], expr)
         expr = re.sub(r"__globals\[('[^']*')\]", lambda m: m.group(1)[1:-1], expr)
-        names = self.code.co_freevars
+        names = self.freevars
         expr = re.sub(r"__closure\[(\d+)\]\.cell_contents", lambda m: names[int(m.group(1))], expr)
 
         def const(match: re.Match) -> str:
@@ -528,7 +531,7 @@ class Guard:
     def reference(self) -> Callable[..., bool]:
         """`source` compiled: what the fast `check` must agree with."""
         namespace = dict(self._builder.namespace)
-        exec(compile(self.source, f"<sot guard of {self._builder.code.co_name}>", "exec"), namespace)
+        exec(compile(self.source, f"<sot guard of {self._builder.code_name}>", "exec"), namespace)
         return namespace["__sot_guard"]
 
     @functools.cached_property
@@ -590,7 +593,7 @@ def _fast_check(builder: GuardBuilder, params: list[str], exprs: list[str]
         namespace["__sot_program"] = program
         terms = [f"__sot_program({', '.join(params)})", *python_terms]
     source = _guard_source(", ".join(params), terms)
-    exec(compile(source, f"<sot guard of {builder.code.co_name}>", "exec"), namespace)
+    exec(compile(source, f"<sot guard of {builder.code_name}>", "exec"), namespace)
     return namespace["__sot_guard"], program, python_terms
 
 
