@@ -116,8 +116,11 @@ class CompiledProgram:
         if config.strict_mode:
             raise SotError(reason) from failure
         log(1, f"{reason}; its statements run eagerly from now on")
-        self._choice = self._cost.choice = "eager"
-        self._cost.probing = False
+        self._cost.give_up()
+        self._choice = "eager"
+        self._announce_choice()
+
+    def _announce_choice(self) -> None:
         for listener in list(CHOICE_LISTENERS):
             listener(self)
 
@@ -142,8 +145,7 @@ class CompiledProgram:
         cost.settle()
         self._choice = cost.decide()
         if self._choice is not None:
-            for listener in list(CHOICE_LISTENERS):
-                listener(self)
+            self._announce_choice()
             return self(inputs)
         parameters = getattr(self._program, "_params", None) or []  # (built by the warm-up)
         if cost.next_is_eager():

@@ -1,9 +1,10 @@
 """Which way to run one compiled graph, measured: the static program or the eager replay of its statements.
 
 On CPU a static program pays a fixed cost per run (Paddle's interpreter; its dead tensors go to a collector
-thread, in batches: `compile.build_flags`), so a small graph can be slower compiled than its ops run eagerly; its backward (Paddle's ``run_program`` grad op, a second
-static program) can lose even when its forward wins (transformer, GRU: forward 0.6-1.0x eager, backward up to
-2x). So both ways are timed on the user's own calls, forward and backward:
+thread, in batches: `compile.build_flags`), so a small graph can be slower compiled than its ops run eagerly;
+its backward (Paddle's ``run_program`` grad op, a second static program) can lose even when its forward wins
+(transformer, GRU: forward 0.6-1.0x eager, backward up to 2x). So both ways are timed on the user's own calls,
+forward and backward:
 
 * **Forward:** the call itself, compiled and eager replay alternating in blocks of `BLOCK` calls after a
   warm-up (alternating single calls would hide the compiled program's thread hand-off; one block of each
@@ -182,6 +183,11 @@ class CostModel:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # (at interpreter exit Paddle may be gone first)
             self.forget_samples()
+
+    def give_up(self) -> None:
+        """The compiled program cannot run: eager from now on, never measured again."""
+        self.choice = "eager"
+        self.probing = False
 
     # -- after the choice ---------------------------------------------------------------------------------
     def probe(self, outputs: list) -> bool:

@@ -137,14 +137,14 @@ _NOT_CONFIG = frozenset({"training", "_built", "_init_in_dynamic_mode"}) | BOOKK
 # Strings too (a data format, ``Upsample.mode``, ``Conv2D._padding_mode``). Paddle's forwards rewrite some to a
 # canonical spelling on their first call (``BatchNorm1D`` turns its ``_data_format`` 'NCL' into 'NCHW'): the
 # snapshot is taken after that: translating a layer statement runs the forward (its meta inference, never
-# memoized for a forward that changed its layer) before the guard and the program's key are made.
-_CONFIG_SCALARS = _SCALARS
+# memoized for a forward that changed its layer) before the guard and the program's key are made. (The
+# scalars of a configuration are those of a signature: `_SCALARS`.)
 
 
 def _is_config_value(value: Any, depth: int = 0) -> bool:
-    """A number, a bool, None, a dtype, or a short list or tuple of those (a rate, a stride, a padding, a
-    kernel size, an epsilon)."""
-    if type(value) in _CONFIG_SCALARS:
+    """A number, a bool, None, a string, a dtype, or a short list or tuple of those (a rate, a stride, a
+    padding, a kernel size, an epsilon, a data format)."""
+    if type(value) in _SCALARS:
         return True
     return (type(value) in (list, tuple) and depth < 2 and len(value) <= 32
             and all(_is_config_value(item, depth + 1) for item in value))

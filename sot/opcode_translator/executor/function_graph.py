@@ -537,7 +537,7 @@ class FunctionGraph:
             def call(obj: Any, *rest: Any, **kw: Any) -> Any:
                 return getattr(obj, target)(*rest, **kw)
         op_count: list[int] = []
-        configuration = _configuration(kind, target)
+        configuration = _configuration(kind, target) if key is not None else None
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:

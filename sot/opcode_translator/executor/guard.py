@@ -375,16 +375,12 @@ class _ProgramCompiler:
         return self._emit("CALL", function, ("n", start), len(args))
 
     # -- terms ------------------------------------------------------------------------------------------
-    def add(self, expr: str, node: ast.expr | None = None) -> bool:
+    def add(self, expr: str, node: ast.expr) -> bool:
         """Compile one term of the chain (``node``: the term, or a binding's path, parsed already, see
         `_parse_terms`); False (and nothing added) if it stays in Python."""
         state = (len(self.code), len(self.call_args), self._next)
         self._term_paths = []
         try:
-            if node is None:
-                node = _parse_terms([expr])[0]
-                if node is None:
-                    raise _NotCompilable(expr)
             if _is_binding(expr):
                 self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
                 self._kept = self._next  # the binding and the reads on its path are kept

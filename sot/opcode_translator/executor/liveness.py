@@ -7,11 +7,11 @@ with edges to exception handlers (the exception table of 3.11+, the block stack 
 from __future__ import annotations
 
 import dis
-import inspect
 import functools
 import types
 
 from .. import pyversion
+from .guard import argument_names
 
 _USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST", "LOAD_FAST_AND_CLEAR",
          "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"}
@@ -172,11 +172,9 @@ def definitely_bound(code: types.CodeType) -> dict[int, frozenset[str]]:
     instructions = list(dis.get_instructions(code))
     index_of = {instr.offset: i for i, instr in enumerate(instructions)}
     handler_targets = {target for _, _, target in _handler_edges(code)}
-    n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
-        + bool(code.co_flags & inspect.CO_VARKEYWORDS)
     cells = set(code.co_cellvars) | set(code.co_freevars)
     state: list[frozenset[str] | None] = [None] * len(instructions)
-    arguments = frozenset(name for name in code.co_varnames[:n_args] if name not in cells)
+    arguments = frozenset(name for name in argument_names(code) if name not in cells)
     cleared = {instr.argval for instr in instructions if instr.opname in _CLEARS}
     state[0] = arguments
     for target in handler_targets:

@@ -642,7 +642,7 @@ class SetVariable(VariableBase):
         if self.tracker.is_traceable():
             raise FallbackError("mutating a set from outside the frame is not supported yet")
         old = clone_set_layout(self.values)
-        self.graph.side_effects.mutate(self, lambda: setattr(self, "values", clone_set_layout(old)))
+        self.graph.side_effects.mutate(self, lambda: setattr(self, "values", old))
 
     def add_items(self, items: list[VariableBase]) -> None:
         self.record_mutation()
@@ -733,16 +733,9 @@ def _set_method(var: SetVariable, name: str, args: list[VariableBase],
 
 @VariableFactory.register(94)
 def _set_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
-    if type(value) is set and all(_is_set_element(v) for v in value):
+    if type(value) is set and all(_is_constant_key(v) for v in value):
         return SetVariable(clone_set_layout(value), graph, tracker)
     return None
-
-
-def _is_set_element(value: Any) -> bool:
-    """An element a simulated set holds: a constant, or a tuple of such (as `dict_key` makes them)."""
-    if type(value) is tuple:
-        return all(_is_set_element(part) for part in value)
-    return type(value) in (int, str, float, bool, bytes, type(None))
 
 
 # -- operators on containers ---------------------------------------------------------------------------------
