@@ -1434,10 +1434,8 @@ cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
                      Py_TYPE(op)->tp_name);
         return NULL;
     }
-    PyObject *previous = logical_callback();
-    Py_INCREF(previous);
-    if (callback_set(self->callback) < 0) {
-        Py_DECREF(previous);
+    PyObject *previous = m_set_callback(NULL, self->callback);
+    if (previous == NULL) {
         return NULL;
     }
     PyObject *result = callback_set_after(previous, PyObject_Call(self->target, args, kwargs));
