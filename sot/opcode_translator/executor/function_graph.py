@@ -362,7 +362,7 @@ class FunctionGraph:
         """A tensor from outside the frame that is changed in place must share its memory with no other tensor
         the frame reads (not the same object, nor a view of it or its base): the simulation treats them as
         independent values. It must not be a leaf requiring grad either (that breaks the graph: eager raises)."""
-        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        changed = self.side_effects.changed_tensors()
         if not changed:
             return
         tensors = [var for var in self._guarded.values()
@@ -481,7 +481,7 @@ class FunctionGraph:
         changed in place or a buffer it rebound: the program would see the old value (both are written back
         after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
         forward may read anything."""
-        changed = [var for var in self.side_effects.mutated.values() if isinstance(var, TensorVariable)]
+        changed = self.side_effects.changed_tensors()
         if not changed and not self.side_effects.tensor_stored_on_a_layer():
             return False
         if not isinstance(target, LayerCall) or self.side_effects.tensor_stored_on_a_layer(target.layer):
@@ -602,8 +602,8 @@ class FunctionGraph:
         from .variables.inplace import saver_in_graph
 
         found = []
-        for var in self.side_effects.mutated.values():
-            if isinstance(var, TensorVariable) and var.symbol in outputs and var.history[0] in inputs:
+        for var in self.side_effects.changed_tensors():
+            if var.symbol in outputs and var.history[0] in inputs:
                 found.append((outputs.index(var.symbol), inputs.index(var.history[0]), len(var.history) - 1,
                               saver_in_graph(var) is not None))
         return tuple(sorted(found))

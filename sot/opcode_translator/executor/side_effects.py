@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from ..codegen import CodeGen
     from .variables.base import VariableBase
+    from .variables.basic import TensorVariable
 
 DELETED = object()  # overlay marker: the attribute or global was deleted
 ABSENT = object()  # lookup result: nothing stored, read the real value
@@ -145,13 +146,17 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.stores or self.mutated)
 
+    def changed_tensors(self) -> list["TensorVariable"]:
+        """The tensors from outside the frame changed in place: their final values are written back into them
+        after the program (`emit_tensor_write_backs`)."""
+        return [var for var in self.mutated.values() if _is_tensor(var)]
+
     def emit_tensor_write_backs(self, codegen: "CodeGen") -> None:
         """The tensors from outside the frame changed in place take their final values: right after the
         program, before the views of them among its results are made again (`ProgramPlan.emit_call`). They
         change no path to anything, so the other effects are still replayed from the frame's start."""
-        for container in self.mutated.values():
-            if _is_tensor(container):
-                container.write_back(codegen)
+        for tensor in self.changed_tensors():
+            tensor.write_back(codegen)
 
     def emit(self, codegen: "CodeGen") -> None:
         """Replay: every value is computed first (paths as at the frame's start), then applied. (Tensors were

@@ -493,7 +493,7 @@ class ViewReplay(NamedTuple):
 def written_back_tensors(graph: "FunctionGraph") -> dict[Symbol, TensorVariable]:
     """The tensors from outside the frame changed in place, by the symbol of their final value: the generated
     code writes that value back into the caller's tensor (`TensorVariable.write_back`)."""
-    return {var.symbol: var for var in graph.side_effects.mutated.values() if isinstance(var, TensorVariable)}
+    return {var.symbol: var for var in graph.side_effects.changed_tensors()}
 
 
 def plan_view_replay(graph: "FunctionGraph", outputs: list[Symbol], written_back_only: bool = False) -> \
