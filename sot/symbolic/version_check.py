@@ -79,6 +79,11 @@ class ReplayWatch:
         if kept:
             prepare()
 
+    @property
+    def watches(self) -> bool:
+        """Whether the replay keeps any such tensor (most do not: the call can then be left out)."""
+        return self._saved is not None
+
     def __call__(self, inputs: list, outputs: list) -> None:
         if self._saved is not None and paddle.is_grad_enabled():
             watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
