@@ -213,7 +213,7 @@ class CostModel:
         self._probe_countdown = PROBE_EVERY
         if paddle.is_grad_enabled():
             for out in _made_outputs(outputs)[:1]:
-                out.register_hook(self._on_probe_grad)
+                out._register_grad_hook(self._on_probe_grad)  # (no wrapper: a compiled call's bookkeeping)
         return False
 
     def _on_probe_grad(self, grad: Any) -> None:
