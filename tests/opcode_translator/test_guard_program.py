@@ -426,9 +426,9 @@ def test_paths_that_read_alike_are_not_confused():
 def test_terms_are_parsed_bindings_by_their_path_and_a_term_that_is_no_expression_is_none():
     import ast
 
-    from sot.opcode_translator.executor.guard import _parse_terms
+    from sot.opcode_translator.executor.guard import _parse_term
 
-    nodes = _parse_terms(["__a0.b", "__v0 := __a0['k']", "not an expression (", "__a0 == 'x\\ny'"])
+    nodes = [_parse_term(e) for e in ["__a0.b", "__v0 := __a0['k']", "not an expression (", "__a0 == 'x\\ny'"]]
     assert isinstance(nodes[0], ast.Attribute) and isinstance(nodes[1], ast.Subscript) and nodes[2] is None
     assert isinstance(nodes[3], ast.Compare) and nodes[3].comparators[0].value == "x\ny"
 
@@ -460,3 +460,42 @@ def test_explaining_a_guard_whose_object_is_gone():
     del thing
     gc.collect()
     assert builder_guard.readable == ["d is <an object since deleted>"]
+
+
+def _compiled(exprs, namespace, parse_all):
+    from sot.opcode_translator.executor.guard import _ProgramCompiler
+
+    compiler = _ProgramCompiler(["__globals", "__closure", "__a0", "__a1"], namespace, parse_all=parse_all)
+    kept = [compiler.add(expr) for expr in exprs]
+    return kept, compiler.code, compiler.consts, compiler.call_args, compiler.bindings
+
+
+def test_terms_compiled_from_their_text_compile_as_parsed():
+    """The simple forms (paths compared with constants, bindings, weak identities, ``not``) are compiled
+    from their text without parsing; every term must give the very instructions, constants and bindings
+    its parse gives, and a term the simple forms do not cover exactly (a keyword as an attribute, a string
+    key with an escape or a quote, a negative or zero-padded index, an unbound name, a constant that is no
+    weak reference) must still be compiled (or kept in Python) as parsed."""
+    class Thing:
+        pass
+
+    thing = Thing()
+    namespace = {"__c0": weakref.ref(thing), "__c1": int, "__c2": [3, 4], "__c3": thing, "__c4": "NCHW"}
+    exprs = [
+        "type(__a0) is __c1", "__a0.training is True", "__v0 := __a0._sub_layers['fc']", "__v0 is __c0()",
+        "__v0._parameters['weight'] is __c0()", "__v0._stride == __c2", "__v0._data_format != __c4",
+        "__v0._groups == 1", "__v0._dtype is None", "__v0.x is not False", "not __v0._forward_pre_hooks",
+        "type(__v0._parameters['bias']) is __c1", "__v1 := __v0._sub_layers['0']", "__v1.a[0][12] == 0",
+        "__v2 := __globals['F']", "__v3 := __v2.relu", "__v3 is __c3()", "__closure[0].cell_contents == 0",
+        "__v0.if == 1", "__v0['it\\'s'] == 1", "__v0['a\\nb'] is None", "__v0[-1] == 0", "__v0[007] == 0",
+        "__v0.ﬁ == 1", "__v9.a == 1", "__v9 := __v0.nope.deeper", "__v0.a == __c99", "type(__v0) is __c1",
+        "__v0 [ 1 ] == 2", "__a1 is __c3()", "__a0._sub_layers['fc']._groups == 1", "__a0.training is True",
+        "len(__v0._forward_post_hooks) == 2", "__v0.a == 'x'", "__v4 := __a0", "__v4.b is False",
+    ]
+    fast = _compiled(exprs, namespace, parse_all=False)
+    parsed = _compiled(exprs, namespace, parse_all=True)
+    assert fast[0] == parsed[0] and fast[1:] == parsed[1:]
+    kept = dict(zip(exprs, fast[0]))
+    assert kept["__v0.if == 1"] is False and kept["__v9.a == 1"] is False  # (no expression; unbound)
+    assert kept["__v0[-1] == 0"] is False  # (a unary minus: kept in Python, as before)
+    assert kept["__v0._stride == __c2"] and kept["__v0._parameters['weight'] is __c0()"]

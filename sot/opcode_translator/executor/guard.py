@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import keyword
 import re
 import sys
 import types
@@ -257,8 +258,9 @@ class _ProgramCompiler:
     ``type``/``len``, weak-reference identity, calls of constants such as ``tensor_matches``), each doing
     exactly what the Python expression does. The rest stays in the Python ``and`` chain (`Guard`)."""
 
-    def __init__(self, params: list[str], namespace: dict[str, Any]) -> None:
+    def __init__(self, params: list[str], namespace: dict[str, Any], parse_all: bool = False) -> None:
         self.params = {name: i for i, name in enumerate(params)}
+        self.parse_all = parse_all  # (tests: compile every term from its parse, as the simple forms must match)
         self.namespace = namespace
         self.consts: list[Any] = []
         self._const_index: dict[Any, int] = {}
@@ -375,17 +377,23 @@ class _ProgramCompiler:
         return self._emit("CALL", function, ("n", start), len(args))
 
     # -- terms ------------------------------------------------------------------------------------------
-    def add(self, expr: str, node: ast.expr) -> bool:
-        """Compile one term of the chain (``node``: the term, or a binding's path, parsed already, see
-        `_parse_terms`); False (and nothing added) if it stays in Python."""
+    def add(self, expr: str) -> bool:
+        """Compile one term of the chain (a check, or a binding ``__vN := path``); False (and nothing
+        added) if it stays in Python."""
         state = (len(self.code), len(self.call_args), self._next)
         self._term_paths = []
         try:
+            if self.parse_all or not self._add_simple(expr):
+                node = _parse_term(expr)
+                if node is None:
+                    return False
+                if _is_binding(expr):
+                    self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
+                else:
+                    self._test(node)
             if _is_binding(expr):
-                self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
                 self._kept = self._next  # the binding and the reads on its path are kept
             else:
-                self._test(node)
                 self._next = self._kept
                 self._forget_term_paths()  # (their registers are reused by the next term)
             return True
@@ -394,6 +402,86 @@ class _ProgramCompiler:
             self._next = state[2]
             self._forget_term_paths()
             return False
+
+    # -- the simple forms, compiled from the text ---------------------------------------------------------
+    def _add_simple(self, expr: str) -> bool:
+        """Compile ``expr`` without parsing it when it has one of the forms most terms have (`_SIMPLE_TERMS`:
+        a model's guard is mostly paths of attribute and item reads compared with a constant, and parsing a
+        term costs as much as compiling it); False, with nothing emitted, for any other form. Emits what
+        compiling the parsed term emits (a test compiles both ways and compares)."""
+        if " := " in expr:
+            match = _SIMPLE_BINDING.fullmatch(expr)
+            steps = _path_steps(match.group(2)) if match is not None else None
+            if steps is None:
+                return False
+            self.bindings[match.group(1)] = self._simple_path(steps)  # type: ignore[union-attr]
+            return True
+        if expr.endswith("()"):
+            match = _SIMPLE_IS_REF.fullmatch(expr)
+            steps = _path_steps(match.group(1)) if match is not None else None
+            if steps is None or type(self.namespace.get(match.group(2))) is not weakref.ref:  # type: ignore
+                return False
+            left = self._simple_path(steps)
+            self._emit("TEST_IS_REF", left, self._namespace_const(match.group(2)))  # type: ignore[union-attr]
+            return True
+        if expr.startswith("not "):
+            match = _SIMPLE_NOT.fullmatch(expr)
+            steps = _path_steps(match.group(1)) if match is not None else None
+            if steps is None:
+                return False
+            self._emit("TEST_NOT", self._simple_path(steps))
+            return True
+        match = _SIMPLE_COMPARE.fullmatch(expr)
+        if match is None:
+            return False
+        of_type, path, op, operand = match.groups()
+        steps = _path_steps(path)
+        if steps is None or (of_type and not self._is_builtin_name("type")):
+            return False
+        left = self._simple_path(steps)
+        if of_type:
+            left = self._remembered(("type()", steps[-1][0]), lambda: self._emit("TYPE", left))
+        right = self._simple_operand(operand)
+        if op in ("is", "is not"):
+            self._emit("TEST_IS" if op == "is" else "TEST_IS_NOT", left, right)
+        else:
+            self._emit("TEST", self._emit("EQ" if op == "==" else "NE", left, right))
+        return True
+
+    def _remembered(self, key: Any, read: Callable[[], _Operand]) -> _Operand:
+        """The register of the path ``key``, read (by ``read``) only the first time (as `_value` does)."""
+        known = self._paths.get(key)
+        if known is None:
+            known = self._paths[key] = read()
+            self._term_paths.append(key)
+        return known
+
+    def _simple_path(self, steps: list[tuple[Any, str, Any]]) -> _Operand:
+        """A path from `_path_steps`: its base (an argument or a binding), then each read, each kept by the
+        key `_path_key` gives the parsed path (so a read is shared with parsed terms, as among them)."""
+        operand = self._name(steps[0][2])
+        paths = self._paths
+        for key, kind, name in steps[1:]:
+            known = paths.get(key)
+            if known is None:
+                if kind == ".":
+                    arg = self._const(sys.intern(name), ("literal", str, repr(name)))
+                    known = self._emit("ATTR", operand, arg)
+                elif type(name) is str:
+                    interned = sys.intern(name)
+                    known = self._emit("ITEM", operand, self._const(interned, ("interned", interned)))
+                else:
+                    known = self._emit("ITEM", operand, self._const(name, ("literal", int, repr(name))))
+                paths[key] = known
+                self._term_paths.append(key)
+            operand = known
+        return operand
+
+    def _simple_operand(self, text: str) -> _Operand:
+        if text.startswith("__"):
+            return self._name(text)
+        value = _SIMPLE_LITERALS[text] if text in _SIMPLE_LITERALS else int(text)
+        return self._const(value, ("literal", type(value), repr(value)))
 
     def _forget_term_paths(self) -> None:
         for key in self._term_paths:
@@ -462,6 +550,41 @@ class _ProgramCompiler:
         return GuardProgram(nargs, tuple(self.consts), work_size, code, [register(a) for a in self.call_args])
 
 
+# The simple forms of guard terms (`_ProgramCompiler._add_simple`): a path is an argument or a binding
+# followed by attribute reads (ASCII names: the parser normalises other identifiers) and item reads with a
+# plain string key or a non-negative int; an operand a constant of the guard or a literal.
+_BASE = r"__[av][0-9]+|__globals|__closure"
+_STEP = r"\.[A-Za-z_][A-Za-z0-9_]*|\['[^'\\\n]*'\]|\[(?:0|[1-9][0-9]*)\]"
+_SIMPLE_PATH = rf"(?:{_BASE})(?:{_STEP})*"
+_SIMPLE_BINDING = re.compile(rf"(__v[0-9]+) := ({_SIMPLE_PATH})")
+_SIMPLE_COMPARE = re.compile(rf"(type\()?({_SIMPLE_PATH})(?(1)\)) (is not|is|==|!=) (__c[0-9]+|None|True|False|0|[1-9][0-9]*)")
+_SIMPLE_IS_REF = re.compile(rf"({_SIMPLE_PATH}) is (__c[0-9]+)\(\)")  # a weakly held object
+_SIMPLE_NOT = re.compile(rf"not ({_SIMPLE_PATH})")
+_SIMPLE_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
+_BASE_RE = re.compile(_BASE)
+_STEP_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['([^'\\\n]*)'\]|\[([0-9]+)\]")
+
+
+def _path_steps(path: str) -> list[tuple[Any, str, Any]] | None:
+    """A simple path (`_SIMPLE_PATH`) as (key of the path so far, kind, name): its base ``(name, "", name)``,
+    then each read, ``"."`` with the attribute's name or ``"[]"`` with the key. None when an attribute name
+    is a keyword (the term is then no expression)."""
+    base = _BASE_RE.match(path).group(0)  # type: ignore[union-attr]
+    steps: list[tuple[Any, str, Any]] = [(base, "", base)]
+    key: Any = base
+    for attr, item, index in _STEP_RE.findall(path, len(base)):
+        if attr:
+            if keyword.iskeyword(attr):
+                return None
+            key = (key, ".", attr)
+            steps.append((key, ".", attr))
+        else:
+            name: Any = int(index) if index else item
+            key = (key, "[]", ("literal", type(name), repr(name)))
+            steps.append((key, "[]", name))
+    return steps
+
+
 def _path_key(node: ast.expr) -> Any:
     """A key equal for equal paths (``__v0._sub_layers['fc']``, ``type(__a1)``): cheaper than ``ast.dump``
     (a model's guard reads several hundred paths, each made of the shorter ones)."""
@@ -473,18 +596,18 @@ def _path_key(node: ast.expr) -> Any:
         return (_path_key(node.value), "[]", _path_key(node.slice))
     if isinstance(node, ast.Constant):
         return ("literal", type(node.value), repr(node.value))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+            and len(node.args) == 1 and not node.keywords):
+        return ("type()", _path_key(node.args[0]))
     return ast.dump(node)
 
 
-def _parse_terms(exprs: list[str]) -> list[ast.expr | None]:
-    """Each term parsed (a binding ``__vN := path``: its path), None where it is no Python expression."""
-    nodes: list[ast.expr | None] = []
-    for expr in exprs:
-        try:
-            nodes.append(ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body)
-        except SyntaxError:
-            nodes.append(None)
-    return nodes
+def _parse_term(expr: str) -> ast.expr | None:
+    """The term parsed (a binding ``__vN := path``: its path), None when it is no Python expression."""
+    try:
+        return ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def _binding_names(expr: str) -> set[str]:
@@ -571,8 +694,7 @@ def _fast_check(builder: GuardBuilder, params: list[str], exprs: list[str]
     all), else a Python chain that calls it first and then runs the terms it could not take (with the
     bindings those need). Returns (check, program, the terms left in Python)."""
     compiler = _ProgramCompiler(params, builder.namespace)
-    rest = [expr for expr, node in zip(exprs, _parse_terms(exprs))
-            if node is None or not compiler.add(expr, node)]
+    rest = [expr for expr in exprs if not compiler.add(expr)]
     needed: set[str] = set()
     for expr in reversed(exprs):  # bindings the Python terms use, and the bindings those use
         if expr in rest or (_is_binding(expr) and expr.split(" := ", 1)[0] in needed):
