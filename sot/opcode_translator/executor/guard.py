@@ -51,6 +51,29 @@ def describe_value(value: Any) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
+# How `attributes_match` compares an attribute with what it wants (the C program's GP_ATTR_EQ, GP_ATTR_IS and
+# GP_ATTR_FALSY, guard_program.c).
+ATTR_EQ, ATTR_IS, ATTR_FALSY = 0, 1, 2
+
+
+def attributes_match(obj: Any, spec: tuple[tuple[str, Any, int], ...]) -> bool:
+    """``obj.<name> == want`` (`ATTR_EQ`), ``obj.<name> is want`` (`ATTR_IS`) or ``not obj.<name>``
+    (`ATTR_FALSY`) for every (name, want, how) of ``spec``, in order: what the ``and`` chain of those checks
+    gives (an exception propagates as from the chain). One check per object (a layer's configuration, training
+    flag and hook dicts) instead of one per attribute; the C guard program runs it as one instruction."""
+    for name, want, how in spec:
+        value = getattr(obj, name)
+        if how == ATTR_IS:
+            if value is not want:
+                return False
+        elif how == ATTR_FALSY:
+            if value:
+                return False
+        elif not value == want:
+            return False
+    return True
+
+
 class GuardBuilder:
     """Collects guard expressions for one translation and compiles them into a `Guard`."""
 
@@ -101,6 +124,29 @@ class GuardBuilder:
             name = self.constant(list(items))
             self._const_names[key] = name  # type: ignore[index]
         return name
+
+    def attributes(self, expr: str, checks: list[tuple[str, int, Any]]) -> "AttributesCheck | None":
+        """One check that each (name, how, want) of ``checks`` holds for the object at ``expr`` (see
+        `attributes_match`; wants are held strongly, as constants are), explained as one check per attribute;
+        None when there are none. The same checks of one path give the same check (kept once by `add`)."""
+        if not checks:
+            return None
+        key = ("attributes", expr, tuple((name, how, type(want), repr(want)) for name, how, want in checks))
+        spec_name = self._const_names.get(key)  # type: ignore[call-overload]
+        if spec_name is None:
+            spec_name = self.constant(tuple((sys.intern(name), want, how) for name, how, want in checks))
+            self._const_names[key] = spec_name  # type: ignore[index]
+        parts = []
+        for name, how, want in checks:
+            path = f"{expr}.{name}"
+            if how == ATTR_FALSY:
+                parts.append(f"not {path}")
+            elif how == ATTR_IS:
+                parts.append(f"{path} is {want!r}" if want is None or type(want) is bool
+                             else f"{path} is {self.constant(want)}")
+            else:
+                parts.append(f"{path} == {self.constant(want)}")
+        return AttributesCheck(f"{self.constant(attributes_match)}({expr}, {spec_name})", parts)
 
     def identity(self, expr: str, value: Any) -> str:
         """``expr is value``, holding ``value`` by weak reference when it allows one. Modules and builtin
@@ -192,6 +238,10 @@ class CombinedCheck(str):
         return check
 
 
+class AttributesCheck(CombinedCheck):
+    """`GuardBuilder.attributes`: checks of attributes of one object (so never of the arguments alone)."""
+
+
 def _is_binding(expr: str) -> bool:
     return expr.startswith("__v") and " := " in expr
 
@@ -209,8 +259,8 @@ def _on_arguments_only(expr: str) -> bool:
     """A check of the call's arguments themselves (their types, values, tensor metas), not of what is
     reached through the inputs (a layer's sublayers and parameters, globals, closure cells) nor of the
     process state (grad mode, AMP: Paddle's reads of it cost more than the argument checks together)."""
-    return not _is_binding(expr) and bool(_ARGUMENT.search(expr)) and not _ARGUMENT_PART.search(expr) \
-        and not _REACHED_THROUGH_INPUTS.search(expr)
+    return not _is_binding(expr) and not isinstance(expr, AttributesCheck) and bool(_ARGUMENT.search(expr)) \
+        and not _ARGUMENT_PART.search(expr) and not _REACHED_THROUGH_INPUTS.search(expr)
 
 
 def _ordered(exprs: list[str]) -> list[str]:
@@ -431,6 +481,14 @@ class _ProgramCompiler:
                 return False
             self._emit("TEST_NOT", self._simple_path(steps))
             return True
+        if expr.endswith(")") and expr.startswith("__c"):
+            match = _SIMPLE_ATTRIBUTES.fullmatch(expr)
+            steps = _path_steps(match.group(2)) if match is not None else None
+            if steps is None or not self._is_attributes_check(match.group(1), match.group(3)):  # type: ignore
+                return False
+            left = self._simple_path(steps)
+            self._emit("TEST_ATTRS", left, self._namespace_const(match.group(3)))  # type: ignore[union-attr]
+            return True
         match = _SIMPLE_COMPARE.fullmatch(expr)
         if match is None:
             return False
@@ -497,6 +555,10 @@ class _ProgramCompiler:
             start = len(self.call_args)
             self.call_args.extend(args)
             self._emit("TEST_TENSOR", args[0], ("n", start), len(args))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2
+              and not node.keywords and isinstance(node.args[1], ast.Name)
+              and self._is_attributes_check(node.func.id, node.args[1].id)):  # attributes_match(x, spec)
+            self._emit("TEST_ATTRS", self._value(node.args[0]), self._namespace_const(node.args[1].id))
         elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
             items = self._value(node.left.args[0])  # type: ignore[attr-defined]
             self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
@@ -511,6 +573,14 @@ class _ProgramCompiler:
             self._emit("TEST_NOT", self._value(node.operand))
         else:
             self._emit("TEST", self._value(node))
+
+    def _is_attributes_check(self, function: str, spec: str) -> bool:
+        """``function(x, spec)`` is `attributes_match` on a spec the program takes (`GuardBuilder.attributes`
+        makes only such specs; anything else is called as it is)."""
+        value = self.namespace.get(spec)
+        return (self.namespace.get(function) is attributes_match and type(value) is tuple
+                and all(type(item) is tuple and len(item) == 3 and type(item[0]) is str
+                        and type(item[2]) is int and item[2] in (ATTR_EQ, ATTR_IS, ATTR_FALSY) for item in value))
 
     def _tensor_check(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 5
@@ -560,6 +630,7 @@ _SIMPLE_BINDING = re.compile(rf"(__v[0-9]+) := ({_SIMPLE_PATH})")
 _SIMPLE_COMPARE = re.compile(rf"(type\()?({_SIMPLE_PATH})(?(1)\)) (is not|is|==|!=) (__c[0-9]+|None|True|False|0|[1-9][0-9]*)")
 _SIMPLE_IS_REF = re.compile(rf"({_SIMPLE_PATH}) is (__c[0-9]+)\(\)")  # a weakly held object
 _SIMPLE_NOT = re.compile(rf"not ({_SIMPLE_PATH})")
+_SIMPLE_ATTRIBUTES = re.compile(rf"(__c[0-9]+)\(({_SIMPLE_PATH}), (__c[0-9]+)\)")  # attributes_match(x, spec)
 _SIMPLE_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
 _BASE_RE = re.compile(_BASE)
 _STEP_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['([^'\\\n]*)'\]|\[([0-9]+)\]")
