@@ -38,7 +38,8 @@ def describe_value(value: Any) -> str:
     if isinstance(value, types.ModuleType):
         return value.__name__
     if getattr(value, "__module__", "") == __name__.rsplit(".", 1)[0] + ".function_graph":
-        return value.__name__.lstrip("_")  # sot's own state query: autograd_state()
+        # sot's own state query (autograd_state()) or check (apart_from_parameters_of_Linear(x))
+        return value.__name__.lstrip("_") if hasattr(value, "__name__") else repr(value)
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
     if isinstance(value, paddle.nn.Layer):
