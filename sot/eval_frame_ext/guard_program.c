@@ -69,6 +69,12 @@ typedef struct {
     int cache_plain;
 } gp_instr;
 
+struct gp_attr_check {
+    PyObject *name;
+    PyObject *want;
+    int how;
+};
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -80,6 +86,11 @@ typedef struct {
     gp_instr *code;
     int *call_args;          /* register indices of GP_CALL arguments */
     Py_ssize_t ncall_args;
+    /* The (name, want, how) triples of every GP_TEST_ATTRS, flattened (read
+     * from their constant tuples once, not at every run); each instruction's
+     * run starts at index `c` and ends at an entry whose name is NULL. The
+     * objects are borrowed from `consts`. */
+    struct gp_attr_check *attr_checks;
 } GuardProgram;
 
 #define GP_STACK_REGS 64
@@ -226,32 +237,30 @@ gp_truth(PyObject *v)
 }
 
 /* `obj.name == want and obj.name2 is want2 and not obj.name3 ...` for the
- * (name, want, how) triples of `spec` (checked by gp_new), in order, stopping
- * at the first that does not hold: the checks of a layer's configuration,
- * training flag and hook dicts in one instruction. Every attribute is read
- * through the instruction's cache (one object, one type). 1, 0, or -1. */
+ * (name, want, how) entries from `check` up to the closing NULL name, in
+ * order, stopping at the first that does not hold: the checks of a layer's
+ * configuration, training flag and hook dicts in one instruction. Every
+ * attribute is read through the instruction's cache (one object, one
+ * type). 1, 0, or -1. */
 static int
-attrs_match(gp_instr *in, PyObject *obj, PyObject *spec)
+attrs_match(gp_instr *in, PyObject *obj, const struct gp_attr_check *check)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(spec);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(spec, i);
-        PyObject *value = gp_getattr(in, obj, PyTuple_GET_ITEM(item, 0));
+    for (; check->name != NULL; check++) {
+        PyObject *value = gp_getattr(in, obj, check->name);
         if (value == NULL) {
             return -1;
         }
-        PyObject *want = PyTuple_GET_ITEM(item, 1);
         int ok;
-        switch (PyLong_AsLong(PyTuple_GET_ITEM(item, 2))) {
+        switch (check->how) {
         case GP_ATTR_IS:
-            ok = value == want;
+            ok = value == check->want;
             break;
         case GP_ATTR_FALSY:
             ok = gp_truth(value);
             ok = ok < 0 ? ok : !ok;
             break;
         default: {  /* GP_ATTR_EQ */
-            PyObject *equal = PyObject_RichCompare(value, want, Py_EQ);
+            PyObject *equal = PyObject_RichCompare(value, check->want, Py_EQ);
             ok = equal == NULL ? -1 : gp_truth(equal);
             Py_XDECREF(equal);
         }
@@ -410,7 +419,7 @@ gp_run(GuardProgram *self, PyObject **regs)
             }
             continue;
         case GP_TEST_ATTRS: {
-            int r = attrs_match(in, regs[in->a], regs[in->b]);
+            int r = attrs_match(in, regs[in->a], &self->attr_checks[in->c]);
             if (r <= 0) {
                 return r;
             }
@@ -620,6 +629,38 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             }
         }
     }
+    /* The GP_TEST_ATTRS triples, flattened (checked above). */
+    Py_ssize_t nchecks = 0;
+    for (Py_ssize_t i = 0; i < ninstr; i++) {
+        if (self->code[i].op == GP_TEST_ATTRS) {
+            nchecks += PyTuple_GET_SIZE(PyTuple_GET_ITEM(consts, self->code[i].b - nargs)) + 1;
+        }
+    }
+    self->attr_checks = PyMem_New(struct gp_attr_check, nchecks > 0 ? nchecks : 1);
+    if (self->attr_checks == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t next = 0;
+    for (Py_ssize_t i = 0; i < ninstr; i++) {
+        gp_instr *in = &self->code[i];
+        if (in->op != GP_TEST_ATTRS) {
+            continue;
+        }
+        PyObject *spec = PyTuple_GET_ITEM(consts, in->b - nargs);
+        in->c = (int)next;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(spec); k++) {
+            PyObject *item = PyTuple_GET_ITEM(spec, k);
+            self->attr_checks[next].name = PyTuple_GET_ITEM(item, 0);
+            self->attr_checks[next].want = PyTuple_GET_ITEM(item, 1);
+            self->attr_checks[next].how = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+            next++;
+        }
+        self->attr_checks[next].name = NULL;  /* the end of this instruction's checks */
+        self->attr_checks[next].want = NULL;
+        self->attr_checks[next].how = 0;
+        next++;
+    }
     Py_DECREF(code_seq);
     Py_DECREF(args_seq);
     return (PyObject *)self;
@@ -657,6 +698,7 @@ gp_dealloc(PyObject *op)
     gp_clear(op);
     PyMem_Free(self->code);
     PyMem_Free(self->call_args);
+    PyMem_Free(self->attr_checks);
     Py_TYPE(op)->tp_free(op);
 }
 
