@@ -311,6 +311,20 @@ def test_bad_programs_are_refused():
         GuardProgram(1, (), 1, [(GUARD_OPCODES["TEST_TENSOR"], 0, 0, 0, 4)], [0, 0, 0, 0])
     with pytest.raises(TypeError):
         _program([("TEST", 0, None)])(1, 2)  # wrong number of arguments
+    attrs = GUARD_OPCODES["TEST_ATTRS"]
+    for spec in ((("a", 1, 3),), (("a", 1, True),), (("a", 1),), ((b"a", 1, 0),), [("a", 1, 0)], "abc"):
+        with pytest.raises(ValueError):  # (name: str, want, how: 0, 1 or 2) triples in a tuple constant
+            GuardProgram(1, (spec,), 1, [(attrs, 0, 0, 1, 0)], [])
+    with pytest.raises(ValueError):
+        GuardProgram(1, ((("a", 1, 0),),), 1, [(attrs, 0, 0, 0, 0)], [])  # the spec must be a constant
+    program = GuardProgram(1, ((("a", 1, 0), ("b", None, 1), ("c", None, 2)),), 1, [(attrs, 0, 0, 1, 0)], [])
+
+    class Holder:
+        a, b, c = 1, None, ()
+
+    assert program(Holder()) is True
+    Holder.c = (1,)
+    assert program(Holder()) is False
 
 
 def test_grad_and_amp_state_are_read_by_the_program(compile_all):
