@@ -11,7 +11,7 @@ from typing import Any, Callable
 import paddle
 
 from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocation
-from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
+from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
@@ -97,7 +97,7 @@ def _rejects_mixed_float_dtypes(kind: str, call: Callable[..., Any], args: tuple
 
 _global_var = paddle.base.framework.global_var
 _has_grad = paddle.base.core._has_grad
-_amp_attrs = paddle.base.core._get_amp_attrs()  # one process-wide object, shared with the tracer
+_amp_attrs = AMP_ATTRS
 
 
 def autograd_state() -> tuple:
