@@ -6,11 +6,12 @@ ships inside Paddle (``paddle/vision/models`` and the like) counts as user code.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 import sysconfig
 import types
-import functools
 from functools import lru_cache
 
 import paddle
@@ -107,7 +108,19 @@ _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
 
 # Standard library functions that only move attributes between the user's own objects: inlined, so a
 # decorator written with ``functools.wraps`` in the frame does not break the graph.
-_INLINABLE_LIBRARY_CODES = frozenset(fn.__code__ for fn in (functools.wraps, functools.update_wrapper))
+# ``dataclasses.fields`` only reads the class's field table (a ``ModelOutput.__post_init__`` walks it). The
+# code objects nested in these (a generator expression) are inlined with them.
+def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]:
+    found: set[types.CodeType] = set()
+    while codes:
+        code = codes.pop()
+        found.add(code)
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return frozenset(found)
+
+
+_INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (functools.wraps, functools.update_wrapper,
+                                                                      dataclasses.fields)])
 
 
 def may_inline(code: types.CodeType, globals_: dict) -> bool:

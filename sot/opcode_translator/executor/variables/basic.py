@@ -208,8 +208,16 @@ class ObjectVariable(VariableBase):
         return call_object(self, args, kwargs)
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
+        """``self.name = value``: through the class's Python ``__setattr__``/``__delattr__`` when it has one
+        (inlined: it usually ends in ``super().__setattr__``, the plain store), else the plain store."""
         from .attribute import store_attribute
+        from .dunder import call_method, user_method
 
+        function = user_method(self, "__setattr__" if value is not None else "__delattr__")
+        if function is not None:
+            name_var = ConstantVariable(name, self.graph, DummyTracker())
+            call_method(self, function, [name_var] if value is None else [name_var, value])
+            return
         store_attribute(self, name, value)
 
     def __repr__(self) -> str:

@@ -1,0 +1,254 @@
+"""Structured model outputs and inputs captured whole (issue 8): a ``ModelOutput`` (an ``OrderedDict`` subclass
+that is also a dataclass, read by attribute, key and index), a plain dataclass, named tuples, a ``dict``
+subclass and a user object with tensor attributes, built and returned by a translated function, received by
+one, and passed from an inlined forward to its caller. Each must be one graph (no break, no fallback), equal
+to eager in type, fields, key order and values, and hit the cache on the second call; another structure (a
+field set that was not) must miss the cache and still be right.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+from conftest import assert_same
+from models.zoo_user import CausalLMOutput
+
+
+@dataclass
+class Plain:
+    logits: Any
+    hidden: Any = None
+
+
+class Pair(NamedTuple):
+    logits: Any
+    hidden: Any
+
+
+PairTuple = collections.namedtuple("PairTuple", "logits hidden")
+
+
+class Batch(dict):
+    """A ``dict`` subclass with attribute access, as many configs and batches are."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Holder:
+    def __init__(self, logits: Any, hidden: Any) -> None:
+        self.logits = logits
+        self.hidden = hidden
+
+
+def _t(*shape: int, seed: int = 0) -> paddle.Tensor:
+    return paddle.to_tensor(np.random.default_rng(seed).standard_normal(shape).astype("float32"))
+
+
+X, W = _t(3, 4), _t(4, 4, seed=1)
+
+
+def assert_same_structure(actual: Any, expected: Any) -> None:
+    """Same class, same items in the same order, same attributes (tensors compared by value)."""
+    assert type(actual) is type(expected)
+    if isinstance(expected, dict):
+        assert list(actual.keys()) == list(expected.keys())
+        for key in expected:
+            assert_same(dict.__getitem__(actual, key), dict.__getitem__(expected, key))
+    if hasattr(expected, "__dict__"):
+        assert list(vars(actual)) == list(vars(expected))
+        for name, value in vars(expected).items():
+            assert_same(vars(actual)[name], value)
+    if isinstance(expected, tuple):
+        assert_same(tuple(actual), tuple(expected))
+
+
+def whole(fn: Callable[..., Any], *args: Any, translations: int = 1) -> Any:
+    """``fn`` translated: same result as eager twice (the second from the cache), one graph, no break."""
+    expected = fn(*args)
+    translated = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        first = translated(*args)
+        second = translated(*args)
+    for result in (first, second):
+        if isinstance(expected, tuple) and type(expected) is tuple:
+            for got, want in zip(result, expected):
+                assert_same_structure(got, want)
+        else:
+            assert_same_structure(result, expected)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (translations, 0, 0), stats
+    assert stats.cache_hits >= 1
+    return first
+
+
+# -- built and returned -------------------------------------------------------------------------------------
+def test_a_model_output_built_and_returned_is_of_the_class_with_the_set_fields_only():
+    def forward(x, w):
+        h = x @ w
+        return CausalLMOutput(logits=h * 2, hidden_states=h)
+
+    out = whole(forward, X, W)
+    assert list(out.keys()) == ["logits", "hidden_states"] and out.loss is None
+    assert_same(out[0], out.logits)
+    assert_same(out["hidden_states"], out.hidden_states)
+    assert out == out and len(out.to_tuple()) == 2
+
+
+def test_a_model_output_built_positionally_and_changed_after():
+    def forward(x, w):
+        out = CausalLMOutput(None, x @ w)
+        out.loss = out.logits.mean()  # an attribute that is not an item yet stays an attribute only
+        out["hidden_states"] = x  # an item is also an attribute
+        out.logits = out.logits + 1  # an item's attribute assignment changes the item too
+        return out, len(out), "loss" in out, list(out), out.to_tuple()[1]
+
+    out = whole(forward, X, W)[0]
+    assert list(out.keys()) == ["logits", "hidden_states"]
+
+
+@pytest.mark.parametrize("kind", [Plain, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
+def test_a_structured_value_built_and_returned(kind):
+    def forward(x, w):
+        h = x @ w
+        return kind(h * 2, h)
+
+    whole(forward, X, W)
+
+
+def test_a_dict_subclass_built_and_returned():
+    def forward(x, w):
+        batch = Batch(logits=x @ w)
+        batch["hidden"] = x + 1
+        return batch, batch.logits * 2, len(batch), "hidden" in batch, list(batch.items())[0][0]
+
+    whole(forward, X, W)
+
+
+def test_a_model_output_s_misuse_is_the_eager_error():
+    def forward(x):
+        out = CausalLMOutput(logits=x)
+        del out["logits"]
+
+    with pytest.raises(Exception) as eager:
+        forward(X)
+    with pytest.raises(Exception) as translated:
+        sot.symbolic_translate(forward)(X)
+    assert type(translated.value) is type(eager.value) and str(translated.value) == str(eager.value)
+
+
+# -- received ------------------------------------------------------------------------------------------------
+def loss_fn(outputs):
+    return (outputs.logits.sum() + outputs["hidden_states"].mean() + outputs[0].sum()
+            + len(outputs.to_tuple()) + len(outputs) + ("loss" in outputs) + sum(1 for _ in outputs))
+
+
+def test_a_model_output_received_is_read_by_attribute_key_and_index():
+    outputs = CausalLMOutput(logits=X * 2, hidden_states=X)
+    whole(loss_fn, outputs)
+
+
+def test_a_model_output_with_another_field_set_misses_the_cache():
+    translated = sot.symbolic_translate(loss_fn)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        for outputs in (CausalLMOutput(logits=X * 2, hidden_states=X), CausalLMOutput(logits=X, hidden_states=X + 1),
+                        CausalLMOutput(loss=X.sum(), logits=X * 2, hidden_states=X)):
+            assert_same(translated(outputs), loss_fn(outputs))
+    stats = sot.stats()
+    assert (stats.translate_count, stats.cache_hits, stats.graph_breaks, stats.fallbacks) == (2, 1, 0, 0)
+
+
+@pytest.mark.parametrize("kind", [Plain, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
+def test_a_structured_value_received(kind):
+    def loss(outputs):
+        return outputs.logits.sum() * 2 + outputs.hidden.mean()
+
+    whole(loss, kind(X * 2, X))
+
+
+def test_a_dict_subclass_received():
+    def loss(batch):
+        return batch.logits.sum() + batch["hidden"].mean() + len(batch), list(batch), "hidden" in batch
+
+    whole(loss, Batch(logits=X, hidden=X * 3))
+
+
+def test_changing_the_items_of_a_received_model_output_keeps_eager_semantics():
+    def fn(outputs):
+        outputs["loss"] = outputs.logits.sum()
+        return outputs.loss * 2
+
+    translated = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        for _ in range(2):
+            expected_outputs = CausalLMOutput(logits=X)
+            expected = fn(expected_outputs)
+            outputs = CausalLMOutput(logits=X)
+            assert_same(translated(outputs), expected)
+            assert_same_structure(outputs, expected_outputs)
+            assert list(outputs) == ["logits", "loss"]
+    stats = sot.stats()
+    assert (stats.translate_count, stats.cache_hits, stats.graph_breaks, stats.fallbacks) == (1, 1, 0, 0), stats
+
+
+# -- passed from an inner forward to its caller --------------------------------------------------------------
+class TinyLM(paddle.nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = paddle.nn.Linear(4, 4)
+
+    def forward(self, x, labels=None):
+        hidden = paddle.tanh(self.proj(x))
+        logits = hidden * 2
+        loss = ((logits - labels) ** 2).mean() if labels is not None else None
+        return CausalLMOutput(loss=loss, logits=logits, hidden_states=hidden)
+
+
+def test_a_training_step_reads_the_model_output_of_its_inlined_forward():
+    paddle.seed(3)
+    model = TinyLM()
+    eager = TinyLM()
+    eager.set_state_dict(model.state_dict())
+
+    def step(net, x, labels):
+        outputs = net(x, labels=labels)
+        loss = outputs.loss + outputs["logits"].mean() * 0.1 + outputs[2].sum() * 0.01
+        return loss, outputs
+
+    labels = X * 0.5
+    expected_loss, expected_outputs = step(eager, X, labels)
+    expected_loss.backward()
+    translated = sot.symbolic_translate(step)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        loss, outputs = translated(model, X, labels)
+    loss.backward()
+    assert_same(loss, expected_loss)
+    assert_same_structure(outputs, expected_outputs)
+    for param, eager_param in zip(model.parameters(), eager.parameters()):
+        np.testing.assert_allclose(param.grad.numpy(), eager_param.grad.numpy(), rtol=1e-5, atol=1e-6)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
+
+
+def test_a_translated_forward_s_model_output_is_read_by_a_translated_loss():
+    paddle.seed(4)
+    model = TinyLM()
+    fast_forward = sot.symbolic_translate(model)
+    fast_loss = sot.symbolic_translate(loss_fn)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        for _ in range(2):
+            outputs = fast_forward(X)
+            assert type(outputs) is CausalLMOutput and list(outputs) == ["logits", "hidden_states"]
+            assert_same(fast_loss(outputs), loss_fn(model(X)))
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
