@@ -864,6 +864,40 @@ def _membership_with_tensors(container: VariableBase, item: VariableBase) -> Var
     return ConstantVariable(False, graph, DummyTracker((container, item)))
 
 
+def _sequence_equality(negate: bool) -> ContainerOperator:
+    """``lhs == rhs`` (or ``!=``) of two tuples or two lists when tensors take part: as the interpreter
+    compares, item by item, each pair first by identity (known for tensors, see `same_tensor`), then by
+    ``==`` (whose truth, for a tensor, breaks the graph as ``bool(tensor)`` does); then by length (lists of
+    different lengths are unequal before any item is compared)."""
+
+    def rule(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+        from .basic import TensorVariable, same_tensor
+        from .callable import apply_operator
+        from .dunder import truth_value
+
+        if not (isinstance(lhs, SequenceVariable) and isinstance(rhs, SequenceVariable)
+                and issubclass(lhs.py_type, tuple) == issubclass(rhs.py_type, tuple)
+                and any(isinstance(item, TensorVariable) for item in [*lhs.items, *rhs.items])):
+            return None
+        graph = lhs.graph
+        for operand in (lhs, rhs):
+            operand.length_used = True
+            graph.add_guard(operand)
+        same_length = len(lhs.items) == len(rhs.items)
+        equal = same_length or issubclass(lhs.py_type, tuple)  # (lists of other lengths differ at once)
+        for left, right in zip(lhs.items, rhs.items):
+            if not equal:
+                break
+            if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+                identical = same_tensor(left, right)
+            else:
+                identical = left is right
+            equal = identical or truth_value(apply_operator(graph, operator.eq, [left, right]))
+        return ConstantVariable((equal and same_length) != negate, graph, DummyTracker((lhs, rhs)))
+
+    return rule
+
+
 def _membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
     return _key_membership(container, item) or _membership_with_tensors(container, item)
 
@@ -891,6 +925,8 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
     operator.imul: _repeat_in_place,
     operator.or_: _merge,
     operator.contains: _membership,
+    operator.eq: _sequence_equality(negate=False),
+    operator.ne: _sequence_equality(negate=True),
     operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
                                     else _set_in_place(operator.ior))(lhs, rhs),
     operator.iand: _set_in_place(operator.iand),

@@ -22,10 +22,11 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
-from .container import DictVariable, ListVariable, _dict_setitem, dict_key, key_variable
+from .container import DictVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -108,7 +109,7 @@ class MappingInstanceVariable(ObjectVariable):
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker, base: type) -> "MappingInstanceVariable":
         var = cls(value, graph, tracker, base)
         for key in base.keys(value):
-            if not _is_simple_key(key):
+            if not _is_constant_key(key):
                 raise FallbackError(f"a {type(value).__name__} with a key of type {type(key).__name__} is not "
                                     "supported yet")
             item_tracker = MappingItemTracker(var, base, key) if tracker.is_traceable() else DummyTracker((var,))
@@ -161,8 +162,9 @@ class MappingInstanceVariable(ObjectVariable):
 
     # -- the mapping protocol: a Python method of the class first, else the base's on ``content`` --------
     def _own(self, name: str) -> types.FunctionType | None:
-        found = inspect.getattr_static(type(self.value), name, None)
-        return found if isinstance(found, types.FunctionType) else None
+        from .dunder import user_method
+
+        return user_method(self, name)
 
     def base_method(self, name: str) -> VariableBase | None:
         """``self.<name>`` resolved to the builtin mapping base (``super().name`` past the user's classes, or
@@ -172,14 +174,15 @@ class MappingInstanceVariable(ObjectVariable):
         return MappingMethodVariable(self, name)
 
     def getattr(self, name: str) -> VariableBase:
-        if self._own(name) is None and self.graph.side_effects.lookup_attr(self.value, name) is _absent():
-            found = inspect.getattr_static(type(self.value), name, None)
-            if getattr(found, "__objclass__", None) in MAPPING_BASES:
-                method = self.base_method(name)
-                if method is None:
-                    raise BreakGraphError(f"{type(self.value).__name__}.{name}() of the {self.base.__name__} base "
-                                          "runs natively")
-                return method
+        found = inspect.getattr_static(type(self.value), name, None)
+        shadowed = (self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT
+                    or name in getattr(self.value, "__dict__", {}))  # (by an attribute of the instance)
+        if getattr(found, "__objclass__", None) in MAPPING_BASES and not shadowed:
+            method = self.base_method(name)
+            if method is None:
+                raise BreakGraphError(f"{type(self.value).__name__}.{name}() of the {self.base.__name__} base runs "
+                                      "natively")
+            return method
         return super().getattr(name)
 
     def getitem(self, key: VariableBase) -> VariableBase:
@@ -216,7 +219,7 @@ class MappingInstanceVariable(ObjectVariable):
     def mapping_items(self) -> dict[Any, VariableBase]:
         """What ``dict(self)`` copies: the raw items when iteration is dict's own (CPython's fast path), else
         through the mapping protocol, ``self.keys()`` then ``self[key]`` (maybe the class's own methods)."""
-        if inspect.getattr_static(type(self.value), "__iter__") is dict.__iter__ and self._own("keys") is None:
+        if inspect.getattr_static(type(self.value), "__iter__") is dict.__iter__:
             self.graph.add_guard(self.content)
             return dict(self.content.items)
         items = {}
@@ -226,18 +229,6 @@ class MappingInstanceVariable(ObjectVariable):
 
     def __repr__(self) -> str:
         return f"MappingInstanceVariable({type(self.value).__name__}: {self.content.items!r})"
-
-
-def _absent() -> Any:
-    from ..side_effects import ABSENT
-
-    return ABSENT
-
-
-def _is_simple_key(key: Any) -> bool:
-    from .container import _is_constant_key
-
-    return _is_constant_key(key)
 
 
 class MappingMethodVariable(VariableBase):

@@ -8,6 +8,7 @@ field set that was not) must miss the cache and still be right.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -252,3 +253,76 @@ def test_a_translated_forward_s_model_output_is_read_by_a_translated_loss():
             assert_same(fast_loss(outputs), loss_fn(model(X)))
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+# -- the mapping protocol of a model output -------------------------------------------------------------------
+def _keywords(**kwargs):
+    return sorted(kwargs), kwargs["logits"] * 2
+
+
+def test_a_model_output_unpacked_copied_and_compared():
+    def fn(x):
+        out = CausalLMOutput(logits=x * 2, hidden_states=(x, x + 1))
+        # (``out == out`` only: with other tensors, 3.13's dataclass ``__eq__`` takes the truth of ``t1 == t2``)
+        return ({**out}["logits"], _keywords(**out), dict(out)["hidden_states"], out == out, out != out, bool(out),
+                isinstance(out, dict), out.get("loss"), out.get("logits") + 1, list(out.values())[0])
+
+    whole(fn, X)
+
+
+class NLPStyleOutput(CausalLMOutput):
+    """PaddleNLP's checks before the items are set: lists become tuples (through ``setattr``), and only the
+    first field may be required."""
+
+    def __post_init__(self) -> None:
+        class_fields = dataclasses.fields(self)
+        for field in class_fields:
+            value = getattr(self, field.name)
+            if isinstance(value, list):
+                setattr(self, field.name, tuple(value))
+        if not all(field.default is None for field in class_fields[1:]):
+            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
+        super().__post_init__()
+
+
+NLPStyleOutput = dataclass(NLPStyleOutput)
+
+
+def test_a_model_output_whose_post_init_converts_fields_through_setattr():
+    def forward(x):
+        return NLPStyleOutput(logits=x * 2, hidden_states=[x, x + 1])
+
+    out = whole(forward, X)
+    assert type(out.hidden_states) is tuple and type(out["hidden_states"]) is tuple
+
+
+def test_a_none_check_of_a_tuple_of_computed_tensors():
+    def fn(x):
+        states = (x + 1, x * 2)
+        return states[0] if states is not None else x
+
+    whole(fn, X)
+
+
+def test_tuples_and_lists_holding_the_same_tensors_are_equal():
+    def fn(x):
+        a, b = x + 1, x * 2
+        return (a, b) == (a, b), [a, 1] != [a, 1], (a,) == (a, b), [a] == [a, b], (a, 2) == (a, 3)
+
+    whole(fn, X)
+
+
+def test_a_model_output_keeps_its_identity():
+    def fn(x, received):
+        out = CausalLMOutput(logits=x * 2)
+        holder = Holder(out, received)
+        return out, holder, received
+
+    received = CausalLMOutput(logits=X * 3)
+    translated = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        for _ in range(2):
+            out, holder, same = translated(X, received)
+            assert holder.logits is out and holder.hidden is received and same is received
+            assert type(out) is CausalLMOutput and list(out) == ["logits"]
+    assert sot.stats().cache_hits == 1
