@@ -541,11 +541,35 @@ class ModelOutput(collections.OrderedDict):
 
     def __post_init__(self) -> None:
         class_fields = dataclasses.fields(self)
+        for field in class_fields:  # lists become tuples
+            value = getattr(self, field.name)
+            if isinstance(value, list):
+                setattr(self, field.name, tuple(value))
+        if not all(field.default is None for field in class_fields[1:]):
+            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
         first_field = getattr(self, class_fields[0].name)
         other_fields_are_none = all(getattr(self, field.name) is None for field in class_fields[1:])
-        if other_fields_are_none and not paddle.is_tensor(first_field) and isinstance(first_field, dict):
-            for key, value in first_field.items():
-                self[key] = value
+        if other_fields_are_none and not paddle.is_tensor(first_field):
+            # The first field may hold all of them: a dict or an iterable of (name, value) pairs.
+            if isinstance(first_field, dict):
+                iterator = first_field.items()
+                first_field_iterator = True
+            else:
+                try:
+                    iterator = iter(first_field)
+                    first_field_iterator = True
+                except TypeError:
+                    first_field_iterator = False
+            if first_field_iterator:
+                for element in iterator:
+                    if not isinstance(element, (list, tuple)) or not len(element) == 2 or not isinstance(element[0],
+                                                                                                         str):
+                        break
+                    setattr(self, element[0], element[1])
+                    if element[1] is not None:
+                        self[element[0]] = element[1]
+            elif first_field is not None:
+                self[class_fields[0].name] = first_field
         else:
             for field in class_fields:
                 value = getattr(self, field.name)

@@ -70,9 +70,13 @@ class ConstantVariable(VariableBase):
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
 
     def iter_items(self) -> list[VariableBase]:
-        if not isinstance(self.value, (str, bytes, range, frozenset)):
-            raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         self.graph.add_guard(self)
+        if not isinstance(self.value, (str, bytes, range, frozenset)):
+            try:
+                iter(self.value)
+            except TypeError as exc:  # (``iter(None)`` in a ``try``: the eager error, which the frame may catch)
+                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+            raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]
 
     unpack = iter_items

@@ -8,7 +8,6 @@ field set that was not) must miss the cache and still be right.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -270,30 +269,17 @@ def test_a_model_output_unpacked_copied_and_compared():
     whole(fn, X)
 
 
-class NLPStyleOutput(CausalLMOutput):
-    """PaddleNLP's checks before the items are set: lists become tuples (through ``setattr``), and only the
-    first field may be required."""
-
-    def __post_init__(self) -> None:
-        class_fields = dataclasses.fields(self)
-        for field in class_fields:
-            value = getattr(self, field.name)
-            if isinstance(value, list):
-                setattr(self, field.name, tuple(value))
-        if not all(field.default is None for field in class_fields[1:]):
-            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
-        super().__post_init__()
-
-
-NLPStyleOutput = dataclass(NLPStyleOutput)
-
-
-def test_a_model_output_whose_post_init_converts_fields_through_setattr():
+@pytest.mark.parametrize("build", [
+    lambda x: CausalLMOutput(logits=x * 2, hidden_states=[x, x + 1]),  # (a list field becomes a tuple)
+    lambda x: CausalLMOutput(),  # (every field None: ``iter(None)`` fails in a ``try``)
+    lambda x: CausalLMOutput({"logits": x * 2, "hidden_states": (x,)}),  # (the fields given as a dict)
+    lambda x: CausalLMOutput([("logits", x * 2), ("loss", x.sum())]),  # (... or as pairs)
+], ids=["list-field", "all-none", "dict-first", "pairs-first"])
+def test_a_model_output_built_through_each_path_of_its_post_init(build):
     def forward(x):
-        return NLPStyleOutput(logits=x * 2, hidden_states=[x, x + 1])
+        return build(x), x + 1
 
-    out = whole(forward, X)
-    assert type(out.hidden_states) is tuple and type(out["hidden_states"]) is tuple
+    whole(forward, X)
 
 
 def test_a_none_check_of_a_tuple_of_computed_tensors():
@@ -326,3 +312,16 @@ def test_a_model_output_keeps_its_identity():
             assert holder.logits is out and holder.hidden is received and same is received
             assert type(out) is CausalLMOutput and list(out) == ["logits"]
     assert sot.stats().cache_hits == 1
+
+
+@pytest.mark.parametrize("value", [None, 3, 2.5, (1, 2)], ids=["None", "int", "float", "tuple"])
+def test_iter_of_a_value_fails_at_once_as_in_eager(value):
+    def fn(x, value):
+        try:
+            iter(value)
+            iterable = True
+        except TypeError as error:
+            iterable = str(error)
+        return x + 1, iterable
+
+    whole(fn, X, value)
