@@ -109,9 +109,6 @@ class MappingInstanceVariable(ObjectVariable):
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker, base: type) -> "MappingInstanceVariable":
         var = cls(value, graph, tracker, base)
         for key in base.keys(value):
-            if not _is_constant_key(key):
-                raise FallbackError(f"a {type(value).__name__} with a key of type {type(key).__name__} is not "
-                                    "supported yet")
             item_tracker = MappingItemTracker(var, base, key) if tracker.is_traceable() else DummyTracker((var,))
             var.content.items[key] = VariableFactory.from_value(base.__getitem__(value, key), graph, item_tracker)
         var.initial_keys = tuple(var.content.items)
@@ -353,8 +350,8 @@ def instantiate_mapping(cls_var: ObjectVariable, base: type, args: list[Variable
 @VariableFactory.register(93)
 def _mapping_instance_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     base = mapping_base(type(value))
-    if base is None or not is_plain_instance(value):
-        return None
+    if base is None or not is_plain_instance(value) or not all(_is_constant_key(key) for key in base.keys(value)):
+        return None  # (keys that are not constants: an opaque user object)
     known = graph.known_objects.get(id(value))
     if known is not None and known[0] is value:
         if tracker.is_traceable() and known[1].tracker.is_traceable() and \
