@@ -325,3 +325,17 @@ def test_iter_of_a_value_fails_at_once_as_in_eager(value):
         return x + 1, iterable
 
     whole(fn, X, value)
+
+
+def test_a_forward_returning_another_structure_misses_the_cache():
+    paddle.seed(5)
+    model = TinyLM()
+    fast = sot.symbolic_translate(model)
+    with sot.config.patch(min_graph_size=0, strict_mode=True):
+        for labels in (None, X * 0.5, None, X * 2):
+            expected = model(X, labels=labels)
+            out = fast(X, labels=labels)
+            assert_same_structure(out, expected)
+            assert list(out) == (["logits", "hidden_states"] if labels is None else ["loss", "logits", "hidden_states"])
+    stats = sot.stats()
+    assert (stats.translate_count, stats.cache_hits, stats.graph_breaks, stats.fallbacks) == (2, 2, 0, 0), stats
