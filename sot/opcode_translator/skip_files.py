@@ -108,8 +108,9 @@ _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
 
 # Standard library functions that only move attributes between the user's own objects: inlined, so a
 # decorator written with ``functools.wraps`` in the frame does not break the graph.
-# ``dataclasses.fields`` only reads the class's field table (a ``ModelOutput.__post_init__`` walks it). The
-# code objects nested in these (a generator expression) are inlined with them.
+# ``dataclasses.fields``/``replace``/``is_dataclass`` only read the class's field table (a
+# ``ModelOutput.__post_init__`` walks it) and build an instance of the user's class. The code objects nested in
+# these (a generator expression) are inlined with them.
 def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]:
     found: set[types.CodeType] = set()
     while codes:
@@ -119,8 +120,11 @@ def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]
     return frozenset(found)
 
 
-_INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (functools.wraps, functools.update_wrapper,
-                                                                      dataclasses.fields)])
+_INLINABLE_DATACLASS_FUNCTIONS = ("fields", "replace", "is_dataclass", "_is_dataclass_instance",
+                                  "_replace")  # (3.13: the body of ``replace``)
+_INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (
+    functools.wraps, functools.update_wrapper,
+    *[getattr(dataclasses, name) for name in _INLINABLE_DATACLASS_FUNCTIONS if hasattr(dataclasses, name)])])
 
 
 def may_inline(code: types.CodeType, globals_: dict) -> bool:

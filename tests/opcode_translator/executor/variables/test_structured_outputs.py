@@ -339,3 +339,15 @@ def test_a_forward_returning_another_structure_misses_the_cache():
             assert list(out) == (["logits", "hidden_states"] if labels is None else ["loss", "logits", "hidden_states"])
     stats = sot.stats()
     assert (stats.translate_count, stats.cache_hits, stats.graph_breaks, stats.fallbacks) == (2, 2, 0, 0), stats
+
+
+def test_dataclass_helpers_on_outputs():
+    import dataclasses
+
+    def fn(x):
+        plain = Plain(x * 2)
+        out = CausalLMOutput(logits=x * 3)
+        return (dataclasses.replace(plain, hidden=x), dataclasses.replace(out, loss=x.sum()),
+                dataclasses.is_dataclass(out), dataclasses.is_dataclass(x), len(dataclasses.fields(out)))
+
+    whole(fn, X)
