@@ -26,7 +26,7 @@ from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
-from .container import DictVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
+from .container import DictVariable, DictViewVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -294,6 +294,9 @@ def mapping_operation(owner: MappingInstanceVariable, name: str, args: list[Vari
         from .iterator import iterate
 
         return iterate(ListVariable(content.iter_items(), graph, DummyTracker((owner,))))
+    if name in ("keys", "values", "items"):
+        _expect(name, args, kwargs, 0)
+        return DictViewVariable(content, name, owner, owner.base)
     from .container import ContainerMethodVariable
 
     return ContainerMethodVariable(content, name).call(args, kwargs)

@@ -264,7 +264,8 @@ def test_a_model_output_unpacked_copied_and_compared():
         out = CausalLMOutput(logits=x * 2, hidden_states=(x, x + 1))
         # (``out == out`` only: with other tensors, 3.13's dataclass ``__eq__`` takes the truth of ``t1 == t2``)
         return ({**out}["logits"], _keywords(**out), dict(out)["hidden_states"], out == out, out != out, bool(out),
-                isinstance(out, dict), out.get("loss"), out.get("logits") + 1, list(out.values())[0])
+                isinstance(out, dict), out.get("loss"), out.get("logits") + 1, list(out.values())[0], out.keys(),
+                type(out.items()))
 
     whole(fn, X)
 
