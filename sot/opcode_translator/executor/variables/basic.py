@@ -100,7 +100,14 @@ def is_plain_instance(obj: Any) -> bool:
     return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
                                                                          types.MethodType, paddle.nn.Layer,
                                                                          enum.Enum))
-            and hasattr(obj, "__dict__"))  # an enum member is a singleton: guarded by identity
+            and (hasattr(obj, "__dict__") or _keeps_attributes_in_slots(cls)))  # an enum member is a singleton
+
+
+def _keeps_attributes_in_slots(cls: type) -> bool:
+    """A Python class (every class of its MRO but ``object``) whose instances hold their attributes in
+    ``__slots__`` (``@dataclass(slots=True)``): read one by one through the slots' descriptors, and guarded so."""
+    mro = cls.__mro__[:-1]
+    return all(klass.__flags__ & _HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
 
 
 _HEAPTYPE = 1 << 9

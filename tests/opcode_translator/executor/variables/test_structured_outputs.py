@@ -8,6 +8,7 @@ field set that was not) must miss the cache and still be right.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -23,6 +24,13 @@ from models.zoo_user import CausalLMOutput
 
 @dataclass
 class Plain:
+    logits: Any
+    hidden: Any = None
+
+
+@dataclass(slots=True)
+class Slotted:
+    """Its attributes live in slots (no instance dict)."""
     logits: Any
     hidden: Any = None
 
@@ -69,6 +77,9 @@ def assert_same_structure(actual: Any, expected: Any) -> None:
         assert list(vars(actual)) == list(vars(expected))
         for name, value in vars(expected).items():
             assert_same(vars(actual)[name], value)
+    elif dataclasses.is_dataclass(expected):  # (attributes in slots)
+        for field in dataclasses.fields(expected):
+            assert_same(getattr(actual, field.name), getattr(expected, field.name))
     if isinstance(expected, tuple):
         assert_same(tuple(actual), tuple(expected))
 
@@ -117,7 +128,7 @@ def test_a_model_output_built_positionally_and_changed_after():
     assert list(out.keys()) == ["logits", "hidden_states"]
 
 
-@pytest.mark.parametrize("kind", [Plain, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize("kind", [Plain, Slotted, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
 def test_a_structured_value_built_and_returned(kind):
     def forward(x, w):
         h = x @ w
@@ -168,7 +179,7 @@ def test_a_model_output_with_another_field_set_misses_the_cache():
     assert (stats.translate_count, stats.cache_hits, stats.graph_breaks, stats.fallbacks) == (2, 1, 0, 0)
 
 
-@pytest.mark.parametrize("kind", [Plain, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize("kind", [Plain, Slotted, Pair, PairTuple, Holder], ids=lambda kind: kind.__name__)
 def test_a_structured_value_received(kind):
     def loss(outputs):
         return outputs.logits.sum() * 2 + outputs.hidden.mean()
@@ -343,8 +354,6 @@ def test_a_forward_returning_another_structure_misses_the_cache():
 
 
 def test_dataclass_helpers_on_outputs():
-    import dataclasses
-
     def fn(x):
         plain = Plain(x * 2)
         out = CausalLMOutput(logits=x * 3)
@@ -352,3 +361,17 @@ def test_dataclass_helpers_on_outputs():
                 dataclasses.is_dataclass(out), dataclasses.is_dataclass(x), len(dataclasses.fields(out)))
 
     whole(fn, X)
+
+
+def test_a_deleted_slot_is_missing_as_in_eager():
+    def fn(x, received):
+        made = Slotted(x * 2)
+        del made.hidden  # (runs natively: a graph break)
+        del received.hidden
+        return made.logits + 1, hasattr(made, "hidden"), hasattr(received, "hidden")
+
+    expected = fn(X, Slotted(X))
+    received = Slotted(X)
+    with sot.config.patch(min_graph_size=0):
+        assert_same(sot.symbolic_translate(fn)(X, received), expected)
+    assert not hasattr(received, "hidden") and sot.stats().fallbacks == 0
