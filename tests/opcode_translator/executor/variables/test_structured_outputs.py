@@ -375,3 +375,23 @@ def test_a_deleted_slot_is_missing_as_in_eager():
     with sot.config.patch(min_graph_size=0):
         assert_same(sot.symbolic_translate(fn)(X, received), expected)
     assert not hasattr(received, "hidden") and sot.stats().fallbacks == 0
+
+
+class WithDefaults(dict):
+    """``super().__init__`` fills the items; ``__missing__`` answers for absent keys."""
+
+    def __init__(self, *args: Any, scale: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scale = scale
+
+    def __missing__(self, key: str) -> int:
+        return self.scale
+
+
+def test_a_dict_subclass_with_its_own_init_and_missing():
+    def fn(x, received):
+        made = WithDefaults({"a": x}, b=x * 2, scale=3)
+        made["c"] = x + 1
+        return made, made["a"] * made["absent"], len(made), received["absent"], received["k"] * 2
+
+    whole(fn, X, WithDefaults(k=X, scale=5))
