@@ -10,7 +10,7 @@ from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
                                    dict_key)
 from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable
-from ..variables.user_mapping import MappingInstanceVariable
+from ..variables.user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
 
 @handles("BUILD_TUPLE")
@@ -122,6 +122,8 @@ def _merge_into(target: object, source: object, reject_duplicates: bool) -> None
         raise FallbackError(f"dict merge into {target!r}")
     if isinstance(source, MappingInstanceVariable):  # (a user dict subclass: its mapping protocol)
         items = source.mapping_items()
+    elif is_mapping_like(source):  # (a ``UserDict``, an HF ``BatchEncoding``...)
+        items = protocol_items(source)
     elif isinstance(source, DictVariable):
         target.graph.add_guard(source)
         items = source.items

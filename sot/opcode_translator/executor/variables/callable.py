@@ -767,7 +767,7 @@ def _set(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 @builtin_rule(dict)
 def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import DictVariable
-    from .user_mapping import MappingInstanceVariable
+    from .user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
     items: dict[Any, VariableBase] = {}
     if args:
@@ -777,6 +777,8 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
             items.update(source.items)
         elif isinstance(source, MappingInstanceVariable):
             items.update(source.mapping_items())
+        elif is_mapping_like(source):
+            items.update(protocol_items(source))
         else:
             for pair in _items_of(source):
                 key, value = pair.unpack()
@@ -1177,10 +1179,13 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
 
 def is_simple_class(cls: type) -> bool:
     """A user class whose instances can be built during simulation: plain ``object.__new__``, no
-    metaclass, no builtin base other than ``object`` (and not a Layer, whose ``__init__`` registers)."""
+    metaclass (but ``ABCMeta``, whose instances are made by ``type``'s own call), no builtin base other than
+    ``object`` (and not a Layer, whose ``__init__`` registers)."""
+    import abc
+
     import paddle as _paddle
 
-    if type(cls) is not type or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
+    if type(cls) not in (type, abc.ABCMeta) or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
         return False
     if issubclass(cls, (_paddle.nn.Layer, BaseException)):
         return False
@@ -1212,7 +1217,11 @@ def instantiate(cls_var: ObjectVariable, args: list[VariableBase], kwargs: dict[
     graph = cls_var.graph
     cls_var.needs_identity = True
     graph.add_guard(cls_var)
-    obj = NewObjectVariable(object.__new__(cls), cls_var, graph)
+    try:
+        placeholder = object.__new__(cls)
+    except TypeError as exc:  # (an abstract class)
+        raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+    obj = NewObjectVariable(placeholder, cls_var, graph)
     if not run_python_init(cls_var, obj, args, kwargs):
         if cls.__init__ is not object.__init__:
             raise BreakGraphError(f"{cls.__qualname__}.__init__ is not Python code: the instance is built natively")

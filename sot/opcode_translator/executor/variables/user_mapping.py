@@ -219,13 +219,26 @@ class MappingInstanceVariable(ObjectVariable):
         if inspect.getattr_static(type(self.value), "__iter__") is dict.__iter__:
             self.graph.add_guard(self.content)
             return dict(self.content.items)
-        items = {}
-        for key in self.getattr("keys").call([], {}).unpack():
-            items[dict_key(key)] = self.getitem(key)
-        return items
+        return protocol_items(self)
 
     def __repr__(self) -> str:
         return f"MappingInstanceVariable({type(self.value).__name__}: {self.content.items!r})"
+
+
+def protocol_items(var: VariableBase) -> dict[Any, VariableBase]:
+    """The items a dict copies from a mapping that is not a plain dict (``dict(m)``, ``{**m}``, ``f(**m)``):
+    ``m.keys()``, then ``m[key]`` for each (the object's own methods, simulated)."""
+    items = {}
+    for key in var.getattr("keys").call([], {}).unpack():
+        items[dict_key(key)] = var.getitem(key)
+    return items
+
+
+def is_mapping_like(var: VariableBase) -> bool:
+    """A user object a dict can be made from: an instance of a user class with ``keys`` (``UserDict``...)."""
+    from .dunder import defines, is_user_instance
+
+    return is_user_instance(var) and defines(var, "keys") and defines(var, "__getitem__")
 
 
 class MappingMethodVariable(VariableBase):

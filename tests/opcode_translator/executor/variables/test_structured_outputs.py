@@ -395,3 +395,45 @@ def test_a_dict_subclass_with_its_own_init_and_missing():
         return made, made["a"] * made["absent"], len(made), received["absent"], received["k"] * 2
 
     whole(fn, X, WithDefaults(k=X, scale=5))
+
+
+class BatchEncoding(collections.UserDict):
+    """HF/PaddleNLP tokenizer output: a ``UserDict`` whose items are also attributes."""
+
+    def __getattr__(self, item: str) -> Any:
+        try:
+            return self.data[item]
+        except KeyError:
+            raise AttributeError(item) from None
+
+
+def _encode(input_ids, attention_mask=None):
+    return input_ids * 2 + attention_mask
+
+
+def test_a_user_dict_batch_received_unpacked_and_built():
+    def step(batch):
+        made = BatchEncoding({"input_ids": batch.input_ids + 1}, attention_mask=batch["attention_mask"])
+        made["extra"] = made.input_ids * 2
+        return (_encode(**batch), dict(batch)["input_ids"], len(batch), list(batch.keys()), "input_ids" in batch,
+                "absent" in batch, made, made.extra, list(made.items())[2][0], batch.get("absent", 7))
+
+    result = whole(step, BatchEncoding({"input_ids": X, "attention_mask": X * 0}))
+    assert type(result[6]) is BatchEncoding and type(result[6].data) is dict
+
+
+def test_an_abstract_class_instantiated_is_the_eager_error():
+    import abc
+
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def run(self): ...
+
+    def fn(x):
+        return Base(), x
+
+    with pytest.raises(TypeError) as eager:
+        fn(X)
+    with pytest.raises(TypeError) as translated:
+        sot.symbolic_translate(fn)(X)
+    assert str(translated.value) == str(eager.value)
