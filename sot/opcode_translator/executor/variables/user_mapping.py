@@ -271,13 +271,23 @@ def mapping_operation(owner: MappingInstanceVariable, name: str, args: list[Vari
     if name in _CHANGING_METHODS and not owner.created:
         owner.record_change()
     none = ConstantVariable(None, graph, DummyTracker())
-    if name == "__init__":  # ``super().__init__(*args, **kwargs)``: as ``dict(*args, **kwargs)`` merged in
+    # OrderedDict's own methods that add items do it with ``self[key] = value``: the class's ``__setitem__``
+    item_methods_overridden = owner.base is collections.OrderedDict and any(
+        owner._own(dunder) is not None for dunder in ("__getitem__", "__setitem__", "__delitem__"))
+    if name in ("__init__", "update"):  # as ``dict(*args, **kwargs)``, merged in
         from .callable import BUILTIN_DISPATCH
 
         made = BUILTIN_DISPATCH[dict](graph, args, kwargs)
         for key, value in made.items.items():
-            _dict_setitem(content, ConstantVariable(key, graph, DummyTracker()), value)
+            key_var = ConstantVariable(key, graph, DummyTracker())
+            if item_methods_overridden:
+                owner.setitem(key_var, value)
+            else:
+                _dict_setitem(content, key_var, value)
         return none
+    if item_methods_overridden and name in ("setdefault", "pop", "popitem"):
+        raise BreakGraphError(f"{owner.base.__name__}.{name}() through the item methods of "
+                              f"{type(owner.value).__name__} runs natively")
     if name == "__getitem__":
         _expect(name, args, kwargs, 1)
         key = dict_key(args[0], "lookup with")

@@ -437,3 +437,26 @@ def test_an_abstract_class_instantiated_is_the_eager_error():
     with pytest.raises(TypeError) as translated:
         sot.symbolic_translate(fn)(X)
     assert str(translated.value) == str(eager.value)
+
+
+class Upper(collections.OrderedDict):
+    """OrderedDict's ``__init__``/``update`` add items through the class's ``__setitem__`` (dict's do not)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key.upper(), value)
+
+
+class UpperDict(dict):
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key.upper(), value)
+
+
+@pytest.mark.parametrize("kind", [Upper, UpperDict], ids=lambda kind: kind.__name__)
+def test_the_base_s_init_and_update_use_item_assignment_as_in_eager(kind):
+    def fn(x):
+        made = kind({"a": x}, b=x * 2)
+        made.update(c=x + 1)
+        made["d"] = x
+        return made
+
+    whole(fn, X)
