@@ -197,6 +197,8 @@ def test_a_dict_subclass_received():
 def test_changing_the_items_of_a_received_model_output_keeps_eager_semantics():
     def fn(outputs):
         outputs["loss"] = outputs.logits.sum()
+        outputs.logits = outputs.logits * 2  # (an item already: the attribute and the item change)
+        outputs.hidden_states = None  # (None: the attribute changes, the mapping does not get the key)
         return outputs.loss * 2
 
     translated = sot.symbolic_translate(fn)
