@@ -462,3 +462,21 @@ def test_the_base_s_init_and_update_use_item_assignment_as_in_eager(kind):
         return made
 
     whole(fn, X)
+
+
+def test_a_model_output_built_before_a_graph_break_is_the_same_object_after_it():
+    def fn(x):
+        out = CausalLMOutput(logits=x * 2)
+        keep = [out]
+        sot.psdb.breakgraph()
+        out["loss"] = out.logits.sum()
+        return out, keep[0] is out, out.to_tuple()[0] + 1
+
+    expected = fn(X)
+    with sot.config.patch(min_graph_size=0):
+        for _ in range(2):
+            result = sot.symbolic_translate(fn)(X)
+            assert_same_structure(result[0], expected[0])
+            assert result[1] is True
+            assert_same(result[2], expected[2])
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 1
