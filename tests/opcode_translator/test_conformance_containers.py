@@ -598,3 +598,17 @@ def test_subscripting_a_dict_view_is_the_eager_error(compile_all):
         return {"a": x}.keys()[0]
 
     check(fn, lambda: (T(3),), fallbacks=None)
+
+
+def test_dict_methods_called_through_the_class(compile_all):
+    """``dict.__getitem__(d, k)``, ``dict.keys(d)``... (as library code writes them to skip a subclass's own
+    methods) broke the graph."""
+
+    def fn(x, d):
+        od = collections.OrderedDict(a=x)
+        dict.__setitem__(d, "c", x * 2)
+        return (dict.__getitem__(d, "a") + 1, dict.keys(d), dict.get(d, "b", 3), len(dict.items(d)),
+                dict.__contains__(d, "a"), dict.__len__(d), collections.OrderedDict.__getitem__(od, "a"),
+                list(dict.__iter__(d)), collections.OrderedDict.keys(od))
+
+    check(fn, lambda: (T(3), {"a": T(3, seed=1)}))

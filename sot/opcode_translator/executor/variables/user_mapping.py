@@ -330,16 +330,48 @@ def _expect(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]
         raise FallbackError(f"{name}() with unusual arguments")
 
 
-def _unbound_base_method(name: str) -> Any:
-    """``dict.<name>(obj, ...)`` / ``OrderedDict.<name>(obj, ...)`` called explicitly."""
+def _unbound_base_method(base: type, name: str) -> Any:
+    """``dict.<name>(obj, ...)`` / ``OrderedDict.<name>(obj, ...)`` called explicitly: on the items of a user
+    mapping instance, or on a simulated dict (of that very class when the method changes it)."""
 
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         owner = args[0] if args else None
-        if not isinstance(owner, MappingInstanceVariable):
-            raise BreakGraphError(f"dict.{name}() on {owner!r} runs natively")
-        return mapping_operation(owner, name, args[1:], kwargs)
+        if isinstance(owner, MappingInstanceVariable):
+            return mapping_operation(owner, name, args[1:], kwargs)
+        if isinstance(owner, DictVariable) and name != "__init__" and (
+                name in _READING_METHODS or owner.get_py_type() is base):
+            return _dict_operation(owner, name, args[1:], kwargs)
+        raise BreakGraphError(f"{base.__name__}.{name}() on {owner!r} runs natively")
 
     return rule
+
+
+def _dict_operation(owner: DictVariable, name: str, args: list[VariableBase],
+                    kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``dict.<name>(d, *args)`` on a simulated dict: its protocol for the dunders, its method otherwise."""
+    none = ConstantVariable(None, owner.graph, DummyTracker())
+    dunder_arity = {"__getitem__": 1, "__setitem__": 2, "__delitem__": 1, "__contains__": 1, "__len__": 0,
+                    "__iter__": 0}
+    if name not in dunder_arity:
+        return owner.getattr(name).call(args, kwargs)
+    _expect(name, args, kwargs, dunder_arity[name])
+    if name == "__getitem__":
+        return owner.getitem(args[0])
+    if name in ("__setitem__", "__delitem__"):
+        owner.setitem(args[0], args[1] if name == "__setitem__" else None)
+        return none
+    if name == "__contains__":
+        from .container import _key_membership
+
+        found = _key_membership(owner, args[0])
+        if found is None:
+            raise FallbackError(f"dict.__contains__ with {args[0]!r}")
+        return found
+    if name == "__len__":
+        return ConstantVariable(owner.length(), owner.graph, DummyTracker((owner,)))
+    from .iterator import iterate
+
+    return iterate(owner)
 
 
 def _register_unbound_methods() -> None:
@@ -349,7 +381,7 @@ def _register_unbound_methods() -> None:
         for name in _READING_METHODS | _CHANGING_METHODS:
             method = base.__dict__.get(name)
             if method is not None:
-                BUILTIN_DISPATCH[method] = _unbound_base_method(name)
+                BUILTIN_DISPATCH[method] = _unbound_base_method(base, name)
 
 
 _register_unbound_methods()
