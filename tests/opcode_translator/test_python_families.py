@@ -452,6 +452,28 @@ def test_conversions_inline_the_python_dunder():
     captured(fn, X)
 
 
+def test_a_dunder_reassigned_on_its_class_after_translation_is_used():
+    """Known bug: the Python dunders the simulation inlines (``__add__``, ``__post_init__``, ``__setattr__``...)
+    are found on the instance's class but not guarded, so reassigning one on the class later reuses a stale
+    translation (a wrong result)."""
+
+    class Adder:
+        def __init__(self, value):
+            self.value = value
+
+        def __add__(self, other):
+            return Adder(self.value + other)
+
+    def fn(t):
+        return (Adder(t) + 1).value
+
+    translated = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=0):
+        assert_same(translated(X), fn(X))
+        Adder.__add__ = lambda self, other: Adder(self.value - other)
+        assert_same(translated(X), fn(X))
+
+
 # -- enums --------------------------------------------------------------------------------------------------
 import enum  # noqa: E402
 
