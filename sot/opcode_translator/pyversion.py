@@ -45,6 +45,7 @@ line of an instruction  starts_line         positions.lineno    positions.lineno
 from __future__ import annotations
 
 import dis
+import functools
 import gc
 import sys
 import types
