@@ -358,7 +358,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         raise FallbackError("a graph break in a loop nested in an expression")
     iterable = entry.stack[0]
     live_at = live_in(code)
-    live = tuple(sorted(live_at[for_iter_offset]))
+    # (a free variable, e.g. the ``__class__`` that 3.12's ``super()`` reads, comes with the closure)
+    live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in code.co_freevars))
     if any(name in code.co_cellvars for name in live):
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     unbound = [name for name in live if name not in entry.locals]

@@ -311,8 +311,8 @@ class FunctionGraph:
         for path in cell_paths:
             self.add_guard(path)
         for var in self._guarded.values():
-            if isinstance(var.tracker, (DummyTracker, ConstTracker)):
-                continue
+            if isinstance(var.tracker, (DummyTracker, ConstTracker)) or not var.tracker.is_traceable():
+                continue  # (no path to it: what it was derived from is guarded instead, see `add_guard`)
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(autograd_state_check(builder, self.state))
