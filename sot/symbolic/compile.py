@@ -27,8 +27,9 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
+from .higher_order import needs_recomputed_backward, run_with_recomputed_backward, vjp_sir
 from .replay import Replay, compile_replay
-from .sir import StatementIR, match_inplace_version, run_sir
+from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -52,6 +53,7 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        self._differentiable_outputs = len(self._stop_gradient_outputs) < len(sir.outputs)
         # Outputs standing for a tensor made in the frame and changed in place, with eager's inplace version.
         versions = {symbol: stmt.inplace_version for stmt in sir.statements if stmt.inplace_version
                     for symbol in stmt.output_symbols()}
@@ -67,6 +69,8 @@ class CompiledProgram:
             self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
         self._cost = CostModel()
         self._replay_function: Replay | None = None
+        # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
+        self._vjp_programs: dict[tuple, CompiledProgram] = {}
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -80,6 +84,7 @@ class CompiledProgram:
         self.static_function = None
         self._program = None
         self._replay_function = None
+        self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
 
@@ -190,6 +195,9 @@ class CompiledProgram:
             try:
                 records_grad = training and paddle.is_grad_enabled()
                 fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
+                recomputed = records_grad and not self._written_back and self._differentiable_outputs and \
+                    needs_recomputed_backward(inputs, self._grad_inputs)
+                outputs = None
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
@@ -199,7 +207,14 @@ class CompiledProgram:
                             outputs = self._program.sot_call(fed)
                     finally:
                         leave_room()
-                else:
+                # (A first run builds the program: the parameters it holds are known only then. Its outputs are
+                # dropped for those of a recomputing run.)
+                recomputed_outputs = run_with_recomputed_backward(self, inputs, fed, self._program.sot_call) \
+                    if recomputed else None
+                recomputed = recomputed_outputs is not None
+                if recomputed:
+                    outputs = recomputed_outputs
+                elif outputs is None:
                     outputs = self._program.sot_call(fed)
             finally:
                 self._end_scope_build()
@@ -213,9 +228,46 @@ class CompiledProgram:
             match_inplace_version(outputs[index], version)
         if records_grad:
             self._watch_saved_tensors(fed, outputs)
-            if self._scopes.last not in self._scopes.backward_built:
+            if not recomputed and self._scopes.last not in self._scopes.backward_built:
                 _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
+
+    # What `higher_order` needs of a program it runs with a recomputing backward.
+    @property
+    def grad_inputs(self) -> list[int]:
+        """Indexes of the inputs that may require grad."""
+        return self._grad_inputs
+
+    @property
+    def stop_gradient_outputs(self) -> list[int]:
+        """Indexes of the outputs eager mode tracks no gradient for."""
+        return self._stop_gradient_outputs
+
+    def held_parameters(self) -> tuple[paddle.Tensor, ...]:
+        """The parameters requiring grad that the (built) program holds itself (of the built-in layers it
+        calls), rather than takes as inputs."""
+        return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
+
+    def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
+                        parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:
+        """The gradients of ``inputs[grad_positions]`` and of ``parameters`` given those of the differentiable
+        outputs (those not in `stop_gradient_outputs`, in order), computed by the product program
+        (`higher_order.vjp_sir`): differentiable in turn if ``create_graph``."""
+        grad_outputs = [i for i in range(len(self.sir.outputs)) if i not in self._stop_gradient_outputs]
+        cotangents = output_grads
+        cotangent_metas = [MetaInfo(self.sir.metas[self.sir.outputs[i]].shape, c.dtype, c.stop_gradient)
+                           for i, c in zip(grad_outputs, cotangents)]
+        key = (grad_positions, tuple(cotangent_metas), tuple(id(p) for p in parameters), create_graph)
+        program = self._vjp_programs.get(key)
+        if program is None:
+            program = CompiledProgram(vjp_sir(self.sir, list(grad_positions), grad_outputs, cotangent_metas,
+                                              list(parameters), create_graph))
+            program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
+            self._vjp_programs[key] = program
+        # (Hooks run in the ambient grad mode. Under no_grad, a program's values would not require grad, and
+        # ``paddle.grad`` inside would find none.)
+        with paddle.enable_grad():
+            return program(list(inputs) + cotangents)
 
     def _watch_new_scopes(self) -> None:
         """Build every interpreter of the program under its `build_flags`, not only the first: keep Paddle's

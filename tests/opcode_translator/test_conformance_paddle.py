@@ -745,17 +745,30 @@ def test_retained_gradient_of_a_non_leaf_input_keeps_eager_flags(compile_all):
     the compiled program's backward with ``stop_gradient=True`` (eager: False; values are equal). Whether
     ``retain_grads()`` was called cannot be read back, and feeding every non-leaf input through an eager view
     would cost each resume function after a graph break ~1.8 us per activation at every call
-    (`sot.symbolic.compile._fed`)."""
+    (`sot.symbolic.compile._fed`). (With a leaf input requiring grad next to it, the call's backward is
+    recomputed eagerly-linked and the flag is right: see the test after this one.)"""
+    assert_observed_same(*_retained_gradient_of_a_non_leaf(x_requires_grad=False), "h.grad")
+
+
+def _retained_gradient_of_a_non_leaf(x_requires_grad: bool) -> tuple:
+    """``h.grad`` retained through a compiled forward and eagerly, for ``f(x, w, h)``."""
     fast = sot.symbolic_translate(_forward_for_gradients)
 
     def run(function):
-        x, w, base = T(4, 3, stop_gradient=False), T(3, 2, seed=1), T(4, 3, seed=2, stop_gradient=False)
+        x, w, base = T(4, 3, stop_gradient=not x_requires_grad), T(3, 2, seed=1), \
+            T(4, 3, seed=2, stop_gradient=False)
         h = base * 2
         h.retain_grads()
         function(x, w, h).backward()
         return observe(h.grad)
 
-    assert_observed_same(run(fast), run(_forward_for_gradients), "h.grad")
+    return run(fast), run(_forward_for_gradients)
+
+
+def test_retained_gradient_of_a_non_leaf_next_to_a_leaf_input_requiring_grad(compile_all):
+    """A call with a leaf input requiring grad is run with a recomputing backward (`sot.symbolic.higher_order`):
+    the gradient a retained non-leaf input gets there is made by eager nodes and has eager's flags."""
+    assert_observed_same(*_retained_gradient_of_a_non_leaf(x_requires_grad=True), "h.grad")
 
 
 def test_parameter_gradients_of_a_built_in_layer_keep_eager_flags(compile_all):

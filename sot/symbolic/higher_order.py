@@ -1,0 +1,191 @@
+"""Backward passes a compiled program's own grad node cannot take: a second one, or one that is differentiated.
+
+Paddle's program op (``run_program``) keeps the values its backward reads in a scope that its first backward
+frees, and its gradients have no gradient of their own. Eager autograd allows both: ``backward(retain_graph=
+True)`` then another ``backward()``, and ``paddle.grad(..., create_graph=True)`` followed by a backward through
+the gradient (a WGAN-GP gradient penalty, a physics-informed loss, a Hessian-vector product). Neither can be
+seen coming at the forward call, and a hook cannot fix them afterwards: the program's grad node runs whenever a
+backward reaches its outputs, and calling ``paddle.grad`` from inside a backward pass (a hook, a PyLayer's
+backward) corrupts Paddle's engine (a segmentation fault, observed with Paddle 3.3).
+
+So the calls likely to be differentiated so are run with a recomputing backward instead of the program's grad
+node: the program runs forward only, and a PyLayer (`_RecomputedBackward`) gives its outputs a backward that
+runs a second compiled program, the vector-Jacobian product of the first (`vjp_sir`): the forward statements
+again, then ``paddle.grad`` in static mode. Being a fresh run each time, it can run any number of times; run
+with grad mode on (a ``create_graph`` backward), it is itself a recorded call of a compiled program whose
+backward is the second derivative, and, since its inputs are the same tensors, it is again run with a
+recomputing backward: derivatives of any order stay compiled.
+
+Which calls: those with an input requiring grad that is a leaf and not a parameter (a tensor the user asked
+gradients for: the sample of a gradient penalty, the points of a physics-informed loss; those inputs are fed
+through views already, see `compile._fed`), or that is an output of such a call (the activations a resume
+function gets after a graph break in such a model). Ordinary training (inputs that do not require grad,
+parameters) keeps the program's own backward and pays nothing. The price, for the calls that do take this
+path: the backward recomputes the forward (as activation checkpointing does) and a PyLayer node per call.
+
+Parameters of the built-in layers a program calls are held by the program, not fed: the product program
+computes their gradients too, and the PyLayer takes them as inputs so that they receive them.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Callable
+
+import paddle
+from paddle.base.framework import EagerParamBase
+
+from ..errors import SotError
+from .sir import MetaInfo, Statement, StatementIR, Symbol
+
+if TYPE_CHECKING:
+    from .compile import CompiledProgram
+
+# Set on the outputs of a call run with a recomputing backward: a later call taking one is run so as well.
+RECOMPUTED_MARK = "_sot_recomputed_backward"
+_vjp_names = itertools.count()
+
+
+def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
+    """Whether the call on ``inputs`` is one likely to be differentiated twice (see the module docstring)."""
+    for index in grad_inputs:
+        tensor = inputs[index]
+        if tensor.stop_gradient:
+            continue
+        if tensor.is_leaf:
+            if not isinstance(tensor, EagerParamBase):
+                return True
+        elif getattr(tensor, RECOMPUTED_MARK, False):
+            return True
+    return False
+
+
+class _GradientOfOutputs:
+    """The last statement of a product program: ``paddle.grad`` of the forward's outputs with respect to its
+    differentiable inputs and the parameters the program holds, in static mode (a program building itself)."""
+
+    def __init__(self, parameters: list[paddle.Tensor], create_graph: bool) -> None:
+        self.parameters = parameters
+        self.create_graph = create_graph
+
+    def __call__(self, outputs: list, inputs: list, cotangents: list) -> tuple:
+        if paddle.in_dynamic_mode():
+            # An eager replay: ``paddle.grad`` inside the backward pass that runs this would corrupt Paddle's
+            # engine. (A product program is never replayed by choice; this is the replay after a failure.)
+            raise SotError("sot: a gradient of a compiled program's gradient failed to build as a program, "
+                           "and it cannot be computed eagerly inside a backward pass")
+        from paddle.jit.dy2static.parameter_recorder import _global_parameter_recorder
+
+        program = paddle.static.default_main_program()
+        targets = list(inputs) + [_global_parameter_recorder.get(program, p) for p in self.parameters]
+        grads = paddle.grad(outputs, targets, cotangents, create_graph=self.create_graph, allow_unused=True)
+        grads = [paddle.zeros_like(t) if g is None else g for g, t in zip(grads, targets)]
+        if not self.create_graph:
+            # Outputs not differentiable: the program is built without a backward of its own (which would need
+            # the next order of derivatives, which some ops lack).
+            for grad in grads:
+                grad.stop_gradient = True
+        return tuple(grads)
+
+
+def vjp_sir(sir: StatementIR, grad_inputs: list[int], grad_outputs: list[int], cotangent_metas: list[MetaInfo],
+            parameters: list[paddle.Tensor], create_graph: bool) -> StatementIR:
+    """The vector-Jacobian product of ``sir``: inputs are ``sir``'s followed by one cotangent per output of
+    ``grad_outputs``; outputs the gradients of the inputs of ``grad_inputs``, then of ``parameters``,
+    differentiable in turn if ``create_graph``."""
+    serial = next(_vjp_names)
+    cotangents = [Symbol(f"cot{serial}_{i}") for i in range(len(grad_outputs))]
+    grads = [Symbol(f"grad{serial}_{i}") for i in range(len(grad_inputs) + len(parameters))]
+    metas = dict(sir.metas)
+    metas.update(zip(cotangents, cotangent_metas))
+    differentiable = [sir.metas[sir.inputs[i]] for i in grad_inputs] + [
+        MetaInfo(tuple(p.shape), p.dtype, True) for p in parameters]
+    metas.update((g, MetaInfo(m.shape, m.dtype, not create_graph)) for g, m in zip(grads, differentiable))
+    gradient = Statement("api", "paddle.grad", _GradientOfOutputs(parameters, create_graph),
+                         ([sir.outputs[i] for i in grad_outputs], [sir.inputs[i] for i in grad_inputs],
+                          cotangents), {}, tuple(grads), weight=2 * max(1, sir.op_count()))
+    return StatementIR(f"{sir.name}_vjp", list(sir.inputs) + cotangents, list(sir.statements) + [gradient],
+                       grads, metas, sir.grad_enabled)
+
+
+class _RecomputedCall:
+    """One call run with a recomputing backward: what its hooks need to compute the gradients of its inputs.
+
+    The hooks on the outputs note the gradients reaching them in a backward pass; the hook on the tensor packing
+    the differentiable inputs runs last in the pass (every output's gradient reaches it through the connector)
+    and replaces the zeros it receives with the product program's result."""
+
+    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads")
+
+    def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
+                 parameters: tuple[paddle.Tensor, ...]) -> None:
+        self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
+            parameters
+        self.output_shapes: dict[int, list[int]] = {}
+        self.output_grads: dict[int, paddle.Tensor] = {}
+
+    def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
+        def note(grad: paddle.Tensor) -> None:
+            self.output_grads[index] = grad
+
+        return note
+
+    def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
+        """The hook on the packed inputs. Under ``create_graph``, the zeros it gets are made by recorded ops
+        (`_negative_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
+        create_graph = zeros.grad_fn is not None
+        output_grads, self.output_grads = self.output_grads, {}  # (the next pass notes its own)
+        grads = []
+        for index, shape in self.output_shapes.items():
+            grad = output_grads.get(index)
+            if grad is None or not grad._is_initialized():  # (an output no gradient reached in this pass)
+                grad = paddle.zeros(shape, self.program.sir.metas[self.program.sir.outputs[index]].dtype)
+            grads.append(grad)
+        return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
+                                                     create_graph))
+
+
+def _packed(tensors: list) -> paddle.Tensor:
+    """The tensors flattened into one (a new node, even for one tensor: its hook must see only this call's
+    gradient)."""
+    if len(tensors) == 1:
+        return tensors[0].reshape([-1])
+    return paddle.concat([t.reshape([-1]) for t in tensors])
+
+
+def _negative_zero_of(packed: paddle.Tensor) -> paddle.Tensor:
+    """-0.0, computed from ``packed`` so that gradients reach it: adding it leaves every value as it is (-0.0
+    too). ``s * (s - 1)`` with ``s`` the (+0.0) sum of nothing: the gradient of ``s`` depends on ``s`` itself,
+    so under ``create_graph`` the ops making it are recorded (`_RecomputedCall.input_gradient` reads that)."""
+    nothing = packed[:0].sum()
+    return nothing * (nothing - 1)
+
+
+def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
+    """``run(inputs)`` without the program's grad node: its outputs reach the inputs through a connector adding
+    -0.0 (``packed[:0].sum() * -1``) instead, whose gradient, zeros, the hooks replace by the product program's.
+    ``fed``: the inputs as the program is fed them (the views of `compile._fed`, through which gradients reach
+    the inputs). None when the differentiable tensors have several dtypes (they cannot be packed into one).
+
+    (Not a PyLayer: a PyLayer node crashes when a backward reaches it after ``backward(retain_graph=True)``
+    (Paddle 3.3), and it must return None for the inputs ``paddle.grad`` does not ask for, which it cannot tell.)"""
+    grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
+    parameters = program.held_parameters()
+    differentiable = [fed[i] for i in grad_positions] + list(parameters)
+    if len({t.dtype for t in differentiable}) != 1:
+        return None
+    with paddle.no_grad():
+        outputs = list(run(inputs))
+    packed = _packed(differentiable)
+    call = _RecomputedCall(program, inputs, grad_positions, parameters)
+    packed.register_hook(call.input_gradient)
+    connector = _negative_zero_of(packed)
+    stopped = program.stop_gradient_outputs
+    for index, output in enumerate(outputs):
+        if index in stopped:
+            continue
+        linked = output + (connector if output.dtype == connector.dtype else connector.astype(output.dtype))
+        linked.register_hook(call.output_hook(index))
+        setattr(linked, RECOMPUTED_MARK, True)
+        call.output_shapes[index] = output.shape
+        outputs[index] = linked
+    return outputs
