@@ -71,6 +71,7 @@ class CompiledProgram:
         self._replay_function: Replay | None = None
         # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
         self._vjp_programs: dict[tuple, CompiledProgram] = {}
+        self._differentiates: str | None = None  # for a product program: the name of the graph it differentiates
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -105,7 +106,12 @@ class CompiledProgram:
     def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
         """The program failed to build or to run: replay its statements eagerly, each from its user line, so
         that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
-        When the replay works, the failure was not the user's: `_give_up_compiling`."""
+        When the replay works, the failure was not the user's: `_give_up_compiling`. A product program
+        (`input_gradients`) runs inside a backward pass, where no replay can compute it: it raises."""
+        if self._differentiates is not None:
+            raise SotError(f"sot: cannot compute the gradient of graph {self._differentiates} inside this "
+                           f"backward pass: the program computing it failed ({type(failure).__name__}: "
+                           f"{str(failure).strip()[:500]})") from failure
         outputs = run_sir(self.sir, inputs, located=True)
         version_check.ReplayWatch(self.sir)(inputs, outputs)
         if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
@@ -197,25 +203,17 @@ class CompiledProgram:
                 fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
                 recomputed = records_grad and not self._written_back and self._differentiable_outputs and \
                     needs_recomputed_backward(inputs, self._grad_inputs)
-                outputs = None
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
-                            outputs = self._program.sot_call(fed)
+                            outputs, recomputed = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
-                # (A first run builds the program: the parameters it holds are known only then. Its outputs are
-                # dropped for those of a recomputing run.)
-                recomputed_outputs = run_with_recomputed_backward(self, inputs, fed, self._program.sot_call) \
-                    if recomputed else None
-                recomputed = recomputed_outputs is not None
-                if recomputed:
-                    outputs = recomputed_outputs
-                elif outputs is None:
-                    outputs = self._program.sot_call(fed)
+                else:
+                    outputs, recomputed = self._run_program(inputs, fed, recomputed)
             finally:
                 self._end_scope_build()
         except Exception as failure:
@@ -231,6 +229,15 @@ class CompiledProgram:
             if not recomputed and self._scopes.last not in self._scopes.backward_built:
                 _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
+
+    def _run_program(self, inputs: list, fed: list, recomputed: bool) -> tuple[list, bool]:
+        """Run the built program; with a recomputing backward if ``recomputed`` and that is possible. Also
+        says whether it was."""
+        if recomputed:
+            outputs = run_with_recomputed_backward(self, inputs, fed, self._program.sot_call)
+            if outputs is not None:
+                return outputs, True
+        return self._program.sot_call(fed), False
 
     # What `higher_order` needs of a program it runs with a recomputing backward.
     @property
@@ -263,6 +270,7 @@ class CompiledProgram:
             program = CompiledProgram(vjp_sir(self.sir, list(grad_positions), grad_outputs, cotangent_metas,
                                               list(parameters), create_graph))
             program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
+            program._differentiates = self.sir.name
             self._vjp_programs[key] = program
         # (Hooks run in the ambient grad mode. Under no_grad, a program's values would not require grad, and
         # ``paddle.grad`` inside would find none.)

@@ -1,33 +1,41 @@
 """Backward passes a compiled program's own grad node cannot take: a second one, or one that is differentiated.
 
 Paddle's program op (``run_program``) keeps the values its backward reads in a scope that its first backward
-frees, and its gradients have no gradient of their own. Eager autograd allows both: ``backward(retain_graph=
-True)`` then another ``backward()``, and ``paddle.grad(..., create_graph=True)`` followed by a backward through
-the gradient (a WGAN-GP gradient penalty, a physics-informed loss, a Hessian-vector product). Neither can be
-seen coming at the forward call, and a hook cannot fix them afterwards: the program's grad node runs whenever a
-backward reaches its outputs, and calling ``paddle.grad`` from inside a backward pass (a hook, a PyLayer's
-backward) corrupts Paddle's engine (a segmentation fault, observed with Paddle 3.3).
+frees, and the gradients it gives have no gradient of their own. Eager autograd allows both: ``backward(
+retain_graph=True)`` then another ``backward()``, and ``paddle.grad(..., create_graph=True)`` followed by a
+backward through the gradient (a WGAN-GP gradient penalty, a physics-informed loss, a Hessian-vector product);
+after ``create_graph`` the loss usually reaches the program's outputs a second time too. None of this can be
+seen at the forward call, and it cannot be repaired once a backward pass reaches the program's grad node.
 
-So the calls likely to be differentiated so are run with a recomputing backward instead of the program's grad
-node: the program runs forward only, and a PyLayer (`_RecomputedBackward`) gives its outputs a backward that
-runs a second compiled program, the vector-Jacobian product of the first (`vjp_sir`): the forward statements
-again, then ``paddle.grad`` in static mode. Being a fresh run each time, it can run any number of times; run
-with grad mode on (a ``create_graph`` backward), it is itself a recorded call of a compiled program whose
-backward is the second derivative, and, since its inputs are the same tensors, it is again run with a
-recomputing backward: derivatives of any order stay compiled.
+So the calls that may be differentiated so (`needs_recomputed_backward`) are run with a recomputing backward
+instead (`run_with_recomputed_backward`): the program runs forward only, without a grad node; each output is
+linked to the call's differentiable tensors (inputs and held parameters, flattened into one ``packed`` tensor)
+by adding -0.0 computed from them, which changes no value. In a backward pass, hooks on the linked outputs note
+their gradients, and the hook on ``packed``, reached last, replaces the zeros it gets by the gradients computed
+by a second compiled program, the vector-Jacobian product of the first (`vjp_sir`: the forward statements
+again, then ``paddle.grad`` in static mode). A fresh run each time, it can run in any number of passes. In a
+``create_graph`` pass it is itself a recorded call of a compiled program, with the same inputs: it is run with
+a recomputing backward in turn, so derivatives of every order stay compiled (as far as Paddle's static ops
+have gradients: a missing one raises naming the op, as eager does).
+
+Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
+PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
+crashes when a backward reaches it after ``backward(retain_graph=True)``, and must return None for each input
+``paddle.grad`` does not ask for, which it cannot tell; and a hook runs in the ambient grad mode whatever
+``create_graph`` is, which `_negative_zero_of` makes visible.
 
 Which calls: those with an input requiring grad that is a leaf and not a parameter (a tensor the user asked
-gradients for: the sample of a gradient penalty, the points of a physics-informed loss; those inputs are fed
-through views already, see `compile._fed`), or that is an output of such a call (the activations a resume
-function gets after a graph break in such a model). Ordinary training (inputs that do not require grad,
-parameters) keeps the program's own backward and pays nothing. The price, for the calls that do take this
-path: the backward recomputes the forward (as activation checkpointing does) and a PyLayer node per call.
-
-Parameters of the built-in layers a program calls are held by the program, not fed: the product program
-computes their gradients too, and the PyLayer takes them as inputs so that they receive them.
+gradients for: a gradient penalty's sample, a physics-informed loss's points), or that a few eager ops made from
+a leaf or from an output of such a call (coordinates concatenated into points; an activation after a graph
+break). Calls of ordinary training (inputs that do not require grad, parameters, activations a resume function
+gets from the program before it) keep the program's own backward and pay one check per input. The price, on
+the calls that take this path: the backward recomputes the forward (as activation checkpointing does), plus a
+few eager ops and hooks per call. Known gap: the gradients of *parameters* (of a call without such inputs)
+under ``create_graph`` (a Hessian-vector product with respect to the weights) are not differentiable.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -40,13 +48,26 @@ from .sir import MetaInfo, Statement, StatementIR, Symbol
 if TYPE_CHECKING:
     from .compile import CompiledProgram
 
+_add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # runs once, when a pass ends
 # Set on the outputs of a call run with a recomputing backward: a later call taking one is run so as well.
 RECOMPUTED_MARK = "_sot_recomputed_backward"
 _vjp_names = itertools.count()
 
 
+# The grad nodes of the latest outputs of calls run with a recomputing backward (by address; a bounded LRU).
+# A stale address reused by another node only runs a call with a recomputing backward without need.
+_RECOMPUTED_NODES: "collections.OrderedDict[int, None]" = collections.OrderedDict()
+_RECOMPUTED_NODES_KEPT = 4096
+# How far back through eager ops a call's non-leaf input is followed (levels of grad nodes, nodes per level).
+_SEARCH_DEPTH, _SEARCH_WIDTH = 3, 8
+_LEAF_NODE = "GradNodeAccumulation"  # the grad node of a leaf requiring grad
+_PROGRAM_NODE = "Dy2StGradNode"  # the grad node of a compiled program's outputs
+
+
 def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
-    """Whether the call on ``inputs`` is one likely to be differentiated twice (see the module docstring)."""
+    """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
+    that is a leaf and not a parameter, or that was computed from such a leaf or from an output of a call run
+    with a recomputing backward (`_made_from_a_leaf_or_recomputed`)."""
     for index in grad_inputs:
         tensor = inputs[index]
         if tensor.stop_gradient:
@@ -54,9 +75,43 @@ def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
         if tensor.is_leaf:
             if not isinstance(tensor, EagerParamBase):
                 return True
-        elif getattr(tensor, RECOMPUTED_MARK, False):
+        elif getattr(tensor, RECOMPUTED_MARK, False) or _made_from_a_leaf_or_recomputed(tensor):
             return True
     return False
+
+
+def _made_from_a_leaf_or_recomputed(tensor: paddle.Tensor) -> bool:
+    """Whether the non-leaf ``tensor`` was computed by a few eager ops (`_SEARCH_DEPTH` levels of its grad
+    nodes, breadth first) from a leaf requiring grad, or from an output of a call run with a recomputing
+    backward: the points of a physics-informed loss concatenated from coordinates, an activation changed by an
+    eager op at a graph break. The leaf may be a parameter (a grad node does not say): such a call pays the
+    recomputation without need. The walk stops at the outputs of compiled programs (the activations a resume
+    function gets after a graph break: one grad node looked at), which lead to no such input."""
+    frontier = [tensor.grad_fn]
+    for _ in range(_SEARCH_DEPTH):
+        following = []
+        for node in frontier:
+            if node is None:
+                continue
+            name = node.name()
+            if name == _LEAF_NODE:
+                return True
+            if name == _PROGRAM_NODE:
+                continue
+            if node.node_ptr() in _RECOMPUTED_NODES:
+                return True
+            following.extend(node.next_functions)
+        frontier = following[:_SEARCH_WIDTH]
+        if not frontier:
+            break
+    return False
+
+
+def _remember_recomputed(output: paddle.Tensor) -> None:
+    setattr(output, RECOMPUTED_MARK, True)
+    _RECOMPUTED_NODES[output.grad_fn.node_ptr()] = None
+    if len(_RECOMPUTED_NODES) > _RECOMPUTED_NODES_KEPT:
+        _RECOMPUTED_NODES.popitem(last=False)
 
 
 class _GradientOfOutputs:
@@ -114,7 +169,8 @@ class _RecomputedCall:
     the differentiable inputs runs last in the pass (every output's gradient reaches it through the connector)
     and replaces the zeros it receives with the product program's result."""
 
-    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads")
+    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
+                 "random_state")
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
                  parameters: tuple[paddle.Tensor, ...]) -> None:
@@ -122,9 +178,16 @@ class _RecomputedCall:
             parameters
         self.output_shapes: dict[int, list[int]] = {}
         self.output_grads: dict[int, paddle.Tensor] = {}
+        # The random generators' state before the forward run: the recomputation draws the same numbers (the
+        # same dropout masks) and leaves the generators as it found them, as eager's backward draws none.
+        self.random_state = paddle.get_rng_state()
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
+            if not self.output_grads:
+                # A pass may end before the inputs' hook runs (``paddle.grad`` of an output itself): what it
+                # noted must not reach the next pass.
+                _add_backward_final_hook(self.output_grads.clear)
             self.output_grads[index] = grad
 
         return note
@@ -133,15 +196,21 @@ class _RecomputedCall:
         """The hook on the packed inputs. Under ``create_graph``, the zeros it gets are made by recorded ops
         (`_negative_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
         create_graph = zeros.grad_fn is not None
-        output_grads, self.output_grads = self.output_grads, {}  # (the next pass notes its own)
+        output_grads = dict(self.output_grads)
+        self.output_grads.clear()  # (the next pass notes its own)
         grads = []
         for index, shape in self.output_shapes.items():
             grad = output_grads.get(index)
             if grad is None or not grad._is_initialized():  # (an output no gradient reached in this pass)
                 grad = paddle.zeros(shape, self.program.sir.metas[self.program.sir.outputs[index]].dtype)
             grads.append(grad)
-        return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
-                                                     create_graph))
+        state_now = paddle.get_rng_state()
+        paddle.set_rng_state(self.random_state)
+        try:
+            return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
+                                                         create_graph))
+        finally:
+            paddle.set_rng_state(state_now)
 
 
 def _packed(tensors: list) -> paddle.Tensor:
@@ -173,10 +242,10 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
     if len({t.dtype for t in differentiable}) != 1:
         return None
+    call = _RecomputedCall(program, inputs, grad_positions, parameters)
     with paddle.no_grad():
         outputs = list(run(inputs))
     packed = _packed(differentiable)
-    call = _RecomputedCall(program, inputs, grad_positions, parameters)
     packed.register_hook(call.input_gradient)
     connector = _negative_zero_of(packed)
     stopped = program.stop_gradient_outputs
@@ -185,7 +254,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             continue
         linked = output + (connector if output.dtype == connector.dtype else connector.astype(output.dtype))
         linked.register_hook(call.output_hook(index))
-        setattr(linked, RECOMPUTED_MARK, True)
+        _remember_recomputed(linked)
         call.output_shapes[index] = output.shape
         outputs[index] = linked
     return outputs
