@@ -10,7 +10,7 @@ seen at the forward call, and it cannot be repaired once a backward pass reaches
 So the calls that may be differentiated so (`needs_recomputed_backward`) are run with a recomputing backward
 instead (`run_with_recomputed_backward`): the program runs forward only, without a grad node; each output is
 linked to the call's differentiable tensors (inputs and held parameters, flattened into one ``packed`` tensor)
-by adding -0.0 computed from them, which changes no value. In a backward pass, hooks on the linked outputs note
+by subtracting 0.0 computed from them, which changes no value. In a backward pass, hooks on the linked outputs note
 their gradients, and the hook on ``packed``, reached last, replaces the zeros it gets by the gradients computed
 by a second compiled program, the vector-Jacobian product of the first (`vjp_sir`: the forward statements
 again, then ``paddle.grad`` in static mode). A fresh run each time, it can run in any number of passes. In a
@@ -22,7 +22,7 @@ Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward
 PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
 crashes when a backward reaches it after ``backward(retain_graph=True)``, and must return None for each input
 ``paddle.grad`` does not ask for, which it cannot tell; and a hook runs in the ambient grad mode whatever
-``create_graph`` is, which `_negative_zero_of` makes visible.
+``create_graph`` is, which `_zero_of` makes visible.
 
 Which calls: those with an input requiring grad that is a leaf and not a parameter (a tensor the user asked
 gradients for: a gradient penalty's sample, a physics-informed loss's points), or that a few eager ops made from
@@ -35,11 +35,12 @@ under ``create_graph`` (a Hessian-vector product with respect to the weights) ar
 """
 from __future__ import annotations
 
-import collections
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
 import paddle
+from paddle import _C_ops
+from paddle.base.core import _set_has_grad
 from paddle.base.framework import EagerParamBase
 
 from ..errors import SotError
@@ -49,25 +50,23 @@ if TYPE_CHECKING:
     from .compile import CompiledProgram
 
 _add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # runs once, when a pass ends
-# Set on the outputs of a call run with a recomputing backward: a later call taking one is run so as well.
-RECOMPUTED_MARK = "_sot_recomputed_backward"
 _vjp_names = itertools.count()
 
 
-# The grad nodes of the latest outputs of calls run with a recomputing backward (by address; a bounded LRU).
-# A stale address reused by another node only runs a call with a recomputing backward without need.
-_RECOMPUTED_NODES: "collections.OrderedDict[int, None]" = collections.OrderedDict()
-_RECOMPUTED_NODES_KEPT = 4096
-# How far back through eager ops a call's non-leaf input is followed (levels of grad nodes, nodes per level).
-_SEARCH_DEPTH, _SEARCH_WIDTH = 3, 8
+# Set on the outputs of a call run with a recomputing backward: a call taking one is run so as well.
+RECOMPUTED_MARK = "_sot_recomputed_backward"
+# How far back through eager ops a call's non-leaf input is followed (levels of grad nodes, nodes per level):
+# far enough to pass the link of an output of a call run with a recomputing backward (`_zero_of`, 5 levels)
+# and reach the leaves behind it.
+_SEARCH_DEPTH, _SEARCH_WIDTH = 8, 8
 _LEAF_NODE = "GradNodeAccumulation"  # the grad node of a leaf requiring grad
 _PROGRAM_NODE = "Dy2StGradNode"  # the grad node of a compiled program's outputs
 
 
 def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
     """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
-    that is a leaf and not a parameter, or that was computed from such a leaf or from an output of a call run
-    with a recomputing backward (`_made_from_a_leaf_or_recomputed`)."""
+    that is a leaf and not a parameter, or an output of a call run with a recomputing backward, or a tensor a
+    few eager ops made from a leaf (`_made_from_a_leaf`)."""
     for index in grad_inputs:
         tensor = inputs[index]
         if tensor.stop_gradient:
@@ -75,18 +74,18 @@ def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
         if tensor.is_leaf:
             if not isinstance(tensor, EagerParamBase):
                 return True
-        elif getattr(tensor, RECOMPUTED_MARK, False) or _made_from_a_leaf_or_recomputed(tensor):
+        elif getattr(tensor, RECOMPUTED_MARK, False) or _made_from_a_leaf(tensor):
             return True
     return False
 
 
-def _made_from_a_leaf_or_recomputed(tensor: paddle.Tensor) -> bool:
+def _made_from_a_leaf(tensor: paddle.Tensor) -> bool:
     """Whether the non-leaf ``tensor`` was computed by a few eager ops (`_SEARCH_DEPTH` levels of its grad
-    nodes, breadth first) from a leaf requiring grad, or from an output of a call run with a recomputing
-    backward: the points of a physics-informed loss concatenated from coordinates, an activation changed by an
-    eager op at a graph break. The leaf may be a parameter (a grad node does not say): such a call pays the
-    recomputation without need. The walk stops at the outputs of compiled programs (the activations a resume
-    function gets after a graph break: one grad node looked at), which lead to no such input."""
+    nodes, breadth first) from a leaf requiring grad: the points of a physics-informed loss concatenated from
+    coordinates, an output of a call run with a recomputing backward changed by an eager op at a graph break
+    (the link of such an output leads to the call's inputs). The leaf may be a parameter (a grad node does not
+    say): such a call pays the recomputation without need. The walk stops at the outputs of compiled programs
+    (the activations a resume function gets after a graph break: one grad node looked at)."""
     frontier = [tensor.grad_fn]
     for _ in range(_SEARCH_DEPTH):
         following = []
@@ -96,22 +95,12 @@ def _made_from_a_leaf_or_recomputed(tensor: paddle.Tensor) -> bool:
             name = node.name()
             if name == _LEAF_NODE:
                 return True
-            if name == _PROGRAM_NODE:
-                continue
-            if node.node_ptr() in _RECOMPUTED_NODES:
-                return True
-            following.extend(node.next_functions)
+            if name != _PROGRAM_NODE:
+                following.extend(node.next_functions)
         frontier = following[:_SEARCH_WIDTH]
         if not frontier:
             break
     return False
-
-
-def _remember_recomputed(output: paddle.Tensor) -> None:
-    setattr(output, RECOMPUTED_MARK, True)
-    _RECOMPUTED_NODES[output.grad_fn.node_ptr()] = None
-    if len(_RECOMPUTED_NODES) > _RECOMPUTED_NODES_KEPT:
-        _RECOMPUTED_NODES.popitem(last=False)
 
 
 class _GradientOfOutputs:
@@ -194,7 +183,7 @@ class _RecomputedCall:
 
     def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
         """The hook on the packed inputs. Under ``create_graph``, the zeros it gets are made by recorded ops
-        (`_negative_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
+        (`_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
         create_graph = zeros.grad_fn is not None
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
@@ -215,46 +204,50 @@ class _RecomputedCall:
 
 def _packed(tensors: list) -> paddle.Tensor:
     """The tensors flattened into one (a new node, even for one tensor: its hook must see only this call's
-    gradient)."""
+    gradient). (Here and below ``_C_ops``: their Python wrappers would cost several times more.)"""
     if len(tensors) == 1:
-        return tensors[0].reshape([-1])
-    return paddle.concat([t.reshape([-1]) for t in tensors])
+        return _C_ops.reshape(tensors[0], [-1])
+    return _C_ops.concat([_C_ops.reshape(t, [-1]) for t in tensors], 0)
 
 
-def _negative_zero_of(packed: paddle.Tensor) -> paddle.Tensor:
-    """-0.0, computed from ``packed`` so that gradients reach it: adding it leaves every value as it is (-0.0
-    too). ``s * (s - 1)`` with ``s`` the (+0.0) sum of nothing: the gradient of ``s`` depends on ``s`` itself,
-    so under ``create_graph`` the ops making it are recorded (`_RecomputedCall.input_gradient` reads that)."""
-    nothing = packed[:0].sum()
-    return nothing * (nothing - 1)
+def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
+    """+0.0 computed from ``packed`` so that gradients reach it: subtracted, it leaves every value as it is (an
+    added +0.0 would turn -0.0 into +0.0). The sum of the squares of none of its values: the gradient of the
+    square depends on the value itself, so under ``create_graph`` the ops making the gradient are recorded
+    (`_RecomputedCall.input_gradient` reads that)."""
+    nothing = _C_ops.slice(packed, [0], [0], [0], [1], [])
+    return _C_ops.sum(_C_ops.multiply(nothing, nothing), [], None, False)
 
 
 def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
-    """``run(inputs)`` without the program's grad node: its outputs reach the inputs through a connector adding
-    -0.0 (``packed[:0].sum() * -1``) instead, whose gradient, zeros, the hooks replace by the product program's.
-    ``fed``: the inputs as the program is fed them (the views of `compile._fed`, through which gradients reach
-    the inputs). None when the differentiable tensors have several dtypes (they cannot be packed into one).
-
-    (Not a PyLayer: a PyLayer node crashes when a backward reaches it after ``backward(retain_graph=True)``
-    (Paddle 3.3), and it must return None for the inputs ``paddle.grad`` does not ask for, which it cannot tell.)"""
+    """``run(inputs)`` without the program's grad node: its outputs reach the inputs through a connector
+    subtracting 0.0 (`_zero_of` the packed differentiable tensors) instead, whose gradient, zeros, the hooks
+    replace by the product program's. ``fed``: the inputs as the program is fed them (the views of
+    `compile._fed`, through which gradients reach the inputs). None when the differentiable tensors have several
+    dtypes (they cannot be packed into one)."""
     grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
-    if len({t.dtype for t in differentiable}) != 1:
+    dtype = differentiable[0].dtype
+    if any(t.dtype != dtype for t in differentiable):
         return None
     call = _RecomputedCall(program, inputs, grad_positions, parameters)
-    with paddle.no_grad():
+    _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
+    try:
         outputs = list(run(inputs))
+    finally:
+        _set_has_grad(True)  # (only a call recording gradients comes here)
     packed = _packed(differentiable)
-    packed.register_hook(call.input_gradient)
-    connector = _negative_zero_of(packed)
+    packed._register_grad_hook(call.input_gradient)
+    connector = _zero_of(packed)
     stopped = program.stop_gradient_outputs
     for index, output in enumerate(outputs):
         if index in stopped:
             continue
-        linked = output + (connector if output.dtype == connector.dtype else connector.astype(output.dtype))
-        linked.register_hook(call.output_hook(index))
-        _remember_recomputed(linked)
+        linked = _C_ops.subtract(output, connector if output.dtype == dtype else
+                                 _C_ops.cast(connector, output.dtype))
+        linked._register_grad_hook(call.output_hook(index))
+        setattr(linked, RECOMPUTED_MARK, True)  # (cheap; reading ``grad_fn`` here would cost ~40 us)
         call.output_shapes[index] = output.shape
         outputs[index] = linked
     return outputs
