@@ -27,7 +27,7 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import needs_recomputed_backward, run_with_recomputed_backward, vjp_sir
+from .higher_order import needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir
 from .replay import Replay, compile_replay
 from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
@@ -72,6 +72,7 @@ class CompiledProgram:
         # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
         self._vjp_programs: dict[tuple, CompiledProgram] = {}
         self._differentiates: str | None = None  # for a product program: the name of the graph it differentiates
+        self._output_groups: dict[tuple, list[tuple[list[int], list[int]]]] = {}  # see output_groups()
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -249,6 +250,15 @@ class CompiledProgram:
     def stop_gradient_outputs(self) -> list[int]:
         """Indexes of the outputs eager mode tracks no gradient for."""
         return self._stop_gradient_outputs
+
+    def output_groups(self, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
+                      ) -> list[tuple[list[int], list[int]]]:
+        """`higher_order.output_groups` of the SIR, computed once per set of differentiable tensors."""
+        key = (grad_positions, tuple(id(p) for p in parameters))
+        groups = self._output_groups.get(key)
+        if groups is None:
+            groups = self._output_groups[key] = output_groups(self.sir, grad_positions, parameters)
+        return groups
 
     def held_parameters(self) -> tuple[paddle.Tensor, ...]:
         """The parameters requiring grad that the (built) program holds itself (of the built-in layers it

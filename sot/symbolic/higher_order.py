@@ -44,7 +44,8 @@ from paddle.base.core import _set_has_grad
 from paddle.base.framework import EagerParamBase
 
 from ..errors import SotError
-from .sir import MetaInfo, Statement, StatementIR, Symbol
+from .pytree import leaves
+from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 
 if TYPE_CHECKING:
     from .compile import CompiledProgram
@@ -152,24 +153,24 @@ def vjp_sir(sir: StatementIR, grad_inputs: list[int], grad_outputs: list[int], c
 
 
 class _RecomputedCall:
-    """One call run with a recomputing backward: what its hooks need to compute the gradients of its inputs.
+    """One group of outputs of a call run with a recomputing backward (`output_groups`), and what its hooks
+    need to compute the gradients of the tensors those outputs depend on.
 
     The hooks on the outputs note the gradients reaching them in a backward pass; the hook on the tensor packing
-    the differentiable inputs runs last in the pass (every output's gradient reaches it through the connector)
-    and replaces the zeros it receives with the product program's result."""
+    the differentiable tensors runs last in the pass (every output's gradient reaches it through the link) and
+    replaces the zeros it receives by the product program's result."""
 
     __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
                  "random_state")
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
-                 parameters: tuple[paddle.Tensor, ...]) -> None:
+                 parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
+                 random_state: list) -> None:
         self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
             parameters
-        self.output_shapes: dict[int, list[int]] = {}
-        self.output_grads: dict[int, paddle.Tensor] = {}
-        # The random generators' state before the forward run: the recomputation draws the same numbers (the
-        # same dropout masks) and leaves the generators as it found them, as eager's backward draws none.
-        self.random_state = paddle.get_rng_state()
+        self.output_shapes = output_shapes  # of every differentiable output of the call (shared by its groups)
+        self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
+        self.random_state = random_state
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
@@ -182,16 +183,17 @@ class _RecomputedCall:
         return note
 
     def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
-        """The hook on the packed inputs. Under ``create_graph``, the zeros it gets are made by recorded ops
+        """The hook on the packed tensors. Under ``create_graph``, the zeros it gets are made by recorded ops
         (`_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
         create_graph = zeros.grad_fn is not None
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
         grads = []
+        metas = self.program.sir.metas
         for index, shape in self.output_shapes.items():
             grad = output_grads.get(index)
-            if grad is None or not grad._is_initialized():  # (an output no gradient reached in this pass)
-                grad = paddle.zeros(shape, self.program.sir.metas[self.program.sir.outputs[index]].dtype)
+            if grad is None or not grad._is_initialized():  # (not in the group, or no gradient in this pass)
+                grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
             grads.append(grad)
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(self.random_state)
@@ -200,6 +202,50 @@ class _RecomputedCall:
                                                          create_graph))
         finally:
             paddle.set_rng_state(state_now)
+
+
+def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
+                  ) -> list[tuple[list[int], list[int]]]:
+    """The differentiable outputs of ``sir`` grouped by the differentiable tensors they may depend on, as
+    (output indexes, indexes into ``[inputs at grad_positions..., parameters...]``). Each group gets a link of
+    its own: a tensor no output depends on gets no gradient (None, as in eager, not zeros), and ``paddle.grad``
+    of an output does not reach what it does not depend on. A statement whose parameters are not known for sure
+    depends on all of them (zeros instead of None at worst, never a missing gradient)."""
+    everything = frozenset(range(len(grad_positions), len(grad_positions) + len(parameters)))
+    parameter_index = {id(p): len(grad_positions) + i for i, p in enumerate(parameters)}
+    depends: dict[Symbol, frozenset[int]] = {sir.inputs[position]: frozenset([k])
+                                              for k, position in enumerate(grad_positions)}
+    for stmt in sir.statements:
+        found = _parameters_read(stmt, parameter_index, everything)
+        for symbol in stmt.inputs():
+            found = found | depends.get(symbol, frozenset())
+        for symbol in stmt.output_symbols():
+            depends[symbol] = frozenset() if sir.metas[symbol].stop_gradient else found
+    groups: dict[frozenset[int], list[int]] = {}
+    every_tensor = frozenset(range(len(grad_positions) + len(parameters)))
+    for index, symbol in enumerate(sir.outputs):
+        if not sir.metas[symbol].stop_gradient:
+            # (a differentiable output depending on nothing known: linked to everything, to be safe)
+            groups.setdefault(depends.get(symbol) or every_tensor, []).append(index)
+    return [(outputs, sorted(members)) for members, outputs in groups.items()]
+
+
+def _parameters_read(stmt: Statement, parameter_index: dict[int, int], everything: frozenset[int]
+                     ) -> frozenset[int]:
+    """The parameters a statement may read (indexes as in `output_groups`): those of the built-in layer it
+    calls; all of them for a PyLayer, a nested graph, a layer with forward hooks (which may read any), or a
+    tensor constant among its arguments."""
+    target = stmt.target
+    if isinstance(target, LayerCall):
+        layer = target.layer
+        if target.run_hooks and any(sub._forward_pre_hooks or sub._forward_post_hooks
+                                    for sub in layer.sublayers(include_self=True)):
+            return everything
+        return frozenset(parameter_index[id(p)] for p in layer.parameters() if id(p) in parameter_index)
+    if stmt.kind in ("pylayer", "call") or any(isinstance(leaf, paddle.Tensor)
+                                                for leaf in leaves((stmt.args, stmt.kwargs))):
+        return everything
+    return frozenset()
 
 
 def _packed(tensors: list) -> paddle.Tensor:
@@ -220,34 +266,38 @@ def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
 
 
 def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
-    """``run(inputs)`` without the program's grad node: its outputs reach the inputs through a connector
-    subtracting 0.0 (`_zero_of` the packed differentiable tensors) instead, whose gradient, zeros, the hooks
-    replace by the product program's. ``fed``: the inputs as the program is fed them (the views of
-    `compile._fed`, through which gradients reach the inputs). None when the differentiable tensors have several
+    """``run(inputs)`` without the program's grad node: each group of outputs (`output_groups`) reaches the
+    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed), whose gradient,
+    zeros, the hooks replace by the product program's. ``fed``: the inputs as the program is fed them (the views
+    of `compile._fed`, through which gradients reach the inputs). None when the tensors of a group have several
     dtypes (they cannot be packed into one)."""
     grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
-    dtype = differentiable[0].dtype
-    if any(t.dtype != dtype for t in differentiable):
-        return None
-    call = _RecomputedCall(program, inputs, grad_positions, parameters)
+    groups = program.output_groups(grad_positions, parameters)
+    for _, members in groups:
+        dtype = differentiable[members[0]].dtype
+        if any(differentiable[k].dtype != dtype for k in members):
+            return None
+    random_state = paddle.get_rng_state()
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
     try:
         outputs = list(run(inputs))
     finally:
         _set_has_grad(True)  # (only a call recording gradients comes here)
-    packed = _packed(differentiable)
-    packed._register_grad_hook(call.input_gradient)
-    connector = _zero_of(packed)
-    stopped = program.stop_gradient_outputs
-    for index, output in enumerate(outputs):
-        if index in stopped:
-            continue
-        linked = _C_ops.subtract(output, connector if output.dtype == dtype else
-                                 _C_ops.cast(connector, output.dtype))
-        linked._register_grad_hook(call.output_hook(index))
-        setattr(linked, RECOMPUTED_MARK, True)  # (cheap; reading ``grad_fn`` here would cost ~40 us)
-        call.output_shapes[index] = output.shape
-        outputs[index] = linked
+    output_shapes = {index: outputs[index].shape for grouped, _ in groups for index in grouped}
+    for grouped, members in groups:
+        call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in members if k < len(grad_positions)),
+                               tuple(parameters[k - len(grad_positions)] for k in members
+                                     if k >= len(grad_positions)), output_shapes, random_state)
+        packed = _packed([differentiable[k] for k in members])
+        packed._register_grad_hook(call.input_gradient)
+        connector = _zero_of(packed)
+        for index in grouped:
+            output = outputs[index]
+            linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
+                                     _C_ops.cast(connector, output.dtype))
+            linked._register_grad_hook(call.output_hook(index))
+            setattr(linked, RECOMPUTED_MARK, True)  # (cheap; reading ``grad_fn`` here would cost ~40 us)
+            outputs[index] = linked
     return outputs

@@ -352,3 +352,26 @@ def test_a_hessian_vector_product_with_respect_to_parameters(compile_all):
         return [g.numpy() for g in grads] + [None if h is None else h.numpy() for h in hv]
 
     _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def _separate(x, y):
+    return paddle.tanh(x) * 2.0, y * y, (x * y).sum()
+
+
+def test_an_input_no_output_reached_gets_no_gradient(compile_all):
+    """Outputs depending on different inputs: a backward from one leaves the other input's gradient None, and
+    ``paddle.grad`` of it with respect to the other gives None with ``allow_unused`` (raises without), as eager.
+    Then a backward from all of them."""
+
+    def pictures(function):
+        x, y = _sample(1, (2, 3)), _sample(2, (2, 3))
+        a, b, c = function(x, y)
+        b.sum().backward(retain_graph=True)
+        first = [x.grad, y.grad.numpy()]
+        (unused,) = paddle.grad(a.sum(), y, allow_unused=True, retain_graph=True)
+        with pytest.raises(Exception, match="does not appear in the backward graph"):
+            paddle.grad(a.sum(), y, retain_graph=True)
+        (a.sum() + c).backward()
+        return first + [unused, x.grad.numpy(), y.grad.numpy()]
+
+    _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
