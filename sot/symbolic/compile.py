@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import threading
 import warnings
@@ -27,7 +28,8 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir
+from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients,
+                           needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
 from .replay import Replay, compile_replay
 from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
@@ -260,6 +262,11 @@ class CompiledProgram:
             groups = self._output_groups[key] = output_groups(self.sir, grad_positions, parameters)
         return groups
 
+    @functools.cached_property
+    def inputs_read_by_gradients(self) -> list[int]:
+        """`higher_order.inputs_read_by_gradients` of the SIR."""
+        return inputs_read_by_gradients(self.sir)
+
     def held_parameters(self) -> tuple[paddle.Tensor, ...]:
         """The parameters requiring grad that the (built) program holds itself (of the built-in layers it
         calls), rather than takes as inputs."""
@@ -285,6 +292,9 @@ class CompiledProgram:
         # (Hooks run in the ambient grad mode. Under no_grad, a program's values would not require grad, and
         # ``paddle.grad`` inside would find none.)
         with paddle.enable_grad():
+            if program._program is None and differentiates_gradients(self.sir):
+                with BUILD_LOCK, decomposed_gradients():  # (see there; the first call builds the program)
+                    return program(list(inputs) + cotangents)
             return program(list(inputs) + cotangents)
 
     def _watch_new_scopes(self) -> None:

@@ -35,11 +35,14 @@ under ``create_graph`` (a Hessian-vector product with respect to the weights) ar
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import TYPE_CHECKING, Any, Callable
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
 from paddle import _C_ops
+from paddle.base import core
 from paddle.base.core import _set_has_grad
 from paddle.base.framework import EagerParamBase
 
@@ -132,6 +135,25 @@ class _GradientOfOutputs:
         return tuple(grads)
 
 
+def differentiates_gradients(sir: StatementIR) -> bool:
+    """Whether ``sir`` is a product program already: its own product is of second order or more."""
+    return any(isinstance(stmt.target, _GradientOfOutputs) for stmt in sir.statements)
+
+
+@contextlib.contextmanager
+def decomposed_gradients() -> Iterator[None]:
+    """Paddle's static gradients built from primitive ops (its "prim" backward) while a product program of
+    second order or more is built: the gradients of some double-gradient ops are wrong in static mode (Paddle
+    3.3: the third derivative of ``x * x.sum()`` came out 7 where eager gives 12; decomposed, 12), and others
+    have none (``matmul_triple_grad``)."""
+    before = core._is_bwd_prim_enabled()
+    core._set_prim_backward_enabled(True)
+    try:
+        yield
+    finally:
+        core._set_prim_backward_enabled(before)
+
+
 def vjp_sir(sir: StatementIR, grad_inputs: list[int], grad_outputs: list[int], cotangent_metas: list[MetaInfo],
             parameters: list[paddle.Tensor], create_graph: bool) -> StatementIR:
     """The vector-Jacobian product of ``sir``: inputs are ``sir``'s followed by one cotangent per output of
@@ -161,16 +183,16 @@ class _RecomputedCall:
     replaces the zeros it receives by the product program's result."""
 
     __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
-                 "random_state")
+                 "forward_state")
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
                  parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
-                 random_state: list) -> None:
+                 forward_state: "_ForwardState") -> None:
         self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
             parameters
         self.output_shapes = output_shapes  # of every differentiable output of the call (shared by its groups)
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
-        self.random_state = random_state
+        self.forward_state = forward_state
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
@@ -188,6 +210,7 @@ class _RecomputedCall:
         create_graph = zeros.grad_fn is not None
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
+        self.forward_state.check_unchanged(self.program)
         grads = []
         metas = self.program.sir.metas
         for index, shape in self.output_shapes.items():
@@ -196,12 +219,74 @@ class _RecomputedCall:
                 grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
             grads.append(grad)
         state_now = paddle.get_rng_state()
-        paddle.set_rng_state(self.random_state)
+        paddle.set_rng_state(self.forward_state.random_state)
         try:
             return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
                                                          create_graph))
         finally:
             paddle.set_rng_state(state_now)
+
+
+# Statements whose gradient does not read the values of their inputs (by target: a callable for ``api``, a name
+# for ``method``): an input reaching only such statements may change in place after the call, the recomputed
+# gradient stays eager's. ``mul``/``truediv`` only by a number (`_reads_values`).
+_VALUE_FREE_GRADIENTS: frozenset = frozenset([
+    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, operator.getitem,
+    paddle.add, paddle.subtract, paddle.reshape, paddle.transpose, paddle.concat, paddle.stack, paddle.sum,
+    paddle.mean, paddle.flatten, paddle.squeeze, paddle.unsqueeze, paddle.cast, paddle.assign, paddle.clone,
+    paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "__getitem__", "reshape",
+    "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "astype", "cast", "clone", "expand",
+    "broadcast_to", "tile", "scale", "split", "chunk",
+])
+_BY_A_NUMBER = frozenset([operator.mul, operator.imul, operator.truediv, operator.itruediv, "__mul__", "__rmul__",
+                          "__imul__", "__truediv__", "__itruediv__"])
+
+
+def _reads_values(stmt: Statement) -> bool:
+    """Whether the gradient of ``stmt`` may read the values of its inputs (True when not known)."""
+    if stmt.kind not in ("api", "method"):
+        return True
+    try:
+        if stmt.target in _VALUE_FREE_GRADIENTS:
+            return False
+        if stmt.target in _BY_A_NUMBER:
+            return sum(isinstance(arg, Symbol) for arg in stmt.args) != 1
+    except TypeError:  # (an unhashable target)
+        return True
+    return True
+
+
+def inputs_read_by_gradients(sir: StatementIR) -> list[int]:
+    """Indexes of the inputs of ``sir`` whose values its gradients may depend on: those from which a statement
+    reading values (`_reads_values`) is reached."""
+    reads: set[Symbol] = set()
+    for stmt in reversed(sir.statements):  # (a symbol's readers come after its producer)
+        if _reads_values(stmt) or any(symbol in reads for symbol in stmt.output_symbols()):
+            reads.update(stmt.inputs())
+    return [index for index, symbol in enumerate(sir.inputs) if symbol in reads]
+
+
+class _ForwardState:
+    """What the recomputation of a call needs to find as the forward left it: the random generators' state
+    (the same dropout masks; put back after, as eager's backward draws nothing), and unchanged (their inplace
+    versions) the held parameters and the inputs whose values the gradients read, which the forward is
+    computed again from."""
+
+    __slots__ = ("random_state", "versions")
+
+    def __init__(self, tensors: list) -> None:
+        self.random_state = paddle.get_rng_state()
+        self.versions = [(tensor, tensor._inplace_version()) for tensor in tensors]
+
+    def check_unchanged(self, program: "CompiledProgram") -> None:
+        for tensor, version in self.versions:
+            if tensor._inplace_version() != version:
+                raise SotError(
+                    f"sot: a tensor graph {program.sir.name} read ({tensor.name or 'unnamed'}, {list(tensor.shape)}) "
+                    f"was changed in place after the call and before this backward pass; its backward recomputes "
+                    f"the forward from the tensors it read (so that it can be differentiated again and taken "
+                    f"more than once), which needs their values at the call")
 
 
 def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
@@ -258,11 +343,12 @@ def _packed(tensors: list) -> paddle.Tensor:
 
 def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
     """+0.0 computed from ``packed`` so that gradients reach it: subtracted, it leaves every value as it is (an
-    added +0.0 would turn -0.0 into +0.0). The sum of the squares of none of its values: the gradient of the
+    added +0.0 would turn -0.0 into +0.0). The square of the sum of none of its values: the gradient of the
     square depends on the value itself, so under ``create_graph`` the ops making the gradient are recorded
-    (`_RecomputedCall.input_gradient` reads that)."""
-    nothing = _C_ops.slice(packed, [0], [0], [0], [1], [])
-    return _C_ops.sum(_C_ops.multiply(nothing, nothing), [], None, False)
+    (`_RecomputedCall.input_gradient` reads that). (The square is of the sum, a tensor of its own: the empty
+    slice is a view of the inputs, whose later in-place changes would make a multiply keeping it refuse.)"""
+    nothing = _C_ops.sum(_C_ops.slice(packed, [0], [0], [0], [1], []), [], None, False)
+    return _C_ops.multiply(nothing, nothing)
 
 
 def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
@@ -279,7 +365,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
         dtype = differentiable[members[0]].dtype
         if any(differentiable[k].dtype != dtype for k in members):
             return None
-    random_state = paddle.get_rng_state()
+    forward_state = _ForwardState([inputs[i] for i in program.inputs_read_by_gradients] + list(parameters))
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
     try:
         outputs = list(run(inputs))
@@ -289,7 +375,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
     for grouped, members in groups:
         call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in members if k < len(grad_positions)),
                                tuple(parameters[k - len(grad_positions)] for k in members
-                                     if k >= len(grad_positions)), output_shapes, random_state)
+                                     if k >= len(grad_positions)), output_shapes, forward_state)
         packed = _packed([differentiable[k] for k in members])
         packed._register_grad_hook(call.input_gradient)
         connector = _zero_of(packed)

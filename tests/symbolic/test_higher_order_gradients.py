@@ -375,3 +375,85 @@ def test_an_input_no_output_reached_gets_no_gradient(compile_all):
         return first + [unused, x.grad.numpy(), y.grad.numpy()]
 
     _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
+
+
+def _scaled_by_sum(x):
+    return x * x.sum()
+
+
+def _jacobian_vector_pictures(function) -> list:
+    """J u by the double-backward trick (the gradient of a vector-Jacobian product with respect to its vector),
+    then a backward through it to x: derivatives of third order."""
+    x = paddle.to_tensor(np.array([-1.0, 0.5, 2.0], dtype="float32"))
+    x.stop_gradient = False
+    out = function(x)
+    v = paddle.to_tensor(np.array([0.5, 1.0, -1.0], dtype="float32"))
+    v.stop_gradient = False
+    (g,) = paddle.grad(out, x, v, create_graph=True)
+    (jvp,) = paddle.grad(g, v, paddle.to_tensor(np.array([1.0, 2.0, 3.0], dtype="float32")), create_graph=True)
+    (third,) = paddle.grad(jvp.sum(), x, retain_graph=True)
+    ((jvp * jvp).sum() + (g * g).sum()).backward()
+    return [g.numpy(), jvp.numpy(), third.numpy(), x.grad.numpy()]
+
+
+def _tanh_scaled_by_sum(x):
+    return paddle.tanh(x) * x.sum()
+
+
+@pytest.mark.parametrize("function", [_scaled_by_sum, _tanh_scaled_by_sum], ids=["x*sum(x)", "tanh(x)*sum(x)"])
+def test_third_derivatives_by_the_double_backward_trick(compile_all, function):
+    """Static third derivatives of some ops are wrong in Paddle 3.3 (``x * x.sum()``: 7 for eager's 12): the
+    product programs of second order and more are built from decomposed gradients."""
+    _assert_close_lists(_jacobian_vector_pictures(sot.symbolic_translate(function)),
+                        _jacobian_vector_pictures(function))
+
+
+def test_the_double_backward_trick_leaves_its_vector_without_gradient(compile_all):
+    """Known bug (tests/known_bugs.txt): J u does not depend on the vector v of the trick, so eager leaves
+    ``v.grad`` None after a backward through J u; sot cannot see that J u is linear in v from the graph's
+    statements and gives v a zero gradient."""
+
+    def vector_gradient(function):
+        x = paddle.to_tensor(np.array([-1.0, 0.5, 2.0], dtype="float32"))
+        x.stop_gradient = False
+        v = paddle.zeros([3])
+        v.stop_gradient = False
+        (g,) = paddle.grad(function(x), x, v, create_graph=True)
+        (jvp,) = paddle.grad(g, v, paddle.ones([3]), create_graph=True)
+        (jvp * jvp).sum().backward()
+        return v.grad
+
+    assert vector_gradient(sot.symbolic_translate(_scaled_by_sum)) is vector_gradient(_scaled_by_sum) is None
+
+
+def test_an_input_changed_in_place_without_grad_before_the_backward(compile_all):
+    """Known bug (tests/known_bugs.txt): ``tanh(x + 1)`` keeps its output for the backward, not ``x``, so eager
+    computes the gradient after ``x`` is changed in place (under no_grad); a call with a recomputing backward
+    needs ``x`` as it was and raises, naming the problem (no wrong gradient)."""
+
+    def shifted(x):
+        return paddle.tanh(x + 1.0) * 2.0
+
+    def gradient(function):
+        x = _sample()
+        out = function(x)
+        with paddle.no_grad():
+            x.scale_(3.0)
+        out.sum().backward()
+        return [x.grad.numpy()]
+
+    _assert_close_lists(gradient(sot.symbolic_translate(shifted)), gradient(shifted))
+
+
+def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
+    """The same change, seen by the recomputing backward: a clear error, not a gradient of the new values."""
+
+    def shifted(x):
+        return paddle.tanh(x + 1.0) * 2.0
+
+    x = _sample()
+    out = sot.symbolic_translate(shifted)(x)
+    with paddle.no_grad():
+        x.scale_(3.0)
+    with pytest.raises(Exception, match="changed in place after the call and before this backward pass"):
+        out.sum().backward()
