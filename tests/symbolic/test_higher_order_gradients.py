@@ -108,15 +108,20 @@ def _penalty_pictures(model: nn.Layer) -> list:
     return [out.numpy(), slope.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in model.parameters()]
 
 
-def test_a_gradient_penalty_reaches_the_sample_and_the_parameters(compile_all):
-    """Also at the cached calls; one translation, no break, nothing replayed eagerly by choice."""
-    model = _mlp()
+def _compare_steps(model: nn.Layer, pictures, steps: int = 2) -> None:  # noqa: ANN001
+    """``pictures`` of the translated ``model`` and of an eager copy, equal at each of ``steps`` steps (the
+    first translates, the others hit the cache)."""
     eager = copy.deepcopy(model)
     fast = sot.symbolic_translate(model)
-    for _ in range(3):
+    for _ in range(steps):
         model.clear_gradients()
         eager.clear_gradients()
-        _assert_close_lists(_penalty_pictures(fast), _penalty_pictures(eager))
+        _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def test_a_gradient_penalty_reaches_the_sample_and_the_parameters(compile_all):
+    """Also at the cached calls; one translation, no break, nothing replayed eagerly by choice."""
+    _compare_steps(_mlp(), _penalty_pictures, steps=3)
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
@@ -185,13 +190,7 @@ def _doubled_eagerly(h: paddle.Tensor) -> paddle.Tensor:
 def test_create_graph_through_a_model_with_a_graph_break(compile_all, capsys, through):
     """The graph after the break gets an activation requiring grad: its backward is recomputed too."""
     paddle.seed(9)
-    model = _Broken(through)
-    eager = copy.deepcopy(model)
-    fast = sot.symbolic_translate(model)
-    for _ in range(2):
-        model.clear_gradients()
-        eager.clear_gradients()
-        _assert_close_lists(_penalty_pictures(fast), _penalty_pictures(eager))
+    _compare_steps(_Broken(through), _penalty_pictures)
     stats = sot.stats()
     assert stats.graph_breaks >= 1 and stats.fallbacks == 0, stats
 
@@ -200,9 +199,6 @@ def test_a_physics_informed_loss_on_points_concatenated_from_coordinates(compile
     """The network's input is not a leaf (``concat`` of x and t, each requiring grad): derivatives with respect
     to each coordinate, of second order in x, then a backward to the parameters."""
     paddle.seed(4)
-    model = Field()
-    eager = copy.deepcopy(model)
-    fast = sot.symbolic_translate(model)
 
     def pictures(network):
         x = _sample(1, (6, 1))
@@ -214,10 +210,7 @@ def test_a_physics_informed_loss_on_points_concatenated_from_coordinates(compile
         return [u.numpy(), u_x.numpy(), u_t.numpy(), u_xx.numpy(), x.grad.numpy(), t.grad.numpy()] + [
             p.grad.numpy() for p in network.parameters()]
 
-    for _ in range(2):
-        model.clear_gradients()
-        eager.clear_gradients()
-        _assert_close_lists(pictures(fast), pictures(eager))
+    _compare_steps(Field(), pictures)
 
 
 def test_a_second_backward_with_retain_graph_through_a_layer(compile_all):
@@ -268,9 +261,6 @@ def test_the_recomputed_backward_draws_the_forward_random_numbers(compile_all):
     """Dropout: the backward, recomputing the forward, uses the forward's mask, and the random generator is
     where eager's is afterwards."""
     paddle.seed(2)
-    model = _Dropped()
-    eager = copy.deepcopy(model)
-    fast = sot.symbolic_translate(model)
 
     def pictures(network):
         paddle.seed(11)
@@ -279,10 +269,7 @@ def test_the_recomputed_backward_draws_the_forward_random_numbers(compile_all):
         (out ** 2).sum().backward()
         return [out.numpy(), x.grad.numpy(), network.fc.weight.grad.numpy(), paddle.rand([3]).numpy()]
 
-    for _ in range(2):
-        model.clear_gradients()
-        eager.clear_gradients()
-        _assert_close_lists(pictures(fast), pictures(eager))
+    _compare_steps(_Dropped(), pictures)
 
 
 def test_an_input_changed_in_place_after_the_call_refuses_the_backward(compile_all):
