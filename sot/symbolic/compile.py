@@ -263,7 +263,7 @@ class CompiledProgram:
         return groups
 
     @functools.cached_property
-    def inputs_read_by_gradients(self) -> list[int]:
+    def inputs_read_by_gradients(self) -> list[frozenset[int]]:
         """`higher_order.inputs_read_by_gradients` of the SIR."""
         return inputs_read_by_gradients(self.sir)
 

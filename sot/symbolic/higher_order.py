@@ -210,7 +210,8 @@ class _RecomputedCall:
         create_graph = zeros.grad_fn is not None
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
-        self.forward_state.check_unchanged(self.program)
+        self.forward_state.check_unchanged(
+            self.program, [i for i, grad in output_grads.items() if grad is not None and grad._is_initialized()])
         grads = []
         metas = self.program.sir.metas
         for index, shape in self.output_shapes.items():
@@ -257,30 +258,57 @@ def _reads_values(stmt: Statement) -> bool:
     return True
 
 
-def inputs_read_by_gradients(sir: StatementIR) -> list[int]:
-    """Indexes of the inputs of ``sir`` whose values its gradients may depend on: those from which a statement
-    reading values (`_reads_values`) is reached."""
-    reads: set[Symbol] = set()
-    for stmt in reversed(sir.statements):  # (a symbol's readers come after its producer)
-        if _reads_values(stmt) or any(symbol in reads for symbol in stmt.output_symbols()):
-            reads.update(stmt.inputs())
-    return [index for index, symbol in enumerate(sir.inputs) if symbol in reads]
+def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
+    """Per output of ``sir``, the indexes of the inputs whose values its gradient may depend on: the inputs
+    from which the operands of a statement reading values (`_reads_values`) are computed, among the statements
+    the output's gradient flows through (back through values requiring grad, as `version_check.saved_by_reach`
+    follows it)."""
+    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
+    # The inputs each symbol is computed from (statements are in order: operands come first).
+    sources: dict[Symbol, frozenset[int]] = {symbol: frozenset([i]) for i, symbol in enumerate(sir.inputs)}
+    for stmt in sir.statements:
+        found = frozenset().union(*(sources.get(operand, frozenset()) for operand in stmt.inputs()))
+        for symbol in stmt.output_symbols():
+            sources[symbol] = found
+
+    per_output = []
+    for output in sir.outputs:
+        read: set[int] = set()
+        visited: set[Symbol] = set()
+        pending = [output]
+        while pending:
+            symbol = pending.pop()
+            if symbol in visited or sir.metas[symbol].stop_gradient:
+                continue
+            visited.add(symbol)
+            stmt = producer.get(symbol)
+            if stmt is None:
+                continue
+            if _reads_values(stmt):
+                for operand in stmt.inputs():
+                    read |= sources.get(operand, frozenset())
+            pending += stmt.inputs()
+        per_output.append(frozenset(read))
+    return per_output
 
 
 class _ForwardState:
     """What the recomputation of a call needs to find as the forward left it: the random generators' state
     (the same dropout masks; put back after, as eager's backward draws nothing), and unchanged (their inplace
-    versions) the held parameters and the inputs whose values the gradients read, which the forward is
-    computed again from."""
+    versions) the held parameters and the inputs whose values the gradients of the outputs reached read (the
+    forward is computed again from them)."""
 
-    __slots__ = ("random_state", "versions")
+    __slots__ = ("random_state", "versions", "parameter_versions")
 
-    def __init__(self, tensors: list) -> None:
+    def __init__(self, inputs: list, read: frozenset[int], parameters: tuple[paddle.Tensor, ...]) -> None:
         self.random_state = paddle.get_rng_state()
-        self.versions = [(tensor, tensor._inplace_version()) for tensor in tensors]
+        self.versions = {index: (inputs[index], inputs[index]._inplace_version()) for index in read}
+        self.parameter_versions = [(p, p._inplace_version()) for p in parameters]
 
-    def check_unchanged(self, program: "CompiledProgram") -> None:
-        for tensor, version in self.versions:
+    def check_unchanged(self, program: "CompiledProgram", outputs_reached: list[int]) -> None:
+        read_by_output = program.inputs_read_by_gradients
+        watched = [self.versions[i] for i in frozenset().union(*(read_by_output[o] for o in outputs_reached))]
+        for tensor, version in watched + self.parameter_versions:
             if tensor._inplace_version() != version:
                 raise SotError(
                     f"sot: a tensor graph {program.sir.name} read ({tensor.name or 'unnamed'}, {list(tensor.shape)}) "
@@ -365,7 +393,8 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
         dtype = differentiable[members[0]].dtype
         if any(differentiable[k].dtype != dtype for k in members):
             return None
-    forward_state = _ForwardState([inputs[i] for i in program.inputs_read_by_gradients] + list(parameters))
+    read = frozenset().union(*(program.inputs_read_by_gradients[index] for grouped, _ in groups for index in grouped))
+    forward_state = _ForwardState(inputs, read, parameters)
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
     try:
         outputs = list(run(inputs))
