@@ -9,14 +9,16 @@ seen at the forward call, and it cannot be repaired once a backward pass reaches
 
 So the calls that may be differentiated so (`needs_recomputed_backward`) are run with a recomputing backward
 instead (`run_with_recomputed_backward`): the program runs forward only, without a grad node; each output is
-linked to the call's differentiable tensors (inputs and held parameters, flattened into one ``packed`` tensor)
-by subtracting 0.0 computed from them, which changes no value. In a backward pass, hooks on the linked outputs note
-their gradients, and the hook on ``packed``, reached last, replaces the zeros it gets by the gradients computed
-by a second compiled program, the vector-Jacobian product of the first (`vjp_sir`: the forward statements
-again, then ``paddle.grad`` in static mode). A fresh run each time, it can run in any number of passes. In a
-``create_graph`` pass it is itself a recorded call of a compiled program, with the same inputs: it is run with
-a recomputing backward in turn, so derivatives of every order stay compiled (as far as Paddle's static ops
-have gradients: a missing one raises naming the op, as eager does).
+linked to the differentiable tensors it depends on (inputs and held parameters, `output_groups`, flattened
+into one ``packed`` tensor) by subtracting 0.0 computed from them, which changes no value. In a backward pass,
+hooks on the linked outputs note their gradients, and the hook on ``packed``, reached last, replaces the zeros
+it gets by the gradients computed by a second compiled program, the vector-Jacobian product of the first
+(`vjp_sir`: the forward statements again, then ``paddle.grad`` in static mode), with the forward's random
+state, after checking that what it reads was not changed in place since (`_ForwardState`). A fresh run each
+time, it can run in any number of passes. In a ``create_graph`` pass it is itself a recorded call of a compiled
+program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
+stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
+Paddle's static ops lack raises naming the op, as eager does).
 
 Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
 PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
@@ -60,8 +62,8 @@ _vjp_names = itertools.count()
 # Set on the outputs of a call run with a recomputing backward: a call taking one is run so as well.
 RECOMPUTED_MARK = "_sot_recomputed_backward"
 # How far back through eager ops a call's non-leaf input is followed (levels of grad nodes, nodes per level):
-# far enough to pass the link of an output of a call run with a recomputing backward (`_zero_of`, 5 levels)
-# and reach the leaves behind it.
+# far enough to pass the link of an output of a call run with a recomputing backward (`_zero_of` and the
+# packing, 5 levels) and reach the leaves behind it.
 _SEARCH_DEPTH, _SEARCH_WIDTH = 8, 8
 _LEAF_NODE = "GradNodeAccumulation"  # the grad node of a leaf requiring grad
 _PROGRAM_NODE = "Dy2StGradNode"  # the grad node of a compiled program's outputs
