@@ -28,7 +28,7 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients,
+from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients, mark_outputs,
                            needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
 from .replay import Replay, compile_replay
 from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
@@ -104,7 +104,10 @@ class CompiledProgram:
         return self._replay_function
 
     def _replay(self, inputs: list) -> list:
-        return self._replay_program()(inputs)
+        outputs = self._replay_program()(inputs)
+        if paddle.is_grad_enabled():  # (eager ops: marked as a compiled call on the same inputs would be)
+            mark_outputs(outputs, needs_recomputed_backward(inputs, self._grad_inputs))
+        return outputs
 
     def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
         """The program failed to build or to run: replay its statements eagerly, each from its user line, so
@@ -229,8 +232,10 @@ class CompiledProgram:
             match_inplace_version(outputs[index], version)
         if records_grad:
             self._watch_saved_tensors(fed, outputs)
-            if not recomputed and self._scopes.last not in self._scopes.backward_built:
-                _build_backward_under_flags(self._scopes, self._build_flags, outputs)
+            if not recomputed:
+                mark_outputs(outputs, recomputed=False)
+                if self._scopes.last not in self._scopes.backward_built:
+                    _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
 
     def _run_program(self, inputs: list, fed: list, recomputed: bool) -> tuple[list, bool]:

@@ -26,11 +26,12 @@ crashes when a backward reaches it after ``backward(retain_graph=True)``, and mu
 ``paddle.grad`` does not ask for, which it cannot tell; and a hook runs in the ambient grad mode whatever
 ``create_graph`` is, which `_zero_of` makes visible.
 
-Which calls: those with an input requiring grad that is a leaf and not a parameter (a tensor the user asked
-gradients for: a gradient penalty's sample, a physics-informed loss's points), or that a few eager ops made from
-a leaf or from an output of such a call (coordinates concatenated into points; an activation after a graph
-break). Calls of ordinary training (inputs that do not require grad, parameters, activations a resume function
-gets from the program before it) keep the program's own backward and pay one check per input. The price, on
+Which calls (`needs_recomputed_backward`): those with an input requiring grad that is a leaf and not a parameter
+(a tensor the user asked gradients for: a gradient penalty's sample, a physics-informed loss's points), or that
+is not an output of a compiled program run with its own backward (an activation after a graph break in such
+a model, coordinates concatenated into points by eager code). Calls of ordinary training (inputs that do not
+require grad, parameters, activations a resume function gets from the program before it) keep the program's
+own backward and pay one check per input and a mark per output. The price, on
 the calls that take this path: the backward recomputes the forward (as activation checkpointing does), plus a
 few eager ops and hooks per call. Known gap: the gradients of *parameters* (of a call without such inputs)
 under ``create_graph`` (a Hessian-vector product with respect to the weights) are not differentiable.
@@ -59,20 +60,18 @@ _add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # ru
 _vjp_names = itertools.count()
 
 
-# Set on the outputs of a call run with a recomputing backward: a call taking one is run so as well.
-RECOMPUTED_MARK = "_sot_recomputed_backward"
-# How far back through eager ops a call's non-leaf input is followed (levels of grad nodes, nodes per level):
-# far enough to pass the link of an output of a call run with a recomputing backward (`_zero_of` and the
-# packing, 5 levels) and reach the leaves behind it.
-_SEARCH_DEPTH, _SEARCH_WIDTH = 8, 8
-_LEAF_NODE = "GradNodeAccumulation"  # the grad node of a leaf requiring grad
-_PROGRAM_NODE = "Dy2StGradNode"  # the grad node of a compiled program's outputs
+# Set on the differentiable outputs of a compiled program's call: "program" when the program's own grad node
+# makes their gradients, "recomputed" when the call was run with a recomputing backward.
+ORIGIN = "_sot_origin"
 
 
 def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
     """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
-    that is a leaf and not a parameter, or an output of a call run with a recomputing backward, or a tensor a
-    few eager ops made from a leaf (`_made_from_a_leaf`)."""
+    that is a leaf and not a parameter, or that is not an output of a compiled program run with its own
+    backward (one of a call run with a recomputing backward, or a tensor eager ops made: maybe from such a
+    leaf, as the points of a physics-informed loss concatenated from coordinates; maybe from parameters only,
+    then the call pays the recomputation without need). (Following a tensor's grad nodes back would tell, but
+    reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in Paddle 3.3.)"""
     for index in grad_inputs:
         tensor = inputs[index]
         if tensor.stop_gradient:
@@ -80,33 +79,17 @@ def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
         if tensor.is_leaf:
             if not isinstance(tensor, EagerParamBase):
                 return True
-        elif getattr(tensor, RECOMPUTED_MARK, False) or _made_from_a_leaf(tensor):
+        elif getattr(tensor, ORIGIN, None) != "program":
             return True
     return False
 
 
-def _made_from_a_leaf(tensor: paddle.Tensor) -> bool:
-    """Whether the non-leaf ``tensor`` was computed by a few eager ops (`_SEARCH_DEPTH` levels of its grad
-    nodes, breadth first) from a leaf requiring grad: the points of a physics-informed loss concatenated from
-    coordinates, an output of a call run with a recomputing backward changed by an eager op at a graph break
-    (the link of such an output leads to the call's inputs). The leaf may be a parameter (a grad node does not
-    say): such a call pays the recomputation without need. The walk stops at the outputs of compiled programs
-    (the activations a resume function gets after a graph break: one grad node looked at)."""
-    frontier = [tensor.grad_fn]
-    for _ in range(_SEARCH_DEPTH):
-        following = []
-        for node in frontier:
-            if node is None:
-                continue
-            name = node.name()
-            if name == _LEAF_NODE:
-                return True
-            if name != _PROGRAM_NODE:
-                following.extend(node.next_functions)
-        frontier = following[:_SEARCH_WIDTH]
-        if not frontier:
-            break
-    return False
+def mark_outputs(outputs: list, recomputed: bool) -> None:
+    """Mark the differentiable outputs of a call recording gradients (see `ORIGIN`)."""
+    origin = "recomputed" if recomputed else "program"
+    for output in outputs:
+        if isinstance(output, paddle.Tensor) and not output.stop_gradient:
+            setattr(output, ORIGIN, origin)
 
 
 class _GradientOfOutputs:
@@ -208,8 +191,9 @@ class _RecomputedCall:
 
     def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
         """The hook on the packed tensors. Under ``create_graph``, the zeros it gets are made by recorded ops
-        (`_zero_of`), else by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
-        create_graph = zeros.grad_fn is not None
+        (`_zero_of`: they have a grad node, they are no leaf), else by none: the only sign of it a hook has (it
+        runs in the ambient grad mode)."""
+        create_graph = not zeros.is_leaf
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
         self.forward_state.check_unchanged(
@@ -415,6 +399,6 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
                                      _C_ops.cast(connector, output.dtype))
             linked._register_grad_hook(call.output_hook(index))
-            setattr(linked, RECOMPUTED_MARK, True)  # (cheap; reading ``grad_fn`` here would cost ~40 us)
             outputs[index] = linked
+    mark_outputs(outputs, recomputed=True)
     return outputs
