@@ -52,6 +52,7 @@ from paddle.base.framework import EagerParamBase
 from ..errors import SotError
 from .pytree import leaves
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
+from .version_check import producers, statements_reached
 
 if TYPE_CHECKING:
     from .compile import CompiledProgram
@@ -249,33 +250,17 @@ def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
     from which the operands of a statement reading values (`_reads_values`) are computed, among the statements
     the output's gradient flows through (back through values requiring grad, as `version_check.saved_by_reach`
     follows it)."""
-    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
     # The inputs each symbol is computed from (statements are in order: operands come first).
     sources: dict[Symbol, frozenset[int]] = {symbol: frozenset([i]) for i, symbol in enumerate(sir.inputs)}
     for stmt in sir.statements:
         found = frozenset().union(*(sources.get(operand, frozenset()) for operand in stmt.inputs()))
         for symbol in stmt.output_symbols():
             sources[symbol] = found
-
-    per_output = []
-    for output in sir.outputs:
-        read: set[int] = set()
-        visited: set[Symbol] = set()
-        pending = [output]
-        while pending:
-            symbol = pending.pop()
-            if symbol in visited or sir.metas[symbol].stop_gradient:
-                continue
-            visited.add(symbol)
-            stmt = producer.get(symbol)
-            if stmt is None:
-                continue
-            if _reads_values(stmt):
-                for operand in stmt.inputs():
-                    read |= sources.get(operand, frozenset())
-            pending += stmt.inputs()
-        per_output.append(frozenset(read))
-    return per_output
+    producer = producers(sir)
+    return [frozenset().union(*(sources.get(operand, frozenset())
+                                for stmt in statements_reached(sir, output, producer) if _reads_values(stmt)
+                                for operand in stmt.inputs()))
+            for output in sir.outputs]
 
 
 class _ForwardState:
