@@ -437,7 +437,7 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind in ("layer", "pylayer") and self._reads_state_changed_in_frame(target):
+        if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
@@ -476,7 +476,7 @@ class FunctionGraph:
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
-    def _reads_state_changed_in_frame(self, target: Any) -> bool:
+    def reads_state_changed_in_frame(self, target: Any) -> bool:
         """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
         changed in place or a buffer it rebound: the program would see the old value (both are written back
         after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import VariableBase, VariableFactory
 
@@ -111,7 +111,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
 
             graph.add_guard(var)
             name_var = VariableFactory.from_value(name, graph, DummyTracker())
-            return UserFunctionVariable(fallback, graph, DummyTracker((var,))).call([var, name_var], {})
+            # (a constant: the guard on ``var`` fixes its type; a constant is also a source for the globals
+            # the function reads, which a library's ``__getattr__`` has of its own)
+            return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..tracker import DummyTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
@@ -116,10 +116,12 @@ class TensorMethodVariable(CallableVariable):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        from .tensor_values import META_METHODS, meta_method_value
+        from .tensor_values import META_METHODS, is_dist_value, meta_method_value
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
+        if self.name == "is_dist" and not args and not kwargs:
+            return is_dist_value(self.tensor)
         if self.name == "set_value":
             from .inplace import set_value
 
@@ -1161,7 +1163,9 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__
-        return UserFunctionVariable(call, var.graph, DummyTracker((var,))).call([var, *args], kwargs)
+        # A constant, then, and a source for the globals it reads (a library's ``__call__``, such as
+        # ``WeightNorm``'s, has globals of its own, which the guard must reach).
+        return UserFunctionVariable(call, var.graph, ConstTracker(call)).call([var, *args], kwargs)
     raise BreakGraphError(f"call of {getattr(obj, '__qualname__', None) or type(obj).__name__} runs natively "
                           "(not simulated)")
 

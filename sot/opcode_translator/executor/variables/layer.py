@@ -16,7 +16,7 @@ from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.layer_signature import layer_config
 from ....symbolic.sir import layer_call
 from ..side_effects import ABSENT
-from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable
@@ -48,6 +48,19 @@ def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
     return is_builtin_forward(getattr(type(layer), "forward", None))
 
 
+def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
+                     kwargs: dict[str, VariableBase]) -> VariableBase:
+    """A built-in layer's ``forward`` simulated (inlined, as Paddle's layer code may be) instead of recorded as
+    one ``layer`` statement: for a layer whose parameters or buffers the frame changed before the call (a
+    ``weight_norm`` pre-hook rebinds ``weight`` at every call). The statement's program would hold the old
+    tensors; simulated, ``self.weight`` reads the new one."""
+    from .function import UserFunctionVariable
+
+    layer_var.graph.add_guard(layer_var)  # (its type fixes its class's forward: a constant)
+    function = UserFunctionVariable(forward, layer_var.graph, ConstTracker(forward))
+    return function.call([layer_var, *args], kwargs)
+
+
 class BuiltinForwardVariable(CallableVariable):
     """The ``forward`` of a built-in layer class bound to a layer of a user subclass: ``super().forward``
     inside ``class Scaled(nn.Linear)``. Called, it is one ``layer`` statement running that class's forward
@@ -60,11 +73,13 @@ class BuiltinForwardVariable(CallableVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         layer_var = self.layer_var
+        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
+        if self.graph.reads_state_changed_in_frame(target):
+            return simulate_forward(layer_var, self.cls.forward, args, kwargs)
         # The program calls this very layer (its parameters, its attributes): guarded by identity.
         layer_var.needs_identity = True
         layer_var.in_program = True
         self.graph.add_guard(layer_var)
-        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
                                          list(args), dict(kwargs))
 
@@ -195,10 +210,12 @@ class LayerVariable(ObjectVariable):
                 value = child.call([value], {})
             return value
         if is_builtin_layer(layer):
-            self.needs_identity = True
-            self.in_program = True
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
+            if graph.reads_state_changed_in_frame(target):
+                return simulate_forward(self, type(layer).forward, args, kwargs)
+            self.needs_identity = True
+            self.in_program = True
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)

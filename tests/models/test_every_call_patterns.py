@@ -1,0 +1,109 @@
+"""Model code that used to break the graph (or fall back) at every call: Paddle's weight re-parametrization
+hooks (``weight_norm``, ``spectral_norm``). Each model is checked like the zoo's: eager parity of outputs,
+gradients, a loss curve and the layers' state, one whole graph per mode, and a cache hit on later calls.
+"""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import paddle.nn as nn
+import paddle.nn.functional as F
+
+import sot
+
+from conftest import assert_counts
+
+from .harness import assert_close, assert_grads_equal, check_whole_model, make_pair
+from .zoo import ModelSpec, classification_loss, randn, seeded
+
+
+class WeightNormed(nn.Layer):
+    """A conv and a linear layer under ``weight_norm`` (their weights recomputed from g and v by a forward
+    pre-hook that rebinds ``weight`` on the layer at every call)."""
+
+    def __init__(self, channels: int = 3, width: int = 4, num_classes: int = 5) -> None:
+        super().__init__()
+        self.conv = nn.utils.weight_norm(nn.Conv2D(channels, width, 3, padding=1))
+        self.fc = nn.utils.weight_norm(nn.Linear(width, num_classes), dim=1)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = F.relu(self.conv(x))
+        return self.fc(h.mean(axis=[2, 3]))
+
+
+class SpectralNormed(nn.Layer):
+    """``spectral_norm`` on two linear layers: in training the hook also runs a power iteration that updates
+    the ``weight_u``/``weight_v`` buffers in place under ``no_grad``; in eval mode it only reads them."""
+
+    def __init__(self, dim: int = 8, num_classes: int = 4) -> None:
+        super().__init__()
+        self.fc1 = nn.utils.spectral_norm(nn.Linear(dim, 16), dim=1)
+        self.fc2 = nn.utils.spectral_norm(nn.Linear(16, num_classes), n_power_iterations=2, dim=1)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.fc2(paddle.tanh(self.fc1(x)))
+
+
+def image_batch(batch: int = 2, seed: int = 0) -> tuple:
+    return (randn(batch, 3, 6, 6, seed=seed),)
+
+
+WEIGHT_NORM = ModelSpec("weight_norm", seeded(WeightNormed), image_batch, classification_loss(5),
+                        other_batch=lambda: image_batch(3, seed=1))
+SPECTRAL_NORM = ModelSpec("spectral_norm", seeded(SpectralNormed), lambda: (randn(4, 8, seed=2),),
+                          classification_loss(4), other_batch=lambda: (randn(5, 8, seed=3),))
+
+
+def assert_layer_tensors_equal(model: nn.Layer, eager: nn.Layer) -> None:
+    """Every tensor attribute of every sublayer (the rebound ``weight``, the power-iteration buffers, which
+    are not all in the state dict) is eager's."""
+    for (name, layer), (_, e_layer) in zip(model.named_sublayers(include_self=True),
+                                           eager.named_sublayers(include_self=True), strict=True):
+        for attr, value in vars(e_layer).items():
+            if isinstance(value, paddle.Tensor):
+                np.testing.assert_allclose(getattr(layer, attr).numpy(), value.numpy(), rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{name}.{attr}")
+        for attr, value in e_layer._buffers.items():
+            np.testing.assert_allclose(layer._buffers[attr].numpy(), value.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name}.{attr} (buffer)")
+
+
+def test_weight_norm_model_is_one_graph() -> None:
+    check_whole_model(WEIGHT_NORM)
+
+
+def test_spectral_norm_model_is_one_graph() -> None:
+    check_whole_model(SPECTRAL_NORM)
+
+
+def test_spectral_norm_updates_its_buffers_like_eager() -> None:
+    model, eager = make_pair(SPECTRAL_NORM)
+    fast = sot.symbolic_translate(model)
+    (x,) = SPECTRAL_NORM.inputs()
+    for _ in range(3):
+        assert_close(fast(x), eager(x), "output")
+        assert_layer_tensors_equal(model, eager)
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def test_removing_weight_norm_misses_the_cache() -> None:
+    """After ``remove_weight_norm`` the layer has a plain ``weight`` parameter again and no hook: the cached
+    translation (which recomputed the weight from g and v) must not be reused."""
+    model, eager = make_pair(WEIGHT_NORM)
+    fast = sot.symbolic_translate(model)
+    (x,) = WEIGHT_NORM.inputs()
+    assert_close(fast(x), eager(x), "output with weight norm")
+    assert_layer_tensors_equal(model, eager)
+    for net in (model, eager):
+        nn.utils.remove_weight_norm(net.conv)
+        nn.utils.remove_weight_norm(net.fc)
+    before = sot.stats().translate_count
+    for _ in range(2):
+        out, e_out = fast(x), eager(x)
+        assert_close(out, e_out, "output after remove_weight_norm")
+    assert sot.stats().translate_count == before + 1
+    loss, e_loss = WEIGHT_NORM.loss(out, (x,)), WEIGHT_NORM.loss(e_out, (x,))
+    loss.backward()
+    e_loss.backward()
+    assert_grads_equal(model, eager)
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
