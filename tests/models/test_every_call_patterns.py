@@ -1,6 +1,7 @@
 """Model code that used to break the graph (or fall back) at every call: Paddle's weight re-parametrization
-hooks (``weight_norm``, ``spectral_norm``). Each model is checked like the zoo's: eager parity of outputs,
-gradients, a loss curve and the layers' state, one whole graph per mode, and a cache hit on later calls.
+hooks (``weight_norm``, ``spectral_norm``), gradient hooks registered in forward. Each model is checked like
+the zoo's: eager parity of outputs, gradients (and what the hooks saw), side effects, the translation counts,
+and a cache hit on later calls.
 """
 from __future__ import annotations
 
@@ -107,3 +108,99 @@ def test_removing_weight_norm_misses_the_cache() -> None:
     e_loss.backward()
     assert_grads_equal(model, eager)
     assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
+
+
+class InputHooks(nn.Layer):
+    """Gradient hooks registered in forward on an input (recording what it sees) and on a parameter (scaling
+    its gradient; one more hook at every call, as in eager)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+        self.seen: list[tuple[str, float]] = []
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        x.register_hook(lambda grad: self.seen.append(("x", float(grad.abs().sum()))))
+        self.fc1.weight.register_hook(lambda grad: grad * 0.5)
+        h = F.gelu(self.fc1(x))
+        return self.fc2(h * h + h)
+
+
+class IntermediateHook(nn.Layer):
+    """A hook on a tensor computed in forward: it records the gradient and replaces it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+        self.seen: list[tuple[str, float]] = []
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = F.gelu(self.fc1(x))
+
+        def hook(grad: paddle.Tensor) -> paddle.Tensor:
+            self.seen.append(("h", float(grad.abs().sum())))
+            return grad * 3.0
+
+        h.register_hook(hook)
+        x.register_hook(lambda grad: self.seen.append(("x", float(grad.abs().sum()))))
+        return self.fc2(h * h + h)
+
+
+def run_hooked(model_class: type, calls: int = 3) -> tuple[nn.Layer, nn.Layer]:
+    """Forward and backward ``calls`` times on both copies (a fresh input requiring gradients each time);
+    outputs, gradients (input and parameters) and the hooks' records compared after each."""
+    model, eager = make_pair(ModelSpec(model_class.__name__, seeded(model_class), lambda: (), lambda o, i: o))
+    fast = sot.symbolic_translate(model)
+    with sot.config.patch(min_graph_size=0):
+        for call in range(calls):
+            x, e_x = randn(4, 8, seed=call), randn(4, 8, seed=call)
+            x.stop_gradient = e_x.stop_gradient = False
+            out, e_out = fast(x), eager(e_x)
+            assert_close(out, e_out, f"output of call {call}")
+            (out * out).sum().backward()
+            (e_out * e_out).sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), e_x.grad.numpy(), rtol=1e-5, atol=1e-6)
+            assert_grads_equal(model, eager)
+            assert [name for name, _ in model.seen] == [name for name, _ in eager.seen]
+            np.testing.assert_allclose([v for _, v in model.seen], [v for _, v in eager.seen], rtol=1e-5)
+    return model, eager
+
+
+def test_gradient_hooks_on_inputs_and_parameters_are_one_graph() -> None:
+    """Registering a hook on a tensor from outside the frame is replayed after the program: the gradient
+    reaching that tensor in backward is the program's either way."""
+    model, _ = run_hooked(InputHooks)
+    assert len(model.seen) == 3
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+    assert sot.stats().cache_hits == 2
+
+
+def test_a_gradient_hook_on_an_intermediate_breaks_once() -> None:
+    """A tensor computed in forward is inside the program, where no Python hook sees its gradient: the graph
+    breaks there, once per translation (later calls reuse it), and the hook fires as in eager."""
+    model, _ = run_hooked(IntermediateHook)
+    assert [name for name, _ in model.seen] == ["h", "x"] * 3
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (1, 0, 2), stats
+
+
+class KeptHookHandle(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.seen: list[tuple[str, float]] = []
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        handle = x.register_hook(lambda grad: self.seen.append(("x", float(grad.sum()))))
+        y = self.fc(x)
+        handle.remove()  # removed before backward: the hook never fires
+        x.register_hook(lambda grad: self.seen.append(("again", float(grad.sum()))))
+        return y
+
+
+def test_a_kept_hook_handle_is_the_real_one() -> None:
+    model, _ = run_hooked(KeptHookHandle)
+    assert [name for name, _ in model.seen] == ["again"] * 3
+    assert sot.stats().fallbacks == 0

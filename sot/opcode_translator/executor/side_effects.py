@@ -39,11 +39,20 @@ class GlobalStore:
     value: "VariableBase | None"  # None: ``del name``
 
 
+@dataclasses.dataclass
+class CallStore:
+    """``function(*args)`` run after the graph, in program order with the stores, its result dropped: a call
+    whose only effect is on objects of the caller, which nothing in the frame observes before the graph ends
+    (``tensor.register_hook(hook)`` on a tensor from outside: the hook fires in backward)."""
+    function: Any
+    args: list["VariableBase"]
+
+
 class SideEffects:
     """The effects of one translation, with an undo log for rollbacks."""
 
     def __init__(self) -> None:
-        self.stores: list[AttrStore | GlobalStore | CellStore] = []
+        self.stores: list[AttrStore | GlobalStore | CellStore | CallStore] = []
         self.mutated: dict[int, "VariableBase"] = {}  # containers from outside the frame
         self._attrs: dict[tuple[int, str], Any] = {}
         self._globals: dict[str, Any] = {}
@@ -78,6 +87,11 @@ class SideEffects:
             cell.content = previous
 
         self._undo.append(undo)
+
+    def call_after_graph(self, function: Any, args: list["VariableBase"]) -> None:
+        """``function(*args)`` is replayed with the stores (see `CallStore`)."""
+        self.stores.append(CallStore(function, list(args)))
+        self._undo.append(self.stores.pop)
 
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
         """``container`` is about to change; ``undo`` restores its simulated content."""
@@ -138,7 +152,8 @@ class SideEffects:
         needed: list[VariableBase] = list(self.mutated.values())
         for container in self.mutated.values():
             needed += container.write_back_values()
-        needed += [s.value for s in self.stores if s.value is not None]
+        needed += [s.value for s in self.stores if not isinstance(s, CallStore) and s.value is not None]
+        needed += [arg for s in self.stores if isinstance(s, CallStore) for arg in s.args]
         needed += [s.obj for s in self.stores if isinstance(s, AttrStore)]
         needed += [s.cell.source for s in self.stores if isinstance(s, CellStore)]
         return needed
@@ -169,7 +184,10 @@ class SideEffects:
         from ..runtime import set_cell
 
         for store in self.stores:
-            if isinstance(store, CellStore):
+            if isinstance(store, CallStore):
+                codegen.call_helper(store.function, store.args)
+                codegen.emit("POP_TOP")
+            elif isinstance(store, CellStore):
                 codegen.call_helper(set_cell, [store.cell.source, store.value])
                 codegen.emit("POP_TOP")
             elif isinstance(store, AttrStore) and store.through_object:

@@ -107,6 +107,25 @@ def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBa
     return args[0] if args else kwargs["shape_or_dtype"]
 
 
+def _hook_registered_after_graph(tensor: TensorVariable, args: list[VariableBase],
+                                 kwargs: dict[str, VariableBase]) -> bool:
+    """``tensor.register_hook(hook)`` recorded as a side effect replayed after the graph, when that is what
+    eager does: the tensor comes from outside the frame (an input, a parameter), so the gradient reaching it
+    in backward is the program's, whenever the hook was registered before backward; it requires gradients
+    (guarded; else eager raises: the call runs natively); the handle returned is dropped by the very next
+    instruction (a kept handle would be needed before the replay). A tensor computed in the frame is inside
+    the program, where no Python hook can see its gradient: the graph breaks."""
+    executor = tensor.graph.current_executor
+    if kwargs or len(args) != 1 or tensor.value is None or not tensor.tracker.is_traceable() or \
+            tensor.is_rebound or executor.instructions[executor.pc].opname != "POP_TOP":
+        return False
+    tensor.graph.add_guard(tensor)  # (its stop_gradient among the meta)
+    if tensor.meta.stop_gradient:
+        return False
+    tensor.graph.side_effects.call_after_graph(paddle.Tensor.register_hook, [tensor, args[0]])
+    return True
+
+
 class TensorMethodVariable(CallableVariable):
     """``tensor.method`` bound during simulation: one ``method`` SIR statement per call."""
 
@@ -126,6 +145,8 @@ class TensorMethodVariable(CallableVariable):
             from .inplace import set_value
 
             return set_value(self.tensor, args, kwargs)
+        if self.name == "register_hook" and _hook_registered_after_graph(self.tensor, args, kwargs):
+            return ConstantVariable(None, self.graph, DummyTracker())  # (the handle, dropped: see there)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
