@@ -54,6 +54,7 @@ class SideEffects:
     def __init__(self) -> None:
         self.stores: list[AttrStore | GlobalStore | CellStore | CallStore] = []
         self.mutated: dict[int, "VariableBase"] = {}  # containers from outside the frame
+        self.before_graph: list[CallStore] = []  # calls run before the program (`call_before_graph`)
         self._attrs: dict[tuple[int, str], Any] = {}
         self._globals: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
@@ -93,6 +94,17 @@ class SideEffects:
         self.stores.append(CallStore(function, list(args)))
         self._undo.append(self.stores.pop)
 
+    def call_before_graph(self, function: Any, args: list["VariableBase"]) -> None:
+        """``function(*args)`` is run before the program: a change of an object from outside the frame that the
+        program itself must see (a tensor made to require gradients before any op read it)."""
+        self.before_graph.append(CallStore(function, list(args)))
+        self._undo.append(self.before_graph.pop)
+
+    def emit_before_graph(self, codegen: "CodeGen") -> None:
+        for store in self.before_graph:
+            codegen.call_helper(store.function, store.args)
+            codegen.emit("POP_TOP")
+
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
         """``container`` is about to change; ``undo`` restores its simulated content."""
         if container.tracker.is_traceable() and id(container) not in self.mutated:
@@ -131,6 +143,15 @@ class SideEffects:
                    and (layers is None or any(store.obj.get_py_value() is layer for layer in layers))
                    for store in self.stores)
 
+    def tree_store_pending(self, layer: Any) -> bool:
+        """Whether a store still pending may change which sublayers ``layer``'s tree holds (a layer assigned to
+        an attribute of it or of a sublayer, or an attribute deleted): reading the real tree would miss it."""
+        from .variables.layer import LayerVariable
+
+        members = {id(sub) for sub in layer.sublayers(include_self=True)}
+        return any(isinstance(store, AttrStore) and (store.value is None or isinstance(store.value, LayerVariable))
+                   and id(store.obj.get_py_value()) in members for store in self.stores)
+
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)
@@ -159,7 +180,7 @@ class SideEffects:
         return needed
 
     def __bool__(self) -> bool:
-        return bool(self.stores or self.mutated)
+        return bool(self.stores or self.mutated or self.before_graph)
 
     def changed_tensors(self) -> list["TensorVariable"]:
         """The tensors from outside the frame changed in place: their final values are written back into them

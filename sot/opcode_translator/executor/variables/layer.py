@@ -51,9 +51,10 @@ def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
 def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
                      kwargs: dict[str, VariableBase]) -> VariableBase:
     """A built-in layer's ``forward`` simulated (inlined, as Paddle's layer code may be) instead of recorded as
-    one ``layer`` statement: for a layer whose parameters or buffers the frame changed before the call (a
-    ``weight_norm`` pre-hook rebinds ``weight`` at every call). The statement's program would hold the old
-    tensors; simulated, ``self.weight`` reads the new one."""
+    one ``layer`` statement: for a layer whose state the frame changed before the call (a ``weight_norm``
+    pre-hook rebinds ``weight`` at every call, ``eval()`` stores ``training`` flags). The statement's program
+    would hold the old state; simulated, ``self.weight`` reads the new one (see
+    `FunctionGraph.layer_state_changed_in_frame`)."""
     from .function import UserFunctionVariable
 
     layer_var.graph.add_guard(layer_var)  # (its type fixes its class's forward: a constant)
@@ -73,9 +74,9 @@ class BuiltinForwardVariable(CallableVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         layer_var = self.layer_var
-        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
-        if self.graph.reads_state_changed_in_frame(target):
+        if self.graph.layer_state_changed_in_frame(layer_var.value):
             return simulate_forward(layer_var, self.cls.forward, args, kwargs)
+        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         # The program calls this very layer (its parameters, its attributes): guarded by identity.
         layer_var.needs_identity = True
         layer_var.in_program = True
@@ -211,9 +212,9 @@ class LayerVariable(ObjectVariable):
             return value
         if is_builtin_layer(layer):
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
-            target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
-            if graph.reads_state_changed_in_frame(target):
+            if graph.layer_state_changed_in_frame(layer):
                 return simulate_forward(self, type(layer).forward, args, kwargs)
+            target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             self.needs_identity = True
             self.in_program = True
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
@@ -224,6 +225,9 @@ class LayerVariable(ObjectVariable):
         if name in STRUCTURE_METHODS and _is_paddles_own(self.value, name) and \
                 self.graph.side_effects.lookup_attr(self.value, name) is ABSENT:
             return LayerStructureMethodVariable(self, name)
+        if name in MODE_METHODS and _is_paddles_own(self.value, name) and \
+                self.graph.side_effects.lookup_attr(self.value, name) is ABSENT:
+            return LayerModeMethodVariable(self, name)
         return super().getattr(name)
 
     def __repr__(self) -> str:
@@ -317,6 +321,9 @@ class LayerStructureMethodVariable(VariableBase):
         if not layer_var.tracker.is_traceable() or not all(isinstance(v, ConstantVariable) for v in operands):
             # (a layer made in the frame, or ``state_dict(destination=...)`` filling a dict of the caller)
             raise BreakGraphError(f"Layer.{name}() with these arguments runs natively")
+        if graph.side_effects.tree_store_pending(layer_var.value):
+            raise BreakGraphError(f"Layer.{name}() after a sublayer was assigned (or an attribute deleted) in the "
+                                  "frame runs natively")
         for var in operands:
             graph.add_guard(var)
         py_args = tuple(v.value for v in args)
@@ -369,6 +376,67 @@ class LayerStructureMethodVariable(VariableBase):
 
     def __repr__(self) -> str:
         return f"LayerStructureMethodVariable({self.name} of {self.layer_var!r})"
+
+
+# -- mode switches: train() and eval() ---------------------------------------------------------------------
+MODE_METHODS = frozenset({"train", "eval"})
+
+
+class LayerModeMethodVariable(VariableBase):
+    """``layer.train`` or ``layer.eval`` (Paddle's own), bound to a layer of the frame. Called, it is what
+    Paddle's method does, as side effects replayed after the graph: the ``training`` flag of the layer and of
+    each of its sublayers is stored (so the frame reads the new flags from then on, and the built-in layers
+    it calls afterwards run their forward simulated with them, see `simulate_forward`), and the dygraph
+    tracer's mode is set. Returns the layer."""
+
+    def __init__(self, layer_var: LayerVariable, name: str) -> None:
+        super().__init__(layer_var.graph, DummyTracker((layer_var,)))
+        self.layer_var = layer_var
+        self.name = name
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from ...runtime import set_tracer_train_mode
+
+        graph, layer_var = self.graph, self.layer_var
+        value = _mode_argument(self.name, args, kwargs)
+        if value is None or not layer_var.tracker.is_traceable():
+            raise BreakGraphError(f"Layer.{self.name}() with these arguments (or on a layer made in the frame) runs "
+                                  "natively")
+        if graph.side_effects.tree_store_pending(layer_var.value):
+            raise BreakGraphError(f"Layer.{self.name}() after a sublayer was assigned (or an attribute deleted) in "
+                                  "the frame runs natively")
+        mode = ConstantVariable(value, graph, DummyTracker())
+        graph.side_effects.call_after_graph(set_tracer_train_mode, [mode])
+        sublayers = LayerStructureMethodVariable(layer_var, "sublayers").call([], {})
+        for var in [layer_var, *sublayers.items]:
+            var.setattr("training", mode)
+        return layer_var
+
+    def children(self) -> list[VariableBase]:
+        return [self.layer_var]
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"LayerModeMethodVariable({self.name} of {self.layer_var!r})"
+
+
+def _mode_argument(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> bool | None:
+    """The mode ``layer.<name>(*args, **kwargs)`` sets; None when it is not a known bool (eager raises then:
+    ``train(mode)`` takes a bool, ``eval()`` nothing). An argument given is guarded."""
+    given = [*args, *kwargs.values()]
+    if name == "eval":
+        return None if given else False
+    if len(given) > 1 or kwargs.keys() - {"mode"}:
+        return None
+    if not given:
+        return True
+    if not isinstance(given[0], ConstantVariable) or type(given[0].value) is not bool:
+        return None
+    given[0].graph.add_guard(given[0])
+    return given[0].value
 
 
 @VariableFactory.register(65)
