@@ -193,6 +193,26 @@ def test_a_gradient_hook_on_an_intermediate_breaks_once() -> None:
     assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (1, 0, 2), stats
 
 
+def test_a_hooked_input_changed_in_place_afterwards_breaks_there() -> None:
+    """Eager's hook, registered before the change, sees the gradient of the changed tensor; replayed after
+    the program it would be registered after the change: the change runs natively instead."""
+    seen: list[list[float]] = []
+
+    def f(x: paddle.Tensor) -> paddle.Tensor:
+        x.register_hook(lambda grad: seen.append(grad.numpy().tolist()) or grad * 10)
+        x.add_(paddle.ones_like(x))
+        return (x * x).sum()
+
+    results = []
+    for fn in (f, sot.symbolic_translate(f)):
+        seen.clear()
+        leaf = paddle.to_tensor([1.0, 2.0], stop_gradient=False)
+        fn(leaf * 1).backward()
+        results.append((leaf.grad.numpy().tolist(), list(seen)))
+    assert results[0] == results[1] == ([40.0, 60.0], [[4.0, 6.0]])
+    assert sot.stats().graph_breaks == 1 and sot.stats().fallbacks == 0
+
+
 class KeptHookHandle(nn.Layer):
     def __init__(self) -> None:
         super().__init__()

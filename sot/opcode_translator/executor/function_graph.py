@@ -257,6 +257,8 @@ class FunctionGraph:
         self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
         # Tensors from outside the frame made to require gradients before the program (`_set_stop_gradient`).
         self.made_to_require_grad: list[TensorVariable] = []
+        # Tensors from outside the frame given a gradient hook, registered after the program (`register_hook`).
+        self.hooked_tensors: list[TensorVariable] = []
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):

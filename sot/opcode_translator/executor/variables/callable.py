@@ -120,9 +120,12 @@ def _hook_registered_after_graph(tensor: TensorVariable, args: list[VariableBase
             tensor.is_rebound or executor.instructions[executor.pc].opname != "POP_TOP":
         return False
     tensor.graph.add_guard(tensor)  # (its stop_gradient among the meta)
-    if tensor.meta.stop_gradient:
+    if tensor.meta.stop_gradient:  # (a later in-place change of the tensor breaks the graph, see apply_in_place)
         return False
-    tensor.graph.side_effects.call_after_graph(paddle.Tensor.register_hook, [tensor, args[0]])
+    graph = tensor.graph
+    graph.side_effects.call_after_graph(paddle.Tensor.register_hook, [tensor, args[0]])
+    graph.hooked_tensors.append(tensor)
+    graph.side_effects.on_rollback(graph.hooked_tensors.pop)
     return True
 
 
