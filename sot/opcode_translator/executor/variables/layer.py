@@ -303,13 +303,27 @@ def _is_paddles_own(layer: paddle.nn.Layer, name: str) -> bool:
             and inspect.getattr_static(type(layer), name, None) is inspect.getattr_static(paddle.nn.Layer, name))
 
 
-class LayerStructureMethodVariable(VariableBase):
-    """``layer.named_parameters`` (or another of `STRUCTURE_METHODS`), bound to a layer of the frame."""
+class LayerMethodVariable(VariableBase):
+    """A method of ``paddle.nn.Layer`` simulated by a rule of its own, bound to a layer of the frame."""
 
     def __init__(self, layer_var: LayerVariable, name: str) -> None:
         super().__init__(layer_var.graph, DummyTracker((layer_var,)))
         self.layer_var = layer_var
         self.name = name
+
+    def children(self) -> list[VariableBase]:
+        return [self.layer_var]
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name} of {self.layer_var!r})"
+
+
+class LayerStructureMethodVariable(LayerMethodVariable):
+    """``layer.named_parameters`` (or another of `STRUCTURE_METHODS`), bound to a layer of the frame."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ...runtime import layer_method, layer_structure, layer_tree_fingerprint
@@ -367,32 +381,17 @@ class LayerStructureMethodVariable(VariableBase):
             DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))]
         return IteratorVariable(lazy(lambda: items), graph, f"generator Layer.{name}", (layer_method, rebuild_args))
 
-    def children(self) -> list[VariableBase]:
-        return [self.layer_var]
-
-    def _reconstruct_computed(self, codegen: Any) -> None:
-        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
-        codegen.load_attr(self.name)
-
-    def __repr__(self) -> str:
-        return f"LayerStructureMethodVariable({self.name} of {self.layer_var!r})"
-
 
 # -- mode switches: train() and eval() ---------------------------------------------------------------------
 MODE_METHODS = frozenset({"train", "eval"})
 
 
-class LayerModeMethodVariable(VariableBase):
+class LayerModeMethodVariable(LayerMethodVariable):
     """``layer.train`` or ``layer.eval`` (Paddle's own), bound to a layer of the frame. Called, it is what
     Paddle's method does, as side effects replayed after the graph: the ``training`` flag of the layer and of
     each of its sublayers is stored (so the frame reads the new flags from then on, and the built-in layers
     it calls afterwards run their forward simulated with them, see `simulate_forward`), and the dygraph
     tracer's mode is set. Returns the layer."""
-
-    def __init__(self, layer_var: LayerVariable, name: str) -> None:
-        super().__init__(layer_var.graph, DummyTracker((layer_var,)))
-        self.layer_var = layer_var
-        self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ...runtime import set_tracer_train_mode
@@ -411,16 +410,6 @@ class LayerModeMethodVariable(VariableBase):
         for var in [layer_var, *sublayers.items]:
             var.setattr("training", mode)
         return layer_var
-
-    def children(self) -> list[VariableBase]:
-        return [self.layer_var]
-
-    def _reconstruct_computed(self, codegen: Any) -> None:
-        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
-        codegen.load_attr(self.name)
-
-    def __repr__(self) -> str:
-        return f"LayerModeMethodVariable({self.name} of {self.layer_var!r})"
 
 
 def _mode_argument(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> bool | None:
