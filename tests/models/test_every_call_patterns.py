@@ -189,6 +189,10 @@ def test_a_gradient_hook_on_an_intermediate_breaks_once() -> None:
     assert [name for name, _ in model.seen] == ["h", "x"] * 3
     stats = sot.stats()
     assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (1, 0, 2), stats
+    sot.reset()
+    x = randn(4, 8)
+    x.stop_gradient = False
+    assert "gradient hook on a tensor computed in the frame" in str(sot.explain(model, x))
 
 
 def test_a_hooked_input_changed_in_place_afterwards_breaks_there() -> None:

@@ -144,13 +144,20 @@ class SideEffects:
                    for store in self.stores)
 
     def tree_store_pending(self, layer: Any) -> bool:
-        """Whether a store still pending may change which sublayers ``layer``'s tree holds (a layer assigned to
-        an attribute of it or of a sublayer, or an attribute deleted): reading the real tree would miss it."""
+        """Whether a store still pending may change which sublayers or buffers ``layer``'s tree holds (a layer
+        assigned to an attribute of it or of a sublayer, a tensor under a name that is no buffer yet, or an
+        attribute deleted): reading the real tree would miss it."""
         from .variables.layer import LayerVariable
 
-        members = {id(sub) for sub in layer.sublayers(include_self=True)}
-        return any(isinstance(store, AttrStore) and (store.value is None or isinstance(store.value, LayerVariable))
-                   and id(store.obj.get_py_value()) in members for store in self.stores)
+        members = {id(sub): sub for sub in layer.sublayers(include_self=True)}
+
+        def changes_tree(store: AttrStore) -> bool:
+            owner = members[id(store.obj.get_py_value())]
+            return store.value is None or isinstance(store.value, LayerVariable) or (
+                _is_tensor(store.value) and store.name not in (owner.__dict__.get("_buffers") or ()))
+
+        return any(isinstance(store, AttrStore) and id(store.obj.get_py_value()) in members and changes_tree(store)
+                   for store in self.stores)
 
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""

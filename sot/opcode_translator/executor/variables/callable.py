@@ -107,26 +107,31 @@ def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBa
     return args[0] if args else kwargs["shape_or_dtype"]
 
 
-def _hook_registered_after_graph(tensor: TensorVariable, args: list[VariableBase],
-                                 kwargs: dict[str, VariableBase]) -> bool:
+def _register_hook_after_graph(tensor: TensorVariable, args: list[VariableBase],
+                               kwargs: dict[str, VariableBase]) -> VariableBase:
     """``tensor.register_hook(hook)`` recorded as a side effect replayed after the graph, when that is what
     eager does: the tensor comes from outside the frame (an input, a parameter), so the gradient reaching it
     in backward is the program's, whenever the hook was registered before backward; it requires gradients
     (guarded; else eager raises: the call runs natively); the handle returned is dropped by the very next
-    instruction (a kept handle would be needed before the replay). A tensor computed in the frame is inside
-    the program, where no Python hook can see its gradient: the graph breaks."""
-    executor = tensor.graph.current_executor
-    if kwargs or len(args) != 1 or tensor.value is None or not tensor.tracker.is_traceable() or \
-            tensor.is_rebound or executor.instructions[executor.pc].opname != "POP_TOP":
-        return False
-    tensor.graph.add_guard(tensor)  # (its stop_gradient among the meta)
-    if tensor.meta.stop_gradient:  # (a later in-place change of the tensor breaks the graph, see apply_in_place)
-        return False
+    instruction (a kept handle would be needed before the replay). A later in-place change of the tensor
+    breaks the graph (see `apply_in_place`). Otherwise the graph breaks with the reason."""
     graph = tensor.graph
+    executor = graph.current_executor
+    if kwargs or len(args) != 1:
+        raise BreakGraphError("Tensor.register_hook() with other than one hook argument runs natively")
+    if tensor.value is None or not tensor.tracker.is_traceable() or tensor.is_rebound:
+        raise BreakGraphError("a gradient hook on a tensor computed in the frame: no Python hook sees a gradient "
+                              "inside a program, so the graph ends there (register it on an input, or after "
+                              "forward, to keep one graph)")
+    if executor.instructions[executor.pc].opname != "POP_TOP":
+        raise BreakGraphError("Tensor.register_hook() whose handle is kept runs natively")
+    graph.add_guard(tensor)  # (its stop_gradient among the meta)
+    if tensor.meta.stop_gradient:
+        raise BreakGraphError("Tensor.register_hook() on a tensor that stops gradients runs natively (eager raises)")
     graph.side_effects.call_after_graph(paddle.Tensor.register_hook, [tensor, args[0]])
     graph.hooked_tensors.append(tensor)
     graph.side_effects.on_rollback(graph.hooked_tensors.pop)
-    return True
+    return ConstantVariable(None, graph, DummyTracker())  # (the handle: dropped, see above)
 
 
 class TensorMethodVariable(CallableVariable):
@@ -148,8 +153,8 @@ class TensorMethodVariable(CallableVariable):
             from .inplace import set_value
 
             return set_value(self.tensor, args, kwargs)
-        if self.name == "register_hook" and _hook_registered_after_graph(self.tensor, args, kwargs):
-            return ConstantVariable(None, self.graph, DummyTracker())  # (the handle, dropped: see there)
+        if self.name == "register_hook":
+            return _register_hook_after_graph(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name

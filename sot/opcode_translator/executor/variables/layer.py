@@ -336,8 +336,8 @@ class LayerStructureMethodVariable(LayerMethodVariable):
             # (a layer made in the frame, or ``state_dict(destination=...)`` filling a dict of the caller)
             raise BreakGraphError(f"Layer.{name}() with these arguments runs natively")
         if graph.side_effects.tree_store_pending(layer_var.value):
-            raise BreakGraphError(f"Layer.{name}() after a sublayer was assigned (or an attribute deleted) in the "
-                                  "frame runs natively")
+            raise BreakGraphError(f"Layer.{name}() after the frame assigned a sublayer or a new buffer (or deleted "
+                                  "an attribute) runs natively")
         for var in operands:
             graph.add_guard(var)
         py_args = tuple(v.value for v in args)
@@ -402,8 +402,8 @@ class LayerModeMethodVariable(LayerMethodVariable):
             raise BreakGraphError(f"Layer.{self.name}() with these arguments (or on a layer made in the frame) runs "
                                   "natively")
         if graph.side_effects.tree_store_pending(layer_var.value):
-            raise BreakGraphError(f"Layer.{self.name}() after a sublayer was assigned (or an attribute deleted) in "
-                                  "the frame runs natively")
+            raise BreakGraphError(f"Layer.{self.name}() after the frame assigned a sublayer or a new buffer (or "
+                                  "deleted an attribute) runs natively")
         mode = ConstantVariable(value, graph, DummyTracker())
         graph.side_effects.call_after_graph(set_tracer_train_mode, [mode])
         sublayers = LayerStructureMethodVariable(layer_var, "sublayers").call([], {})
