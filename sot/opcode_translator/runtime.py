@@ -221,6 +221,13 @@ def set_tracer_train_mode(mode: bool) -> None:
         tracer.train_mode() if mode else tracer.eval_mode()
 
 
+def set_grad_mode(enabled: bool) -> None:
+    """``paddle.set_grad_enabled(enabled)`` called as a statement in the frame, replayed after the graph."""
+    import paddle
+
+    paddle.set_grad_enabled(enabled)
+
+
 def int_tensor(value: int) -> Any:
     """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
     return _full([], value, _INT64)

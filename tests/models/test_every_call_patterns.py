@@ -1,6 +1,6 @@
 """Model code that used to break the graph (or fall back) at every call: Paddle's weight re-parametrization
 hooks (``weight_norm``, ``spectral_norm``), gradient hooks registered in forward, ``stop_gradient`` set in
-forward, layer mode switches (``eval()``/``train()``, ``self.training``) in forward, activation recomputation
+forward, grad mode switches, layer mode switches (``eval()``/``train()``, ``self.training``) in forward, activation recomputation
 (``paddle.distributed.fleet.utils.recompute``). Each model is checked like
 the zoo's: eager parity of outputs, gradients (and what the hooks saw), side effects, the translation counts,
 and a cache hit on later calls.
@@ -258,6 +258,64 @@ class StopGradients(nn.Layer):
             frozen = self.fc2(d)
         out = self.fc2(early + late + d) + frozen
         return out, h, late
+
+
+class GradModes(nn.Layer):
+    """Gradient mode switched in forward every way Paddle offers: a ``no_grad`` decorator, a
+    ``set_grad_enabled`` block with an ``enable_grad`` block inside, and ``set_grad_enabled`` as statements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 8)
+        self.fc2 = nn.Linear(8, 4)
+
+    @paddle.no_grad()
+    def frozen(self, h: paddle.Tensor) -> paddle.Tensor:
+        return self.fc1(h) * 2.0
+
+    def forward(self, x: paddle.Tensor) -> tuple:
+        h = F.relu(self.fc1(x))
+        with paddle.set_grad_enabled(False):
+            u = self.fc1(h)
+            with paddle.enable_grad():
+                v = self.fc1(h)
+        paddle.set_grad_enabled(False)
+        w = self.fc1(u)
+        paddle.set_grad_enabled(True)
+        return self.fc2(h + self.frozen(h) + u + v + w), u, v, w
+
+
+def test_grad_modes_switched_in_forward_are_one_graph(compile_all: None) -> None:
+    model, eager = make_pair(ModelSpec("grad_modes", seeded(GradModes), lambda: (), lambda o, i: o))
+    fast = sot.symbolic_translate(model)
+    for call in range(3):
+        x = randn(4, 8, seed=call)
+        out, e_out = fast(x), eager(x)
+        assert_close(out, e_out, "outputs (stop_gradient flags included)")
+        assert paddle.is_grad_enabled()
+        out[0].sum().backward()
+        e_out[0].sum().backward()
+        assert_grads_equal(model, eager)
+        model.clear_gradients()
+        eager.clear_gradients()
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def test_grad_mode_left_switched_off_by_forward() -> None:
+    def f(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
+        paddle.set_grad_enabled(False)
+        return x * w
+
+    try:
+        for fn in (f, sot.symbolic_translate(f)):
+            w = paddle.ones([3])
+            w.stop_gradient = False
+            out = fn(randn(3), w)
+            assert out.stop_gradient and not paddle.is_grad_enabled()
+            paddle.set_grad_enabled(True)
+    finally:
+        paddle.set_grad_enabled(True)
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
 
 
 def test_stop_gradient_set_in_forward_is_one_graph() -> None:

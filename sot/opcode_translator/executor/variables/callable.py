@@ -123,7 +123,7 @@ def _register_hook_after_graph(tensor: TensorVariable, args: list[VariableBase],
         raise BreakGraphError("a gradient hook on a tensor computed in the frame: no Python hook sees a gradient "
                               "inside a program, so the graph ends there (register it on an input, or after "
                               "forward, to keep one graph)")
-    if executor.instructions[executor.pc].opname != "POP_TOP":
+    if executor.next_opname() != "POP_TOP":
         raise BreakGraphError("Tensor.register_hook() whose handle is kept runs natively")
     graph.add_guard(tensor)  # (its stop_gradient among the meta)
     if tensor.meta.stop_gradient:
@@ -1155,12 +1155,14 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     from .function import UserFunctionVariable
 
     obj = var.value
-    from .context import GradModeVariable, grad_mode_for_class
+    from .context import GradModeVariable, grad_mode_for_class, set_grad_enabled_block
 
     mode = grad_mode_for_class(obj)
     if mode is not None and not args and not kwargs:
         var.graph.add_guard(var)
         return GradModeVariable(mode, var.graph)
+    if obj is paddle.set_grad_enabled:
+        return set_grad_enabled_block(var, args, kwargs)
     if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "builtins":
         # Building a builtin exception (``assert x, "msg"``, ``raise ValueError(...)``) has no side effect.
         folded = constant_fold(obj, var.graph, args, kwargs)
