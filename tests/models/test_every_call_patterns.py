@@ -1,7 +1,7 @@
 """Model code that used to break the graph (or fall back) at every call: Paddle's weight re-parametrization
 hooks (``weight_norm``, ``spectral_norm``), gradient hooks registered in forward, ``stop_gradient`` set in
-forward, grad mode switches, layer mode switches (``eval()``/``train()``, ``self.training``) in forward, activation recomputation
-(``paddle.distributed.fleet.utils.recompute``). Each model is checked like
+forward, grad mode switches, layer mode switches (``eval()``/``train()``, ``self.training``) in forward,
+activation recomputation (``paddle.distributed.fleet.utils.recompute``). Each model is checked like
 the zoo's: eager parity of outputs, gradients (and what the hooks saw), side effects, the translation counts,
 and a cache hit on later calls.
 """

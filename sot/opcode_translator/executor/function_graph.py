@@ -511,11 +511,10 @@ class FunctionGraph:
     def reads_state_changed_in_frame(self, target: Any) -> bool:
         """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
         changed in place, a buffer it rebound, or any attribute it stored on the layer or a sublayer: the program
-        would see the old value (all are written back after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
-        forward may read anything."""
-        if isinstance(target, LayerCall) and self.side_effects.has_attr_stores() and any(
-                self.side_effects.has_attrs_of(layer) for layer in target.layer.sublayers(include_self=True)):
-            return True  # (a pending store, e.g. a ``training`` flag ``eval()`` set: the program would miss it)
+        would see the old value (all are written back after it). A built-in layer reads only its own parameters
+        and buffers (and its sublayers'); a PyLayer's forward may read anything."""
+        if isinstance(target, LayerCall) and self.layer_state_changed_in_frame(target.layer):
+            return True  # (e.g. a ``training`` flag ``eval()`` stored: the program would miss it)
         changed = self.side_effects.changed_tensors()
         if not changed and not self.side_effects.tensor_stored_on_a_layer():
             return False

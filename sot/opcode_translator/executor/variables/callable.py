@@ -134,6 +134,27 @@ def _register_hook_after_graph(tensor: TensorVariable, args: list[VariableBase],
     return ConstantVariable(None, graph, DummyTracker())  # (the handle: dropped, see above)
 
 
+def _set_value(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .inplace import set_value
+
+    return set_value(tensor, args, kwargs)
+
+
+def _is_dist(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .tensor_values import is_dist_value
+
+    if args or kwargs:
+        raise BreakGraphError("Tensor.is_dist() with arguments runs natively (eager raises)")
+    return is_dist_value(tensor)
+
+
+# Tensor methods simulated by a rule of their own: ``rule(tensor, args, kwargs)`` gives the result.
+_TENSOR_METHOD_RULES: dict[str, Callable[[TensorVariable, list[VariableBase], dict[str, VariableBase]],
+                                         VariableBase]] = {
+    "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist,
+}
+
+
 class TensorMethodVariable(CallableVariable):
     """``tensor.method`` bound during simulation: one ``method`` SIR statement per call."""
 
@@ -143,18 +164,13 @@ class TensorMethodVariable(CallableVariable):
         self.name = name
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        from .tensor_values import META_METHODS, is_dist_value, meta_method_value
+        from .tensor_values import META_METHODS, meta_method_value
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
-        if self.name == "is_dist" and not args and not kwargs:
-            return is_dist_value(self.tensor)
-        if self.name == "set_value":
-            from .inplace import set_value
-
-            return set_value(self.tensor, args, kwargs)
-        if self.name == "register_hook":
-            return _register_hook_after_graph(self.tensor, args, kwargs)
+        rule = _TENSOR_METHOD_RULES.get(self.name)
+        if rule is not None:
+            return rule(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name

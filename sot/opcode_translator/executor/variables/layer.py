@@ -211,9 +211,9 @@ class LayerVariable(ObjectVariable):
                 value = child.call([value], {})
             return value
         if is_builtin_layer(layer):
-            # With hooks (simulated above) the statement must not run them again through ``__call__``.
             if graph.layer_state_changed_in_frame(layer):
                 return simulate_forward(self, type(layer).forward, args, kwargs)
+            # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             self.needs_identity = True
             self.in_program = True
