@@ -498,12 +498,12 @@ class FunctionGraph:
         variable per tensor from outside). Its forward is simulated then (`simulate_forward`); a change
         through another tensor sharing memory with the layer's is not seen that way
         (`reads_state_changed_in_frame` breaks the graph for it)."""
+        changed = self.side_effects.changed_tensors()
+        if not changed and not self.side_effects.has_attr_stores():
+            return False  # (the common case: nothing to look for in the layer's tree)
         layers = layer.sublayers(include_self=True)
         if self.side_effects.has_attr_stores() and any(self.side_effects.has_attrs_of(sub) for sub in layers):
             return True
-        changed = self.side_effects.changed_tensors()
-        if not changed:
-            return False
         own = {id(tensor) for sub in layers for store in ("_parameters", "_buffers")
                for tensor in (sub.__dict__.get(store) or {}).values() if tensor is not None}
         return any(var.value is not None and id(var.value) in own for var in changed)
