@@ -259,9 +259,9 @@ class CompiledProgram:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
         changed in place after this run (eager snapshots the version of every saved tensor; the program
         runner keeps plain references, so the backward would silently use the new values)."""
-        if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
-            return
         if self._saved is None:
+            if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
+                return
             self._saved = version_check.saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
             version_check.prepare()
         version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
@@ -335,20 +335,24 @@ def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outp
     outputs sets the flags when the first output gradient arrives (the program's grad node runs next); a
     final hook of the backward pass puts the user's values back (if the pass raises, at the end of the next
     pass: the flags only tune the collector and the in-place pass of interpreters built meanwhile)."""
-    add_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
-    differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
     scope = scopes.last
-    if add_final_hook is None or not differentiable or scope is None:
+    if _add_backward_final_hook is None or scope is None:
         return
 
     def on_output_grad(grad: Any) -> None:
         if scope not in scopes.backward_built:
             scopes.backward_built.add(scope)
             BUILD_FLAGS.enter(flags)
-            add_final_hook(BUILD_FLAGS.exit)
+            _add_backward_final_hook(BUILD_FLAGS.exit)
 
-    for out in differentiable:
-        out.register_hook(on_output_grad)
+    # (at every run until a backward went through the scope, i.e. at every forward-only call: the hooks are
+    # registered without the public wrapper's decorator, check and helper object)
+    for out in outputs:
+        if isinstance(out, paddle.Tensor) and not out.stop_gradient:
+            out._register_grad_hook(on_output_grad)
+
+
+_add_backward_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
 
 
 def _existing_flag_names(names: list[str]) -> list[str]:

@@ -79,6 +79,11 @@ class ReplayWatch:
         if kept:
             prepare()
 
+    @property
+    def watches(self) -> bool:
+        """Whether the replay keeps any such tensor (most do not: the call can then be left out)."""
+        return self._saved is not None
+
     def __call__(self, inputs: list, outputs: list) -> None:
         if self._saved is not None and paddle.is_grad_enabled():
             watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
@@ -101,7 +106,8 @@ def watch_saved_tensors(inputs: list, outputs: list, saved: SavedByOutput,
                 versions.append((inputs[input_index], inputs[input_index]._inplace_version() + changes))
             else:
                 versions.append((outputs[index], outputs[index]._inplace_version()))
-        out.register_hook(version_check_hook(versions))
+        # (at every run: the hook registered without the public wrapper's decorator, check and helper object)
+        out._register_grad_hook(version_check_hook(versions))
 
 
 def version_check_hook(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:

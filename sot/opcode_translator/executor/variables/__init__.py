@@ -13,6 +13,7 @@ from . import classes  # noqa: F401  (registers the rule of classes built during
 from . import itertools_rules  # noqa: F401  (registers the itertools functions)
 from . import tensor_values  # noqa: F401  (registers the Paddle predicates answered from metas)
 from . import recompute  # noqa: F401  (registers Paddle's activation recomputation)
+from . import user_mapping  # noqa: F401  (registers the rule of user dict subclasses' instances)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",
