@@ -1090,6 +1090,24 @@ def test_super_without_arguments_after_a_break_is_the_instance_s(method):
     assert sot.stats().fallbacks == 0
 
 
+class _NoPositionalParameter(_Base):
+    def scale(*args):
+        y = args[1] + 1
+        psdb.breakgraph()
+        return super().scale(y)  # (no first parameter: eager raises RuntimeError)
+
+
+def test_super_without_arguments_after_a_break_in_a_method_without_positional_parameters():
+    """``super()`` in a function without positional parameters raises ``RuntimeError`` in eager; in the resume
+    function (whose first local is the stack it receives) it found an instance and raised ``AttributeError``."""
+    x = pos(3)
+    with pytest.raises(RuntimeError) as eager:
+        _NoPositionalParameter().scale(x)
+    with pytest.raises(RuntimeError) as translated:
+        sot.symbolic_translate(_NoPositionalParameter().scale)(x)
+    assert str(translated.value) == str(eager.value)
+
+
 def test_a_loop_with_a_break_reading_a_free_variable():
     """The loop's body function gets the frame's closure: a free variable read in it is not a local to pass."""
     scale = pos(3, seed=4)
