@@ -69,13 +69,19 @@ class ConstantVariable(VariableBase):
             return PureFunctionVariable(attr, self.graph, DummyTracker((self,)))
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
 
+    def check_iterable(self) -> None:
+        """Raise the eager ``TypeError`` of ``iter(value)`` (``iter(None)`` in a ``try``: the frame may catch
+        it) when the value is not iterable."""
+        try:
+            iter(self.value)
+        except TypeError as exc:
+            self.graph.add_guard(self)
+            raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+
     def iter_items(self) -> list[VariableBase]:
         self.graph.add_guard(self)
         if not isinstance(self.value, (str, bytes, range, frozenset)):
-            try:
-                iter(self.value)
-            except TypeError as exc:  # (``iter(None)`` in a ``try``: the eager error, which the frame may catch)
-                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+            self.check_iterable()
             raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]
 
