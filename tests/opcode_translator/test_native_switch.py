@@ -9,7 +9,6 @@ again, and the `sot.stats()` counts are those documented in native.py.
 """
 from __future__ import annotations
 
-import dis
 import numpy as np
 import paddle
 import pytest
@@ -83,11 +82,11 @@ def test_small_pieces_around_a_break_run_the_original_code() -> None:
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.compiled_graphs) == (2, 1, 0)
     # The prefix is below min_graph_size and the branch taken runs natively: the entry runs the original code
-    # except on the branch never taken, which still calls its resume function. (Where the break is at the
-    # bool conversion before the jump, 3.13's TO_BOOL, there is one path, and the jump is in the resume.)
+    # except on the branch never taken, which still calls its resume function. (On every version the break
+    # is at the jump itself, 3.13's bool conversion before it included.)
     [entry] = _entry_codes(code)
-    branches_at_the_break = _branches_at_the_break(code)
-    assert (entry is not code) == branches_at_the_break and entry.co_name == code.co_name
+    assert _branches_at_the_break(code)
+    assert entry is not code and entry.co_name == code.co_name
     hits = sot.stats().cache_hits
     for _ in range(3):
         _run_and_compare(fast, tensor_if, 1.0)
@@ -96,11 +95,11 @@ def test_small_pieces_around_a_break_run_the_original_code() -> None:
 
     # The other branch, first taken now: its resume function is translated then (as without the switch).
     _run_and_compare(fast, tensor_if, -1.0)
-    assert sot.stats().translate_count == 2 + branches_at_the_break
+    assert sot.stats().translate_count == 3
     assert _entry_codes(code) == [code], "both branches run natively: the original code itself"
     for sign in (1.0, -1.0, 1.0):
         _run_and_compare(fast, tensor_if, sign)
-    assert sot.stats().translate_count == 2 + branches_at_the_break and sot.stats().graph_breaks == 1
+    assert sot.stats().translate_count == 3 and sot.stats().graph_breaks == 1
 
 
 def test_changed_inputs_still_miss_the_guard_after_the_switch() -> None:
@@ -190,7 +189,7 @@ def test_the_switch_waits_for_the_cost_model(fake_clock, compiled: float, eager:
             assert len(clock.kinds) == runs, "no program runs once both pieces chose eager"
             [entry] = _entry_codes(code)
             # (the else branch, never taken, still calls its resume function)
-            assert (entry is not code) == _branches_at_the_break(code)
+            assert entry is not code and _branches_at_the_break(code)
             _run_and_compare(fast, bigger_pieces, -1.0)  # translated now; its program is measured afresh
         else:
             assert clock.kinds[runs:] == ["compiled"] * 6
@@ -216,7 +215,7 @@ def test_a_program_that_chooses_again_switches_the_entry(fake_clock) -> None:
             program._give_up_compiling(RuntimeError("chooses eager now"))  # as if it measured again
         [entry] = _entry_codes(code)
         assert entry is not plan.translated
-        assert (entry is not code) == _branches_at_the_break(code)
+        assert entry is not code and _branches_at_the_break(code)
         for _ in range(3):
             _run_and_compare(fast, bigger_pieces, 1.0)
     assert sot.stats().graph_breaks == 1
@@ -298,18 +297,15 @@ def test_a_switched_entry_runs_with_the_hook_off_and_a_later_branch_still_compil
     translated = sot.stats().translate_count
 
     # The other branch, first taken now, reaches its resume function through the trampoline with the
-    # callback back on: translated, its graph compiled, and run compiled from then on. (3.13 breaks at the
-    # TO_BOOL before the jump: one path, whose resume function runs natively, both branches included.)
-    branches_at_the_break = int("TO_BOOL" not in dis.opmap)
+    # callback back on: translated, its graph compiled, and run compiled from then on (on every version:
+    # 3.13's bool conversion before the jump is the jump's).
     for _ in range(3):
         _run_and_compare(fast, probed_if, -1.0)
     stats = sot.stats()
-    assert (stats.translate_count, stats.compiled_graphs) == (translated + branches_at_the_break,
-                                                              branches_at_the_break)
+    assert (stats.translate_count, stats.compiled_graphs) == (translated + 1, 1)
     assert _hook_is_off_inside(code), "the trampoline is the way back into translated code"
     _run_and_compare(fast, probed_if, -1.0)
-    assert (sot.stats().translate_count, sot.stats().compiled_graphs) == (translated + branches_at_the_break,
-                                                                          branches_at_the_break)
+    assert (sot.stats().translate_count, sot.stats().compiled_graphs) == (translated + 1, 1)
     assert _probed_call(fast, 1.0) == [(False, False)] * 2
 
 
