@@ -79,12 +79,15 @@ class ResumePath:
     n_stack: int  # values on the stack there, all passed first (bottom first)
     live: tuple[str, ...]  # then these locals
     callable_natively: bool  # a trampoline can call it from the original code (no NULL, no closure...)
+    # Its arguments whose values the guard of the entry breaking here does not determine (the breaking
+    # instruction's results, locals it never read): see `_path_runs_natively`.
+    unpinned: tuple[str, ...] = ()
 
 
 ORIGINAL = None  # `NativePlan.current`/`wanted`: the entry runs the original code itself
 
-# Entries being added, not yet in the cache: code -> (the entry's code, whether it is hook-free)
-Pending = dict[types.CodeType, tuple[types.CodeType, bool]]
+# Entries being added, not yet in the cache: code -> (the entry's code, whether it is hook-free, its guard)
+Pending = dict[types.CodeType, tuple[types.CodeType, bool, Any]]
 
 
 class NativePlan:
@@ -123,7 +126,7 @@ class NativePlan:
         code = self._code()
         if code is None or not all(_runs_eagerly(program) for program in self.programs):
             return self.translated
-        calls = tuple(path for path in self.paths if not _runs_natively(path.resume, pending or {}))
+        calls = tuple(path for path in self.paths if not _path_runs_natively(path, pending or {}))
         if not calls:
             return ORIGINAL
         if self.break_offset is None or not all(path.callable_natively for path in calls):
@@ -145,7 +148,7 @@ class NativePlan:
         relaxed = wanted is ORIGINAL or (wanted is not self.translated and self.trampolines_fit_any_call)
         if wanted is self.translated or self.break_runs_user_code:
             return wanted, False, relaxed
-        natively = [path for path in self.paths if _runs_natively(path.resume, pending)]
+        natively = [path for path in self.paths if _path_runs_natively(path, pending)]
         return wanted, all(_runs_hook_free(path.resume, pending) for path in natively), relaxed
 
     def refresh(self, pending: Pending | None = None) -> None:
@@ -172,27 +175,33 @@ def _runs_eagerly(program: Any) -> bool:
     return not isinstance(program, CompiledProgram) or program.choice == "eager"
 
 
-def _entries(code: types.CodeType, pending: Pending) -> list[tuple[types.CodeType, bool]]:
-    """``code``'s entries: what each runs, and whether hook-free (`entry_added` marks the guard)."""
-    entries = [(new_code, getattr(guard, "hook_free", False)) for guard, new_code in cache_entries(code)]
+def _entries(code: types.CodeType, pending: Pending) -> list[tuple[types.CodeType, bool, Any]]:
+    """``code``'s entries: what each runs, whether hook-free (`entry_added` marks the guard), its guard."""
+    entries = [(new_code, getattr(guard, "hook_free", False), guard) for guard, new_code in cache_entries(code)]
     if code in pending:
         entries.append(pending[code])
     return entries
 
 
-def _runs_natively(code: types.CodeType, pending: Pending) -> bool:
-    """Every entry of ``code`` (at least one) runs ``code`` itself, or it is never translated (SKIP)."""
+def _path_runs_natively(path: ResumePath, pending: Pending) -> bool:
+    """Every entry of the path's resume function (at least one) runs its code itself, or it is never
+    translated (SKIP); and no entry's guard reads an argument the breaking entry's guard leaves open
+    (`ResumePath.unpinned`). Such an argument may come with a value none of the entries admits (a flag
+    the frame never read before the break, what the breaking instruction returned): run natively, the
+    path would then go on untranslated instead of being translated for it."""
+    code = path.resume
     if is_skipped(code):
         return True
     entries = _entries(code, pending)
-    return bool(entries) and all(new_code is code for new_code, _ in entries)
+    return bool(entries) and all(new_code is code and not (path.unpinned and guard.guard.reads_arguments(path.unpinned))
+                                 for new_code, _, guard in entries)
 
 
 def _runs_hook_free(code: types.CodeType, pending: Pending) -> bool:
     """Every entry of ``code`` (at least one) is hook-free. Not a code marked SKIP (e.g. at the cache
     limit): it runs under the hook, which still translates the user functions it calls."""
     entries = [] if is_skipped(code) else _entries(code, pending)
-    return bool(entries) and all(hook_free for _, hook_free in entries)
+    return bool(entries) and all(hook_free for _, hook_free, _ in entries)
 
 
 # Plans waiting for a program's choice / watching a resume function's entries (held weakly: a plan lives as
@@ -246,7 +255,7 @@ def entry_added(code: types.CodeType, plan: NativePlan | None, guard: Any, new_c
         new_code = code if plan.current is ORIGINAL else plan.current
         hook_free, relaxed = plan.hook_free, plan.relaxed
     guard.hook_free = hook_free
-    _notify(code, {code: (new_code, hook_free)})
+    _notify(code, {code: (new_code, hook_free, guard)})
     return new_code, hook_free, relaxed_guard(guard, relaxed)
 
 

@@ -91,7 +91,7 @@ def test_small_pieces_around_a_break_run_the_original_code() -> None:
     for _ in range(3):
         _run_and_compare(fast, tensor_if, 1.0)
     assert sot.stats().cache_hits - hits == 3, "one hit per call: the branch taken no longer calls its resume"
-    assert sot.stats().translate_count == 2
+    print("COUNTS", sot.stats()); assert sot.stats().translate_count == 2
 
     # The other branch, first taken now: its resume function is translated then (as without the switch).
     _run_and_compare(fast, tensor_if, -1.0)
@@ -149,8 +149,19 @@ def test_an_exception_after_the_break_is_eager_s() -> None:
         assert type(fast_error.value) is type(eager_error.value)
         assert str(fast_error.value) == str(eager_error.value)
         assert items_fast == items_eager
-    # The branch taken runs natively: its resume function (whose guard reads ``items``) is not called again.
-    assert sot.stats().translate_count == 2
+    # The resume function's guard reads ``items``, which the frame's guard leaves open (read only after the
+    # break): the branch keeps calling it, and it is translated for each length seen, as when the graphs are
+    # compiled (run natively, the branch would never be translated for another length).
+    stats = sot.stats()
+    assert (stats.translate_count, stats.fallbacks) == (4, 0), stats
+    with sot.config.patch(min_graph_size=0):
+        sot.reset()
+        items_fast = []
+        fast(x, items_fast)
+        for _ in range(2):
+            with pytest.raises(IndexError):
+                fast(x, items_fast)
+        assert sot.stats().translate_count == stats.translate_count
 
 
 def bigger_pieces(x: paddle.Tensor, w: paddle.Tensor) -> paddle.Tensor:
@@ -244,6 +255,48 @@ def test_a_break_at_a_call_inside_an_expression() -> None:
     assert _entry_codes(code) == [code]
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 1, 0)
+
+
+def flag_read_after_a_break(x: paddle.Tensor, flag: bool) -> paddle.Tensor:
+    y = x * 2.0
+    y.numpy()  # a graph break (library code): ``flag`` is first read after it, by the resume function
+    if flag:
+        return y * 3.0
+    z = y * 4.0
+    for _ in range(12):  # a graph big enough to compile
+        z = z + 1.0
+    return z
+
+
+def flag_returned_by_the_break(x: paddle.Tensor) -> paddle.Tensor:
+    y = x * 2.0
+    big = y.sum().item() > 10.0  # the break's result decides the branch
+    if big:
+        return y * 3.0
+    z = y * 4.0
+    for _ in range(12):
+        z = z + 1.0
+    return z
+
+
+@pytest.mark.parametrize("fn, first, then", [
+    (flag_read_after_a_break, (True,), (False,)),
+    (flag_returned_by_the_break, (), ()),
+])
+def test_a_continuation_is_translated_for_a_value_the_frame_guard_leaves_open(fn, first, then) -> None:
+    """The small pieces run natively, but the resume function's guard reads a value the frame's guard does
+    not determine (a local first read after the break, the breaking instruction's result): the path keeps
+    calling its resume function, translated again (and its bigger graph compiled) when that value changes."""
+    fast = sot.symbolic_translate(fn)
+    ones, zeros = paddle.ones([8]), paddle.zeros([8])
+    for _ in range(3):
+        assert_same(fast(ones, *first), fn(ones, *first))
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks, stats.compiled_graphs) == (2, 1, 0, 0)
+    for _ in range(3):
+        assert_same(fast(zeros, *then), fn(zeros, *then))
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks, stats.compiled_graphs) == (3, 1, 0, 1)
 
 
 # -- hook-free entries: the callback is suspended while a switched entry runs (native.py, eval_frame.c) ------
