@@ -265,6 +265,32 @@ def test_each_branch_of_a_tensor_condition_is_translated_when_first_taken(fn, mi
     assert compiled == ((2, 3) if min_graph_size == 0 else (0, 0)), compiled
 
 
+class _AnnotatedError(Exception):
+    pass
+
+
+def store_on_builtin_objects(x, err, ns):
+    # up to 3.12 SimpleNamespace and BaseException list the generic __setattr__ as their own slot wrapper
+    err.code = 3
+    ns.last = x * 2
+    ns.calls = ns.calls + 1
+    return x + err.code, ns.calls
+
+
+def test_attribute_stores_on_a_namespace_and_an_exception_are_plain_stores(compile_all):
+    import types
+
+    x = _x(3)
+    eager_ns, fast_ns = types.SimpleNamespace(calls=0), types.SimpleNamespace(calls=0)
+    eager_err, fast_err = _AnnotatedError("e"), _AnnotatedError("e")
+    expected = store_on_builtin_objects(x, eager_err, eager_ns)
+    assert_same(sot.symbolic_translate(store_on_builtin_objects)(x, fast_err, fast_ns), expected)
+    assert (fast_err.code, fast_ns.calls) == (eager_err.code, eager_ns.calls) == (3, 1)
+    assert_same(fast_ns.last, eager_ns.last)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
+
+
 # -- graph breaks with version-specific stack layouts -------------------------------------------------------
 def break_under_pending_method_call(x):
     # the break happens with [NULL, paddle.add] (3.10-3.12) or [paddle.add, NULL] (3.13) on the stack;

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ... import pyversion
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import VariableBase, VariableFactory
@@ -258,8 +259,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
     plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__
-    custom_setattr = (setattr_impl is not plain_setattr and not isinstance(obj, paddle.nn.Layer)
-                      and not through_object)
+    custom_setattr = (setattr_impl is not plain_setattr and setattr_impl not in pyversion.GENERIC_SETATTR_WRAPPERS
+                      and not isinstance(obj, paddle.nn.Layer) and not through_object)
     if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
