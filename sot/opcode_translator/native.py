@@ -10,7 +10,10 @@ translates again), and the hook then runs the frame itself (no shadow frame).
 For a graph break, each path the breaking instruction continues on (the next instruction, the jump target)
 had its own resume function. A path whose resume function runs natively in every entry it has is simply
 the original code going on (resume functions are shared by the entries of a frame that break at the same
-place, so an entry translated later, e.g. for another dtype, takes that as known too). A path whose resume
+place, so an entry translated later, e.g. for another dtype, takes that as known too), unless one of those
+entries' guards reads a value the breaking entry's guard leaves open (a local first read after the break,
+what the breaking instruction returned): another call may bring a value no entry admits, which must reach
+the resume function to be translated for it (`_path_runs_natively`). A path whose resume
 function is translated to something else, or was never called yet (a branch not taken so far), keeps
 calling it: the switched code is the original one with a small trampoline at that point ("pass the stack
 and the live locals to the resume function and return what it returns", what the generated code did
