@@ -48,8 +48,13 @@ enum {
     GP_TEST_IS_REF = 17,/* fail unless r[a] is r[b]()  (an exact weakref) */
     GP_TEST_ITEMS_EQ = 18, /* fail unless tuple(r[a]) == r[b]  (a tuple)   */
     GP_TEST_TENSOR = 19,   /* fail unless tensor_matches(*r[args[b:b+5]])  */
-    GP_OP_COUNT = 20,
+    GP_TEST_ATTRS = 20,    /* fail unless every (name, want, how) of r[b]   */
+                           /* holds for r[a] (see attrs_match)              */
+    GP_OP_COUNT = 21,
 };
+
+/* How GP_TEST_ATTRS compares an attribute with what it wants. */
+enum { GP_ATTR_EQ = 0, GP_ATTR_IS = 1, GP_ATTR_FALSY = 2 };
 
 typedef struct {
     int op;
@@ -64,6 +69,12 @@ typedef struct {
     int cache_plain;
 } gp_instr;
 
+struct gp_attr_check {
+    PyObject *name;
+    PyObject *want;
+    int how;
+};
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -75,6 +86,11 @@ typedef struct {
     gp_instr *code;
     int *call_args;          /* register indices of GP_CALL arguments */
     Py_ssize_t ncall_args;
+    /* The (name, want, how) triples of every GP_TEST_ATTRS, flattened (read
+     * from their constant tuples once, not at every run); each instruction's
+     * run starts at index `c` and ends at an entry whose name is NULL. The
+     * objects are borrowed from `consts`. */
+    struct gp_attr_check *attr_checks;
 } GuardProgram;
 
 #define GP_STACK_REGS 64
@@ -205,6 +221,56 @@ items_equal(PyObject *obj, PyObject *want)
         return -1;
     }
     return same && i == n;
+}
+
+/* The truth of `v` as the `and` chain takes it: 1, 0, or -1 on error. */
+static inline int
+gp_truth(PyObject *v)
+{
+    if (v == Py_True) {
+        return 1;
+    }
+    if (v == Py_False || v == Py_None) {
+        return 0;
+    }
+    return PyObject_IsTrue(v);
+}
+
+/* `obj.name == want and obj.name2 is want2 and not obj.name3 ...` for the
+ * (name, want, how) entries from `check` up to the closing NULL name, in
+ * order, stopping at the first that does not hold: the checks of a layer's
+ * configuration, training flag and hook dicts in one instruction. Every
+ * attribute is read through the instruction's cache (one object, one
+ * type). 1, 0, or -1. */
+static int
+attrs_match(gp_instr *in, PyObject *obj, const struct gp_attr_check *check)
+{
+    for (; check->name != NULL; check++) {
+        PyObject *value = gp_getattr(in, obj, check->name);
+        if (value == NULL) {
+            return -1;
+        }
+        int ok;
+        switch (check->how) {
+        case GP_ATTR_IS:
+            ok = value == check->want;
+            break;
+        case GP_ATTR_FALSY:
+            ok = gp_truth(value);
+            ok = ok < 0 ? ok : !ok;
+            break;
+        default: {  /* GP_ATTR_EQ */
+            PyObject *equal = PyObject_RichCompare(value, check->want, Py_EQ);
+            ok = equal == NULL ? -1 : gp_truth(equal);
+            Py_XDECREF(equal);
+        }
+        }
+        Py_DECREF(value);
+        if (ok <= 0) {
+            return ok;
+        }
+    }
+    return 1;
 }
 
 /* Run the program on `regs` (arguments and constants filled in). Returns
@@ -352,6 +418,13 @@ gp_run(GuardProgram *self, PyObject **regs)
                 return 0;
             }
             continue;
+        case GP_TEST_ATTRS: {
+            int r = attrs_match(in, regs[in->a], &self->attr_checks[in->c]);
+            if (r <= 0) {
+                return r;
+            }
+            continue;
+        }
         default:
             PyErr_SetString(PyExc_SystemError, "sot guard program: bad instruction");
             return -1;
@@ -405,6 +478,34 @@ gp_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
         return NULL;
     }
     return Py_NewRef(ok ? Py_True : Py_False);
+}
+
+/* Register `reg` is a constant tuple of (exact str, object, how) triples,
+ * `how` an exact int among GP_ATTR_EQ, GP_ATTR_IS and GP_ATTR_FALSY. */
+static int
+attrs_spec_ok(Py_ssize_t nargs, Py_ssize_t first_work, PyObject *consts, int reg)
+{
+    if (reg < nargs || reg >= first_work) {
+        return 0;
+    }
+    PyObject *spec = PyTuple_GET_ITEM(consts, reg - nargs);
+    if (!PyTuple_CheckExact(spec)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(spec); i++) {
+        PyObject *item = PyTuple_GET_ITEM(spec, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 0))
+            || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 2))) {
+            return 0;
+        }
+        long how = PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+        if (how != GP_ATTR_EQ && how != GP_ATTR_IS && how != GP_ATTR_FALSY) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* GuardProgram(nargs, consts, nwork, code, call_args): `code` a sequence of
@@ -493,7 +594,7 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         int writes = in->op < GP_TEST;
         int uses_b = in->op == GP_ATTR || in->op == GP_ITEM || (in->op >= GP_IS && in->op <= GP_NOT_IN)
                      || in->op == GP_TEST_IS || in->op == GP_TEST_IS_NOT || in->op == GP_TEST_IS_REF
-                     || in->op == GP_TEST_ITEMS_EQ;
+                     || in->op == GP_TEST_ITEMS_EQ || in->op == GP_TEST_ATTRS;
         if (in->op < 0 || in->op >= GP_OP_COUNT
             || (writes && (f[1] < 0 || in->dst >= nregs))
             || in->a < 0 || in->a >= nregs
@@ -514,6 +615,11 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_Format(PyExc_ValueError, "guard instruction %zd: not a tuple constant", i);
             goto fail;
         }
+        if (in->op == GP_TEST_ATTRS && !attrs_spec_ok(nargs, first_work, consts, in->b)) {
+            PyErr_Format(PyExc_ValueError, "guard instruction %zd: not a tuple of (str, object, how) triples",
+                         i);
+            goto fail;
+        }
         if (in->op == GP_DEREF || in->op == GP_TEST_IS_REF) {
             int ref = in->op == GP_DEREF ? in->a : in->b;
             if (ref < nargs || ref >= first_work
@@ -522,6 +628,38 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                 goto fail;
             }
         }
+    }
+    /* The GP_TEST_ATTRS triples, flattened (checked above). */
+    Py_ssize_t nchecks = 0;
+    for (Py_ssize_t i = 0; i < ninstr; i++) {
+        if (self->code[i].op == GP_TEST_ATTRS) {
+            nchecks += PyTuple_GET_SIZE(PyTuple_GET_ITEM(consts, self->code[i].b - nargs)) + 1;
+        }
+    }
+    self->attr_checks = PyMem_New(struct gp_attr_check, nchecks > 0 ? nchecks : 1);
+    if (self->attr_checks == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t next = 0;
+    for (Py_ssize_t i = 0; i < ninstr; i++) {
+        gp_instr *in = &self->code[i];
+        if (in->op != GP_TEST_ATTRS) {
+            continue;
+        }
+        PyObject *spec = PyTuple_GET_ITEM(consts, in->b - nargs);
+        in->c = (int)next;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(spec); k++) {
+            PyObject *item = PyTuple_GET_ITEM(spec, k);
+            self->attr_checks[next].name = PyTuple_GET_ITEM(item, 0);
+            self->attr_checks[next].want = PyTuple_GET_ITEM(item, 1);
+            self->attr_checks[next].how = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+            next++;
+        }
+        self->attr_checks[next].name = NULL;  /* the end of this instruction's checks */
+        self->attr_checks[next].want = NULL;
+        self->attr_checks[next].how = 0;
+        next++;
     }
     Py_DECREF(code_seq);
     Py_DECREF(args_seq);
@@ -560,6 +698,7 @@ gp_dealloc(PyObject *op)
     gp_clear(op);
     PyMem_Free(self->code);
     PyMem_Free(self->call_args);
+    PyMem_Free(self->attr_checks);
     Py_TYPE(op)->tp_free(op);
 }
 
@@ -624,7 +763,7 @@ sot_guard_program_add_opcodes(PyObject *module)
         {"EQ", GP_EQ}, {"NE", GP_NE}, {"IN", GP_IN}, {"NOT_IN", GP_NOT_IN}, {"NOT", GP_NOT},
         {"TEST", GP_TEST}, {"TEST_IS", GP_TEST_IS}, {"TEST_IS_NOT", GP_TEST_IS_NOT},
         {"TEST_NOT", GP_TEST_NOT}, {"TEST_IS_REF", GP_TEST_IS_REF}, {"TEST_ITEMS_EQ", GP_TEST_ITEMS_EQ},
-        {"TEST_TENSOR", GP_TEST_TENSOR},
+        {"TEST_TENSOR", GP_TEST_TENSOR}, {"TEST_ATTRS", GP_TEST_ATTRS},
     };
     PyObject *ops = PyDict_New();
     if (ops == NULL) {

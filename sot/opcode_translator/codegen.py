@@ -9,6 +9,8 @@ Instruction spellings that differ between Python versions come from `pyversion` 
 """
 from __future__ import annotations
 
+import dis
+import inspect
 import types
 from typing import Any
 
@@ -22,6 +24,14 @@ from . import pyversion
 _PROLOGUE_OPS = (*pyversion.PROLOGUE_OPNAMES, "NOP")
 OUTPUTS_LOCAL = "__sot_outputs"
 VIEWS_LOCAL = "__sot_views"
+
+
+def _prologue_arg(instr: dis.Instruction) -> Any:
+    """The `bytecode` argument of a prologue instruction (``COPY_FREE_VARS n``, ``MAKE_CELL name``,
+    ``RESUME n``, ``NOP``)."""
+    if instr.opname == "MAKE_CELL":
+        return CellVar(instr.argval)
+    return bytecode.UNSET if instr.arg is None else instr.arg
 
 
 class CodeGen:
@@ -42,12 +52,12 @@ class CodeGen:
         # True when the code being generated ends the frame (its return): simulated values are final, so
         # closures made in the frame can be rebuilt with new cells holding them (nothing later writes them).
         self.final = False
-        source = Bytecode.from_code(original)
-        self._template = source
-        for instr in source:
-            if not isinstance(instr, Instr) or instr.name not in _PROLOGUE_OPS:
+        # (read with `dis`, not `Bytecode.from_code`: converting the whole original costs ~1 ms per 100
+        # instructions, on every translation, for the few instructions of its prologue)
+        for instr in dis.get_instructions(original):
+            if instr.opname not in _PROLOGUE_OPS:
                 break
-            self.instructions.append(Instr(instr.name, instr.arg, lineno=original.co_firstlineno))
+            self.instructions.append(Instr(instr.opname, _prologue_arg(instr), lineno=original.co_firstlineno))
         # An argument that is also a cell: its value at the frame's start (what `load_fast` means) is kept
         # apart, since the generated code gives the cell its simulated content before a graph break.
         from .executor.guard import argument_names
@@ -232,12 +242,24 @@ class CodeGen:
         if self._program_failure is not None:
             self._emit_program_failure()
             self._program_failure = None
-        template = self._template
+        original = self.original
         new = Bytecode(self.instructions)
-        for attr in ("argcount", "posonlyargcount", "kwonlyargcount", "argnames", "name", "filename",
-                     "first_lineno", "flags", "cellvars", "freevars", "docstring"):
-            setattr(new, attr, getattr(template, attr))
-        if hasattr(template, "qualname"):
-            new.qualname = template.qualname
-        new.flags = template.flags  # the same kind of function: optimized, with the same */** arguments
+        # The original's signature and names, as `Bytecode.from_code` would give them.
+        new.argcount = original.co_argcount
+        new.posonlyargcount = original.co_posonlyargcount
+        new.kwonlyargcount = original.co_kwonlyargcount
+        nargs = (original.co_argcount + original.co_kwonlyargcount + original.co_posonlyargcount
+                 + bool(original.co_flags & inspect.CO_VARARGS) + bool(original.co_flags & inspect.CO_VARKEYWORDS))
+        new.argnames = list(original.co_varnames[:nargs])
+        new.name = original.co_name
+        new.filename = original.co_filename
+        new.first_lineno = original.co_firstlineno
+        new.cellvars = list(original.co_cellvars)
+        new.freevars = list(original.co_freevars)
+        if original.co_consts and (original.co_consts[0] is None or isinstance(original.co_consts[0], str)):
+            new.docstring = original.co_consts[0]
+        if hasattr(original, "co_qualname"):
+            new.qualname = original.co_qualname
+        # the same kind of function: optimized, with the same */** arguments
+        new.flags = bytecode.CompilerFlags(original.co_flags)
         return new.to_code()

@@ -45,7 +45,6 @@ line of an instruction  starts_line         positions.lineno    positions.lineno
 from __future__ import annotations
 
 import dis
-import functools
 import gc
 import sys
 import types
@@ -143,7 +142,6 @@ def instruction_line(instr: dis.Instruction) -> int | None:
     return instr.starts_line  # 3.10: only the first instruction of a line has it
 
 
-@functools.lru_cache(maxsize=512)
 def line_numbers(code: types.CodeType) -> dict[int, int | None]:
     """The source line of every instruction offset of ``code`` (3.10's ``dis`` gives it only where a line
     starts, which leaves an instruction reached by a jump without one)."""

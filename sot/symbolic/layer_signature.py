@@ -150,35 +150,35 @@ def _is_config_value(value: Any, depth: int = 0) -> bool:
             and all(_is_config_value(item, depth + 1) for item in value))
 
 
-# Per class: attribute name -> whether the class (a base, or its metaclass) has a data descriptor of that name,
-# which hides the instance attribute. ``inspect.getattr_static`` walks the MRO for every name (~4 us each, most
-# of `layer_config`, which runs for every built-in layer of a translation twice: its guard and its program's
-# key; mobilenet_v2 ~1500 names). A descriptor added to or removed from a layer class after the class was
-# first met is not seen.
+# Per class: attribute name -> whether an instance attribute of that name is left out of the configuration
+# whatever its value: it is no identifier (not reachable as ``layer.<name>``), or the class (a base, or its
+# metaclass) has a data descriptor of that name, which hides the instance attribute. ``inspect.getattr_static``
+# walks the MRO for every name (~4 us each, most of `layer_config`, which runs for every built-in layer of a
+# translation several times: its guard, its program's key, its meta memo key; mobilenet_v2 ~1500 names). A
+# descriptor added to or removed from a layer class after the class was first met is not seen.
 _hidden_names: "weakref.WeakKeyDictionary[type, dict[str, bool]]" = weakref.WeakKeyDictionary()
 
 
 def _hidden_by_data_descriptor(cls: type, name: str) -> bool:
-    names = _hidden_names.get(cls)
-    if names is None:
-        names = _hidden_names[cls] = {}
-    hidden = names.get(name)
-    if hidden is None:
-        hidden = names[name] = hasattr(inspect.getattr_static(cls, name, None), "__set__")
-    return hidden
+    return hasattr(inspect.getattr_static(cls, name, None), "__set__")
 
 
 def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
     """``layer``'s own plain configuration attributes (not its sublayers'), as (name, value) in order.
     Attributes shadowed by a data descriptor of the class, or not reachable as ``layer.<name>``, are left out."""
-
+    cls = type(layer)
+    hidden = _hidden_names.get(cls)  # (once per layer, not per name: a WeakKeyDictionary read is Python code)
+    if hidden is None:
+        hidden = _hidden_names[cls] = {}
     items = []
     for name, value in layer.__dict__.items():
-        if name in _NOT_CONFIG or not name.isidentifier() or not _is_config_value(value):
+        if name in _NOT_CONFIG or (type(value) not in _SCALARS and not _is_config_value(value)):
             continue
-        if _hidden_by_data_descriptor(type(layer), name):
-            continue
-        items.append((name, value))
+        left_out = hidden.get(name)
+        if left_out is None:
+            left_out = hidden[name] = not name.isidentifier() or _hidden_by_data_descriptor(cls, name)
+        if not left_out:
+            items.append((name, value))
     return items
 
 

@@ -15,6 +15,7 @@ rare in practice: a float argument of -0.0 guarded as a constant, ``x * -0.0``..
 """
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from typing import Any
@@ -66,9 +67,15 @@ def holds_unrepresentable_zero(sir: StatementIR) -> bool:
         if isinstance(stmt.target, LayerCall) and stmt.target.is_alive():
             constants += [value for sub in stmt.target.layer.sublayers(include_self=True)
                           for value in vars(sub).values()]
-        if any(_zero_signs(value) - {canonical} for value in constants):
+        if any(type(value) not in _SIGNLESS and _zero_signs(value) - {canonical} for value in constants):
             return True
     return False
+
+
+# Types `_zero_signs` gives no sign for (containers are not looked into): most attributes of a layer (its dicts,
+# flags, names, shapes), skipped without the isinstance tests (a translation looks at every attribute of every
+# layer it calls).
+_SIGNLESS = frozenset({str, bool, type(None), list, tuple, dict, collections.OrderedDict, set})
 
 
 def _zero_signs(value: Any) -> set[float]:

@@ -311,6 +311,20 @@ def test_bad_programs_are_refused():
         GuardProgram(1, (), 1, [(GUARD_OPCODES["TEST_TENSOR"], 0, 0, 0, 4)], [0, 0, 0, 0])
     with pytest.raises(TypeError):
         _program([("TEST", 0, None)])(1, 2)  # wrong number of arguments
+    attrs = GUARD_OPCODES["TEST_ATTRS"]
+    for spec in ((("a", 1, 3),), (("a", 1, True),), (("a", 1),), ((b"a", 1, 0),), [("a", 1, 0)], "abc"):
+        with pytest.raises(ValueError):  # (name: str, want, how: 0, 1 or 2) triples in a tuple constant
+            GuardProgram(1, (spec,), 1, [(attrs, 0, 0, 1, 0)], [])
+    with pytest.raises(ValueError):
+        GuardProgram(1, ((("a", 1, 0),),), 1, [(attrs, 0, 0, 0, 0)], [])  # the spec must be a constant
+    program = GuardProgram(1, ((("a", 1, 0), ("b", None, 1), ("c", None, 2)),), 1, [(attrs, 0, 0, 1, 0)], [])
+
+    class Holder:
+        a, b, c = 1, None, ()
+
+    assert program(Holder()) is True
+    Holder.c = (1,)
+    assert program(Holder()) is False
 
 
 def test_grad_and_amp_state_are_read_by_the_program(compile_all):
@@ -426,9 +440,9 @@ def test_paths_that_read_alike_are_not_confused():
 def test_terms_are_parsed_bindings_by_their_path_and_a_term_that_is_no_expression_is_none():
     import ast
 
-    from sot.opcode_translator.executor.guard import _parse_terms
+    from sot.opcode_translator.executor.guard import _parse_term
 
-    nodes = _parse_terms(["__a0.b", "__v0 := __a0['k']", "not an expression (", "__a0 == 'x\\ny'"])
+    nodes = [_parse_term(e) for e in ["__a0.b", "__v0 := __a0['k']", "not an expression (", "__a0 == 'x\\ny'"]]
     assert isinstance(nodes[0], ast.Attribute) and isinstance(nodes[1], ast.Subscript) and nodes[2] is None
     assert isinstance(nodes[3], ast.Compare) and nodes[3].comparators[0].value == "x\ny"
 
@@ -460,3 +474,139 @@ def test_explaining_a_guard_whose_object_is_gone():
     del thing
     gc.collect()
     assert builder_guard.readable == ["d is <an object since deleted>"]
+
+
+def _compiled(exprs, namespace, parse_all):
+    from sot.opcode_translator.executor.guard import _ProgramCompiler
+
+    compiler = _ProgramCompiler(["__globals", "__closure", "__a0", "__a1"], namespace, parse_all=parse_all)
+    kept = [compiler.add(expr) for expr in exprs]
+    return kept, compiler.code, compiler.consts, compiler.call_args, compiler.bindings
+
+
+def test_terms_compiled_from_their_text_compile_as_parsed():
+    """The simple forms (paths compared with constants, bindings, weak identities, ``not``) are compiled
+    from their text without parsing; every term must give the very instructions, constants and bindings
+    its parse gives, and a term the simple forms do not cover exactly (a keyword as an attribute, a string
+    key with an escape or a quote, a negative or zero-padded index, an unbound name, a constant that is no
+    weak reference) must still be compiled (or kept in Python) as parsed."""
+    class Thing:
+        pass
+
+    thing = Thing()
+    from sot.opcode_translator.executor.guard import attributes_match
+
+    namespace = {"__c0": weakref.ref(thing), "__c1": int, "__c2": [3, 4], "__c3": thing, "__c4": "NCHW",
+                 "__c5": attributes_match, "__c6": (("a", 1, 0), ("b", None, 1), ("c", None, 2)),
+                 "__c7": (("a", 1, 5),), "__c8": len}
+    exprs = [
+        "type(__a0) is __c1", "__a0.training is True", "__v0 := __a0._sub_layers['fc']", "__v0 is __c0()",
+        "__v0._parameters['weight'] is __c0()", "__v0._stride == __c2", "__v0._data_format != __c4",
+        "__v0._groups == 1", "__v0._dtype is None", "__v0.x is not False", "not __v0._forward_pre_hooks",
+        "type(__v0._parameters['bias']) is __c1", "__v1 := __v0._sub_layers['0']", "__v1.a[0][12] == 0",
+        "__v2 := __globals['F']", "__v3 := __v2.relu", "__v3 is __c3()", "__closure[0].cell_contents == 0",
+        "__v0.if == 1", "__v0['it\\'s'] == 1", "__v0['a\\nb'] is None", "__v0[-1] == 0", "__v0[007] == 0",
+        "__v0.ﬁ == 1", "__v9.a == 1", "__v9 := __v0.nope.deeper", "__v0.a == __c99", "type(__v0) is __c1",
+        "__v0 [ 1 ] == 2", "__a1 is __c3()", "__a0._sub_layers['fc']._groups == 1", "__a0.training is True",
+        "len(__v0._forward_post_hooks) == 2", "__v0.a == 'x'", "__v4 := __a0", "__v4.b is False",
+        "__c5(__v0, __c6)", "__c5(__a0._sub_layers['x'], __c6)", "__c5(__v0, __c7)", "__c8(__v0, __c6)",
+    ]
+    fast = _compiled(exprs, namespace, parse_all=False)
+    parsed = _compiled(exprs, namespace, parse_all=True)
+    assert fast[0] == parsed[0] and fast[1:] == parsed[1:]
+    kept = dict(zip(exprs, fast[0]))
+    assert kept["__v0.if == 1"] is False and kept["__v9.a == 1"] is False  # (no expression; unbound)
+    assert kept["__v0[-1] == 0"] is False  # (a unary minus: kept in Python, as before)
+    assert kept["__v0._stride == __c2"] and kept["__v0._parameters['weight'] is __c0()"]
+    assert [op for op, *_ in fast[1]].count("TEST_ATTRS") == 2  # (a spec it cannot take is a plain call)
+
+
+class _Configured:
+    def __init__(self):
+        self.rate, self.flag, self.none, self.hooks, self.stride = 0.5, True, None, {}, [1, 2]
+
+
+def test_attribute_group_is_exactly_its_chain_of_checks_on_every_miss():
+    """`GuardBuilder.attributes`: the attributes of one object checked as one instruction (``==``, ``is``,
+    empty) must pass and fail exactly as the chain of its parts, in the program and in Python, on every
+    change of every attribute, a missing attribute and values whose ``==`` is odd."""
+    from sot.opcode_translator.executor.guard import (ATTR_EQ, ATTR_FALSY, ATTR_IS, AttributesCheck, GuardBuilder,
+                                                      attributes_match)
+
+    obj = _Configured()
+    builder = GuardBuilder((lambda d: None).__code__)
+    check = builder.attributes("__a0", [("rate", ATTR_EQ, 0.5), ("flag", ATTR_IS, True), ("none", ATTR_IS, None),
+                                        ("hooks", ATTR_FALSY, None), ("stride", ATTR_EQ, [1, 2])])
+    spec = builder.namespace[check[check.index(", ") + 2:-1]]
+    assert isinstance(check, AttributesCheck) and [p.split(" == ")[0] for p in check.parts] == [
+        "__a0.rate", "__a0.flag is True", "__a0.none is None", "not __a0.hooks", "__a0.stride"]
+    assert builder.attributes("__a0", [("rate", ATTR_EQ, 0.5), ("flag", ATTR_IS, True), ("none", ATTR_IS, None),
+                                       ("hooks", ATTR_FALSY, None), ("stride", ATTR_EQ, [1, 2])]) == check
+    builder.add(check)
+    guard = builder.build()
+    assert guard.check is guard.program  # one instruction, no Python
+    assert guard.exprs == list(check.parts)  # a miss is explained attribute by attribute
+
+    def passes(check, *args) -> bool:
+        try:
+            return bool(check(*args))
+        except Exception:  # (the hook takes an exception for a failure)
+            return False
+
+    def agree(value) -> bool:
+        answers = [passes(guard.check, {}, None, value), passes(guard.reference, {}, None, value),
+                   passes(attributes_match, value, spec),
+                   guard.first_failure({}, None, (value,)) is None]  # (the chain of parts, one by one)
+        assert len(set(answers)) == 1, (vars(value), answers)
+        return answers[0]
+
+    assert agree(obj)
+
+    class Odd:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def __eq__(self, other):
+            return self.answer
+
+    yes, no = True, False
+    changes = [("rate", 0.25, no), ("rate", 0.5000001, no), ("rate", "0.5", no), ("rate", None, no),
+               ("rate", np.float64(0.5), yes), ("rate", np.array([0.5, 0.5]), no), ("rate", Odd(1), yes),
+               ("rate", Odd(0), no), ("flag", False, no), ("flag", 1, no), ("flag", None, no),
+               ("flag", np.bool_(True), no), ("none", 0, no), ("none", False, no), ("none", "", no),
+               ("hooks", {1: None}, no), ("hooks", [0], no), ("hooks", 1, no), ("hooks", "x", no), ("hooks", {}, yes),
+               ("hooks", [], yes), ("hooks", 0, yes), ("hooks", "", yes), ("stride", (1, 2), no),
+               ("stride", [1, 2.0], yes), ("stride", [2, 1], no), ("stride", [1, 2, 3], no)]
+    for name, value, expected in changes:
+        changed = _Configured()
+        setattr(changed, name, value)
+        assert agree(changed) == expected, (name, value)
+    missing = _Configured()
+    del missing.stride
+    assert not agree(missing)
+
+
+def test_layer_attribute_groups_miss_on_training_hooks_and_configuration_of_any_layer(compile_all):
+    """A layer's flag, empty hook dicts and configuration are one check per layer: a change of any one of
+    them, at any depth of the tree, must miss (and give eager's answer)."""
+    paddle.seed(2)
+    net = _Net()
+    for block in net.blocks:
+        block.act[1].p = 0.0
+    fast = sot.symbolic_translate(net)
+    x = _t(3, 4)
+    assert_same(fast(x), net(x))
+    guard = _guard_of(type(net).forward.__code__)
+    attrs = [e for e in guard._builder.exprs if type(e).__name__ == "AttributesCheck"]
+    assert len(attrs) >= len(net.sublayers()) and any("_forward_pre_hooks" in p for a in attrs for p in a.parts)
+    assert not any(e.endswith(".training is True") for e in guard._builder.exprs)  # (all in the groups)
+    changes = [lambda n: setattr(n.blocks[1].norm, "_epsilon", 0.5),
+               lambda n: n.blocks[0].act[0].eval(),
+               lambda n: n.head.register_forward_post_hook(lambda layer, inputs, output: output * 3),
+               lambda n: n.blocks[2].register_forward_pre_hook(lambda layer, inputs: (inputs[0] + 1,)),
+               lambda n: setattr(n.blocks[2].act[1], "p", 1.0)]
+    for change in changes:
+        before = sot.stats().translate_count
+        change(net)
+        assert_same(fast(x), net(x))
+        assert sot.stats().translate_count == before + 1

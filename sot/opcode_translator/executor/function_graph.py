@@ -210,6 +210,30 @@ def tensor_apart_from_layer(tensor: paddle.Tensor, call: LayerCall) -> bool:
                    for own in itertools.chain(layer.parameters(), layer.buffers()) if own is not None)
 
 
+class ApartFromParameters:
+    """`tensor_apart_from_layer` for a layer whose parameters and buffers (its whole tree's) the same guard
+    checks by identity (a layer its program holds: `_compiled_state_guards`): the tensor is compared with
+    those (held weakly), instead of walking the layer tree for them at every call. When the identity checks
+    pass they are the layer's; when one fails the guard fails anyway."""
+
+    __slots__ = ("_owned", "_name")
+
+    def __init__(self, layer: paddle.nn.Layer) -> None:
+        self._owned = tuple(weakref.ref(own) for own in itertools.chain(layer.parameters(), layer.buffers())
+                            if own is not None)
+        self._name = type(layer).__name__
+
+    def __call__(self, tensor: paddle.Tensor) -> bool:
+        for ref in self._owned:
+            own = ref()
+            if own is None or tensor is own or tensor._is_shared_buffer_with(own):
+                return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"apart_from_parameters_of_{self._name}"
+
+
 class FunctionGraph:
     """Collects the SIR and the guards of one translation."""
 
@@ -312,9 +336,12 @@ class FunctionGraph:
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
+        apart_checks: dict[int, str] = {}
         for var, call in self._apart_from_layers:
-            builder.add(f"{builder.constant(tensor_apart_from_layer)}({builder.expr_of(var)}, "
-                        f"{builder.constant(call)})")
+            check = apart_checks.get(id(call))
+            if check is None:
+                check = apart_checks[id(call)] = self._apart_check(builder, call)
+            builder.add(check.format(builder.expr_of(var)))
         for var, template in self._expr_guards:
             if var.tracker.is_traceable():
                 builder.add(template.format(builder.expr_of(var)))
@@ -325,6 +352,17 @@ class FunctionGraph:
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
+
+    def _apart_check(self, builder: GuardBuilder, call: LayerCall) -> str:
+        """The check (``{}`` for the tensor) that a tensor shares no memory with the layer of ``call``: cheap
+        (`ApartFromParameters`) when the guard holds the layer's tree by identity, else the walk of it."""
+        from .variables.layer import LayerVariable
+
+        if call.is_alive() and any(isinstance(var, LayerVariable) and var.in_program and var.value is call.layer
+                                   and not isinstance(var.tracker, (DummyTracker, ConstTracker))  # (`build_guard`)
+                                   and var.tracker.is_traceable() for var in self._guarded.values()):
+            return f"{builder.constant(ApartFromParameters(call.layer))}({{}})"
+        return f"{builder.constant(tensor_apart_from_layer)}({{}}, {builder.constant(call)})"
 
     def _written_cell_paths(self) -> list[VariableBase]:
         """The real closure cells the simulation took as distinct, when one of them is written

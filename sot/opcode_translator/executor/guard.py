@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import keyword
 import re
 import sys
 import types
@@ -37,7 +38,8 @@ def describe_value(value: Any) -> str:
     if isinstance(value, types.ModuleType):
         return value.__name__
     if getattr(value, "__module__", "") == __name__.rsplit(".", 1)[0] + ".function_graph":
-        return value.__name__.lstrip("_")  # sot's own state query: autograd_state()
+        # sot's own state query (autograd_state()) or check (apart_from_parameters_of_Linear(x))
+        return value.__name__.lstrip("_") if hasattr(value, "__name__") else repr(value)
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return f"{getattr(value, '__module__', None) or '?'}.{value.__qualname__}"
     if isinstance(value, paddle.nn.Layer):
@@ -48,6 +50,29 @@ def describe_value(value: Any) -> str:
     text = str(value) if type(value).__module__.startswith("paddle") else repr(value)
     text = text.splitlines()[0] if text else text
     return text if len(text) < 60 else text[:57] + "..."
+
+
+# How `attributes_match` compares an attribute with what it wants (the C program's GP_ATTR_EQ, GP_ATTR_IS and
+# GP_ATTR_FALSY, guard_program.c).
+ATTR_EQ, ATTR_IS, ATTR_FALSY = 0, 1, 2
+
+
+def attributes_match(obj: Any, spec: tuple[tuple[str, Any, int], ...]) -> bool:
+    """``obj.<name> == want`` (`ATTR_EQ`), ``obj.<name> is want`` (`ATTR_IS`) or ``not obj.<name>``
+    (`ATTR_FALSY`) for every (name, want, how) of ``spec``, in order: what the ``and`` chain of those checks
+    gives (an exception propagates as from the chain). One check per object (a layer's configuration, training
+    flag and hook dicts) instead of one per attribute; the C guard program runs it as one instruction."""
+    for name, want, how in spec:
+        value = getattr(obj, name)
+        if how == ATTR_IS:
+            if value is not want:
+                return False
+        elif how == ATTR_FALSY:
+            if value:
+                return False
+        elif not value == want:
+            return False
+    return True
 
 
 class GuardBuilder:
@@ -101,6 +126,29 @@ class GuardBuilder:
             name = self.constant(list(items))
             self._const_names[key] = name  # type: ignore[index]
         return name
+
+    def attributes(self, expr: str, checks: list[tuple[str, int, Any]]) -> "AttributesCheck | None":
+        """One check that each (name, how, want) of ``checks`` holds for the object at ``expr`` (see
+        `attributes_match`; wants are held strongly, as constants are), explained as one check per attribute;
+        None when there are none. The same checks of one path give the same check (kept once by `add`)."""
+        if not checks:
+            return None
+        key = ("attributes", expr, tuple((name, how, type(want), repr(want)) for name, how, want in checks))
+        spec_name = self._const_names.get(key)  # type: ignore[call-overload]
+        if spec_name is None:
+            spec_name = self.constant(tuple((sys.intern(name), want, how) for name, how, want in checks))
+            self._const_names[key] = spec_name  # type: ignore[index]
+        parts = []
+        for name, how, want in checks:
+            path = f"{expr}.{name}"
+            if how == ATTR_FALSY:
+                parts.append(f"not {path}")
+            elif how == ATTR_IS:
+                parts.append(f"{path} is {want!r}" if want is None or type(want) is bool
+                             else f"{path} is {self.constant(want)}")
+            else:
+                parts.append(f"{path} == {self.constant(want)}")
+        return AttributesCheck(f"{self.constant(attributes_match)}({expr}, {spec_name})", parts)
 
     def identity(self, expr: str, value: Any) -> str:
         """``expr is value``, holding ``value`` by weak reference when it allows one. Modules and builtin
@@ -192,6 +240,10 @@ class CombinedCheck(str):
         return check
 
 
+class AttributesCheck(CombinedCheck):
+    """`GuardBuilder.attributes`: checks of attributes of one object (so never of the arguments alone)."""
+
+
 def _is_binding(expr: str) -> bool:
     return expr.startswith("__v") and " := " in expr
 
@@ -209,8 +261,8 @@ def _on_arguments_only(expr: str) -> bool:
     """A check of the call's arguments themselves (their types, values, tensor metas), not of what is
     reached through the inputs (a layer's sublayers and parameters, globals, closure cells) nor of the
     process state (grad mode, AMP: Paddle's reads of it cost more than the argument checks together)."""
-    return not _is_binding(expr) and bool(_ARGUMENT.search(expr)) and not _ARGUMENT_PART.search(expr) \
-        and not _REACHED_THROUGH_INPUTS.search(expr)
+    return not _is_binding(expr) and not isinstance(expr, AttributesCheck) and bool(_ARGUMENT.search(expr)) \
+        and not _ARGUMENT_PART.search(expr) and not _REACHED_THROUGH_INPUTS.search(expr)
 
 
 def _ordered(exprs: list[str]) -> list[str]:
@@ -258,8 +310,9 @@ class _ProgramCompiler:
     ``type``/``len``, weak-reference identity, calls of constants such as ``tensor_matches``), each doing
     exactly what the Python expression does. The rest stays in the Python ``and`` chain (`Guard`)."""
 
-    def __init__(self, params: list[str], namespace: dict[str, Any]) -> None:
+    def __init__(self, params: list[str], namespace: dict[str, Any], parse_all: bool = False) -> None:
         self.params = {name: i for i, name in enumerate(params)}
+        self.parse_all = parse_all  # (tests: compile every term from its parse, as the simple forms must match)
         self.namespace = namespace
         self.consts: list[Any] = []
         self._const_index: dict[Any, int] = {}
@@ -376,17 +429,23 @@ class _ProgramCompiler:
         return self._emit("CALL", function, ("n", start), len(args))
 
     # -- terms ------------------------------------------------------------------------------------------
-    def add(self, expr: str, node: ast.expr) -> bool:
-        """Compile one term of the chain (``node``: the term, or a binding's path, parsed already, see
-        `_parse_terms`); False (and nothing added) if it stays in Python."""
+    def add(self, expr: str) -> bool:
+        """Compile one term of the chain (a check, or a binding ``__vN := path``); False (and nothing
+        added) if it stays in Python."""
         state = (len(self.code), len(self.call_args), self._next)
         self._term_paths = []
         try:
+            if self.parse_all or not self._add_simple(expr):
+                node = _parse_term(expr)
+                if node is None:
+                    return False
+                if _is_binding(expr):
+                    self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
+                else:
+                    self._test(node)
             if _is_binding(expr):
-                self.bindings[expr.split(" := ", 1)[0]] = self._value(node)
                 self._kept = self._next  # the binding and the reads on its path are kept
             else:
-                self._test(node)
                 self._next = self._kept
                 self._forget_term_paths()  # (their registers are reused by the next term)
             return True
@@ -395,6 +454,94 @@ class _ProgramCompiler:
             self._next = state[2]
             self._forget_term_paths()
             return False
+
+    # -- the simple forms, compiled from the text ---------------------------------------------------------
+    def _add_simple(self, expr: str) -> bool:
+        """Compile ``expr`` without parsing it when it has one of the forms most terms have (`_SIMPLE_TERMS`:
+        a model's guard is mostly paths of attribute and item reads compared with a constant, and parsing a
+        term costs as much as compiling it); False, with nothing emitted, for any other form. Emits what
+        compiling the parsed term emits (a test compiles both ways and compares)."""
+        if " := " in expr:
+            match = _SIMPLE_BINDING.fullmatch(expr)
+            steps = _path_steps(match.group(2)) if match is not None else None
+            if steps is None:
+                return False
+            self.bindings[match.group(1)] = self._simple_path(steps)  # type: ignore[union-attr]
+            return True
+        if expr.endswith("()"):
+            match = _SIMPLE_IS_REF.fullmatch(expr)
+            steps = _path_steps(match.group(1)) if match is not None else None
+            if steps is None or type(self.namespace.get(match.group(2))) is not weakref.ref:  # type: ignore
+                return False
+            left = self._simple_path(steps)
+            self._emit("TEST_IS_REF", left, self._namespace_const(match.group(2)))  # type: ignore[union-attr]
+            return True
+        if expr.startswith("not "):
+            match = _SIMPLE_NOT.fullmatch(expr)
+            steps = _path_steps(match.group(1)) if match is not None else None
+            if steps is None:
+                return False
+            self._emit("TEST_NOT", self._simple_path(steps))
+            return True
+        if expr.endswith(")") and expr.startswith("__c"):
+            match = _SIMPLE_ATTRIBUTES.fullmatch(expr)
+            steps = _path_steps(match.group(2)) if match is not None else None
+            if steps is None or not self._is_attributes_check(match.group(1), match.group(3)):  # type: ignore
+                return False
+            left = self._simple_path(steps)
+            self._emit("TEST_ATTRS", left, self._namespace_const(match.group(3)))  # type: ignore[union-attr]
+            return True
+        match = _SIMPLE_COMPARE.fullmatch(expr)
+        if match is None:
+            return False
+        of_type, path, op, operand = match.groups()
+        steps = _path_steps(path)
+        if steps is None or (of_type and not self._is_builtin_name("type")):
+            return False
+        left = self._simple_path(steps)
+        if of_type:
+            left = self._remembered(("type()", steps[-1][0]), lambda: self._emit("TYPE", left))
+        right = self._simple_operand(operand)
+        if op in ("is", "is not"):
+            self._emit("TEST_IS" if op == "is" else "TEST_IS_NOT", left, right)
+        else:
+            self._emit("TEST", self._emit("EQ" if op == "==" else "NE", left, right))
+        return True
+
+    def _remembered(self, key: Any, read: Callable[[], _Operand]) -> _Operand:
+        """The register of the path ``key``, read (by ``read``) only the first time (as `_value` does)."""
+        known = self._paths.get(key)
+        if known is None:
+            known = self._paths[key] = read()
+            self._term_paths.append(key)
+        return known
+
+    def _simple_path(self, steps: list[tuple[Any, str, Any]]) -> _Operand:
+        """A path from `_path_steps`: its base (an argument or a binding), then each read, each kept by the
+        key `_path_key` gives the parsed path (so a read is shared with parsed terms, as among them)."""
+        operand = self._name(steps[0][2])
+        paths = self._paths
+        for key, kind, name in steps[1:]:
+            known = paths.get(key)
+            if known is None:
+                if kind == ".":
+                    arg = self._const(sys.intern(name), ("literal", str, repr(name)))
+                    known = self._emit("ATTR", operand, arg)
+                elif type(name) is str:
+                    interned = sys.intern(name)
+                    known = self._emit("ITEM", operand, self._const(interned, ("interned", interned)))
+                else:
+                    known = self._emit("ITEM", operand, self._const(name, ("literal", int, repr(name))))
+                paths[key] = known
+                self._term_paths.append(key)
+            operand = known
+        return operand
+
+    def _simple_operand(self, text: str) -> _Operand:
+        if text.startswith("__"):
+            return self._name(text)
+        value = _SIMPLE_LITERALS[text] if text in _SIMPLE_LITERALS else int(text)
+        return self._const(value, ("literal", type(value), repr(value)))
 
     def _forget_term_paths(self) -> None:
         for key in self._term_paths:
@@ -410,6 +557,10 @@ class _ProgramCompiler:
             start = len(self.call_args)
             self.call_args.extend(args)
             self._emit("TEST_TENSOR", args[0], ("n", start), len(args))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2
+              and not node.keywords and isinstance(node.args[1], ast.Name)
+              and self._is_attributes_check(node.func.id, node.args[1].id)):  # attributes_match(x, spec)
+            self._emit("TEST_ATTRS", self._value(node.args[0]), self._namespace_const(node.args[1].id))
         elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
             items = self._value(node.left.args[0])  # type: ignore[attr-defined]
             self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
@@ -424,6 +575,14 @@ class _ProgramCompiler:
             self._emit("TEST_NOT", self._value(node.operand))
         else:
             self._emit("TEST", self._value(node))
+
+    def _is_attributes_check(self, function: str, spec: str) -> bool:
+        """``function(x, spec)`` is `attributes_match` on a spec the program takes (`GuardBuilder.attributes`
+        makes only such specs; anything else is called as it is)."""
+        value = self.namespace.get(spec)
+        return (self.namespace.get(function) is attributes_match and type(value) is tuple
+                and all(type(item) is tuple and len(item) == 3 and type(item[0]) is str
+                        and type(item[2]) is int and item[2] in (ATTR_EQ, ATTR_IS, ATTR_FALSY) for item in value))
 
     def _tensor_check(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 5
@@ -463,6 +622,42 @@ class _ProgramCompiler:
         return GuardProgram(nargs, tuple(self.consts), work_size, code, [register(a) for a in self.call_args])
 
 
+# The simple forms of guard terms (`_ProgramCompiler._add_simple`): a path is an argument or a binding
+# followed by attribute reads (ASCII names: the parser normalises other identifiers) and item reads with a
+# plain string key or a non-negative int; an operand a constant of the guard or a literal.
+_BASE = r"__[av][0-9]+|__globals|__closure"
+_STEP = r"\.[A-Za-z_][A-Za-z0-9_]*|\['[^'\\\n]*'\]|\[(?:0|[1-9][0-9]*)\]"
+_SIMPLE_PATH = rf"(?:{_BASE})(?:{_STEP})*"
+_SIMPLE_BINDING = re.compile(rf"(__v[0-9]+) := ({_SIMPLE_PATH})")
+_SIMPLE_COMPARE = re.compile(rf"(type\()?({_SIMPLE_PATH})(?(1)\)) (is not|is|==|!=) (__c[0-9]+|None|True|False|0|[1-9][0-9]*)")
+_SIMPLE_IS_REF = re.compile(rf"({_SIMPLE_PATH}) is (__c[0-9]+)\(\)")  # a weakly held object
+_SIMPLE_NOT = re.compile(rf"not ({_SIMPLE_PATH})")
+_SIMPLE_ATTRIBUTES = re.compile(rf"(__c[0-9]+)\(({_SIMPLE_PATH}), (__c[0-9]+)\)")  # attributes_match(x, spec)
+_SIMPLE_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
+_BASE_RE = re.compile(_BASE)
+_STEP_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['([^'\\\n]*)'\]|\[([0-9]+)\]")
+
+
+def _path_steps(path: str) -> list[tuple[Any, str, Any]] | None:
+    """A simple path (`_SIMPLE_PATH`) as (key of the path so far, kind, name): its base ``(name, "", name)``,
+    then each read, ``"."`` with the attribute's name or ``"[]"`` with the key. None when an attribute name
+    is a keyword (the term is then no expression)."""
+    base = _BASE_RE.match(path).group(0)  # type: ignore[union-attr]
+    steps: list[tuple[Any, str, Any]] = [(base, "", base)]
+    key: Any = base
+    for attr, item, index in _STEP_RE.findall(path, len(base)):
+        if attr:
+            if keyword.iskeyword(attr):
+                return None
+            key = (key, ".", attr)
+            steps.append((key, ".", attr))
+        else:
+            name: Any = int(index) if index else item
+            key = (key, "[]", ("literal", type(name), repr(name)))
+            steps.append((key, "[]", name))
+    return steps
+
+
 def _path_key(node: ast.expr) -> Any:
     """A key equal for equal paths (``__v0._sub_layers['fc']``, ``type(__a1)``): cheaper than ``ast.dump``
     (a model's guard reads several hundred paths, each made of the shorter ones)."""
@@ -474,18 +669,18 @@ def _path_key(node: ast.expr) -> Any:
         return (_path_key(node.value), "[]", _path_key(node.slice))
     if isinstance(node, ast.Constant):
         return ("literal", type(node.value), repr(node.value))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+            and len(node.args) == 1 and not node.keywords):
+        return ("type()", _path_key(node.args[0]))
     return ast.dump(node)
 
 
-def _parse_terms(exprs: list[str]) -> list[ast.expr | None]:
-    """Each term parsed (a binding ``__vN := path``: its path), None where it is no Python expression."""
-    nodes: list[ast.expr | None] = []
-    for expr in exprs:
-        try:
-            nodes.append(ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body)
-        except SyntaxError:
-            nodes.append(None)
-    return nodes
+def _parse_term(expr: str) -> ast.expr | None:
+    """The term parsed (a binding ``__vN := path``: its path), None when it is no Python expression."""
+    try:
+        return ast.parse(expr.split(" := ", 1)[1] if _is_binding(expr) else expr, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def _binding_names(expr: str) -> set[str]:
@@ -582,8 +777,7 @@ def _fast_check(builder: GuardBuilder, params: list[str], exprs: list[str]
     all), else a Python chain that calls it first and then runs the terms it could not take (with the
     bindings those need). Returns (check, program, the terms left in Python)."""
     compiler = _ProgramCompiler(params, builder.namespace)
-    rest = [expr for expr, node in zip(exprs, _parse_terms(exprs))
-            if node is None or not compiler.add(expr, node)]
+    rest = [expr for expr in exprs if not compiler.add(expr)]
     needed: set[str] = set()
     for expr in reversed(exprs):  # bindings the Python terms use, and the bindings those use
         if expr in rest or (_is_binding(expr) and expr.split(" := ", 1)[0] in needed):

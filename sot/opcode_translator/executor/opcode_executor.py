@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dis
 import types
+import weakref
 from typing import Any, Callable, Generator
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
@@ -125,6 +126,26 @@ class NameResolver:
         return VariableFactory.from_value(value, graph, tracker)
 
 
+
+# code object id -> (weak reference to it, its `decoded` form): an inlined function is usually met many times
+# in one translation (squeezenet's 26 convolution blocks run one ``forward``), and decoding its bytecode with
+# `dis` costs 30-60 us each time. Held by weak reference and dropped with the code (a function made at run
+# time must not stay alive), so an id is never taken for a dead code's.
+_decoded: dict[int, tuple[weakref.ref, tuple]] = {}
+
+
+def decoded(code: types.CodeType) -> tuple[tuple[dis.Instruction, ...], dict[int, int], dict[int, int | None]]:
+    """``code``'s instructions, the index of each offset among them and the line of each offset (read only)."""
+    known = _decoded.get(id(code))
+    if known is not None and known[0]() is code:
+        return known[1]
+    instructions = tuple(dis.get_instructions(code))
+    result = (instructions, {instr.offset: i for i, instr in enumerate(instructions)}, pyversion.line_numbers(code))
+    key = id(code)
+    _decoded[key] = (weakref.ref(code, lambda _, key=key: _decoded.pop(key, None)), result)
+    return result
+
+
 class OpcodeExecutor:
     """The simulated state of one frame: stack, locals, cells, program counter.
 
@@ -145,9 +166,7 @@ class OpcodeExecutor:
         if self.depth > MAX_INLINE_DEPTH:
             raise FallbackError(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
         graph.inline_depth = max(graph.inline_depth, self.depth)
-        self.instructions = list(dis.get_instructions(code))
-        self._index_of_offset = {instr.offset: i for i, instr in enumerate(self.instructions)}
-        self._lines = pyversion.line_numbers(code)
+        self.instructions, self._index_of_offset, self._lines = decoded(code)
         self.stack: list[VariableBase] = []
         self.locals: dict[str, VariableBase] = dict(locals_)
         self.cells: dict[str, CellVariable] = dict(freevar_cells)

@@ -849,3 +849,28 @@ def test_a_changed_tensor_sharing_memory_with_a_layers_weight_breaks_before_the_
                                                                         else 0)))
             np.testing.assert_allclose(fast(x).numpy(), expected.numpy(), rtol=1e-6)
     assert sot.stats().fallbacks == 0
+
+
+def test_a_layer_called_after_an_argument_changed_in_place_misses_when_the_argument_becomes_its_state():
+    """After ``x`` changed in place, a built-in layer's program is valid only while ``x`` shares no memory with
+    the layer's parameters and buffers (checked at every call against those the guard holds by identity,
+    without walking the layer): passing the layer's own buffer, or a view of it, must not hit the entry."""
+    from sot.eval_frame_ext import cache_entries
+
+    layer = paddle.nn.Linear(4, 4)
+    layer.register_buffer("table", _tensor(4, 4, seed=3))
+
+    def fn(x):
+        x.scale_(1.0)  # (an in-place change that keeps the values: eager and sot stay comparable)
+        return layer(x)
+
+    fast = sot.symbolic_translate(fn)
+    assert_same(fast(_tensor(4, 4)), fn(_tensor(4, 4)))
+    (guard, _), = cache_entries(fn.__code__)
+    assert "apart_from_parameters_of_Linear(x)" in str(guard.guard)
+    assert_same(fast(_tensor(4, 4, seed=1)), fn(_tensor(4, 4, seed=1)))
+    assert guard.guard.check(fn.__globals__, fn.__closure__, _tensor(4, 4, seed=2))  # a tensor of its own: a hit
+    for own in (layer.table, layer.table[:], layer.table.reshape([4, 4])):
+        assert not guard.guard.check(fn.__globals__, fn.__closure__, own)
+        assert not guard.guard.reference(fn.__globals__, fn.__closure__, own)
+        assert_same(fast(own), fn(own))

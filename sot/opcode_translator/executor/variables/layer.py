@@ -77,8 +77,11 @@ class LayerVariable(ObjectVariable):
 
     value: paddle.nn.Layer
     in_program = False  # called by a ``layer`` statement: its program holds the layer's tree as traced
+    hook_counts: tuple[int, ...] | None = None  # when called: how many hooks of each `_HOOK_STORES` it had
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        from ..guard import ATTR_FALSY, ATTR_IS
+
         # A built-in layer is part of the compiled program itself: its identity matters. A user layer is
         # only a path to its parameters and sublayers, each guarded on its own, so another instance of the
         # same class reuses the translation.
@@ -86,10 +89,16 @@ class LayerVariable(ObjectVariable):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
-        checks = [head, f"{expr}.training is {bool(self.value.training)!r}"]
+        attributes: list[tuple[str, int, Any]] = [("training", ATTR_IS, bool(self.value.training))]
+        hook_checks = []
+        for hooks, count in zip(_HOOK_STORES, self.hook_counts or ()):
+            if count:
+                hook_checks.append(f"len({expr}.{hooks}) == {count}")
+            else:  # (the common case, none, is the cheaper check)
+                attributes.append((hooks, ATTR_FALSY, None))
         if self.in_program:
-            checks += _compiled_state_guards(builder, expr, self.value)
-        return checks
+            return [head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks]
+        return [head, builder.attributes(expr, attributes), *hook_checks]
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
         tracker: Tracker
@@ -146,10 +155,9 @@ class LayerVariable(ObjectVariable):
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         layer = self.value
         graph = self.graph
+        # The hooks it has now are run (or not) by the translation: guarded with the layer (`make_guards`).
+        self.hook_counts = tuple(len(getattr(layer, hooks)) for hooks in _HOOK_STORES)
         graph.add_guard(self)
-        for hooks in ("_forward_pre_hooks", "_forward_post_hooks"):
-            count = len(getattr(layer, hooks))  # (the common case, none, is the cheaper check)
-            graph.add_expr_guard(self, f"len({{}}.{hooks}) == {count}" if count else f"not {{}}.{hooks}")
         if not layer._forward_pre_hooks and not layer._forward_post_hooks:
             return self._call_forward(args, kwargs)
         # ``Layer.__call__`` with hooks: pre-hooks may replace the inputs, post-hooks the output.
@@ -213,51 +221,71 @@ class LayerVariable(ObjectVariable):
         return f"LayerVariable({type(self.value).__name__} {self.tracker.describe()})"
 
 
-def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer, top: bool = True
-                           ) -> list[str]:
+_HOOK_STORES = ("_forward_pre_hooks", "_forward_post_hooks")
+
+
+def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer,
+                           own: list[tuple[str, int, Any]] | None = None) -> list[str]:
     """What a built-in layer's compiled statement took in when it was traced, besides its identity: its
-    parameters and buffers (the program holds those very objects, so a replaced one must miss, not be
-    ignored) and, through its whole tree of sublayers, each sublayer's identity, training flag and forward
-    hooks (the trace ran them). The layer's own hooks are guarded where it is called (`LayerVariable.call`)."""
-    checks = _config_guards(builder, expr, layer)
+    configuration (`_config_checks`), its parameters and buffers (the program holds those very objects, so a
+    replaced one must miss, not be ignored) and, through its whole tree of sublayers, each sublayer's
+    identity, training flag and forward hooks (the trace ran them). The layer's own training flag and hooks
+    are guarded where it is read and called (`LayerVariable.make_guards`: its checks of them are ``own``). The
+    plain attributes of each layer (flag, configuration, no hooks) are one check (`GuardBuilder.attributes`)."""
+    from ..guard import ATTR_FALSY, ATTR_IS
+
+    attributes, checks = _config_checks(expr, layer)
+    if own is not None:
+        attributes[:0] = own
+    else:
+        attributes.insert(0, ("training", ATTR_IS, bool(layer.training)))
+        for hooks in _HOOK_STORES:
+            registered = getattr(layer, hooks)
+            if not registered:  # (the common case)
+                attributes.append((hooks, ATTR_FALSY, None))
+                continue
+            checks.append(f"len({expr}.{hooks}) == {len(registered)}")
+            for key, hook in registered.items():
+                checks.append(builder.identity(f"{expr}.{hooks}[{key!r}]", hook))
+    combined = builder.attributes(expr, attributes)
+    if combined is not None:
+        checks.insert(0, combined)
     for store in ("_parameters", "_buffers"):
         members = layer.__dict__.get(store) or {}
         for name, tensor in members.items():
             checks.append(builder.identity(f"{expr}.{store}[{name!r}]", tensor) if tensor is not None
                           else f"{expr}.{store}[{name!r}] is None")
-    if not top:
-        for hooks in ("_forward_pre_hooks", "_forward_post_hooks"):
-            registered = getattr(layer, hooks)
-            checks.append(f"len({expr}.{hooks}) == {len(registered)}" if registered else f"not {expr}.{hooks}")
-            for key, hook in registered.items():
-                checks.append(builder.identity(f"{expr}.{hooks}[{key!r}]", hook))
     for name, child in (layer.__dict__.get("_sub_layers") or {}).items():
         if child is None:
             checks.append(f"{expr}._sub_layers[{name!r}] is None")
             continue
         child_expr = builder.bind(f"{expr}._sub_layers[{name!r}]")
-        checks += [builder.identity(child_expr, child), f"{child_expr}.training is {bool(child.training)!r}"]
-        checks += _compiled_state_guards(builder, child_expr, child, top=False)
+        checks.append(builder.identity(child_expr, child))
+        checks += _compiled_state_guards(builder, child_expr, child)
     return checks
 
 
-def _config_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer) -> list[str]:
+def _config_checks(expr: str, layer: paddle.nn.Layer) -> tuple[list[tuple[str, int, Any]], list[str]]:
     """The plain configuration of a built-in layer (``Dropout.p``, ``Conv2D._stride``, ``BatchNorm``'s
     ``_epsilon``...), by value: its compiled statement baked what forward read of it into the program, so a
-    change after translation (a dropout rate scheduled during training) must miss, not reuse the program."""
+    change after translation (a dropout rate scheduled during training) must miss, not reuse the program.
+    Returns the (name, how, want) checks of `GuardBuilder.attributes` and the checks of NaN values (which no
+    value equals) as expressions."""
+    from ..guard import ATTR_EQ, ATTR_IS
+
+    attributes: list[tuple[str, int, Any]] = []
     checks = []
     for name, value in layer_config(layer):
-        path = f"{expr}.{name}"
         if value is None or type(value) is bool:
-            checks.append(f"{path} is {value!r}")
+            attributes.append((name, ATTR_IS, value))
         elif value != value:  # a NaN, which never equals itself
+            path = f"{expr}.{name}"
             checks += [f"type({path}) is float", f"{path} != {path}"]
         else:
-            # One check per attribute (resnet18 has ~350 of them): a value of another type that compares
-            # equal (0.5 and numpy's 0.5, 2 and 2.0) configures the layer alike; a list and a tuple differ.
-            snapshot = value if type(value) is not list else list(value)
-            checks.append(f"{path} == {builder.constant(snapshot)}")
-    return checks
+            # A value of another type that compares equal (0.5 and numpy's 0.5, 2 and 2.0) configures the
+            # layer alike; a list and a tuple differ.
+            attributes.append((name, ATTR_EQ, value if type(value) is not list else list(value)))
+    return attributes, checks
 
 
 # -- the layer tree: children, parameters, buffers, state_dict -------------------------------------------------
