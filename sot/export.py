@@ -19,17 +19,19 @@ How it works:
 
 The saved model takes the tensors of ``example_inputs`` (flattened, in order; also one the graph does not
 read, in which case the program is saved unpruned) as inputs, with their shapes and dtypes, and returns the
-tensors of the function's result (flattened, in order; a single tensor when there is one). Non-tensor
+tensors of the function's result (flattened, in order, also through a ``dict`` subclass such as a
+``ModelOutput`` and a dataclass; a single tensor when there is one). Non-tensor
 arguments are constants of the graph (sot guarded them), as are non-tensor results (dropped from the
 outputs). A Layer is exported in the mode it is in: call ``.eval()`` first for inference (dropout off, batch
 norm on running statistics).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import types
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import paddle
 
@@ -304,6 +306,19 @@ def _statement_layers(sir: Any) -> list[paddle.nn.Layer]:
     return list(found.values())
 
 
+def _result_leaves(result: Any) -> Iterator[Any]:
+    """The leaves of what the function returns, also through the structures models return: a ``dict``
+    subclass (an HF/PaddleNLP ``ModelOutput``: its items, in order) and a dataclass (its fields)."""
+    for leaf in leaves(result):
+        if isinstance(leaf, dict):
+            mapping_type = collections.OrderedDict if isinstance(leaf, collections.OrderedDict) else dict
+            yield from _result_leaves(list(mapping_type.values(leaf)))  # (the items, past the class's methods)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            yield from _result_leaves([getattr(leaf, field.name) for field in dataclasses.fields(leaf)])
+        else:
+            yield leaf
+
+
 def _build(translation: Any, inputs: list, outputs: list, result: Any, example_inputs: tuple) -> \
         tuple[_ExportedGraph, list[paddle.static.InputSpec], list[str]]:
     sir = translation.sir
@@ -333,7 +348,7 @@ def _build(translation: Any, inputs: list, outputs: list, result: Any, example_i
             raise ExportError(f"sot.export: input {symbol} of the graph is a {type(tensor).__name__}, "
                               "not a tensor")
     results: list[tuple[str, Any]] = []
-    for leaf in leaves(result):
+    for leaf in _result_leaves(result):
         if not isinstance(leaf, paddle.Tensor):
             continue
         position = next((i for i, out in enumerate(outputs) if out is leaf), None)

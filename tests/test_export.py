@@ -229,6 +229,21 @@ def test_pylayer_model(tmp_path: Any) -> None:
     assert "pylayer" in program
 
 
+def test_a_model_returning_a_model_output(tmp_path: Any) -> None:
+    """The saved model returns the items of the ``ModelOutput`` (its tensors, in order), flattened."""
+    from models.zoo import seeded
+    from models.zoo_user import GPTWithModelOutput, gpt_inputs
+
+    model = seeded(GPTWithModelOutput)()
+    model.eval()
+    ids, labels = gpt_inputs()
+    expected = model(ids, labels)
+    path = str(tmp_path / "gpt")
+    info = sot.export(model, ids, labels, path=path)
+    assert info.num_outputs == 2 + len(expected.hidden_states)  # loss, logits, every hidden state
+    check_loaded(path, (ids, labels), (expected.loss, expected.logits, *expected.hidden_states))
+
+
 def test_graph_break_is_refused_with_its_line(tmp_path: Any, capsys: Any) -> None:
     x = paddle.randn([3])
     path = str(tmp_path / "broken")

@@ -78,8 +78,10 @@ def test_steps_backward_and_table(compile_all: Any) -> None:
         prof.step()  # called at the end of every iteration: no empty trailing step is reported
     assert [s.step for s in prof.steps] == [0, 1, 2]
     compiled, eager, mixed = prof.steps
-    # (an input requiring grad is fed to the program through an eager view: `sot.symbolic.compile._fed`)
-    assert compiled.eager_by_name.keys() == {"reshape"} and compiled.compiled_kernels >= N_OPS
+    # (``y``, a leaf requiring grad, makes the call run with a recomputing backward: its outputs are linked to
+    # its inputs by a few eager ops, `sot.symbolic.higher_order.run_with_recomputed_backward`)
+    link = {"reshape", "slice", "sum", "multiply", "subtract"}
+    assert compiled.eager_by_name.keys() == link and compiled.compiled_kernels >= N_OPS
     assert eager.compiled_kernels == 0 and eager.eager_kernels >= N_OPS
     # The backward of the compiled graph runs in the compiled backward program.
     assert mixed.compiled_kernels > compiled.compiled_kernels
@@ -95,7 +97,7 @@ def test_steps_backward_and_table(compile_all: Any) -> None:
     rows = [line for line in lines if line.startswith("| ")][1:]
     assert [row.split("|")[1].strip() for row in rows] == ["0", "1", "2", "total"]
     first = [cell.strip() for cell in rows[0].split("|")[1:-1]]
-    assert first[1] == "1" and int(first[3]) == compiled.compiled_kernels
+    assert int(first[1]) == compiled.eager_kernels and int(first[3]) == compiled.compiled_kernels
     assert first[5] == f"{100 * compiled.compiled_fraction:.1f}%"
     assert "most expensive eager kernels" in table
     assert "compiled" in repr(prof)

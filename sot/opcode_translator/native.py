@@ -126,10 +126,19 @@ class NativePlan:
 
     def wanted(self, pending: Pending | None = None) -> types.CodeType | None:
         """The code the entry should run now (``pending``: entries being added, not yet in the cache)."""
+        return self._wanted(self._calls(pending or {}))
+
+    def _calls(self, pending: Pending) -> tuple[ResumePath, ...] | None:
+        """The paths the entry must keep calling their resume function on (those not run natively in every
+        entry of it), or None while a program of the entry does not run eagerly (or the code is gone)."""
+        if self._code() is None or not all(_runs_eagerly(program) for program in self.programs):
+            return None
+        return tuple(path for path in self.paths if not _path_runs_natively(path, pending))
+
+    def _wanted(self, calls: tuple[ResumePath, ...] | None) -> types.CodeType | None:
         code = self._code()
-        if code is None or not all(_runs_eagerly(program) for program in self.programs):
+        if calls is None or code is None:
             return self.translated
-        calls = tuple(path for path in self.paths if not _path_runs_natively(path, pending or {}))
         if not calls:
             return ORIGINAL
         if self.break_offset is None or not all(path.callable_natively for path in calls):
@@ -147,11 +156,12 @@ class NativePlan:
     def decide(self, pending: Pending | None = None) -> tuple[types.CodeType | None, bool, bool]:
         """`wanted`, whether the entry then runs hook-free, and whether its guard can be relaxed."""
         pending = pending or {}
-        wanted = self.wanted(pending)
+        calls = self._calls(pending)
+        wanted = self._wanted(calls)
         relaxed = wanted is ORIGINAL or (wanted is not self.translated and self.trampolines_fit_any_call)
         if wanted is self.translated or self.break_runs_user_code:
             return wanted, False, relaxed
-        natively = [path for path in self.paths if _path_runs_natively(path, pending)]
+        natively = [path for path in self.paths if path not in (calls or ())]
         return wanted, all(_runs_hook_free(path.resume, pending) for path in natively), relaxed
 
     def refresh(self, pending: Pending | None = None) -> None:

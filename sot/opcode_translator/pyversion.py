@@ -45,6 +45,7 @@ line of an instruction  starts_line         positions.lineno    positions.lineno
 from __future__ import annotations
 
 import dis
+import functools
 import gc
 import sys
 import types
@@ -340,6 +341,57 @@ def emit_prologue(emit: Emit, n_freevars: int, cellvars: Sequence[str], cell_var
     for name in cellvars:
         emit("MAKE_CELL", cell_var(name))
     emit("RESUME", 0)
+
+
+@functools.lru_cache(maxsize=256)
+def argumentless_super_offsets(code: types.CodeType) -> frozenset[int]:
+    """The offsets of the ``super()`` calls without arguments of ``code`` (3.12+: their ``LOAD_SUPER_ATTR``;
+    before, the ``LOAD_GLOBAL super`` of the call). Such a call finds its class and instance implicitly, in
+    the ``__class__`` cell and the frame's first local (the first argument), which a function entered
+    somewhere else (a resume function, whose first locals are the stack it receives) does not have there."""
+    if not ("__class__" in code.co_freevars and code.co_argcount > 0 and "super" in code.co_names):
+        return frozenset()
+    instructions = [instr for instr in dis.get_instructions(code) if instr.opname != "CACHE"]
+    offsets = set()
+    for index, instr in enumerate(instructions):
+        if instr.opname == "LOAD_SUPER_ATTR" and not instr.arg & 2:
+            offsets.add(instr.offset)
+        elif instr.opname == "LOAD_GLOBAL" and instr.argval == "super":
+            calls = [call.opname for call in instructions[index + 1:index + (3 if PY == (3, 11) else 2)]
+                     if call.arg == 0]
+            if calls in (["PRECALL", "CALL"], ["CALL_FUNCTION"]):
+                offsets.add(instr.offset)
+    return frozenset(offsets)
+
+
+def make_super_calls_explicit(body: list, first_argument: Any) -> None:
+    """Rewrite every ``super()`` of the `bytecode` items ``body`` into ``super(__class__, <first argument>)``
+    (``first_argument``: the name or `CellVar` of the original's first argument, which must be a local of
+    the new function). 3.12+ already loads both for ``LOAD_SUPER_ATTR``: its flag to pass them is set;
+    before, the two loads are inserted before the call."""
+    from bytecode import FreeVar, Instr
+
+    load_first = "LOAD_DEREF" if not isinstance(first_argument, str) else "LOAD_FAST"
+    index = 0
+    while index < len(body):
+        item = body[index]
+        index += 1
+        if not isinstance(item, Instr):
+            continue
+        if item.name == "LOAD_SUPER_ATTR" and isinstance(item.arg, tuple) and not item.arg[1]:
+            item.arg = (item.arg[0], True, *item.arg[2:])
+            continue
+        if item.name != "LOAD_GLOBAL" or (item.arg[1] if isinstance(item.arg, tuple) else item.arg) != "super":
+            continue
+        calls = body[index:index + (2 if PY == (3, 11) else 1)]
+        if not all(isinstance(call, Instr) and call.arg == 0 for call in calls) or \
+                [call.name for call in calls] not in (["PRECALL", "CALL"], ["CALL_FUNCTION"]):
+            continue  # (``super`` read, not called without arguments)
+        body[index:index] = [Instr("LOAD_DEREF", FreeVar("__class__"), location=item.location),
+                             Instr(load_first, first_argument, location=item.location)]
+        for call in calls:
+            call.arg = 2
+        index += 2 + len(calls)
 
 
 def plain_attribute_arg(arg: Any) -> Any:

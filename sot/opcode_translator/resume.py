@@ -140,6 +140,11 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         extra_stack += 1
     else:
         body.insert(index[offset], target)
+    if pyversion.argumentless_super_offsets(code):
+        self_name = code.co_varnames[0]
+        cell_kind = FreeVar if self_name in freevars else CellVar if self_name in cellvars else None
+        pyversion.make_super_calls_explicit(body, cell_kind(self_name) if cell_kind else self_name)
+        extra_stack += 2  # (before 3.12: the class and the instance pushed for the call)
     end = _prologue_end(body)
     body = [item for i, item in enumerate(body)
             if not (isinstance(item, Instr) and item.name in _PROLOGUE_OPS and i <= end)]

@@ -242,6 +242,35 @@ def new_object(cls: type) -> Any:
     return object.__new__(cls)
 
 
+def _builtin_mapping_base(cls: type) -> type:
+    """The nearest builtin mapping class of a user ``dict``/``OrderedDict`` subclass: its methods act on the
+    items whatever the user class overrides."""
+    import collections
+
+    return next(klass for klass in cls.__mro__ if klass in (collections.OrderedDict, dict))
+
+
+def new_mapping_instance(cls: type, items: dict) -> Any:
+    """An instance of a user ``dict``/``OrderedDict`` subclass made during simulation, with its final items,
+    built by the builtin base's own ``__new__`` and ``__setitem__``: the class's Python ``__init__`` and
+    ``__setitem__`` already ran in the simulation (their attribute stores are replayed after this)."""
+    base = _builtin_mapping_base(cls)
+    obj = base.__new__(cls)
+    for key, value in items.items():
+        base.__setitem__(obj, key, value)
+    return obj
+
+
+def write_back_mapping(target: dict, items: dict) -> None:
+    """A user ``dict``/``OrderedDict`` subclass instance from outside the frame whose items the simulation
+    changed takes its final items, through the builtin base's methods (never the class's own, whose effects
+    were simulated already)."""
+    base = _builtin_mapping_base(type(target))
+    base.clear(target)
+    for key, value in items.items():
+        base.__setitem__(target, key, value)
+
+
 def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
     """``functools.partial(func, *args, **keywords)`` for a partial object made during simulation."""
     import functools

@@ -6,11 +6,14 @@ ships inside Paddle (``paddle/vision/models`` and the like) counts as user code.
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
+import dataclasses
+import functools
 import os
 import sys
 import sysconfig
 import types
-import functools
 from functools import lru_cache
 
 import paddle
@@ -107,7 +110,31 @@ _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
 
 # Standard library functions that only move attributes between the user's own objects: inlined, so a
 # decorator written with ``functools.wraps`` in the frame does not break the graph.
-_INLINABLE_LIBRARY_CODES = frozenset(fn.__code__ for fn in (functools.wraps, functools.update_wrapper))
+# ``dataclasses.fields``/``replace``/``is_dataclass`` only read the class's field table (a
+# ``ModelOutput.__post_init__`` walks it) and build an instance of the user's class. The code objects nested in
+# these (a generator expression) are inlined with them.
+def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]:
+    found: set[types.CodeType] = set()
+    while codes:
+        code = codes.pop()
+        found.add(code)
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return frozenset(found)
+
+
+_INLINABLE_DATACLASS_FUNCTIONS = ("fields", "replace", "is_dataclass", "_is_dataclass_instance",
+                                  "_replace")  # (3.13: the body of ``replace``)
+# The mapping classes of the standard library are Python over the user's own methods (``UserDict`` over its
+# ``data`` dict, the ``Mapping`` mixins over ``__getitem__``/``__iter__``): an HF-style ``BatchEncoding`` read
+# or unpacked (``model(**batch)``) in the frame is simulated through them.
+_INLINABLE_LIBRARY_CLASSES = (collections.UserDict, collections.abc.Mapping, collections.abc.MutableMapping,
+                              collections.abc.MappingView, collections.abc.KeysView, collections.abc.ItemsView,
+                              collections.abc.ValuesView)
+_INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (
+    functools.wraps, functools.update_wrapper,
+    *[getattr(dataclasses, name) for name in _INLINABLE_DATACLASS_FUNCTIONS if hasattr(dataclasses, name)],
+    *[member for cls in _INLINABLE_LIBRARY_CLASSES for member in vars(cls).values()
+      if isinstance(member, types.FunctionType)])])
 
 
 def may_inline(code: types.CodeType, globals_: dict) -> bool:

@@ -140,15 +140,18 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
     outputs: dict[Symbol, TensorVariable] = {}
     for var in needed:
         _computed_tensors(var, outputs)
-    views = plan_view_replay(graph, list(outputs))
-    sir = graph.build_sir(_not_replayed(outputs, views))
-    if not sir.statements or not sir.outputs:
-        return ProgramPlan(sir, None, views)
-    if not eager and (force_compile or sir.op_count() >= config.min_graph_size):
-        return ProgramPlan(sir, compile_sir(sir), views)
+    if not eager:
+        views = plan_view_replay(graph, list(outputs))
+        sir = graph.build_sir(_not_replayed(outputs, views))
+        if not sir.statements or not sir.outputs:
+            return ProgramPlan(sir, None, views)
+        if force_compile or sir.op_count() >= config.min_graph_size:
+            return ProgramPlan(sir, compile_sir(sir), views)
     # Replayed eagerly on the real tensors: views of inputs are views already, not those of written-back tensors.
     views = plan_view_replay(graph, list(outputs), written_back_only=True)
     full = graph.build_sir(_not_replayed(outputs, views))
+    if not full.statements or not full.outputs:
+        return ProgramPlan(full, None, views)
     return ProgramPlan(full, EagerProgram(full), views)
 
 
@@ -355,7 +358,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         raise FallbackError("a graph break in a loop nested in an expression")
     iterable = entry.stack[0]
     live_at = live_in(code)
-    live = tuple(sorted(live_at[for_iter_offset]))
+    # (a free variable, e.g. the ``__class__`` that 3.12's ``super()`` reads, comes with the closure)
+    live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in code.co_freevars))
     if any(name in code.co_cellvars for name in live):
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     unbound = [name for name in live if name not in entry.locals]

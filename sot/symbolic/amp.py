@@ -89,5 +89,12 @@ def amp_applied(state: AmpState) -> Iterator[None]:
         core._set_amp_op_list(*saved[3])
 
 
+AMP_ATTRS = core._get_amp_attrs()  # one process-wide object, shared with the tracer
+
+
 def ambient_amp_enabled() -> bool:
-    return core._get_amp_attrs()._amp_level != AmpLevel.O0
+    """Whether AMP is on now; asked at every run of a graph, so the cheap read comes first: AMP off is always
+    "float32" (``auto_cast(enable=False)`` and places without AMP set level O0 with it, and ``auto_cast``
+    refuses to enable AMP with it), and reading the level builds one of Paddle's enum objects (~1 us with
+    the comparison, against ~0.1 us for the dtype string)."""
+    return AMP_ATTRS._amp_dtype != "float32" and AMP_ATTRS._amp_level != AmpLevel.O0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import threading
 import warnings
@@ -27,8 +28,10 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
+from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients, mark_outputs,
+                           needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
 from .replay import Replay, compile_replay
-from .sir import StatementIR, match_inplace_version, run_sir
+from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -52,6 +55,7 @@ class CompiledProgram:
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
         self._stop_gradient_outputs = [i for i, s in enumerate(sir.outputs) if sir.metas[s].stop_gradient]
+        self._differentiable_outputs = len(self._stop_gradient_outputs) < len(sir.outputs)
         # Outputs standing for a tensor made in the frame and changed in place, with eager's inplace version.
         versions = {symbol: stmt.inplace_version for stmt in sir.statements if stmt.inplace_version
                     for symbol in stmt.output_symbols()}
@@ -67,6 +71,10 @@ class CompiledProgram:
             self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
         self._cost = CostModel()
         self._replay_function: Replay | None = None
+        # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
+        self._vjp_programs: dict[tuple, CompiledProgram] = {}
+        self._differentiates: str | None = None  # for a product program: the name of the graph it differentiates
+        self._output_groups: dict[tuple, list[tuple[list[int], list[int]]]] = {}  # see output_groups()
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -80,6 +88,7 @@ class CompiledProgram:
         self.static_function = None
         self._program = None
         self._replay_function = None
+        self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
 
@@ -95,12 +104,20 @@ class CompiledProgram:
         return self._replay_function
 
     def _replay(self, inputs: list) -> list:
-        return self._replay_program()(inputs)
+        outputs = self._replay_program()(inputs)
+        if paddle.is_grad_enabled():  # (eager ops: marked as a compiled call on the same inputs would be)
+            mark_outputs(outputs, needs_recomputed_backward(inputs, self._grad_inputs))
+        return outputs
 
     def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
         """The program failed to build or to run: replay its statements eagerly, each from its user line, so
         that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
-        When the replay works, the failure was not the user's: `_give_up_compiling`."""
+        When the replay works, the failure was not the user's: `_give_up_compiling`. A product program
+        (`input_gradients`) runs inside a backward pass, where no replay can compute it: it raises."""
+        if self._differentiates is not None:
+            raise SotError(f"sot: cannot compute the gradient of graph {self._differentiates} inside this "
+                           f"backward pass: the program computing it failed ({type(failure).__name__}: "
+                           f"{str(failure).strip()[:500]})") from failure
         outputs = run_sir(self.sir, inputs, located=True)
         version_check.ReplayWatch(self.sir)(inputs, outputs)
         if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
@@ -190,17 +207,19 @@ class CompiledProgram:
             try:
                 records_grad = training and paddle.is_grad_enabled()
                 fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
+                recomputed = records_grad and not self._written_back and self._differentiable_outputs and \
+                    needs_recomputed_backward(inputs, self._grad_inputs)
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
-                            outputs = self._program.sot_call(fed)
+                            outputs, recomputed = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
                 else:
-                    outputs = self._program.sot_call(fed)
+                    outputs, recomputed = self._run_program(inputs, fed, recomputed)
             finally:
                 self._end_scope_build()
         except Exception as failure:
@@ -213,9 +232,75 @@ class CompiledProgram:
             match_inplace_version(outputs[index], version)
         if records_grad:
             self._watch_saved_tensors(fed, outputs)
-            if self._scopes.last not in self._scopes.backward_built:
-                _build_backward_under_flags(self._scopes, self._build_flags, outputs)
+            if not recomputed:
+                mark_outputs(outputs, recomputed=False)
+                if self._scopes.last not in self._scopes.backward_built:
+                    _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
+
+    def _run_program(self, inputs: list, fed: list, recomputed: bool) -> tuple[list, bool]:
+        """Run the built program; with a recomputing backward if ``recomputed`` and that is possible. Also
+        says whether it was."""
+        if recomputed:
+            outputs = run_with_recomputed_backward(self, inputs, fed, self._program.sot_call)
+            if outputs is not None:
+                return outputs, True
+        return self._program.sot_call(fed), False
+
+    # What `higher_order` needs of a program it runs with a recomputing backward.
+    @property
+    def grad_inputs(self) -> list[int]:
+        """Indexes of the inputs that may require grad."""
+        return self._grad_inputs
+
+    @property
+    def stop_gradient_outputs(self) -> list[int]:
+        """Indexes of the outputs eager mode tracks no gradient for."""
+        return self._stop_gradient_outputs
+
+    def output_groups(self, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
+                      ) -> list[tuple[list[int], list[int]]]:
+        """`higher_order.output_groups` of the SIR, computed once per set of differentiable tensors."""
+        key = (grad_positions, tuple(id(p) for p in parameters))
+        groups = self._output_groups.get(key)
+        if groups is None:
+            groups = self._output_groups[key] = output_groups(self.sir, grad_positions, parameters)
+        return groups
+
+    @functools.cached_property
+    def inputs_read_by_gradients(self) -> list[frozenset[int]]:
+        """`higher_order.inputs_read_by_gradients` of the SIR."""
+        return inputs_read_by_gradients(self.sir)
+
+    def held_parameters(self) -> tuple[paddle.Tensor, ...]:
+        """The parameters requiring grad that the (built) program holds itself (of the built-in layers it
+        calls), rather than takes as inputs."""
+        return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
+
+    def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
+                        parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:
+        """The gradients of ``inputs[grad_positions]`` and of ``parameters`` given those of the differentiable
+        outputs (those not in `stop_gradient_outputs`, in order), computed by the product program
+        (`higher_order.vjp_sir`): differentiable in turn if ``create_graph``."""
+        grad_outputs = [i for i in range(len(self.sir.outputs)) if i not in self._stop_gradient_outputs]
+        cotangents = output_grads
+        cotangent_metas = [MetaInfo(self.sir.metas[self.sir.outputs[i]].shape, c.dtype, c.stop_gradient)
+                           for i, c in zip(grad_outputs, cotangents)]
+        key = (grad_positions, tuple(cotangent_metas), tuple(id(p) for p in parameters), create_graph)
+        program = self._vjp_programs.get(key)
+        if program is None:
+            program = CompiledProgram(vjp_sir(self.sir, list(grad_positions), grad_outputs, cotangent_metas,
+                                              list(parameters), create_graph))
+            program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
+            program._differentiates = self.sir.name
+            self._vjp_programs[key] = program
+        # (Hooks run in the ambient grad mode. Under no_grad, a program's values would not require grad, and
+        # ``paddle.grad`` inside would find none.)
+        with paddle.enable_grad():
+            if program._program is None and differentiates_gradients(self.sir):
+                with BUILD_LOCK, decomposed_gradients():  # (see there; the first call builds the program)
+                    return program(list(inputs) + cotangents)
+            return program(list(inputs) + cotangents)
 
     def _watch_new_scopes(self) -> None:
         """Build every interpreter of the program under its `build_flags`, not only the first: keep Paddle's
@@ -259,9 +344,9 @@ class CompiledProgram:
         """Make ``backward()`` refuse, as eager autograd does, when a tensor the backward program reads was
         changed in place after this run (eager snapshots the version of every saved tensor; the program
         runner keeps plain references, so the backward would silently use the new values)."""
-        if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
-            return
         if self._saved is None:
+            if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
+                return
             self._saved = version_check.saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
             version_check.prepare()
         version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
@@ -335,20 +420,24 @@ def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outp
     outputs sets the flags when the first output gradient arrives (the program's grad node runs next); a
     final hook of the backward pass puts the user's values back (if the pass raises, at the end of the next
     pass: the flags only tune the collector and the in-place pass of interpreters built meanwhile)."""
-    add_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
-    differentiable = [out for out in outputs if isinstance(out, paddle.Tensor) and not out.stop_gradient]
     scope = scopes.last
-    if add_final_hook is None or not differentiable or scope is None:
+    if _add_backward_final_hook is None or scope is None:
         return
 
     def on_output_grad(grad: Any) -> None:
         if scope not in scopes.backward_built:
             scopes.backward_built.add(scope)
             BUILD_FLAGS.enter(flags)
-            add_final_hook(BUILD_FLAGS.exit)
+            _add_backward_final_hook(BUILD_FLAGS.exit)
 
-    for out in differentiable:
-        out.register_hook(on_output_grad)
+    # (at every run until a backward went through the scope, i.e. at every forward-only call: the hooks are
+    # registered without the public wrapper's decorator, check and helper object)
+    for out in outputs:
+        if isinstance(out, paddle.Tensor) and not out.stop_gradient:
+            out._register_grad_hook(on_output_grad)
+
+
+_add_backward_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
 
 
 def _existing_flag_names(names: list[str]) -> list[str]:

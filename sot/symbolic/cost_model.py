@@ -8,7 +8,12 @@ forward and backward:
 
 * **Forward:** the call itself, compiled and eager replay alternating in blocks of `BLOCK` calls after a
   warm-up (alternating single calls would hide the compiled program's thread hand-off; one block of each
-  would let a burst of load on the machine decide).
+  would let a burst of load on the machine decide). The first call of a block pays for the switch: the
+  program runner's threads are woken up again (measured 10-30 ms under load, against ~0.1-0.2 ms for the
+  next compiled call), and the previous way's leftover work (the compiled run's collector thread) slows
+  the first eager replay. Neither way pays that once chosen (it runs back to back), so each way is costed
+  on its *steady* calls, those that followed a call run the same way (`Sample.after_switch`). (Over all the
+  calls of a way, with blocks of 2, half were after a switch: the median fell between the two populations.)
 * **Backward:** when a timed call's outputs require grad, hooks on those outputs and on the inputs and
   parameters that require grad time its backward: from the first output gradient (the graph's backward
   starts: the compiled program's grad op, or the first eager grad node of its statements) to the last input
@@ -43,7 +48,7 @@ import paddle
 
 WARMUP_CALLS = 3  # the first call builds the program; the next ones settle caches
 SAMPLES = 6  # timed forward runs of each kind before choosing
-BLOCK = 2  # consecutive runs of one kind
+BLOCK = 3  # consecutive runs of one kind (the first of a block pays for the switch: `Sample.after_switch`)
 MIN_BACKWARD_SAMPLES = 3  # backward times of each kind needed when backward is common
 MAX_SAMPLES = 4 * SAMPLES  # timed calls after which the choice is made with what was seen
 COMMON_BACKWARD = 1 / 3  # share of timed calls with a backward from which backward times are waited for
@@ -61,6 +66,7 @@ class Sample:
     eager: bool
     forward: float
     called_at: float = 0.0  # perf_counter at the call's start
+    after_switch: bool = False  # the program's previous call ran the other way (see the module doc)
     backward_start: float | None = None
     backward_end: float | None = None
     closed: bool = False  # its backward pass is over: later input gradients belong to other passes
@@ -99,6 +105,7 @@ class CostModel:
         self.with_backward = False  # the choice weighed backward times
         self.several_per_pass = False  # a backward pass ran the backward of several timed calls
         self.remeasures = 0
+        self._last_eager = False  # the way the program's latest call ran (the warm-up calls run compiled)
         self.probing = False  # a forward-only choice watches for backward passes (until measured again)
         self._probe_countdown = PROBE_EVERY
         self._probe_hits = 0
@@ -113,7 +120,8 @@ class CostModel:
         (they are not among its inputs)."""
         start = time.perf_counter()
         outputs = run(inputs)
-        sample = Sample(eager, time.perf_counter() - start, start)
+        sample = Sample(eager, time.perf_counter() - start, start, after_switch=eager != self._last_eager)
+        self._last_eager = eager
         self.samples.append(sample)
         if paddle.is_grad_enabled():
             _watch_backward(sample, [*inputs, *parameters], outputs)
@@ -153,11 +161,11 @@ class CostModel:
         if self.with_backward and share >= EVERY_CALL_BACKWARD and not self.several_per_pass:
             compiled_cost, eager_cost = self._step_times()
         else:
-            compiled_cost = statistics.median(s.forward for s in compiled)
-            eager_cost = statistics.median(s.forward for s in eager)
+            compiled_cost = _steady_median([(s.after_switch, s.forward) for s in compiled])
+            eager_cost = _steady_median([(s.after_switch, s.forward) for s in eager])
             if self.with_backward:
-                compiled_cost += share * statistics.median(compiled_backward)
-                eager_cost += share * statistics.median(eager_backward)
+                compiled_cost += share * _steady_median([(s.after_switch, s.backward) for s in compiled])
+                eager_cost += share * _steady_median([(s.after_switch, s.backward) for s in eager])
         self.choice = "eager" if eager_cost < MARGIN * compiled_cost else "compiled"
         self.forget_samples()
         self._probe_countdown, self._probe_hits = PROBE_EVERY, 0
@@ -168,10 +176,10 @@ class CostModel:
         backward pass per training step that is the whole step run that way. It sees what the spans do not:
         a compiled program's helper threads (its garbage collector's) keep working after a run and slow down
         the ops that follow (loss, optimizer) on a machine with few cores."""
-        steps: dict[bool, list[float]] = {False: [], True: []}
+        steps: dict[bool, list[tuple[bool, float | None]]] = {False: [], True: []}
         for sample, following in zip(self.samples, self.samples[1:]):
-            steps[sample.eager].append(following.called_at - sample.called_at)
-        return statistics.median(steps[False]), statistics.median(steps[True])
+            steps[sample.eager].append((sample.after_switch, following.called_at - sample.called_at))
+        return _steady_median(steps[False]), _steady_median(steps[True])
 
     def forget_samples(self) -> None:
         """Drop the samples and their hooks on leaves (on the choice, or when the program goes away in the
@@ -194,6 +202,7 @@ class CostModel:
         """Called after each run once chosen (when `probing`); True when the choice should be measured again."""
         if self._probe_hits >= PROBE_HITS:
             self.remeasures += 1
+            self._last_eager = self.choice == "eager"
             self.probing = False
             self.choice = None
             self.calls = WARMUP_CALLS  # both ways are warm
@@ -204,11 +213,19 @@ class CostModel:
         self._probe_countdown = PROBE_EVERY
         if paddle.is_grad_enabled():
             for out in _made_outputs(outputs)[:1]:
-                out.register_hook(self._on_probe_grad)
+                out._register_grad_hook(self._on_probe_grad)  # (no wrapper: a compiled call's bookkeeping)
         return False
 
     def _on_probe_grad(self, grad: Any) -> None:
         self._probe_hits += 1
+
+
+def _steady_median(times: list[tuple[bool, float | None]]) -> float:
+    """The median of one way's times (``(after_switch, time)`` per sample, None where a sample lacks the
+    time) over the samples that did not follow a switch, or over all when none of those has one: the cost of
+    the way run back to back, as it runs once chosen."""
+    steady = [time for after_switch, time in times if not after_switch and time is not None]
+    return statistics.median(steady or [time for _, time in times if time is not None])
 
 
 def _watch_backward(sample: Sample, sources: list, outputs: list) -> None:

@@ -167,20 +167,26 @@ def compile_replay(sir: StatementIR) -> Replay:
     statement_at_line = builder.statement_at_line
     watch = ReplayWatch(sir)
 
-    def run(inputs: list) -> list:
+    def run_unwatched(inputs: list) -> list:
         if ambient_amp_enabled():
-            outputs = run_sir(sir, inputs, located=True)
-        else:
-            try:
-                outputs = replay(inputs)
-            except Exception as exc:
-                _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
-                raise
+            return run_sir(sir, inputs, located=True)
+        try:
+            return replay(inputs)
+        except Exception as exc:
+            _raise_at_user_line(exc, replay.__code__, statement_at_line, sir.name)
+            raise
+
+    def run_watched(inputs: list) -> list:
+        outputs = run_unwatched(inputs)
         watch(inputs, outputs)
         return outputs
 
+    # (run on every call of an eager graph: the watch's call only where it watches something)
+    run = run_watched if watch.watches else run_unwatched
+
     run.__qualname__ = run.__name__ = function_name
-    skip_code(run.__code__)
+    skip_code(run_unwatched.__code__)
+    skip_code(run_watched.__code__)
     return run
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import paddle
 
-from .sir import StatementIR, Symbol
+from .sir import Statement, StatementIR, Symbol
 
 try:
     from ..eval_frame_ext import _autograd_errors
@@ -46,24 +46,38 @@ def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: lis
     statements its gradient flows through (from its producer back through values that require grad), as eager
     only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
     op that did not lead to the returned tensor, then changed, made its backward refuse)."""
-    producer = {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
+    producer = producers(sir)
     plans = []
     for symbol in sir.outputs:
-        visited: set[Symbol] = set()
         touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
-        pending = [symbol]
-        while pending:
-            current = pending.pop()
-            if current in visited or sir.metas[current].stop_gradient:
-                continue
-            visited.add(current)
-            stmt = producer.get(current)
-            if stmt is not None:
-                pending += stmt.inputs()
-                touched.update(stmt.inputs(), stmt.output_symbols())
+        for stmt in statements_reached(sir, symbol, producer):
+            touched.update(stmt.inputs(), stmt.output_symbols())
         plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
                       [i for i in saved_outputs if sir.outputs[i] in touched]))
     return plans
+
+
+def producers(sir: StatementIR) -> dict[Symbol, Statement]:
+    """The statement making each symbol."""
+    return {symbol: stmt for stmt in sir.statements for symbol in stmt.output_symbols()}
+
+
+def statements_reached(sir: StatementIR, output: Symbol, producer: dict[Symbol, Statement]) -> list[Statement]:
+    """The statements the gradient of ``output`` flows through: from its producer back through values that
+    require grad."""
+    reached: list[Statement] = []
+    visited: set[Symbol] = set()
+    pending = [output]
+    while pending:
+        current = pending.pop()
+        if current in visited or sir.metas[current].stop_gradient:
+            continue
+        visited.add(current)
+        stmt = producer.get(current)
+        if stmt is not None:
+            reached.append(stmt)
+            pending += stmt.inputs()
+    return reached
 
 
 class ReplayWatch:
@@ -78,6 +92,11 @@ class ReplayWatch:
         self._saved = saved_by_reach(sir, [], kept) if kept else None
         if kept:
             prepare()
+
+    @property
+    def watches(self) -> bool:
+        """Whether the replay keeps any such tensor (most do not: the call can then be left out)."""
+        return self._saved is not None
 
     def __call__(self, inputs: list, outputs: list) -> None:
         if self._saved is not None and paddle.is_grad_enabled():
@@ -101,7 +120,8 @@ def watch_saved_tensors(inputs: list, outputs: list, saved: SavedByOutput,
                 versions.append((inputs[input_index], inputs[input_index]._inplace_version() + changes))
             else:
                 versions.append((outputs[index], outputs[index]._inplace_version()))
-        out.register_hook(version_check_hook(versions))
+        # (at every run: the hook registered without the public wrapper's decorator, check and helper object)
+        out._register_grad_hook(version_check_hook(versions))
 
 
 def version_check_hook(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:

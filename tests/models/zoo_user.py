@@ -7,10 +7,13 @@ embeddings, an attention mask built from the input ids, a pooler, dict outputs),
 of tensors, one built from `nn.LayerDict` and `nn.ParameterList`, one with custom initialisation through
 `ParamAttr` and initializers, one written with `F.*` calls and `x.shape[...]` arithmetic; a LLaMA-style decoder,
 attention code ported from another framework, running statistics kept by hand, greedy decoding, a top-1 MoE,
-a Conv1D audio model, a two-tower recommender and a bare `nn.Sequential`.
+a Conv1D audio model, a two-tower recommender, a GPT returning an HF-style ``ModelOutput`` and a bare
+`nn.Sequential`.
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -530,6 +533,143 @@ def two_tower_inputs(batch: int = 2) -> tuple:
     return randint(0, 30, (batch,), seed=batch), [randint(0, 30, (batch,), seed=batch + i) for i in range(3)]
 
 
+# -- HF/PaddleNLP-style structured outputs --------------------------------------------------------------------
+class ModelOutput(collections.OrderedDict):
+    """A minimal copy of the ``ModelOutput`` of HF transformers / PaddleNLP: a dataclass that is also an
+    ``OrderedDict`` of its fields that are not None (in field order), read by attribute, key or index, with
+    item and attribute assignment kept in sync and the mapping methods that would desync them refused."""
+
+    def __post_init__(self) -> None:
+        class_fields = dataclasses.fields(self)
+        for field in class_fields:  # lists become tuples
+            value = getattr(self, field.name)
+            if isinstance(value, list):
+                setattr(self, field.name, tuple(value))
+        if not all(field.default is None for field in class_fields[1:]):
+            raise ValueError(f"{self.__class__.__name__} should not have more than one required field.")
+        first_field = getattr(self, class_fields[0].name)
+        other_fields_are_none = all(getattr(self, field.name) is None for field in class_fields[1:])
+        if other_fields_are_none and not paddle.is_tensor(first_field):
+            # The first field may hold all of them: a dict or an iterable of (name, value) pairs.
+            if isinstance(first_field, dict):
+                iterator = first_field.items()
+                first_field_iterator = True
+            else:
+                try:
+                    iterator = iter(first_field)
+                    first_field_iterator = True
+                except TypeError:
+                    first_field_iterator = False
+            if first_field_iterator:
+                for element in iterator:
+                    if not isinstance(element, (list, tuple)) or not len(element) == 2 or not isinstance(element[0],
+                                                                                                         str):
+                        break
+                    setattr(self, element[0], element[1])
+                    if element[1] is not None:
+                        self[element[0]] = element[1]
+            elif first_field is not None:
+                self[class_fields[0].name] = first_field
+        else:
+            for field in class_fields:
+                value = getattr(self, field.name)
+                if value is not None:
+                    self[field.name] = value
+
+    def __delitem__(self, *args: Any, **kwargs: Any) -> None:
+        raise Exception(f"You cannot use ``__delitem__`` on a {self.__class__.__name__} instance.")
+
+    def setdefault(self, *args: Any, **kwargs: Any) -> None:
+        raise Exception(f"You cannot use ``setdefault`` on a {self.__class__.__name__} instance.")
+
+    def pop(self, *args: Any, **kwargs: Any) -> None:
+        raise Exception(f"You cannot use ``pop`` on a {self.__class__.__name__} instance.")
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        raise Exception(f"You cannot use ``update`` on a {self.__class__.__name__} instance.")
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, str):
+            inner_dict = dict(self.items())
+            return inner_dict[k]
+        return self.to_tuple()[k]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self) -> tuple:
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class CausalLMOutput(ModelOutput):
+    loss: paddle.Tensor | None = None
+    logits: paddle.Tensor = None
+    hidden_states: tuple[paddle.Tensor, ...] | None = None
+
+
+class GPTBlock(nn.Layer):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.scale = 1.0 / math.sqrt(dim // heads)
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, h: paddle.Tensor, causal: paddle.Tensor) -> paddle.Tensor:
+        q, k, v = (part.reshape([0, 0, self.heads, -1]).transpose([0, 2, 1, 3])
+                   for part in self.qkv(self.norm1(h)).chunk(3, axis=-1))
+        scores = q @ k.transpose([0, 1, 3, 2]) * self.scale
+        attended = (F.softmax(scores + causal, axis=-1) @ v).transpose([0, 2, 1, 3]).reshape([0, 0, -1])
+        h = h + self.proj(attended)
+        return h + self.mlp(self.norm2(h))
+
+
+class GPTWithModelOutput(nn.Layer):
+    """A GPT-style decoder returning a `CausalLMOutput` (loss when labels are given, every block's hidden
+    states), as HF/PaddleNLP models do."""
+
+    def __init__(self, vocab: int = 40, dim: int = 32, heads: int = 4, layers: int = 2, length: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.position = nn.Embedding(length, dim)
+        self.blocks = nn.LayerList([GPTBlock(dim, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, ids: paddle.Tensor, labels: paddle.Tensor | None = None) -> CausalLMOutput:
+        length = ids.shape[1]
+        h = self.embed(ids) + self.position(paddle.arange(length))
+        causal = paddle.triu(paddle.full([length, length], float("-inf")), diagonal=1)
+        hidden_states = (h,)
+        for block in self.blocks:
+            h = block(h, causal)
+            hidden_states = hidden_states + (h,)
+        logits = paddle.matmul(self.norm(h), self.embed.weight, transpose_y=True)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape([-1, logits.shape[-1]]), labels[:, 1:].reshape([-1]))
+        return CausalLMOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+
+def gpt_inputs(batch: int = 2, length: int = 7, seed: int = 12) -> tuple:
+    ids = randint(1, 40, (batch, length), seed=seed)
+    return ids, ids
+
+
+def model_output_loss(output: CausalLMOutput, inputs: tuple) -> paddle.Tensor:
+    """Reads the output by attribute, key and index, as training code does."""
+    return output.loss + output["logits"].mean() * 0.1 + output[2][-1].pow(2).mean() * 0.01
+
+
 def image_batch(batch: int = 2, size: int = 16, seed: int = 0) -> tuple:
     return (randn(batch, 3, size, size, seed=seed),)
 
@@ -563,6 +703,7 @@ USER = {
         _spec("audio_conv1d", AudioConv1D, lambda: (randn(2, 4, 16, seed=5),), classification_loss(2),
               lambda: (randn(3, 4, 16, seed=6),)),
         _spec("two_tower", TwoTower, two_tower_inputs, mean_square_loss, lambda: two_tower_inputs(3)),
+        _spec("gpt_model_output", GPTWithModelOutput, gpt_inputs, model_output_loss, lambda: gpt_inputs(3, seed=13)),
         # An ``nn.Sequential`` translated as the model itself (its forward is Paddle's code).
         _spec("sequential_mlp", lambda: nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Dropout(0.1),
                                                       nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 4)),

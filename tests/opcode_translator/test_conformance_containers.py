@@ -574,3 +574,41 @@ def test_yield_from_in_a_user_generator(compile_all):
         return list(gen())
 
     check(fn, lambda: (T(3),))
+
+
+def test_dict_views_are_live_views_of_their_own_type(compile_all):
+    """``d.keys()``/``values()``/``items()`` were lists: returned, they had the wrong type, and iterated after
+    the dict changed, they missed the change."""
+
+    def fn(x, received):
+        d = {"a": x, "b": 2}
+        keys, values, items = d.keys(), d.values(), d.items()
+        d["c"] = x * 2  # (a view sees it)
+        od = collections.OrderedDict(z=x)
+        # (views holding tensors: their type and content are compared, not the views, whose ``==`` would)
+        return (keys, type(values), list(values), type(items), list(items), list(keys), len(values), "c" in keys,
+                "q" in keys, keys == {"a", "b", "c"}, keys & {"a", "z"}, [k for k, _ in items], od.keys(),
+                type(od.items()), received.keys(), type(received.values()))
+
+    check(fn, lambda: (T(3), {"r": 1, "s": 2}))
+
+
+def test_subscripting_a_dict_view_is_the_eager_error(compile_all):
+    def fn(x):
+        return {"a": x}.keys()[0]
+
+    check(fn, lambda: (T(3),), fallbacks=None)
+
+
+def test_dict_methods_called_through_the_class(compile_all):
+    """``dict.__getitem__(d, k)``, ``dict.keys(d)``... (as library code writes them to skip a subclass's own
+    methods) broke the graph."""
+
+    def fn(x, d):
+        od = collections.OrderedDict(a=x)
+        dict.__setitem__(d, "c", x * 2)
+        return (dict.__getitem__(d, "a") + 1, dict.keys(d), dict.get(d, "b", 3), len(dict.items(d)),
+                dict.__contains__(d, "a"), dict.__len__(d), collections.OrderedDict.__getitem__(od, "a"),
+                list(dict.__iter__(d)), collections.OrderedDict.keys(od))
+
+    check(fn, lambda: (T(3), {"a": T(3, seed=1)}))

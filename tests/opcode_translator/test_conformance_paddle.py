@@ -745,17 +745,43 @@ def test_retained_gradient_of_a_non_leaf_input_keeps_eager_flags(compile_all):
     the compiled program's backward with ``stop_gradient=True`` (eager: False; values are equal). Whether
     ``retain_grads()`` was called cannot be read back, and feeding every non-leaf input through an eager view
     would cost each resume function after a graph break ~1.8 us per activation at every call
-    (`sot.symbolic.compile._fed`)."""
+    (`sot.symbolic.compile._fed`). ``h`` here is an activation from another compiled program (of a parameter):
+    an input made by eager ops from a leaf requiring grad gets the right flag, see the test after this one."""
+    doubled = sot.symbolic_translate(_doubled)
+    assert_observed_same(*_retained_gradient_of_a_non_leaf(lambda base: doubled(_parameter_of(base)), False),
+                         "h.grad")
+
+
+def _doubled(base):
+    return base * 2
+
+
+def _parameter_of(tensor: paddle.Tensor) -> paddle.Tensor:
+    parameter = paddle.create_parameter(tensor.shape, tensor.dtype)
+    parameter.set_value(tensor)
+    return parameter
+
+
+def _retained_gradient_of_a_non_leaf(make_h, x_requires_grad: bool) -> tuple:  # noqa: ANN001
+    """``h.grad`` retained through a compiled forward and eagerly, for ``f(x, w, h)``, ``h = make_h(base)``."""
     fast = sot.symbolic_translate(_forward_for_gradients)
 
     def run(function):
-        x, w, base = T(4, 3, stop_gradient=False), T(3, 2, seed=1), T(4, 3, seed=2, stop_gradient=False)
-        h = base * 2
+        x, w, base = T(4, 3, stop_gradient=not x_requires_grad), T(3, 2, seed=1), \
+            T(4, 3, seed=2, stop_gradient=False)
+        h = make_h(base)
         h.retain_grads()
         function(x, w, h).backward()
         return observe(h.grad)
 
-    assert_observed_same(run(fast), run(_forward_for_gradients), "h.grad")
+    return run(fast), run(_forward_for_gradients)
+
+
+def test_retained_gradient_of_a_non_leaf_input_made_from_a_leaf(compile_all):
+    """An input requiring grad made by an eager op from a leaf: the call is run with a recomputing backward
+    (`sot.symbolic.higher_order`), the gradient the retained input gets is made by eager nodes, with eager's
+    flags."""
+    assert_observed_same(*_retained_gradient_of_a_non_leaf(lambda base: base * 2, False), "h.grad")
 
 
 def test_parameter_gradients_of_a_built_in_layer_keep_eager_flags(compile_all):

@@ -1046,3 +1046,67 @@ def test_a_failing_graph_after_a_resumed_block_end_reruns_inside_the_block(compi
         assert_same(fast(x, paddle.to_tensor(index)), expected)
         assert paddle.is_grad_enabled()
     assert sot.stats().fallbacks == 0
+
+
+# -- super() without arguments after a break ------------------------------------------------------------------
+class _Base:
+    def scale(self, x):
+        return x * 3
+
+
+class _AfterBreak(_Base):
+    """``super()`` finds its class in the ``__class__`` cell and its instance in the frame's first local: a
+    resume function's first locals are the stack it receives, so it must pass both explicitly."""
+
+    def scale(self, x):
+        y = x + 1
+        psdb.breakgraph()
+        return super().scale(y)
+
+    def scale_with_self_in_a_closure(self, x):
+        y = x + 1
+        psdb.breakgraph()
+        get = lambda: self  # noqa: E731  (``self`` is a cell: ``super()`` reads the cell's content)
+        return super().scale(y) + get().bias
+
+    def scale_in_a_loop(self, x):
+        for _ in range(2):
+            x = x + 1
+            psdb.breakgraph()
+            x = super().scale(x)
+        return x
+
+    bias = 0.5
+
+
+@pytest.mark.parametrize("method", ["scale", "scale_with_self_in_a_closure", "scale_in_a_loop"])
+def test_super_without_arguments_after_a_break_is_the_instance_s(method):
+    x = pos(3)
+    expected = getattr(_AfterBreak(), method)(x)
+    translated = sot.symbolic_translate(getattr(_AfterBreak(), method))
+    assert_same(translated(x), expected)
+    assert_same(translated(x), expected)
+    assert sot.stats().fallbacks == 0
+
+
+def test_a_loop_with_a_break_reading_a_free_variable():
+    """The loop's body function gets the frame's closure: a free variable read in it is not a local to pass."""
+    scale = pos(3, seed=4)
+
+    def outer(x):
+        def inner(x):
+            for _ in range(2):
+                x = x * scale
+                psdb.breakgraph()
+                x = x + scale
+            return x
+
+        return inner
+
+    fn = outer(None)
+    x = pos(3)
+    expected = fn(x)
+    translated = sot.symbolic_translate(fn)
+    assert_same(translated(x), expected)
+    assert_same(translated(x), expected)
+    assert sot.stats().fallbacks == 0

@@ -452,6 +452,28 @@ def test_conversions_inline_the_python_dunder():
     captured(fn, X)
 
 
+def test_a_dunder_reassigned_on_its_class_after_translation_is_used():
+    """Known bug: the Python dunders the simulation inlines (``__add__``, ``__post_init__``, ``__setattr__``...)
+    are found on the instance's class but not guarded, so reassigning one on the class later reuses a stale
+    translation (a wrong result)."""
+
+    class Adder:
+        def __init__(self, value):
+            self.value = value
+
+        def __add__(self, other):
+            return Adder(self.value + other)
+
+    def fn(t):
+        return (Adder(t) + 1).value
+
+    translated = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=0):
+        assert_same(translated(X), fn(X))
+        Adder.__add__ = lambda self, other: Adder(self.value - other)
+        assert_same(translated(X), fn(X))
+
+
 # -- enums --------------------------------------------------------------------------------------------------
 import enum  # noqa: E402
 
@@ -782,6 +804,48 @@ def test_assigning_a_field_of_a_frozen_dataclass_is_the_eager_error():
         f.a = 1
 
     same_error(fn, X)
+
+
+class Recording:
+    """A Python ``__setattr__``/``__delattr__`` (inlined: the store it ends in is replayed after the graph)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __setattr__(self, name, value):
+        if name == "value" and not isinstance(value, (int, paddle.Tensor)):
+            raise TypeError(f"value must be an int or a tensor, not {type(value).__name__}")
+        super().__setattr__("changes", getattr(self, "changes", 0) + 1)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        object.__setattr__(self, "deleted", name)
+        object.__delattr__(self, name)
+
+
+def test_python_setattr_and_delattr_are_inlined():
+    def fn(t, received):
+        made = Recording(t * 2)
+        made.value = made.value + 1
+        received.value = t
+        del received.extra
+        return made, made.changes, received.changes
+
+    def make_received():
+        received = Recording(1)
+        object.__setattr__(received, "extra", 5)
+        return received
+
+    expected_received = make_received()
+    expected = fn(X, expected_received)
+    received = make_received()
+    with sot.config.patch(min_graph_size=0):
+        made, made_changes, received_changes = sot.symbolic_translate(fn)(X, received)
+    assert (made_changes, received_changes) == expected[1:] and vars(made).keys() == vars(expected[0]).keys()
+    assert_same(made.value, expected[0].value)
+    assert vars(received).keys() == vars(expected_received).keys() and received.deleted == "extra"
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0
+    same_error(lambda t: Recording("no"), X)
 
 
 class Keyed:

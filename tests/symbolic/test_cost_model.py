@@ -171,6 +171,21 @@ def test_a_training_loop_compares_whole_steps(fake_clock) -> None:
     assert program._choice == "eager" and program._cost.with_backward
 
 
+@pytest.mark.parametrize("compiled, eager, switched_into, choice", [(1.0, 0.8, "eager", "eager"),
+                                                                    (1.0, 1.2, "compiled", "compiled")])
+def test_a_switch_is_not_charged_to_the_way_switched_into(fake_clock, compiled: float, eager: float,
+                                                          switched_into: str, choice: str) -> None:
+    """The first call of each block pays for the switch (the compiled program's threads woken up again, or
+    its leftover work slowing the eager replay right after it), here 10 s. Once chosen, a way runs back to
+    back and never pays it: the faster way run back to back is kept (a median over every call of a way,
+    half of them after a switch, came out of the switch costs)."""
+    clock = fake_clock(compiled, eager)
+    clock.switch[switched_into] = 10.0
+    program = _run(cost_model.WARMUP_CALLS + _TIMED + 4)
+    assert program._choice == choice
+    assert set(clock.kinds[-3:]) == {choice}
+
+
 def test_no_grad_calls_decide_on_forward(fake_clock) -> None:
     clock = fake_clock(1.0, 2.0)
     x = _leaf()

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import paddle
 
 from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocation
-from ...symbolic.amp import AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
+from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
@@ -97,7 +97,7 @@ def _rejects_mixed_float_dtypes(kind: str, call: Callable[..., Any], args: tuple
 
 _global_var = paddle.base.framework.global_var
 _has_grad = paddle.base.core._has_grad
-_amp_attrs = paddle.base.core._get_amp_attrs()  # one process-wide object, shared with the tracer
+_amp_attrs = AMP_ATTRS
 
 
 def autograd_state() -> tuple:
@@ -324,8 +324,8 @@ class FunctionGraph:
         for path in cell_paths:
             self.add_guard(path)
         for var in self._guarded.values():
-            if isinstance(var.tracker, (DummyTracker, ConstTracker)):
-                continue
+            if isinstance(var.tracker, (DummyTracker, ConstTracker)) or not var.tracker.is_traceable():
+                continue  # (no path to it: what it was derived from is guarded instead, see `add_guard`)
             if isinstance(var, TensorVariable) and isinstance(var.tracker, LocalTracker):
                 builder.tensor_arguments.add(var.tracker.name)
             for expr in var.make_guards(builder, builder.expr_of(var)):

@@ -10,6 +10,7 @@ from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
                                    dict_key)
 from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable
+from ..variables.user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
 
 @handles("BUILD_TUPLE")
@@ -119,15 +120,21 @@ def set_update(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 def _merge_into(target: object, source: object, reject_duplicates: bool) -> None:
     if not isinstance(target, DictVariable) or target.tracker.is_traceable():
         raise FallbackError(f"dict merge into {target!r}")
-    if not isinstance(source, DictVariable):
+    if isinstance(source, MappingInstanceVariable):  # (a user dict subclass: its mapping protocol)
+        items = source.mapping_items()
+    elif is_mapping_like(source):  # (a ``UserDict``, an HF ``BatchEncoding``...)
+        items = protocol_items(source)
+    elif isinstance(source, DictVariable):
+        target.graph.add_guard(source)
+        items = source.items
+    else:
         raise FallbackError(f"dict unpacking of {source!r} is not supported yet")
     if reject_duplicates:
-        for key in source.items:
+        for key in items:
             if key in target.items:
                 # (no ``original``: the eager message names the callee; the frame runs eagerly and says it)
                 raise UserCodeError(f"user code raised TypeError: got multiple values for keyword argument {key!r}")
-    target.graph.add_guard(source)
-    target.items.update(source.items)
+    target.items.update(items)
 
 
 @handles("DICT_MERGE")

@@ -46,11 +46,13 @@ def pop_jump_if_false(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 
 def _is_none(executor: OpcodeExecutor, value: VariableBase) -> bool:
-    from ..variables.basic import TensorVariable
+    from ..variables.basic import ConstantVariable, ObjectVariable, TensorVariable
 
     if isinstance(value, TensorVariable):
         return False
-    executor.graph.add_guard(value)
+    executor.graph.add_guard(value)  # (its kind: the same local may be None at another call)
+    if not isinstance(value, (ConstantVariable, ObjectVariable)):
+        return False  # a container, function... is never None (and its items' values may be unknown)
     return value.get_py_value() is None
 
 

@@ -261,7 +261,13 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__
     custom_setattr = (setattr_impl is not plain_setattr and setattr_impl not in pyversion.GENERIC_SETATTR_WRAPPERS
                       and not isinstance(obj, paddle.nn.Layer) and not through_object)
-    if custom_setattr or (descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
+    # A slot of a Python class (``__slots__``) is a plain store, replayed as such (deleting one runs natively:
+    # whether it is set is not known to the simulation).
+    is_slot = isinstance(descriptor, types.MemberDescriptorType) and bool(descriptor.__objclass__.__flags__
+                                                                         & _HEAPTYPE)
+    if is_slot and value is None:
+        raise BreakGraphError(f"deleting the slot {type(obj).__name__}.{name} runs natively")
+    if custom_setattr or (not is_slot and descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
     if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":

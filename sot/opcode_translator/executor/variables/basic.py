@@ -70,9 +70,13 @@ class ConstantVariable(VariableBase):
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
 
     def iter_items(self) -> list[VariableBase]:
-        if not isinstance(self.value, (str, bytes, range, frozenset)):
-            raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         self.graph.add_guard(self)
+        if not isinstance(self.value, (str, bytes, range, frozenset)):
+            try:
+                iter(self.value)
+            except TypeError as exc:  # (``iter(None)`` in a ``try``: the eager error, which the frame may catch)
+                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+            raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]
 
     unpack = iter_items
@@ -96,7 +100,14 @@ def is_plain_instance(obj: Any) -> bool:
     return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
                                                                          types.MethodType, paddle.nn.Layer,
                                                                          enum.Enum))
-            and hasattr(obj, "__dict__"))  # an enum member is a singleton: guarded by identity
+            and (hasattr(obj, "__dict__") or _keeps_attributes_in_slots(cls)))  # an enum member is a singleton
+
+
+def _keeps_attributes_in_slots(cls: type) -> bool:
+    """A Python class (every class of its MRO but ``object``) whose instances hold their attributes in
+    ``__slots__`` (``@dataclass(slots=True)``): read one by one through the slots' descriptors, and guarded so."""
+    mro = cls.__mro__[:-1]
+    return all(klass.__flags__ & _HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
 
 
 _HEAPTYPE = 1 << 9
@@ -208,8 +219,16 @@ class ObjectVariable(VariableBase):
         return call_object(self, args, kwargs)
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
+        """``self.name = value``: through the class's Python ``__setattr__``/``__delattr__`` when it has one
+        (inlined: it usually ends in ``super().__setattr__``, the plain store), else the plain store."""
         from .attribute import store_attribute
+        from .dunder import call_method, user_method
 
+        function = user_method(self, "__setattr__" if value is not None else "__delattr__")
+        if function is not None:
+            name_var = ConstantVariable(name, self.graph, DummyTracker())
+            call_method(self, function, [name_var] if value is None else [name_var, value])
+            return
         store_attribute(self, name, value)
 
     def __repr__(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import inspect
 import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable
@@ -766,6 +767,7 @@ def _set(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 @builtin_rule(dict)
 def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .container import DictVariable
+    from .user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
     items: dict[Any, VariableBase] = {}
     if args:
@@ -773,6 +775,10 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
         if isinstance(source, DictVariable):
             graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
             items.update(source.items)
+        elif isinstance(source, MappingInstanceVariable):
+            items.update(source.mapping_items())
+        elif is_mapping_like(source):
+            items.update(protocol_items(source))
         else:
             for pair in _items_of(source):
                 key, value = pair.unpack()
@@ -1154,6 +1160,11 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         return construct_namedtuple(var, args, kwargs)
     if isinstance(obj, type) and is_simple_class(obj):
         return instantiate(var, args, kwargs)
+    from .user_mapping import instantiate_mapping, mapping_base
+
+    base = mapping_base(obj)
+    if base is not None:
+        return instantiate_mapping(var, base, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
@@ -1168,41 +1179,55 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
 
 def is_simple_class(cls: type) -> bool:
     """A user class whose instances can be built during simulation: plain ``object.__new__``, no
-    metaclass, no builtin base other than ``object`` (and not a Layer, whose ``__init__`` registers)."""
+    metaclass (but ``ABCMeta``, whose instances are made by ``type``'s own call), no builtin base other than
+    ``object`` (and not a Layer, whose ``__init__`` registers)."""
+    import abc
+
     import paddle as _paddle
 
-    if type(cls) is not type or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
+    if type(cls) not in (type, abc.ABCMeta) or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
         return False
     if issubclass(cls, (_paddle.nn.Layer, BaseException)):
         return False
     return all(base is object or base.__flags__ & (1 << 9) for base in cls.__mro__[1:])
 
 
+def run_python_init(cls_var: ObjectVariable, obj: VariableBase, args: list[VariableBase],
+                    kwargs: dict[str, VariableBase]) -> bool:
+    """Inline ``type(obj).__init__(obj, *args, **kwargs)`` for an instance made in the frame when it is a Python
+    function (then True; False when it is not). It is read as ``cls.__init__``, a path the guards can follow to
+    its globals (a class from another module reads that module's names)."""
+    import types
+
+    if not isinstance(inspect.getattr_static(cls_var.value, "__init__", None), types.FunctionType):
+        return False
+    result = cls_var.getattr("__init__").call([obj, *args], kwargs)
+    if not (isinstance(result, ConstantVariable) and result.value is None):
+        message = f"__init__() should return None, not '{result.get_py_type().__name__}'"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    return True
+
+
 def instantiate(cls_var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     """``cls(*args)``: a new object whose ``__init__`` is inlined; the generated code builds it for real and
     replays its attribute assignments, in program order."""
-    import types
-
     from .basic import NewObjectVariable
-    from .function import UserFunctionVariable
 
     cls = cls_var.value
     graph = cls_var.graph
     cls_var.needs_identity = True
     graph.add_guard(cls_var)
-    obj = NewObjectVariable(object.__new__(cls), cls_var, graph)
-    init = cls.__init__
-    if isinstance(init, types.FunctionType):
-        result = UserFunctionVariable(init, graph, DummyTracker((cls_var,))).call([obj, *args], kwargs)
-        if not (isinstance(result, ConstantVariable) and result.value is None):
-            message = f"__init__() should return None, not '{result.get_py_type().__name__}'"
-            raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
-    elif init is object.__init__:
+    try:
+        placeholder = object.__new__(cls)
+    except TypeError as exc:  # (an abstract class)
+        raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+    obj = NewObjectVariable(placeholder, cls_var, graph)
+    if not run_python_init(cls_var, obj, args, kwargs):
+        if cls.__init__ is not object.__init__:
+            raise BreakGraphError(f"{cls.__qualname__}.__init__ is not Python code: the instance is built natively")
         if args or kwargs:
             raise UserCodeError(f"user code raised TypeError: {cls.__name__}() takes no arguments",
                                 original=TypeError(f"{cls.__name__}() takes no arguments"))
-    else:
-        raise BreakGraphError(f"{cls.__qualname__}.__init__ is not Python code: the instance is built natively")
     return obj
 
 
@@ -1234,11 +1259,28 @@ class SuperVariable(VariableBase):
                     return BoundMethodVariable(fn, self.self_var, self.graph, DummyTracker((fn,)))
                 if attr is object.__init__:
                     return PureFunctionVariable(lambda: None, self.graph, DummyTracker((self,)))
+                base_method = self._builtin_base_method(klass, name, attr)
+                if base_method is not None:
+                    return base_method
                 if not hasattr(type(attr), "__get__"):
                     return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
                             original=AttributeError(f"'super' object has no attribute '{name}'"))
+
+    def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
+        """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,
+        past the class's own ``__setattr__``) and the methods of a mapping base acting on the instance's
+        simulated items (``super().__setitem__`` in a ``ModelOutput``); None for anything else."""
+        from .function import BoundMethodVariable
+        from .user_mapping import MAPPING_BASES, MappingInstanceVariable
+
+        if klass is object and member_of(BUILTIN_DISPATCH, attr) and name in ("__setattr__", "__delattr__"):
+            function = BuiltinVariable(attr, self.graph, DummyTracker((self,)))
+            return BoundMethodVariable(function, self.self_var, self.graph, DummyTracker((function, self.self_var)))
+        if klass in MAPPING_BASES and isinstance(self.self_var, MappingInstanceVariable):
+            return self.self_var.base_method(name)
+        return None
 
     def _member_tracker(self, owner: Any, index: int, name: str) -> Tracker:
         """``type(self).__mro__[index].__dict__[name]`` as a path from ``self`` when ``self`` has one: the

@@ -222,6 +222,70 @@ class DictVariable(VariableBase):
         return f"DictVariable({self.items!r})"
 
 
+class DictViewVariable(VariableBase):
+    """``d.keys()``/``d.values()``/``d.items()``: a live view of a simulated dict's items (iterated after the
+    dict changed, it sees the change, as the real view does). Leaving the frame, it is the real view of the
+    rebuilt mapping (``owner_type.keys(owner)``: a ``dict_keys``, an ``odict_keys``...), whose content is by
+    then the final one, as eager's view's is."""
+
+    def __init__(self, mapping: DictVariable, kind: str, owner: VariableBase, owner_type: type) -> None:
+        super().__init__(mapping.graph, DummyTracker((owner,)))
+        self.mapping = mapping
+        self.kind = kind
+        self.owner = owner  # what generated code rebuilds: the dict itself, or the object whose items it holds
+        self.owner_type = owner_type
+
+    def iter_items(self) -> list[VariableBase]:
+        mapping = self.mapping
+        mapping.graph.add_guard(mapping)
+        keys = [key_variable(key, self.graph, DummyTracker((self,))) for key in mapping.items]
+        if self.kind == "keys":
+            return keys
+        if self.kind == "values":
+            return list(mapping.items.values())
+        return [TupleVariable([key, value], self.graph, DummyTracker((self,)))
+                for key, value in zip(keys, mapping.items.values())]
+
+    unpack = iter_items
+
+    def length(self) -> int:
+        return self.mapping.length()
+
+    def bool(self) -> bool:
+        return self.length() > 0
+
+    def contains(self, item: VariableBase) -> VariableBase | None:
+        """``item in view``: a key lookup for ``keys()`` (the values are not read); None otherwise."""
+        return _key_membership(self.mapping, item) if self.kind == "keys" else None
+
+    def get_py_value(self) -> Any:
+        """A real view of the same kind over a dict with the same content (so folded operations, equality
+        and set operations of ``keys()`` included, behave as on the real one)."""
+        self.graph.add_guard(self.mapping)
+        if self.kind == "keys":  # (the values are not read: they may be tensors computed in the frame)
+            return dict.fromkeys(self.mapping.items).keys()
+        content = dict(zip(self.mapping.items, (item.get_py_value() for item in self.mapping.items.values())))
+        return getattr(content, self.kind)()
+
+    def get_py_type(self) -> type:
+        return type(getattr(self.owner_type(), self.kind)())
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        message = f"'{self.get_py_type().__name__}' object is not subscriptable"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+
+    def children(self) -> list[VariableBase]:
+        return [self.owner]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(getattr(self.owner_type, self.kind))
+        codegen.reconstruct(self.owner)
+        codegen.call(1)
+
+    def __repr__(self) -> str:
+        return f"DictViewVariable({self.kind} of {self.mapping!r})"
+
+
 def _path(tracker: Tracker) -> tuple[type, str]:
     return type(tracker), tracker.describe() if tracker.is_traceable() else str(id(tracker))
 
@@ -413,14 +477,7 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         key = dict_key(args[0])
         return items[key] if key in items else (args[1] if len(args) > 1 else _none(graph))
     if name in ("keys", "values", "items"):
-        keys = [key_variable(k, graph, DummyTracker((var,))) for k in items]
-        if name == "keys":
-            values = keys
-        elif name == "values":
-            values = list(items.values())
-        else:
-            values = [TupleVariable([k, v], graph, DummyTracker((var,))) for k, v in zip(keys, items.values())]
-        return ListVariable(values, graph, DummyTracker((var,)))
+        return DictViewVariable(var, name, var, var.get_py_type())
     if name == "update":
         sources = [args[0]] if args else []
         for source in sources:
@@ -864,7 +921,43 @@ def _membership_with_tensors(container: VariableBase, item: VariableBase) -> Var
     return ConstantVariable(False, graph, DummyTracker((container, item)))
 
 
+def _sequence_equality(negate: bool) -> ContainerOperator:
+    """``lhs == rhs`` (or ``!=``) of two tuples or two lists when tensors take part: as the interpreter
+    compares, item by item, each pair first by identity (known for tensors, see `same_tensor`), then by
+    ``==`` (whose truth, for a tensor, breaks the graph as ``bool(tensor)`` does); then by length (lists of
+    different lengths are unequal before any item is compared)."""
+
+    def rule(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+        from .basic import TensorVariable, same_tensor
+        from .callable import apply_operator
+        from .dunder import truth_value
+
+        if not (isinstance(lhs, SequenceVariable) and isinstance(rhs, SequenceVariable)
+                and issubclass(lhs.py_type, tuple) == issubclass(rhs.py_type, tuple)
+                and any(isinstance(item, TensorVariable) for item in [*lhs.items, *rhs.items])):
+            return None
+        graph = lhs.graph
+        for operand in (lhs, rhs):
+            operand.length_used = True
+            graph.add_guard(operand)
+        same_length = len(lhs.items) == len(rhs.items)
+        equal = same_length or issubclass(lhs.py_type, tuple)  # (lists of other lengths differ at once)
+        for left, right in zip(lhs.items, rhs.items):
+            if not equal:
+                break
+            if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+                identical = same_tensor(left, right)
+            else:
+                identical = left is right
+            equal = identical or truth_value(apply_operator(graph, operator.eq, [left, right]))
+        return ConstantVariable((equal and same_length) != negate, graph, DummyTracker((lhs, rhs)))
+
+    return rule
+
+
 def _membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    if isinstance(container, DictViewVariable):
+        return container.contains(item)
     return _key_membership(container, item) or _membership_with_tensors(container, item)
 
 
@@ -891,6 +984,8 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
     operator.imul: _repeat_in_place,
     operator.or_: _merge,
     operator.contains: _membership,
+    operator.eq: _sequence_equality(negate=False),
+    operator.ne: _sequence_equality(negate=True),
     operator.ior: lambda lhs, rhs: (_merge_in_place if isinstance(lhs, DictVariable)
                                     else _set_in_place(operator.ior))(lhs, rhs),
     operator.iand: _set_in_place(operator.iand),

@@ -192,7 +192,8 @@ def contains(container: VariableBase, item: VariableBase) -> VariableBase | None
     if function is not None:
         result = call_method(container, function, [item])
         return ConstantVariable(truth_value(result), graph, DummyTracker((result,)))
-    iterator = iterate_instance(container)
+    # (the container's own iteration: a builtin base's ``__iter__`` wins over a Python ``__getitem__``)
+    iterator = container.iterator() if isinstance(container, ObjectVariable) else iterate_instance(container)
     if iterator is None:
         return None
     from .callable import apply_operator
@@ -224,7 +225,7 @@ def iterate_instance(var: VariableBase) -> "IteratorVariable | None":
             return iterate(result)
         return IteratorVariable(_stepping(result, step), graph, f"{_type_name(result)} iterator")
     getitem = user_method(var, "__getitem__")
-    if getitem is not None:
+    if getitem is not None and not defines(var, "__iter__"):  # (an ``__iter__`` in C is used by ``iter()``)
         return IteratorVariable(_indexing(var, getitem), graph, f"{_type_name(var)} sequence iterator")
     return None
 

@@ -1,0 +1,389 @@
+"""Backward passes a compiled program's own grad node cannot take: a second one, or one that is differentiated.
+
+Paddle's program op (``run_program``) keeps the values its backward reads in a scope that its first backward
+frees, and the gradients it gives have no gradient of their own. Eager autograd allows both: ``backward(
+retain_graph=True)`` then another ``backward()``, and ``paddle.grad(..., create_graph=True)`` followed by a
+backward through the gradient (a WGAN-GP gradient penalty, a physics-informed loss, a Hessian-vector product);
+after ``create_graph`` the loss usually reaches the program's outputs a second time too. None of this can be
+seen at the forward call, and it cannot be repaired once a backward pass reaches the program's grad node.
+
+So the calls that may be differentiated so (`needs_recomputed_backward`) are run with a recomputing backward
+instead (`run_with_recomputed_backward`): the program runs forward only, without a grad node; each output is
+linked to the differentiable tensors it depends on (inputs and held parameters, `output_groups`, flattened
+into one ``packed`` tensor) by subtracting 0.0 computed from them, which changes no value. In a backward pass,
+hooks on the linked outputs note their gradients, and the hook on ``packed``, reached last, replaces the zeros
+it gets by the gradients computed by a second compiled program, the vector-Jacobian product of the first
+(`vjp_sir`: the forward statements again, then ``paddle.grad`` in static mode), with the forward's random
+state, after checking that what it reads was not changed in place since (`_ForwardState`). A fresh run each
+time, it can run in any number of passes. In a ``create_graph`` pass it is itself a recorded call of a compiled
+program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
+stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
+Paddle's static ops lack raises naming the op, as eager does).
+
+Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
+PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
+crashes when a backward reaches it after ``backward(retain_graph=True)``, and must return None for each input
+``paddle.grad`` does not ask for, which it cannot tell; and a hook runs in the ambient grad mode whatever
+``create_graph`` is, which `_zero_of` makes visible.
+
+Which calls (`needs_recomputed_backward`): those with an input requiring grad that is a leaf and not a parameter
+(a tensor the user asked gradients for: a gradient penalty's sample, a physics-informed loss's points), or that
+is not an output of a compiled program run with its own backward (an activation after a graph break in such
+a model, coordinates concatenated into points by eager code). Calls of ordinary training (inputs that do not
+require grad, parameters, activations a resume function gets from the program before it) keep the program's
+own backward and pay one check per input and a mark per output. The price, on
+the calls that take this path: the backward recomputes the forward (as activation checkpointing does), plus a
+few eager ops and hooks per call. Known gap: the gradients of *parameters* (of a call without such inputs)
+under ``create_graph`` (a Hessian-vector product with respect to the weights) are not differentiable.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import paddle
+from paddle import _C_ops
+from paddle.base import core
+from paddle.base.core import _set_has_grad
+from paddle.base.framework import EagerParamBase
+
+from ..errors import SotError
+from .pytree import leaves
+from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
+from .version_check import producers, statements_reached
+
+if TYPE_CHECKING:
+    from .compile import CompiledProgram
+
+_add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # runs once, when a pass ends
+_vjp_names = itertools.count()
+
+
+# Set on the differentiable outputs of a compiled program's call: "program" when the program's own grad node
+# makes their gradients, "recomputed" when the call was run with a recomputing backward.
+ORIGIN = "_sot_origin"
+
+
+def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
+    """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
+    that is a leaf and not a parameter, or that is not an output of a compiled program run with its own
+    backward (one of a call run with a recomputing backward, or a tensor eager ops made: maybe from such a
+    leaf, as the points of a physics-informed loss concatenated from coordinates; maybe from parameters only,
+    then the call pays the recomputation without need). (Following a tensor's grad nodes back would tell, but
+    reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in Paddle 3.3.)"""
+    for index in grad_inputs:
+        tensor = inputs[index]
+        if tensor.stop_gradient:
+            continue
+        if tensor.is_leaf:
+            if not isinstance(tensor, EagerParamBase):
+                return True
+        elif getattr(tensor, ORIGIN, None) != "program":
+            return True
+    return False
+
+
+def mark_outputs(outputs: list, recomputed: bool) -> None:
+    """Mark the differentiable outputs of a call recording gradients (see `ORIGIN`)."""
+    origin = "recomputed" if recomputed else "program"
+    for output in outputs:
+        if isinstance(output, paddle.Tensor) and not output.stop_gradient:
+            setattr(output, ORIGIN, origin)
+
+
+class _GradientOfOutputs:
+    """The last statement of a product program: ``paddle.grad`` of the forward's outputs with respect to its
+    differentiable inputs and the parameters the program holds, in static mode (a program building itself)."""
+
+    def __init__(self, parameters: list[paddle.Tensor], create_graph: bool) -> None:
+        self.parameters = parameters
+        self.create_graph = create_graph
+
+    def __call__(self, outputs: list, inputs: list, cotangents: list) -> tuple:
+        if paddle.in_dynamic_mode():
+            # An eager replay: ``paddle.grad`` inside the backward pass that runs this would corrupt Paddle's
+            # engine. (A product program is never replayed by choice; this is the replay after a failure.)
+            raise SotError("sot: a gradient of a compiled program's gradient failed to build as a program, "
+                           "and it cannot be computed eagerly inside a backward pass")
+        from paddle.jit.dy2static.parameter_recorder import _global_parameter_recorder
+
+        program = paddle.static.default_main_program()
+        targets = list(inputs) + [_global_parameter_recorder.get(program, p) for p in self.parameters]
+        grads = paddle.grad(outputs, targets, cotangents, create_graph=self.create_graph, allow_unused=True)
+        grads = [paddle.zeros_like(t) if g is None else g for g, t in zip(grads, targets)]
+        if not self.create_graph:
+            # Outputs not differentiable: the program is built without a backward of its own (which would need
+            # the next order of derivatives, which some ops lack).
+            for grad in grads:
+                grad.stop_gradient = True
+        return tuple(grads)
+
+
+def differentiates_gradients(sir: StatementIR) -> bool:
+    """Whether ``sir`` is a product program already: its own product is of second order or more."""
+    return any(isinstance(stmt.target, _GradientOfOutputs) for stmt in sir.statements)
+
+
+@contextlib.contextmanager
+def decomposed_gradients() -> Iterator[None]:
+    """Paddle's static gradients built from primitive ops (its "prim" backward) while a product program of
+    second order or more is built: the gradients of some double-gradient ops are wrong in static mode (Paddle
+    3.3: the third derivative of ``x * x.sum()`` came out 7 where eager gives 12; decomposed, 12), and others
+    have none (``matmul_triple_grad``)."""
+    before = core._is_bwd_prim_enabled()
+    core._set_prim_backward_enabled(True)
+    try:
+        yield
+    finally:
+        core._set_prim_backward_enabled(before)
+
+
+def vjp_sir(sir: StatementIR, grad_inputs: list[int], grad_outputs: list[int], cotangent_metas: list[MetaInfo],
+            parameters: list[paddle.Tensor], create_graph: bool) -> StatementIR:
+    """The vector-Jacobian product of ``sir``: inputs are ``sir``'s followed by one cotangent per output of
+    ``grad_outputs``; outputs the gradients of the inputs of ``grad_inputs``, then of ``parameters``,
+    differentiable in turn if ``create_graph``."""
+    serial = next(_vjp_names)
+    cotangents = [Symbol(f"cot{serial}_{i}") for i in range(len(grad_outputs))]
+    grads = [Symbol(f"grad{serial}_{i}") for i in range(len(grad_inputs) + len(parameters))]
+    metas = dict(sir.metas)
+    metas.update(zip(cotangents, cotangent_metas))
+    differentiable = [sir.metas[sir.inputs[i]] for i in grad_inputs] + [
+        MetaInfo(tuple(p.shape), p.dtype, True) for p in parameters]
+    metas.update((g, MetaInfo(m.shape, m.dtype, not create_graph)) for g, m in zip(grads, differentiable))
+    gradient = Statement("api", "paddle.grad", _GradientOfOutputs(parameters, create_graph),
+                         ([sir.outputs[i] for i in grad_outputs], [sir.inputs[i] for i in grad_inputs],
+                          cotangents), {}, tuple(grads), weight=2 * max(1, sir.op_count()))
+    return StatementIR(f"{sir.name}_vjp", list(sir.inputs) + cotangents, list(sir.statements) + [gradient],
+                       grads, metas, sir.grad_enabled)
+
+
+class _RecomputedCall:
+    """One group of outputs of a call run with a recomputing backward (`output_groups`), and what its hooks
+    need to compute the gradients of the tensors those outputs depend on.
+
+    The hooks on the outputs note the gradients reaching them in a backward pass; the hook on the tensor packing
+    the differentiable tensors runs last in the pass (every output's gradient reaches it through the link) and
+    replaces the zeros it receives by the product program's result."""
+
+    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
+                 "forward_state")
+
+    def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
+                 parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
+                 forward_state: "_ForwardState") -> None:
+        self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
+            parameters
+        self.output_shapes = output_shapes  # of every differentiable output of the call (shared by its groups)
+        self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
+        self.forward_state = forward_state
+
+    def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
+        def note(grad: paddle.Tensor) -> None:
+            if not self.output_grads:
+                # A pass may end before the inputs' hook runs (``paddle.grad`` of an output itself): what it
+                # noted must not reach the next pass.
+                _add_backward_final_hook(self.output_grads.clear)
+            self.output_grads[index] = grad
+
+        return note
+
+    def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
+        """The hook on the packed tensors. Under ``create_graph``, the zeros it gets are made by recorded ops
+        (`_zero_of`: they have a grad node, they are no leaf), else by none: the only sign of it a hook has (it
+        runs in the ambient grad mode)."""
+        create_graph = not zeros.is_leaf
+        output_grads = dict(self.output_grads)
+        self.output_grads.clear()  # (the next pass notes its own)
+        self.forward_state.check_unchanged(
+            self.program, [i for i, grad in output_grads.items() if grad is not None and grad._is_initialized()])
+        grads = []
+        metas = self.program.sir.metas
+        for index, shape in self.output_shapes.items():
+            grad = output_grads.get(index)
+            if grad is None or not grad._is_initialized():  # (not in the group, or no gradient in this pass)
+                grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
+            grads.append(grad)
+        state_now = paddle.get_rng_state()
+        paddle.set_rng_state(self.forward_state.random_state)
+        try:
+            return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
+                                                         create_graph))
+        finally:
+            paddle.set_rng_state(state_now)
+
+
+# Statements whose gradient does not read the values of their inputs (by target: a callable for ``api``, a name
+# for ``method``): an input reaching only such statements may change in place after the call, the recomputed
+# gradient stays eager's. ``mul``/``truediv`` only by a number (`_reads_values`).
+_VALUE_FREE_GRADIENTS: frozenset = frozenset([
+    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, operator.getitem,
+    paddle.add, paddle.subtract, paddle.reshape, paddle.transpose, paddle.concat, paddle.stack, paddle.sum,
+    paddle.mean, paddle.flatten, paddle.squeeze, paddle.unsqueeze, paddle.cast, paddle.assign, paddle.clone,
+    paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "__getitem__", "reshape",
+    "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "astype", "cast", "clone", "expand",
+    "broadcast_to", "tile", "scale", "split", "chunk",
+])
+_BY_A_NUMBER = frozenset([operator.mul, operator.imul, operator.truediv, operator.itruediv, "__mul__", "__rmul__",
+                          "__imul__", "__truediv__", "__itruediv__"])
+
+
+def _reads_values(stmt: Statement) -> bool:
+    """Whether the gradient of ``stmt`` may read the values of its inputs (True when not known)."""
+    if stmt.kind not in ("api", "method"):
+        return True
+    try:
+        if stmt.target in _VALUE_FREE_GRADIENTS:
+            return False
+        if stmt.target in _BY_A_NUMBER:
+            return sum(isinstance(arg, Symbol) for arg in stmt.args) != 1
+    except TypeError:  # (an unhashable target)
+        return True
+    return True
+
+
+def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
+    """Per output of ``sir``, the indexes of the inputs whose values its gradient may depend on: the inputs
+    from which the operands of a statement reading values (`_reads_values`) are computed, among the statements
+    the output's gradient flows through (back through values requiring grad, as `version_check.saved_by_reach`
+    follows it)."""
+    # The inputs each symbol is computed from (statements are in order: operands come first).
+    sources: dict[Symbol, frozenset[int]] = {symbol: frozenset([i]) for i, symbol in enumerate(sir.inputs)}
+    for stmt in sir.statements:
+        found = frozenset().union(*(sources.get(operand, frozenset()) for operand in stmt.inputs()))
+        for symbol in stmt.output_symbols():
+            sources[symbol] = found
+    producer = producers(sir)
+    return [frozenset().union(*(sources.get(operand, frozenset())
+                                for stmt in statements_reached(sir, output, producer) if _reads_values(stmt)
+                                for operand in stmt.inputs()))
+            for output in sir.outputs]
+
+
+class _ForwardState:
+    """What the recomputation of a call needs to find as the forward left it: the random generators' state
+    (the same dropout masks; put back after, as eager's backward draws nothing), and unchanged (their inplace
+    versions) the held parameters and the inputs whose values the gradients of the outputs reached read (the
+    forward is computed again from them)."""
+
+    __slots__ = ("random_state", "versions", "parameter_versions")
+
+    def __init__(self, inputs: list, read: frozenset[int], parameters: tuple[paddle.Tensor, ...]) -> None:
+        self.random_state = paddle.get_rng_state()
+        self.versions = {index: (inputs[index], inputs[index]._inplace_version()) for index in read}
+        self.parameter_versions = [(p, p._inplace_version()) for p in parameters]
+
+    def check_unchanged(self, program: "CompiledProgram", outputs_reached: list[int]) -> None:
+        read_by_output = program.inputs_read_by_gradients
+        watched = [self.versions[i] for i in frozenset().union(*(read_by_output[o] for o in outputs_reached))]
+        for tensor, version in watched + self.parameter_versions:
+            if tensor._inplace_version() != version:
+                raise SotError(
+                    f"sot: a tensor graph {program.sir.name} read ({tensor.name or 'unnamed'}, {list(tensor.shape)}) "
+                    f"was changed in place after the call and before this backward pass; its backward recomputes "
+                    f"the forward from the tensors it read (so that it can be differentiated again and taken "
+                    f"more than once), which needs their values at the call")
+
+
+def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
+                  ) -> list[tuple[list[int], list[int]]]:
+    """The differentiable outputs of ``sir`` grouped by the differentiable tensors they may depend on, as
+    (output indexes, indexes into ``[inputs at grad_positions..., parameters...]``). Each group gets a link of
+    its own: a tensor no output depends on gets no gradient (None, as in eager, not zeros), and ``paddle.grad``
+    of an output does not reach what it does not depend on. A statement whose parameters are not known for sure
+    depends on all of them (zeros instead of None at worst, never a missing gradient)."""
+    everything = frozenset(range(len(grad_positions), len(grad_positions) + len(parameters)))
+    parameter_index = {id(p): len(grad_positions) + i for i, p in enumerate(parameters)}
+    depends: dict[Symbol, frozenset[int]] = {sir.inputs[position]: frozenset([k])
+                                              for k, position in enumerate(grad_positions)}
+    for stmt in sir.statements:
+        found = _parameters_read(stmt, parameter_index, everything)
+        for symbol in stmt.inputs():
+            found = found | depends.get(symbol, frozenset())
+        for symbol in stmt.output_symbols():
+            depends[symbol] = frozenset() if sir.metas[symbol].stop_gradient else found
+    groups: dict[frozenset[int], list[int]] = {}
+    every_tensor = frozenset(range(len(grad_positions) + len(parameters)))
+    for index, symbol in enumerate(sir.outputs):
+        if not sir.metas[symbol].stop_gradient:
+            # (a differentiable output depending on nothing known: linked to everything, to be safe)
+            groups.setdefault(depends.get(symbol) or every_tensor, []).append(index)
+    return [(outputs, sorted(members)) for members, outputs in groups.items()]
+
+
+def _parameters_read(stmt: Statement, parameter_index: dict[int, int], everything: frozenset[int]
+                     ) -> frozenset[int]:
+    """The parameters a statement may read (indexes as in `output_groups`): those of the built-in layer it
+    calls; all of them for a PyLayer, a nested graph, a layer with forward hooks (which may read any), or a
+    tensor constant among its arguments."""
+    target = stmt.target
+    if isinstance(target, LayerCall):
+        layer = target.layer
+        if target.run_hooks and any(sub._forward_pre_hooks or sub._forward_post_hooks
+                                    for sub in layer.sublayers(include_self=True)):
+            return everything
+        return frozenset(parameter_index[id(p)] for p in layer.parameters() if id(p) in parameter_index)
+    if stmt.kind in ("pylayer", "call") or any(isinstance(leaf, paddle.Tensor)
+                                                for leaf in leaves((stmt.args, stmt.kwargs))):
+        return everything
+    return frozenset()
+
+
+def _packed(tensors: list) -> paddle.Tensor:
+    """The tensors flattened into one (a new node, even for one tensor: its hook must see only this call's
+    gradient). (Here and below ``_C_ops``: their Python wrappers would cost several times more.)"""
+    if len(tensors) == 1:
+        return _C_ops.reshape(tensors[0], [-1])
+    return _C_ops.concat([_C_ops.reshape(t, [-1]) for t in tensors], 0)
+
+
+def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
+    """+0.0 computed from ``packed`` so that gradients reach it: subtracted, it leaves every value as it is (an
+    added +0.0 would turn -0.0 into +0.0). The square of the sum of none of its values: the gradient of the
+    square depends on the value itself, so under ``create_graph`` the ops making the gradient are recorded
+    (`_RecomputedCall.input_gradient` reads that). (The square is of the sum, a tensor of its own: the empty
+    slice is a view of the inputs, whose later in-place changes would make a multiply keeping it refuse.)"""
+    nothing = _C_ops.sum(_C_ops.slice(packed, [0], [0], [0], [1], []), [], None, False)
+    return _C_ops.multiply(nothing, nothing)
+
+
+def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
+    """``run(inputs)`` without the program's grad node: each group of outputs (`output_groups`) reaches the
+    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed), whose gradient,
+    zeros, the hooks replace by the product program's. ``fed``: the inputs as the program is fed them (the views
+    of `compile._fed`, through which gradients reach the inputs). None when the tensors of a group have several
+    dtypes (they cannot be packed into one)."""
+    grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
+    parameters = program.held_parameters()
+    differentiable = [fed[i] for i in grad_positions] + list(parameters)
+    groups = program.output_groups(grad_positions, parameters)
+    for _, members in groups:
+        dtype = differentiable[members[0]].dtype
+        if any(differentiable[k].dtype != dtype for k in members):
+            return None
+    read = frozenset().union(*(program.inputs_read_by_gradients[index] for grouped, _ in groups for index in grouped))
+    forward_state = _ForwardState(inputs, read, parameters)
+    _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
+    try:
+        outputs = list(run(inputs))
+    finally:
+        _set_has_grad(True)  # (only a call recording gradients comes here)
+    output_shapes = {index: outputs[index].shape for grouped, _ in groups for index in grouped}
+    for grouped, members in groups:
+        call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in members if k < len(grad_positions)),
+                               tuple(parameters[k - len(grad_positions)] for k in members
+                                     if k >= len(grad_positions)), output_shapes, forward_state)
+        packed = _packed([differentiable[k] for k in members])
+        packed._register_grad_hook(call.input_gradient)
+        connector = _zero_of(packed)
+        for index in grouped:
+            output = outputs[index]
+            linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
+                                     _C_ops.cast(connector, output.dtype))
+            linked._register_grad_hook(call.output_hook(index))
+            outputs[index] = linked
+    mark_outputs(outputs, recomputed=True)
+    return outputs
