@@ -98,6 +98,8 @@ FUNCTION_CLOSURE = 0x08
 #: 3.10: ``try``/``with`` push entries on a block stack (``SETUP_*``/``POP_BLOCK``); 3.11+ use an exception
 #: table instead, and code may be entered anywhere.
 HAS_BLOCK_STACK = PY < (3, 11)
+#: The instruction entering a ``with`` block, right after its manager is made.
+WITH_ENTRY = "SETUP_WITH" if PY < (3, 11) else "BEFORE_WITH"
 #: How many instructions after its target an exhausted ``FOR_ITER`` skips (the ``END_FOR`` of 3.12, the
 #: ``END_FOR``/``POP_TOP`` pair of 3.13), i.e. where execution really continues.
 FOR_ITER_EXIT_SKIP = {(3, 12): 1, (3, 13): 2}.get(PY, 0)

@@ -211,6 +211,23 @@ def layer_method(layer: paddle.nn.Layer, method: str, args: tuple, kwargs: dict)
     return getattr(layer, method)(*args, **kwargs)
 
 
+def set_tracer_train_mode(mode: bool) -> None:
+    """What ``Layer.train()``/``Layer.eval()`` do besides setting the layers' ``training`` flags (replayed
+    with those): the dygraph tracer's mode."""
+    from paddle.base import framework
+
+    if framework.in_dygraph_mode():
+        tracer = framework._dygraph_tracer()
+        tracer.train_mode() if mode else tracer.eval_mode()
+
+
+def set_grad_mode(enabled: bool) -> None:
+    """``paddle.set_grad_enabled(enabled)`` called as a statement in the frame, replayed after the graph."""
+    import paddle
+
+    paddle.set_grad_enabled(enabled)
+
+
 def int_tensor(value: int) -> Any:
     """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
     return _full([], value, _INT64)

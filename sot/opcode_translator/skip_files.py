@@ -17,6 +17,7 @@ import types
 from functools import lru_cache
 
 import paddle
+from paddle.utils import decorator_utils
 
 import sot
 
@@ -106,6 +107,11 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
 # Library code that is still worth inlining into the caller's graph rather than running natively: Paddle's
 # layer helpers are plain Python over tensors and Python values (masks, shape bookkeeping).
 _INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
+# Paddle's forward pre-hooks that re-parametrize a layer's weight at every call (``weight_norm``,
+# ``spectral_norm``): tensor arithmetic on the layer's parameters and a ``setattr`` of the result. Run natively
+# they would break the graph before every such layer.
+_INLINABLE_LIBRARY_FILES = tuple(_PADDLE_DIR + os.path.join("nn", "utils", name)
+                                 for name in ("weight_norm_hook.py", "spectral_norm_hook.py"))
 
 
 # Standard library functions that only move attributes between the user's own objects: inlined, so a
@@ -130,8 +136,15 @@ _INLINABLE_DATACLASS_FUNCTIONS = ("fields", "replace", "is_dataclass", "_is_data
 _INLINABLE_LIBRARY_CLASSES = (collections.UserDict, collections.abc.Mapping, collections.abc.MutableMapping,
                               collections.abc.MappingView, collections.abc.KeysView, collections.abc.ItemsView,
                               collections.abc.ValuesView)
+# ``paddle.tensor`` is an object forwarding its attributes to the module ``paddle.tensor`` (library code such as
+# ``paddle.tensor.math._multiply_with_axis`` reaches functions through it): simulated, the lookup is the module's.
+# Paddle's keyword-alias decorators (``Conv2D.forward`` takes ``input=`` for ``x=``) only rename keyword
+# arguments before calling the function they wrap, so a built-in layer's forward simulated (`simulate_forward`)
+# goes through them to its code.
 _INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (
-    functools.wraps, functools.update_wrapper,
+    functools.wraps, functools.update_wrapper, type(paddle.tensor).__getattr__,
+    decorator_utils.param_one_alias(["x", "input"])(lambda x: x),
+    decorator_utils.param_two_alias(["x", "input"], ["y", "other"])(lambda x, y: x),
     *[getattr(dataclasses, name) for name in _INLINABLE_DATACLASS_FUNCTIONS if hasattr(dataclasses, name)],
     *[member for cls in _INLINABLE_LIBRARY_CLASSES for member in vars(cls).values()
       if isinstance(member, types.FunctionType)])])
@@ -141,4 +154,6 @@ def may_inline(code: types.CodeType, globals_: dict) -> bool:
     """Whether a call of ``code`` found during simulation is simulated (inlined) rather than run natively."""
     if not should_skip(code, globals_) or code in _INLINABLE_LIBRARY_CODES:
         return True
-    return os.path.realpath(code.co_filename).startswith(_INLINABLE_LIBRARY_DIRS) and code not in _skipped_codes
+    path = os.path.realpath(code.co_filename)
+    return (path.startswith(_INLINABLE_LIBRARY_DIRS) or path in _INLINABLE_LIBRARY_FILES) and \
+        code not in _skipped_codes

@@ -113,6 +113,7 @@ class ProgramPlan:
         """``__sot_outputs = program([inputs])``, the tensors changed in place written back, then the views:
         ``__sot_views = replay([bases])`` (a view of a written-back tensor is made from the caller's tensor once
         it holds its new value and gradient node, as eager's view of the changed tensor)."""
+        graph.side_effects.emit_before_graph(codegen)
         if self.program is not None:
             codegen.call_program(self.program, [graph.inputs[s] for s in self.sir.inputs], self.sir.outputs)
         graph.side_effects.emit_tensor_write_backs(codegen)

@@ -279,6 +279,10 @@ class FunctionGraph:
         self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
         self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
+        # Tensors from outside the frame made to require gradients before the program (`_set_stop_gradient`).
+        self.made_to_require_grad: list[TensorVariable] = []
+        # Tensors from outside the frame given a gradient hook, registered after the program (`register_hook`).
+        self.hooked_tensors: list[TensorVariable] = []
         # cells of classes built during simulation -> the simulated cells they stand for (variables/classes.py)
         self.class_cells: dict[int, tuple[Any, VariableBase]] = {}
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
@@ -333,6 +337,7 @@ class FunctionGraph:
         builder.add(autograd_state_check(builder, self.state))
         self._identity_guards(builder)
         self._written_back_tensor_guards(builder)
+        self._made_to_require_grad_guards(builder)
         if len(cell_paths) > 1:
             ids = ", ".join(f"id({builder.expr_of(path)})" for path in cell_paths)
             builder.add(f"len({{{ids}}}) == {len(cell_paths)}")
@@ -428,6 +433,16 @@ class FunctionGraph:
                 if other is not var:
                     builder.add(f"not {expr}._is_shared_buffer_with({builder.expr_of(other)})")
 
+    def _made_to_require_grad_guards(self, builder: GuardBuilder) -> None:
+        """A tensor from outside the frame made to require gradients is no other tensor the frame reads: that
+        one, simulated with its own (old) flag, would be the same object with the new flag."""
+        tensors = [var for var in self._guarded.values()
+                   if isinstance(var, TensorVariable) and var.tracker.is_traceable() and var.value is not None]
+        for var in self.made_to_require_grad:
+            for other in tensors:
+                if other is not var:
+                    builder.add(f"{builder.expr_of(var)} is not {builder.expr_of(other)}")
+
     def check_not_stale(self, var: TensorVariable) -> None:
         if var.symbol in self.stale_symbols:
             raise FallbackError("a tensor that may be a view of a tensor changed in place later is used "
@@ -490,7 +505,7 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
-        if kind in ("layer", "pylayer") and self._reads_state_changed_in_frame(target):
+        if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
@@ -529,11 +544,30 @@ class FunctionGraph:
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
-    def _reads_state_changed_in_frame(self, target: Any) -> bool:
+    def layer_state_changed_in_frame(self, layer: Any) -> bool:
+        """Whether the frame changed, before calling the built-in ``layer``, state its forward reads through
+        the very variables a simulation of that forward reads: an attribute stored on the layer or a sublayer
+        (a rebound buffer, a ``training`` flag) or one of their parameters or buffers changed in place (one
+        variable per tensor from outside). Its forward is simulated then (`simulate_forward`); a change
+        through another tensor sharing memory with the layer's is not seen that way
+        (`reads_state_changed_in_frame` breaks the graph for it)."""
+        changed = self.side_effects.changed_tensors()
+        if not changed and not self.side_effects.has_attr_stores():
+            return False  # (the common case: nothing to look for in the layer's tree)
+        layers = layer.sublayers(include_self=True)
+        if self.side_effects.has_attr_stores() and any(self.side_effects.has_attrs_of(sub) for sub in layers):
+            return True
+        own = {id(tensor) for sub in layers for store in ("_parameters", "_buffers")
+               for tensor in (sub.__dict__.get(store) or {}).values() if tensor is not None}
+        return any(var.value is not None and id(var.value) in own for var in changed)
+
+    def reads_state_changed_in_frame(self, target: Any) -> bool:
         """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
-        changed in place or a buffer it rebound: the program would see the old value (both are written back
-        after it). A built-in layer reads only its own parameters and buffers (and its sublayers'); a PyLayer's
-        forward may read anything."""
+        changed in place, a buffer it rebound, or any attribute it stored on the layer or a sublayer: the program
+        would see the old value (all are written back after it). A built-in layer reads only its own parameters
+        and buffers (and its sublayers'); a PyLayer's forward may read anything."""
+        if isinstance(target, LayerCall) and self.layer_state_changed_in_frame(target.layer):
+            return True  # (e.g. a ``training`` flag ``eval()`` stored: the program would miss it)
         changed = self.side_effects.changed_tensors()
         if not changed and not self.side_effects.tensor_stored_on_a_layer():
             return False

@@ -238,6 +238,11 @@ class OpcodeExecutor:
     def peek(self, depth: int = 1) -> VariableBase:
         return self.stack[-depth]
 
+    def next_opname(self) -> str:
+        """The instruction after the one being simulated (a call's result dropped by ``POP_TOP``, a manager
+        entered by the ``with`` it was made for)."""
+        return self.instructions[self.pc].opname
+
     def jump_to(self, offset: int) -> None:
         self.pc = self._index_of_offset[offset]
 

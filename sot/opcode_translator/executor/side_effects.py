@@ -39,12 +39,22 @@ class GlobalStore:
     value: "VariableBase | None"  # None: ``del name``
 
 
+@dataclasses.dataclass
+class CallStore:
+    """``function(*args)`` run after the graph, in program order with the stores, its result dropped: a call
+    whose only effect is on objects of the caller, which nothing in the frame observes before the graph ends
+    (``tensor.register_hook(hook)`` on a tensor from outside: the hook fires in backward)."""
+    function: Any
+    args: list["VariableBase"]
+
+
 class SideEffects:
     """The effects of one translation, with an undo log for rollbacks."""
 
     def __init__(self) -> None:
-        self.stores: list[AttrStore | GlobalStore | CellStore] = []
+        self.stores: list[AttrStore | GlobalStore | CellStore | CallStore] = []
         self.mutated: dict[int, "VariableBase"] = {}  # containers from outside the frame
+        self.before_graph: list[CallStore] = []  # calls run before the program (`call_before_graph`)
         self._attrs: dict[tuple[int, str], Any] = {}
         self._globals: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
@@ -78,6 +88,22 @@ class SideEffects:
             cell.content = previous
 
         self._undo.append(undo)
+
+    def call_after_graph(self, function: Any, args: list["VariableBase"]) -> None:
+        """``function(*args)`` is replayed with the stores (see `CallStore`)."""
+        self.stores.append(CallStore(function, list(args)))
+        self._undo.append(self.stores.pop)
+
+    def call_before_graph(self, function: Any, args: list["VariableBase"]) -> None:
+        """``function(*args)`` is run before the program: a change of an object from outside the frame that the
+        program itself must see (a tensor made to require gradients before any op read it)."""
+        self.before_graph.append(CallStore(function, list(args)))
+        self._undo.append(self.before_graph.pop)
+
+    def emit_before_graph(self, codegen: "CodeGen") -> None:
+        for store in self.before_graph:
+            codegen.call_helper(store.function, store.args)
+            codegen.emit("POP_TOP")
 
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
         """``container`` is about to change; ``undo`` restores its simulated content."""
@@ -117,6 +143,22 @@ class SideEffects:
                    and (layers is None or any(store.obj.get_py_value() is layer for layer in layers))
                    for store in self.stores)
 
+    def tree_store_pending(self, layer: Any) -> bool:
+        """Whether a store still pending may change which sublayers or buffers ``layer``'s tree holds (a layer
+        assigned to an attribute of it or of a sublayer, a tensor under a name that is no buffer yet, or an
+        attribute deleted): reading the real tree would miss it."""
+        from .variables.layer import LayerVariable
+
+        members = {id(sub): sub for sub in layer.sublayers(include_self=True)}
+
+        def changes_tree(store: AttrStore) -> bool:
+            owner = members[id(store.obj.get_py_value())]
+            return store.value is None or isinstance(store.value, LayerVariable) or (
+                _is_tensor(store.value) and store.name not in (owner.__dict__.get("_buffers") or ()))
+
+        return any(isinstance(store, AttrStore) and id(store.obj.get_py_value()) in members and changes_tree(store)
+                   for store in self.stores)
+
     def has_attrs_of(self, obj: Any) -> bool:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)
@@ -138,13 +180,14 @@ class SideEffects:
         needed: list[VariableBase] = list(self.mutated.values())
         for container in self.mutated.values():
             needed += container.write_back_values()
-        needed += [s.value for s in self.stores if s.value is not None]
+        needed += [s.value for s in self.stores if not isinstance(s, CallStore) and s.value is not None]
+        needed += [arg for s in self.stores if isinstance(s, CallStore) for arg in s.args]
         needed += [s.obj for s in self.stores if isinstance(s, AttrStore)]
         needed += [s.cell.source for s in self.stores if isinstance(s, CellStore)]
         return needed
 
     def __bool__(self) -> bool:
-        return bool(self.stores or self.mutated)
+        return bool(self.stores or self.mutated or self.before_graph)
 
     def changed_tensors(self) -> list["TensorVariable"]:
         """The tensors from outside the frame changed in place: their final values are written back into them
@@ -169,7 +212,10 @@ class SideEffects:
         from ..runtime import set_cell
 
         for store in self.stores:
-            if isinstance(store, CellStore):
+            if isinstance(store, CallStore):
+                codegen.call_helper(store.function, store.args)
+                codegen.emit("POP_TOP")
+            elif isinstance(store, CellStore):
                 codegen.call_helper(set_cell, [store.cell.source, store.value])
                 codegen.emit("POP_TOP")
             elif isinstance(store, AttrStore) and store.through_object:

@@ -12,6 +12,7 @@ from . import context  # noqa: F401  (registers the auto_cast rule)
 from . import classes  # noqa: F401  (registers the rule of classes built during simulation)
 from . import itertools_rules  # noqa: F401  (registers the itertools functions)
 from . import tensor_values  # noqa: F401  (registers the Paddle predicates answered from metas)
+from . import recompute  # noqa: F401  (registers Paddle's activation recomputation)
 from . import user_mapping  # noqa: F401  (registers the rule of user dict subclasses' instances)
 
 __all__ = [

@@ -15,7 +15,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
-from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import VariableBase, VariableFactory
 
@@ -112,7 +112,9 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
 
             graph.add_guard(var)
             name_var = VariableFactory.from_value(name, graph, DummyTracker())
-            return UserFunctionVariable(fallback, graph, DummyTracker((var,))).call([var, name_var], {})
+            # (a constant: the guard on ``var`` fixes its type; a constant is also a source for the globals
+            # the function reads, which a library's ``__getattr__`` has of its own)
+            return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
@@ -272,14 +274,25 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
                               "descriptor): runs natively")
     if isinstance(obj, paddle.nn.Layer) and value is not None and type(value).__name__ == "TensorVariable":
         # Rebinding a registered buffer (``self.running = self.running * 0.9 + ...``) only replaces it in
-        # ``_buffers`` (the write-back runs ``Layer.__setattr__``); any other tensor attribute registers a new
-        # buffer (or is refused, for a parameter's name).
+        # ``_buffers``; a tensor under another name registers a new (non-persistable) buffer: both are done by
+        # the write-back, which runs ``Layer.__setattr__``. The frame reads the new value through the overlay
+        # of stores; what reads the layer's tables (``_buffers``, ``named_buffers()``, ``state_dict()``...) runs
+        # natively while the store is pending. A parameter's or sublayer's name is refused by eager.
         buffers = obj.__dict__.get("_buffers")
-        if through_object or buffers is None or name not in buffers:
-            raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} registers it: runs natively")
+        if through_object or buffers is None:
+            raise BreakGraphError(f"assigning a tensor to layer attribute {name!r} bypasses Layer.__setattr__: runs "
+                                  "natively")
         if id(buffers) in var.graph.known_objects:  # (read before: that variable would keep the old buffer)
             raise BreakGraphError(f"rebinding buffer {name!r} after reading the layer's buffer table runs natively")
-        var.graph.add_expr_guard(var, f"{name!r} in {{}}._buffers")
+        if name in buffers:
+            var.graph.add_expr_guard(var, f"{name!r} in {{}}._buffers")
+        else:
+            for table in ("_parameters", "_sub_layers"):
+                if name in (obj.__dict__.get(table) or {}):
+                    raise BreakGraphError(f"assigning a tensor to the {table[1:-1]} name {name!r} runs natively "
+                                          "(eager raises)")
+            for table in ("_buffers", "_parameters", "_sub_layers"):
+                var.graph.add_expr_guard(var, f"{name!r} not in ({{}}.__dict__.get({table!r}) or ())")
     if var.tracker.is_traceable():
         var.graph.add_guard(var)
     if value is None:

@@ -370,7 +370,45 @@ class TensorVariable(VariableBase):
                        "item assignment")
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
+        if name == "stop_gradient" and isinstance(value, ConstantVariable) and type(value.value) is bool:
+            self._set_stop_gradient(value)
+            return
         raise BreakGraphError(f"setting Tensor.{name} changes the tensor itself: runs natively")
+
+    def _set_stop_gradient(self, value: "ConstantVariable") -> None:
+        """``tensor.stop_gradient = value``. Eager marks the tensor itself: the ops that read it afterwards
+        see it with that flag, the ops that read it before keep their gradient paths. So setting the flag it
+        has (known from the guarded meta) changes nothing; marking a tensor computed in the frame as stopping
+        gradients is ``detach``: the tensor holds the detached value from here on; and a tensor from outside
+        that no op read yet is made to require gradients before the program runs, which then takes it as an
+        input requiring them. Other changes (the caller's tensor stopping gradients, a computed tensor made a
+        leaf whose ``.grad`` backward fills) run natively."""
+        graph = self.graph
+        graph.add_guard(value)
+        self._used_meta()
+        if self.meta.stop_gradient == value.value:
+            return
+        if self.value is None and value.value:
+            detached = graph.call_tensor_op("method", "detach", "detach", [self], {})
+            self.rebind(detached.symbol, detached.meta)
+            return
+        if self.value is None or value.value or self.is_rebound or self.symbol in graph.inputs:
+            which = "a tensor computed in the frame" if self.value is None else self.tracker.describe()
+            raise BreakGraphError(f"setting stop_gradient={value.value} on {which} changes its autograd state "
+                                  "where the graph cannot: runs natively")
+        previous = (self.symbol, self.meta, self.history)
+        self.meta = MetaInfo(self.meta.shape, self.meta.dtype, False)
+        self.symbol = graph.new_symbol(self.meta)
+        self.history = [self.symbol]
+        graph.made_to_require_grad.append(self)
+        graph.side_effects.call_before_graph(setattr, [self, ConstantVariable("stop_gradient", graph, DummyTracker()),
+                                                       value])
+
+        def undo() -> None:
+            self.symbol, self.meta, self.history = previous
+            graph.made_to_require_grad.remove(self)
+
+        graph.side_effects.on_rollback(undo)
 
     def unpack(self) -> list[VariableBase]:
         if not self.meta.shape or self.meta.shape[0] < 0:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..tracker import DummyTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
@@ -108,6 +108,54 @@ def _counterpart_argument(args: list[VariableBase], kwargs: dict[str, VariableBa
     return args[0] if args else kwargs["shape_or_dtype"]
 
 
+def _register_hook_after_graph(tensor: TensorVariable, args: list[VariableBase],
+                               kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``tensor.register_hook(hook)`` recorded as a side effect replayed after the graph, when that is what
+    eager does: the tensor comes from outside the frame (an input, a parameter), so the gradient reaching it
+    in backward is the program's, whenever the hook was registered before backward; it requires gradients
+    (guarded; else eager raises: the call runs natively); the handle returned is dropped by the very next
+    instruction (a kept handle would be needed before the replay). A later in-place change of the tensor
+    breaks the graph (see `apply_in_place`). Otherwise the graph breaks with the reason."""
+    graph = tensor.graph
+    executor = graph.current_executor
+    if kwargs or len(args) != 1:
+        raise BreakGraphError("Tensor.register_hook() with other than one hook argument runs natively")
+    if tensor.value is None or not tensor.tracker.is_traceable() or tensor.is_rebound:
+        raise BreakGraphError("a gradient hook on a tensor computed in the frame: no Python hook sees a gradient "
+                              "inside a program, so the graph ends there (register it on an input, or after "
+                              "forward, to keep one graph)")
+    if executor.next_opname() != "POP_TOP":
+        raise BreakGraphError("Tensor.register_hook() whose handle is kept runs natively")
+    graph.add_guard(tensor)  # (its stop_gradient among the meta)
+    if tensor.meta.stop_gradient:
+        raise BreakGraphError("Tensor.register_hook() on a tensor that stops gradients runs natively (eager raises)")
+    graph.side_effects.call_after_graph(paddle.Tensor.register_hook, [tensor, args[0]])
+    graph.hooked_tensors.append(tensor)
+    graph.side_effects.on_rollback(graph.hooked_tensors.pop)
+    return ConstantVariable(None, graph, DummyTracker())  # (the handle: dropped, see above)
+
+
+def _set_value(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .inplace import set_value
+
+    return set_value(tensor, args, kwargs)
+
+
+def _is_dist(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    from .tensor_values import is_dist_value
+
+    if args or kwargs:
+        raise BreakGraphError("Tensor.is_dist() with arguments runs natively (eager raises)")
+    return is_dist_value(tensor)
+
+
+# Tensor methods simulated by a rule of their own: ``rule(tensor, args, kwargs)`` gives the result.
+_TENSOR_METHOD_RULES: dict[str, Callable[[TensorVariable, list[VariableBase], dict[str, VariableBase]],
+                                         VariableBase]] = {
+    "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist,
+}
+
+
 class TensorMethodVariable(CallableVariable):
     """``tensor.method`` bound during simulation: one ``method`` SIR statement per call."""
 
@@ -121,10 +169,9 @@ class TensorMethodVariable(CallableVariable):
 
         if self.name in META_METHODS:
             return meta_method_value(self.tensor, self.name, args, kwargs)
-        if self.name == "set_value":
-            from .inplace import set_value
-
-            return set_value(self.tensor, args, kwargs)
+        rule = _TENSOR_METHOD_RULES.get(self.name)
+        if rule is not None:
+            return rule(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
             raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
@@ -1130,12 +1177,14 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     from .function import UserFunctionVariable
 
     obj = var.value
-    from .context import GradModeVariable, grad_mode_for_class
+    from .context import GradModeVariable, grad_mode_for_class, set_grad_enabled_block
 
     mode = grad_mode_for_class(obj)
     if mode is not None and not args and not kwargs:
         var.graph.add_guard(var)
         return GradModeVariable(mode, var.graph)
+    if obj is paddle.set_grad_enabled:
+        return set_grad_enabled_block(var, args, kwargs)
     if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "builtins":
         # Building a builtin exception (``assert x, "msg"``, ``raise ValueError(...)``) has no side effect.
         folded = constant_fold(obj, var.graph, args, kwargs)
@@ -1172,7 +1221,9 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__
-        return UserFunctionVariable(call, var.graph, DummyTracker((var,))).call([var, *args], kwargs)
+        # A constant, then, and a source for the globals it reads (a library's ``__call__``, such as
+        # ``WeightNorm``'s, has globals of its own, which the guard must reach).
+        return UserFunctionVariable(call, var.graph, ConstTracker(call)).call([var, *args], kwargs)
     raise BreakGraphError(f"call of {getattr(obj, '__qualname__', None) or type(obj).__name__} runs natively "
                           "(not simulated)")
 

@@ -71,6 +71,34 @@ class GradModeExitVariable(VariableBase):
         codegen.call(1)
 
 
+def set_grad_enabled_block(var: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase]
+                           ) -> VariableBase:
+    """``paddle.set_grad_enabled(mode)``. Its constructor switches the mode at once, its ``__enter__`` does
+    nothing and its ``__exit__`` restores the mode it found. Made for the ``with`` right after it, it is the
+    block of ``no_grad()`` or ``enable_grad()``; called as a statement (its object dropped), it switches the
+    simulated mode from here on, and the real one after the graph (replayed)."""
+    from ...pyversion import WITH_ENTRY
+    from ...runtime import set_grad_mode
+
+    graph = var.graph
+    given = [*args, *kwargs.values()]
+    following = graph.current_executor.next_opname()
+    if len(given) != 1 or kwargs.keys() - {"mode"} or not isinstance(given[0], ConstantVariable) or \
+            type(given[0].value) is not bool or following not in (WITH_ENTRY, "POP_TOP"):
+        raise BreakGraphError("paddle.set_grad_enabled() with a mode that is no constant bool, or kept, runs "
+                              "natively")
+    graph.add_guard(var)
+    graph.add_guard(given[0])
+    mode = given[0].value
+    if following == WITH_ENTRY:
+        return GradModeVariable(mode, graph)
+    previous = graph.grad_mode
+    graph.grad_mode = mode
+    graph.side_effects.on_rollback(lambda: setattr(graph, "grad_mode", previous))
+    graph.side_effects.call_after_graph(set_grad_mode, [ConstantVariable(mode, graph, DummyTracker())])
+    return ConstantVariable(None, graph, DummyTracker())  # (the manager object: dropped)
+
+
 def grad_mode_for_class(cls: Any) -> bool | None:
     """The grad mode a Paddle grad-mode class switches to, or None for other classes."""
     try:

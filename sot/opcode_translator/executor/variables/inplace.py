@@ -183,6 +183,10 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
     views = _views(target, op)
     if fn is None:
         _break_natively(views, f"in-place {op} has no out-of-place form in the graph: runs natively")
+    if any(hooked is target for hooked in graph.hooked_tensors):
+        # (the hook, registered in eager before the change, sees the gradient of the changed tensor: its
+        # registration, replayed after the graph, would follow the change instead)
+        _break_natively(views, f"in-place {op} on a tensor whose gradient hook the frame registered runs natively")
     if _is_leaf_requiring_grad(target):
         _break_natively(views, f"in-place {op} on a leaf tensor that requires grad runs natively (eager raises "
                                "unless under no_grad, where later uses must reach the leaf's gradient)")

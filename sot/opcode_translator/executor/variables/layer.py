@@ -16,7 +16,7 @@ from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.layer_signature import layer_config
 from ....symbolic.sir import layer_call
 from ..side_effects import ABSENT
-from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable
@@ -48,6 +48,20 @@ def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
     return is_builtin_forward(getattr(type(layer), "forward", None))
 
 
+def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
+                     kwargs: dict[str, VariableBase]) -> VariableBase:
+    """A built-in layer's ``forward`` simulated (inlined, as Paddle's layer code may be) instead of recorded as
+    one ``layer`` statement: for a layer whose state the frame changed before the call (a ``weight_norm``
+    pre-hook rebinds ``weight`` at every call, ``eval()`` stores ``training`` flags). The statement's program
+    would hold the old state; simulated, ``self.weight`` reads the new one (see
+    `FunctionGraph.layer_state_changed_in_frame`)."""
+    from .function import UserFunctionVariable
+
+    layer_var.graph.add_guard(layer_var)  # (its type fixes its class's forward: a constant)
+    function = UserFunctionVariable(forward, layer_var.graph, ConstTracker(forward))
+    return function.call([layer_var, *args], kwargs)
+
+
 class BuiltinForwardVariable(CallableVariable):
     """The ``forward`` of a built-in layer class bound to a layer of a user subclass: ``super().forward``
     inside ``class Scaled(nn.Linear)``. Called, it is one ``layer`` statement running that class's forward
@@ -60,11 +74,13 @@ class BuiltinForwardVariable(CallableVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         layer_var = self.layer_var
+        if self.graph.layer_state_changed_in_frame(layer_var.value):
+            return simulate_forward(layer_var, self.cls.forward, args, kwargs)
+        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         # The program calls this very layer (its parameters, its attributes): guarded by identity.
         layer_var.needs_identity = True
         layer_var.in_program = True
         self.graph.add_guard(layer_var)
-        target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
                                          list(args), dict(kwargs))
 
@@ -203,10 +219,12 @@ class LayerVariable(ObjectVariable):
                 value = child.call([value], {})
             return value
         if is_builtin_layer(layer):
-            self.needs_identity = True
-            self.in_program = True
+            if graph.layer_state_changed_in_frame(layer):
+                return simulate_forward(self, type(layer).forward, args, kwargs)
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
+            self.needs_identity = True
+            self.in_program = True
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)
@@ -215,6 +233,9 @@ class LayerVariable(ObjectVariable):
         if name in STRUCTURE_METHODS and _is_paddles_own(self.value, name) and \
                 self.graph.side_effects.lookup_attr(self.value, name) is ABSENT:
             return LayerStructureMethodVariable(self, name)
+        if name in MODE_METHODS and _is_paddles_own(self.value, name) and \
+                self.graph.side_effects.lookup_attr(self.value, name) is ABSENT:
+            return LayerModeMethodVariable(self, name)
         return super().getattr(name)
 
     def __repr__(self) -> str:
@@ -310,13 +331,27 @@ def _is_paddles_own(layer: paddle.nn.Layer, name: str) -> bool:
             and inspect.getattr_static(type(layer), name, None) is inspect.getattr_static(paddle.nn.Layer, name))
 
 
-class LayerStructureMethodVariable(VariableBase):
-    """``layer.named_parameters`` (or another of `STRUCTURE_METHODS`), bound to a layer of the frame."""
+class LayerMethodVariable(VariableBase):
+    """A method of ``paddle.nn.Layer`` simulated by a rule of its own, bound to a layer of the frame."""
 
     def __init__(self, layer_var: LayerVariable, name: str) -> None:
         super().__init__(layer_var.graph, DummyTracker((layer_var,)))
         self.layer_var = layer_var
         self.name = name
+
+    def children(self) -> list[VariableBase]:
+        return [self.layer_var]
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
+        codegen.load_attr(self.name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name} of {self.layer_var!r})"
+
+
+class LayerStructureMethodVariable(LayerMethodVariable):
+    """``layer.named_parameters`` (or another of `STRUCTURE_METHODS`), bound to a layer of the frame."""
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from ...runtime import layer_method, layer_structure, layer_tree_fingerprint
@@ -328,6 +363,9 @@ class LayerStructureMethodVariable(VariableBase):
         if not layer_var.tracker.is_traceable() or not all(isinstance(v, ConstantVariable) for v in operands):
             # (a layer made in the frame, or ``state_dict(destination=...)`` filling a dict of the caller)
             raise BreakGraphError(f"Layer.{name}() with these arguments runs natively")
+        if graph.side_effects.tree_store_pending(layer_var.value):
+            raise BreakGraphError(f"Layer.{name}() after the frame assigned a sublayer or a new buffer (or deleted "
+                                  "an attribute) runs natively")
         for var in operands:
             graph.add_guard(var)
         py_args = tuple(v.value for v in args)
@@ -371,15 +409,51 @@ class LayerStructureMethodVariable(VariableBase):
             DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))]
         return IteratorVariable(lazy(lambda: items), graph, f"generator Layer.{name}", (layer_method, rebuild_args))
 
-    def children(self) -> list[VariableBase]:
-        return [self.layer_var]
 
-    def _reconstruct_computed(self, codegen: Any) -> None:
-        codegen.reconstruct(self.layer_var)  # (the call then runs natively: a graph break)
-        codegen.load_attr(self.name)
+# -- mode switches: train() and eval() ---------------------------------------------------------------------
+MODE_METHODS = frozenset({"train", "eval"})
 
-    def __repr__(self) -> str:
-        return f"LayerStructureMethodVariable({self.name} of {self.layer_var!r})"
+
+class LayerModeMethodVariable(LayerMethodVariable):
+    """``layer.train`` or ``layer.eval`` (Paddle's own), bound to a layer of the frame. Called, it is what
+    Paddle's method does, as side effects replayed after the graph: the ``training`` flag of the layer and of
+    each of its sublayers is stored (so the frame reads the new flags from then on, and the built-in layers
+    it calls afterwards run their forward simulated with them, see `simulate_forward`), and the dygraph
+    tracer's mode is set. Returns the layer."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from ...runtime import set_tracer_train_mode
+
+        graph, layer_var = self.graph, self.layer_var
+        value = _mode_argument(self.name, args, kwargs)
+        if value is None or not layer_var.tracker.is_traceable():
+            raise BreakGraphError(f"Layer.{self.name}() with these arguments (or on a layer made in the frame) runs "
+                                  "natively")
+        if graph.side_effects.tree_store_pending(layer_var.value):
+            raise BreakGraphError(f"Layer.{self.name}() after the frame assigned a sublayer or a new buffer (or "
+                                  "deleted an attribute) runs natively")
+        mode = ConstantVariable(value, graph, DummyTracker())
+        graph.side_effects.call_after_graph(set_tracer_train_mode, [mode])
+        sublayers = LayerStructureMethodVariable(layer_var, "sublayers").call([], {})
+        for var in [layer_var, *sublayers.items]:
+            var.setattr("training", mode)
+        return layer_var
+
+
+def _mode_argument(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> bool | None:
+    """The mode ``layer.<name>(*args, **kwargs)`` sets; None when it is not a known bool (eager raises then:
+    ``train(mode)`` takes a bool, ``eval()`` nothing). An argument given is guarded."""
+    given = [*args, *kwargs.values()]
+    if name == "eval":
+        return None if given else False
+    if len(given) > 1 or kwargs.keys() - {"mode"}:
+        return None
+    if not given:
+        return True
+    if not isinstance(given[0], ConstantVariable) or type(given[0].value) is not bool:
+        return None
+    given[0].graph.add_guard(given[0])
+    return given[0].value
 
 
 @VariableFactory.register(65)

@@ -55,6 +55,23 @@ def meta_method_value(tensor: TensorVariable, name: str, args: list[VariableBase
     return VariableFactory.from_value(value, graph, DummyTracker((tensor, *args, *kwargs.values())))
 
 
+def is_dist_value(tensor: TensorVariable) -> VariableBase:
+    """``tensor.is_dist()`` (a tensor of auto-parallel, laid out over devices), which built-in layers ask before
+    their plain path (``Conv2D.forward``). A tensor from outside the frame answers for itself (guarded); an op
+    of the graph makes a distributed tensor only from one, so a computed tensor is not one when none of the
+    graph's inputs so far (its operands among them) is: those are guarded."""
+    graph = tensor.graph
+    sources = [tensor] if tensor.value is not None else list(graph.inputs.values())
+    answer = False
+    for source in sources:
+        dist = bool(source.value.is_dist())
+        graph.add_expr_guard(source, f"{{}}.is_dist() is {dist!r}")
+        answer = answer or dist
+    if answer and tensor.value is None:
+        raise BreakGraphError("Tensor.is_dist() of a tensor computed from a distributed one runs natively")
+    return ConstantVariable(answer, graph, DummyTracker((tensor,)))
+
+
 def meta_property_value(tensor: TensorVariable, name: str) -> VariableBase:
     """``tensor.name`` for a property of `META_PROPERTIES`, from the (guarded) meta."""
     tensor._used_meta()
