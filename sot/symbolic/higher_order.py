@@ -383,7 +383,9 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             output = outputs[index]
             linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
                                      _C_ops.cast(connector, output.dtype))
+            # The note is on the link, not on the tensor the caller gets: hooks the caller registers on that
+            # (at a graph break) run first, and the gradient they return is the one eager's backward uses.
             linked._register_grad_hook(call.output_hook(index))
-            outputs[index] = linked
+            outputs[index] = _C_ops.assign(linked)
     mark_outputs(outputs, recomputed=True)
     return outputs

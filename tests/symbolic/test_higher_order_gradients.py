@@ -444,3 +444,18 @@ def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
         x.scale_(3.0)
     with pytest.raises(Exception, match="changed in place after the call and before this backward pass"):
         out.sum().backward()
+
+
+def test_a_hook_the_caller_registers_on_an_output_changes_the_input_gradient(compile_all):
+    """A hook the caller puts on an output (here outside the translated function; at a graph break alike)
+    returns the gradient eager's backward goes on with: the recomputed input gradient starts from it, not from
+    what reached the output before the hook."""
+
+    def pictures(function):
+        x = _sample(3, (2, 3))
+        out = function(x, x * 1.0)[0]
+        out.register_hook(lambda grad: grad * 3.0)
+        out.sum().backward()
+        return [x.grad.numpy()]
+
+    _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
