@@ -14,7 +14,7 @@ import paddle
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.sir import MetaInfo, Symbol
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
-from .base import VariableBase, VariableFactory
+from .base import HEAPTYPE, VariableBase, VariableFactory
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -103,9 +103,9 @@ def is_plain_instance(obj: Any) -> bool:
     """An instance of a user-defined class: what it holds is guarded attribute by attribute, so its type
     is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
     cls = type(obj)
-    return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
-                                                                         types.MethodType, paddle.nn.Layer,
-                                                                         enum.Enum))
+    return (bool(cls.__flags__ & HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                                                        types.MethodType, paddle.nn.Layer,
+                                                                        enum.Enum))
             and (hasattr(obj, "__dict__") or _keeps_attributes_in_slots(cls)))  # an enum member is a singleton
 
 
@@ -113,10 +113,7 @@ def _keeps_attributes_in_slots(cls: type) -> bool:
     """A Python class (every class of its MRO but ``object``) whose instances hold their attributes in
     ``__slots__`` (``@dataclass(slots=True)``): read one by one through the slots' descriptors, and guarded so."""
     mro = cls.__mro__[:-1]
-    return all(klass.__flags__ & _HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
-
-
-_HEAPTYPE = 1 << 9
+    return all(klass.__flags__ & HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
 
 
 class ObjectVariable(VariableBase):
