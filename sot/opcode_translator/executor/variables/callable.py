@@ -1363,9 +1363,12 @@ def _super(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, V
     executor = graph.current_executor
     code = executor.code
     cell = executor.cells.get("__class__")
-    if cell is None or cell.content is None or not code.co_argcount:
-        raise UserCodeError("user code raised RuntimeError: super(): __class__ cell not found",
-                            original=RuntimeError("super(): __class__ cell not found"))
+    # (the interpreter's checks, in its order)
+    problem = ("no arguments" if not code.co_argcount else "__class__ cell not found" if cell is None
+               else "empty __class__ cell" if cell.content is None else None)
+    if problem is not None:
+        raise UserCodeError(f"user code raised RuntimeError: super(): {problem}",
+                            original=RuntimeError(f"super(): {problem}"))
     first = code.co_varnames[0]
     self_var = executor.locals.get(first)
     if self_var is None and first in executor.cells:
