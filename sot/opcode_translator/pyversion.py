@@ -346,6 +346,13 @@ def emit_prologue(emit: Emit, n_freevars: int, cellvars: Sequence[str], cell_var
 
 
 @functools.lru_cache(maxsize=256)
+def super_without_positional_parameter(code: types.CodeType) -> bool:
+    """``code`` may call ``super()`` without arguments though it has no positional parameter (``def f(*args)``,
+    a nested function of a method): eager raises ``RuntimeError``; a function entered somewhere else in it (a
+    resume function, whose first locals are the stack it receives) would find an instance."""
+    return "__class__" in code.co_freevars and code.co_argcount == 0 and "super" in code.co_names
+
+
 def argumentless_super_offsets(code: types.CodeType) -> frozenset[int]:
     """The offsets of the ``super()`` calls without arguments of ``code`` (3.12+: their ``LOAD_SUPER_ATTR``;
     before, the ``LOAD_GLOBAL super`` of the call). Such a call finds its class and instance implicitly, in

@@ -119,6 +119,9 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     (after its own), so the function is made with the very cells of the frame it continues (closures made
     before the entry share them, as in the original frame); they are then never received as ``live``
     arguments."""
+    if pyversion.super_without_positional_parameter(code):
+        raise FallbackError(f"{code.co_name} calls super() without positional parameters (a RuntimeError in "
+                            f"eager): entered at an offset, it would take its first local as the instance")
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)

@@ -593,6 +593,21 @@ def test_dict_views_are_live_views_of_their_own_type(compile_all):
     check(fn, lambda: (T(3), {"r": 1, "s": 2}))
 
 
+def test_membership_in_views_holding_tensors_compares_as_eager(compile_all):
+    """``t in d.values()`` / ``(k, t) in d.items()`` with tensors: the operator was recorded on the view as a
+    tensor op, whose run crashed the process (a segmentation fault)."""
+
+    def fn(x, d):
+        d["c"] = x * 2
+        computed = d["c"]
+        return (x in d.values(), computed in d.values(), ("c", computed) in d.items(), ("z", x) in d.items(),
+                ("b", 1) in d.items(), ("a",) in d.items(), ("a", x) in d.items())
+
+    inputs = T(3)
+    # (a scan compares the tensors it passes with ``==``, whose truth breaks the graph as ``bool`` does)
+    check(fn, lambda: (inputs, {"a": inputs, "b": 1}), lambda: (T(3), {"a": T(3, seed=1), "b": 1}), breaks=None)
+
+
 def test_subscripting_a_dict_view_is_the_eager_error(compile_all):
     def fn(x):
         return {"a": x}.keys()[0]

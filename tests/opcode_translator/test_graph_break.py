@@ -1089,6 +1089,35 @@ def test_super_without_arguments_after_a_break_is_the_instance_s(method):
     assert sot.stats().fallbacks == 0
 
 
+class _NoPositionalParameter(_Base):
+    """``super()`` in a function without positional parameters raises ``RuntimeError`` in eager."""
+
+    def scale(*args):
+        y = args[1] + 1
+        psdb.breakgraph()
+        return super().scale(y)  # (a resume function's first local is the stack it receives: not an instance)
+
+    def scale_without_break(*args):
+        return super().scale(args[1])
+
+    def scale_in_a_nested_function(self, x):
+        def nested():
+            return super().scale(x)
+
+        return nested()
+
+
+@pytest.mark.parametrize("method", ["scale", "scale_without_break", "scale_in_a_nested_function"])
+def test_super_without_arguments_in_a_function_without_positional_parameters_is_the_eager_error(method):
+    x = pos(3)
+    with pytest.raises(RuntimeError) as eager:
+        getattr(_NoPositionalParameter(), method)(x)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as translated:
+            sot.symbolic_translate(getattr(_NoPositionalParameter(), method))(x)
+        assert str(translated.value) == str(eager.value)
+
+
 def test_a_loop_with_a_break_reading_a_free_variable():
     """The loop's body function gets the frame's closure: a free variable read in it is not a local to pass."""
     scale = pos(3, seed=4)

@@ -123,8 +123,9 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
                 succ.append(index_of[target])
         successors.append(succ)
     effects = [_effects(instr) for instr in instructions]
-    for i, instr in enumerate(instructions):  # ``super()`` reads the first argument implicitly
-        if instr.offset in pyversion.argumentless_super_offsets(code):
+    super_offsets = pyversion.argumentless_super_offsets(code)  # (``super()`` reads the first argument)
+    for i, instr in enumerate(instructions):
+        if instr.offset in super_offsets:
             effects[i].append((True, code.co_varnames[0]))
     live: list[frozenset[str]] = [frozenset()] * len(instructions)
     changed = True

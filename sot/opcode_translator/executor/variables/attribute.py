@@ -17,7 +17,7 @@ from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
-from .base import VariableBase, VariableFactory
+from .base import HEAPTYPE, VariableBase, VariableFactory
 
 if TYPE_CHECKING:
     from .basic import ObjectVariable
@@ -265,8 +265,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
                       and not isinstance(obj, paddle.nn.Layer) and not through_object)
     # A slot of a Python class (``__slots__``) is a plain store, replayed as such (deleting one runs natively:
     # whether it is set is not known to the simulation).
-    is_slot = isinstance(descriptor, types.MemberDescriptorType) and bool(descriptor.__objclass__.__flags__
-                                                                         & _HEAPTYPE)
+    is_slot = isinstance(descriptor, types.MemberDescriptorType) and bool(
+        descriptor.__objclass__.__flags__ & HEAPTYPE)
     if is_slot and value is None:
         raise BreakGraphError(f"deleting the slot {type(obj).__name__}.{name} runs natively")
     if custom_setattr or (not is_slot and descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
@@ -314,11 +314,8 @@ def _check_class_store(cls: type, name: str, value: VariableBase | None) -> None
         raise BreakGraphError(f"setting {cls.__name__}.{name} changes the class's behaviour: runs natively")
     if value is None:
         raise BreakGraphError(f"deleting class attribute {cls.__name__}.{name} runs natively")
-    if not cls.__flags__ & _HEAPTYPE:
+    if not cls.__flags__ & HEAPTYPE:
         raise BreakGraphError(f"setting attribute {name!r} of built-in type {cls.__name__} runs natively (fails)")
-
-
-_HEAPTYPE = 1 << 9
 
 
 def _check_deletable(var: "ObjectVariable", name: str, through_object: bool = False) -> None:

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ....errors import FallbackError
 from ..tracker import DummyTracker, Tracker
 
+# ``Py_TPFLAGS_HEAPTYPE`` in ``cls.__flags__``: a class made by a ``class`` statement (Python code), not a builtin.
+HEAPTYPE = 1 << 9
+
 if TYPE_CHECKING:
     from ...codegen import CodeGen
     from ..function_graph import FunctionGraph

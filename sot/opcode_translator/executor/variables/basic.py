@@ -14,7 +14,7 @@ import paddle
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.sir import MetaInfo, Symbol
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
-from .base import VariableBase, VariableFactory
+from .base import HEAPTYPE, VariableBase, VariableFactory
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -69,13 +69,19 @@ class ConstantVariable(VariableBase):
             return PureFunctionVariable(attr, self.graph, DummyTracker((self,)))
         return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
 
+    def check_iterable(self) -> None:
+        """Raise the eager ``TypeError`` of ``iter(value)`` (``iter(None)`` in a ``try``: the frame may catch
+        it) when the value is not iterable."""
+        try:
+            iter(self.value)
+        except TypeError as exc:
+            self.graph.add_guard(self)
+            raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+
     def iter_items(self) -> list[VariableBase]:
         self.graph.add_guard(self)
         if not isinstance(self.value, (str, bytes, range, frozenset)):
-            try:
-                iter(self.value)
-            except TypeError as exc:  # (``iter(None)`` in a ``try``: the eager error, which the frame may catch)
-                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
+            self.check_iterable()
             raise FallbackError(f"iterating over {type(self.value).__name__} is not supported")
         return [ConstantVariable(item, self.graph, DummyTracker((self,))) for item in self.value]
 
@@ -97,9 +103,9 @@ def is_plain_instance(obj: Any) -> bool:
     """An instance of a user-defined class: what it holds is guarded attribute by attribute, so its type
     is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
     cls = type(obj)
-    return (bool(cls.__flags__ & _HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
-                                                                         types.MethodType, paddle.nn.Layer,
-                                                                         enum.Enum))
+    return (bool(cls.__flags__ & HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                                                        types.MethodType, paddle.nn.Layer,
+                                                                        enum.Enum))
             and (hasattr(obj, "__dict__") or _keeps_attributes_in_slots(cls)))  # an enum member is a singleton
 
 
@@ -107,10 +113,7 @@ def _keeps_attributes_in_slots(cls: type) -> bool:
     """A Python class (every class of its MRO but ``object``) whose instances hold their attributes in
     ``__slots__`` (``@dataclass(slots=True)``): read one by one through the slots' descriptors, and guarded so."""
     mro = cls.__mro__[:-1]
-    return all(klass.__flags__ & _HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
-
-
-_HEAPTYPE = 1 << 9
+    return all(klass.__flags__ & HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
 
 
 class ObjectVariable(VariableBase):

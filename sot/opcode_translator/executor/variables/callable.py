@@ -13,7 +13,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..tracker import ConstTracker, DummyTracker, Tracker
-from .base import VariableBase, VariableFactory
+from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
 if TYPE_CHECKING:
@@ -1112,7 +1112,6 @@ def _psdb_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variable
     return PsdbVariable(value, graph, tracker) if member_of(SIMULATED, value) else None
 
 
-
 _TRACING = "changes how the interpreter traces this thread (a tracer, profiler or debugger)"
 _FRAMES = "reads the interpreter's frames (translated code runs in frames of its own)"
 
@@ -1236,11 +1235,11 @@ def is_simple_class(cls: type) -> bool:
 
     import paddle as _paddle
 
-    if type(cls) not in (type, abc.ABCMeta) or not cls.__flags__ & (1 << 9) or cls.__new__ is not object.__new__:
+    if type(cls) not in (type, abc.ABCMeta) or not cls.__flags__ & HEAPTYPE or cls.__new__ is not object.__new__:
         return False
     if issubclass(cls, (_paddle.nn.Layer, BaseException)):
         return False
-    return all(base is object or base.__flags__ & (1 << 9) for base in cls.__mro__[1:])
+    return all(base is object or base.__flags__ & HEAPTYPE for base in cls.__mro__[1:])
 
 
 def run_python_init(cls_var: ObjectVariable, obj: VariableBase, args: list[VariableBase],
@@ -1364,9 +1363,12 @@ def _super(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, V
     executor = graph.current_executor
     code = executor.code
     cell = executor.cells.get("__class__")
-    if cell is None or cell.content is None or not code.co_argcount:
-        raise UserCodeError("user code raised RuntimeError: super(): __class__ cell not found",
-                            original=RuntimeError("super(): __class__ cell not found"))
+    # (the interpreter's checks, in its order)
+    problem = ("no arguments" if not code.co_argcount else "__class__ cell not found" if cell is None
+               else "empty __class__ cell" if cell.content is None else None)
+    if problem is not None:
+        raise UserCodeError(f"user code raised RuntimeError: super(): {problem}",
+                            original=RuntimeError(f"super(): {problem}"))
     first = code.co_varnames[0]
     self_var = executor.locals.get(first)
     if self_var is None and first in executor.cells:

@@ -255,8 +255,23 @@ class DictViewVariable(VariableBase):
         return self.length() > 0
 
     def contains(self, item: VariableBase) -> VariableBase | None:
-        """``item in view``: a key lookup for ``keys()`` (the values are not read); None otherwise."""
-        return _key_membership(self.mapping, item) if self.kind == "keys" else None
+        """``item in view``: a key lookup for ``keys()`` (the values are not read); for ``items()``, the lookup
+        of the pair's key, then its value compared as the interpreter does (`same_or_equal`); else, when
+        tensors take part, a scan (never a folded or recorded ``in`` on tensors). None otherwise (folded)."""
+        if self.kind == "keys":
+            return _key_membership(self.mapping, item)
+        found = self._pair_membership(item) if self.kind == "items" else None
+        return found if found is not None else _membership_with_tensors(self, self.iter_items(), item)
+
+    def _pair_membership(self, item: VariableBase) -> VariableBase | None:
+        if not (isinstance(item, TupleVariable) and len(item.items) == 2):
+            return None
+        key_var, value = item.items
+        found = _key_membership(self.mapping, key_var)
+        if found is None or not found.value:
+            return found
+        mapping_value = self.mapping.items[dict_key(key_var)]
+        return ConstantVariable(same_or_equal(mapping_value, value), self.graph, DummyTracker((self, item)))
 
     def get_py_value(self) -> Any:
         """A real view of the same kind over a dict with the same content (so folded operations, equality
@@ -897,40 +912,44 @@ def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase
     return ConstantVariable(key in container.items, container.graph, DummyTracker((container, item)))
 
 
-def _membership_with_tensors(container: VariableBase, item: VariableBase) -> VariableBase | None:
-    """``item in seq`` for a list or tuple when tensors take part: as the interpreter scans, each element is
-    first compared by identity (known for tensors, see `same_tensor`), then by ``==`` (whose truth, for a
-    tensor, breaks the graph as ``bool(tensor)`` does)."""
+def same_or_equal(left: VariableBase, right: VariableBase) -> bool:
+    """``left is right or left == right`` as the interpreter compares the items of containers (membership,
+    sequence equality): identity first (known for tensors, see `same_tensor`), then the truth of ``==``
+    (which, for a tensor, breaks the graph as ``bool(tensor)`` does)."""
     from .basic import TensorVariable, same_tensor
     from .callable import apply_operator
     from .dunder import truth_value
 
-    if not isinstance(container, SequenceVariable) or not (
-            isinstance(item, TensorVariable) or any(isinstance(e, TensorVariable) for e in container.items)):
+    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+        if same_tensor(left, right):
+            return True
+    elif left is right:
+        return True
+    return truth_value(apply_operator(left.graph, operator.eq, [left, right]))
+
+
+def _membership_with_tensors(container: VariableBase, elements: list[VariableBase],
+                             item: VariableBase) -> VariableBase | None:
+    """``item in container`` (whose ``elements`` are scanned in order) when tensors take part, element by
+    element with `same_or_equal`; None when no tensor does (the operation is folded)."""
+    from .basic import TensorVariable
+
+    if not (isinstance(item, TensorVariable) or any(isinstance(e, TensorVariable) for e in elements)):
         return None
     graph = container.graph
     if container.tracker.is_traceable():
         graph.add_guard(container)  # (its length and items: guarded like any container read)
-    for element in container.items:
-        if isinstance(element, TensorVariable) and isinstance(item, TensorVariable):
-            identical = same_tensor(element, item)
-        else:
-            identical = element is item
-        if identical or truth_value(apply_operator(graph, operator.eq, [element, item])):
-            return ConstantVariable(True, graph, DummyTracker((container, item)))
-    return ConstantVariable(False, graph, DummyTracker((container, item)))
+    found = any(same_or_equal(element, item) for element in elements)
+    return ConstantVariable(found, graph, DummyTracker((container, item)))
 
 
 def _sequence_equality(negate: bool) -> ContainerOperator:
     """``lhs == rhs`` (or ``!=``) of two tuples or two lists when tensors take part: as the interpreter
-    compares, item by item, each pair first by identity (known for tensors, see `same_tensor`), then by
-    ``==`` (whose truth, for a tensor, breaks the graph as ``bool(tensor)`` does); then by length (lists of
-    different lengths are unequal before any item is compared)."""
+    compares, item by item with `same_or_equal`, then by length (lists of different lengths are unequal
+    before any item is compared)."""
 
     def rule(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
-        from .basic import TensorVariable, same_tensor
-        from .callable import apply_operator
-        from .dunder import truth_value
+        from .basic import TensorVariable
 
         if not (isinstance(lhs, SequenceVariable) and isinstance(rhs, SequenceVariable)
                 and issubclass(lhs.py_type, tuple) == issubclass(rhs.py_type, tuple)
@@ -945,11 +964,7 @@ def _sequence_equality(negate: bool) -> ContainerOperator:
         for left, right in zip(lhs.items, rhs.items):
             if not equal:
                 break
-            if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
-                identical = same_tensor(left, right)
-            else:
-                identical = left is right
-            equal = identical or truth_value(apply_operator(graph, operator.eq, [left, right]))
+            equal = same_or_equal(left, right)
         return ConstantVariable((equal and same_length) != negate, graph, DummyTracker((lhs, rhs)))
 
     return rule
@@ -958,7 +973,10 @@ def _sequence_equality(negate: bool) -> ContainerOperator:
 def _membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
     if isinstance(container, DictViewVariable):
         return container.contains(item)
-    return _key_membership(container, item) or _membership_with_tensors(container, item)
+    found = _key_membership(container, item)
+    if found is None and isinstance(container, SequenceVariable):
+        found = _membership_with_tensors(container, container.items, item)
+    return found
 
 
 def _set_in_place(fn: Callable[[Any, Any], Any]) -> ContainerOperator:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING, Callable, Iterator
 
-from ....errors import FallbackError, UserCodeError
+from ....errors import FallbackError
 from ..tracker import DummyTracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
@@ -77,18 +77,10 @@ def iterate(var: VariableBase) -> IteratorVariable:
             return made
     keys = getattr(var, "iter_items", None)
     if isinstance(var, ConstantVariable):  # ``iter(None)`` fails at once, not at the first ``next``
-        _check_iterable(var)
+        var.check_iterable()
     if keys is not None:
         return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
     raise FallbackError(f"iterating over {var!r} is not supported yet")
-
-
-def _check_iterable(var: ConstantVariable) -> None:
-    try:
-        iter(var.value)
-    except TypeError as exc:
-        var.graph.add_guard(var)
-        raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
 
 
 def lazy(producer: Callable[[], list[VariableBase]]) -> Iterator[VariableBase]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
-from .base import VariableBase, VariableFactory
+from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
 from .container import DictVariable, DictViewVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
 
@@ -47,16 +47,13 @@ _CHANGING_METHODS = frozenset({"__setitem__", "__delitem__", "update", "pop", "s
 def mapping_base(cls: Any) -> type | None:
     """The builtin mapping base of a user class whose instances `MappingInstanceVariable` models (plain
     metaclass, the base's own ``__new__``, every other class of the MRO a Python class), else None."""
-    if not isinstance(cls, type) or type(cls) is not type or not cls.__flags__ & _HEAPTYPE:
+    if not isinstance(cls, type) or type(cls) is not type or not cls.__flags__ & HEAPTYPE:
         return None
     base = next((klass for klass in cls.__mro__ if klass in MAPPING_BASES), None)
     if base is None or cls.__new__ is not base.__new__:
         return None
-    builtins_in_mro = {klass for klass in cls.__mro__ if not klass.__flags__ & _HEAPTYPE}
+    builtins_in_mro = {klass for klass in cls.__mro__ if not klass.__flags__ & HEAPTYPE}
     return base if builtins_in_mro <= {*MAPPING_BASES, object} else None
-
-
-_HEAPTYPE = 1 << 9
 
 
 class MappingItemTracker(Tracker):
