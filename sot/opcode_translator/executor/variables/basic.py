@@ -380,8 +380,9 @@ class TensorVariable(VariableBase):
         see it with that flag, the ops that read it before keep their gradient paths. So setting the flag it
         has (known from the guarded meta) changes nothing; marking a tensor computed in the frame as stopping
         gradients is ``detach``: the tensor holds the detached value from here on; and a tensor from outside
-        that no op read yet is made to require gradients before the program runs, which then takes it as an
-        input requiring them. Other changes (the caller's tensor stopping gradients, a computed tensor made a
+        that no op read yet (as an input, or as a parameter of a built-in layer called before: see
+        `FunctionGraph.may_have_read`) is made to require gradients before the program runs, which then takes
+        it as an input requiring them (a built-in layer owning it has its forward simulated from then on). Other changes (the caller's tensor stopping gradients, a computed tensor made a
         leaf whose ``.grad`` backward fills) run natively."""
         graph = self.graph
         graph.add_guard(value)
@@ -392,7 +393,8 @@ class TensorVariable(VariableBase):
             detached = graph.call_tensor_op("method", "detach", "detach", [self], {})
             self.rebind(detached.symbol, detached.meta)
             return
-        if self.value is None or value.value or self.is_rebound or self.symbol in graph.inputs:
+        if self.value is None or value.value or self.is_rebound or self.symbol in graph.inputs or \
+                graph.may_have_read(self):
             which = "a tensor computed in the frame" if self.value is None else self.tracker.describe()
             raise BreakGraphError(f"setting stop_gradient={value.value} on {which} changes its autograd state "
                                   "where the graph cannot: runs natively")
