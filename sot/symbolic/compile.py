@@ -42,6 +42,10 @@ class CompiledProgram:
     def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
         self.sir = sir
         self.key = key
+        # A frame entered without grad that turns it on (``with paddle.enable_grad():``, a statement
+        # ``paddle.set_grad_enabled(True)``) records statements that track gradients: each statement holds its
+        # own mode, so the program runs with grad on (the caller's mode is back once it returns).
+        self._turns_grad_on = not sir.grad_enabled and any(not stmt.no_grad for stmt in sir.statements)
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -142,6 +146,12 @@ class CompiledProgram:
             listener(self)
 
     def __call__(self, inputs: list) -> list:
+        if self._turns_grad_on and not paddle.is_grad_enabled():
+            with paddle.enable_grad():
+                return self._call_in_mode(inputs)
+        return self._call_in_mode(inputs)
+
+    def _call_in_mode(self, inputs: list) -> list:
         if self._choice is not None:
             outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
             if self._cost.probing and self._cost.probe(outputs):
