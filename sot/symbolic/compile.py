@@ -287,6 +287,11 @@ class CompiledProgram:
         calls), rather than takes as inputs."""
         return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
 
+    def held_buffers(self) -> tuple[paddle.Tensor, ...]:
+        """The tensors without gradient that the (built) program holds itself: the buffers of the built-in
+        layers it calls (a batch norm's running statistics, which its forward updates)."""
+        return tuple(p for p in getattr(self._program, "_params", None) or () if p.stop_gradient)
+
     def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
                         parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:
         """The gradients of ``inputs[grad_positions]`` and of ``parameters`` given those of the differentiable
