@@ -31,7 +31,7 @@ from .cost_model import WARMUP_CALLS, CostModel
 from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients, mark_outputs,
                            needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
 from .replay import Replay, compile_replay
-from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
+from .sir import LayerCall, MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -287,10 +287,17 @@ class CompiledProgram:
         calls), rather than takes as inputs."""
         return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
 
-    def held_buffers(self) -> tuple[paddle.Tensor, ...]:
-        """The tensors without gradient that the (built) program holds itself: the buffers of the built-in
-        layers it calls (a batch norm's running statistics, which its forward updates)."""
-        return tuple(p for p in getattr(self._program, "_params", None) or () if p.stop_gradient)
+    def state_its_forward_may_update(self) -> list[paddle.Tensor]:
+        """The tensors without gradient of the built-in layers in training mode that the program calls (a batch
+        norm's running statistics, which their forward updates in place)."""
+        found: dict[int, paddle.Tensor] = {}
+        for stmt in self.sir.statements:
+            if isinstance(stmt.target, LayerCall) and stmt.target.is_alive():
+                for sub in stmt.target.layer.sublayers(include_self=True):
+                    if sub.training:
+                        found.update((id(t), t) for table in (sub._parameters, sub._buffers)
+                                     for t in table.values() if t is not None and t.stop_gradient)
+        return list(found.values())
 
     def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
                         parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:
