@@ -31,7 +31,7 @@ from .cost_model import WARMUP_CALLS, CostModel
 from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients, mark_outputs,
                            needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
 from .replay import Replay, compile_replay
-from .sir import MetaInfo, StatementIR, match_inplace_version, run_sir
+from .sir import LayerCall, MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
@@ -42,6 +42,10 @@ class CompiledProgram:
     def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
         self.sir = sir
         self.key = key
+        # A frame entered without grad that turns it on (``with paddle.enable_grad():``, a statement
+        # ``paddle.set_grad_enabled(True)``) records statements that track gradients: each statement holds its
+        # own mode, so the program runs with grad on (the caller's mode is back once it returns).
+        self._turns_grad_on = not sir.grad_enabled and any(not stmt.no_grad for stmt in sir.statements)
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
                            stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
@@ -142,6 +146,12 @@ class CompiledProgram:
             listener(self)
 
     def __call__(self, inputs: list) -> list:
+        if self._turns_grad_on and not paddle.is_grad_enabled():
+            with paddle.enable_grad():
+                return self._call_in_mode(inputs)
+        return self._call_in_mode(inputs)
+
+    def _call_in_mode(self, inputs: list) -> list:
         if self._choice is not None:
             outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
             if self._cost.probing and self._cost.probe(outputs):
@@ -276,6 +286,18 @@ class CompiledProgram:
         """The parameters requiring grad that the (built) program holds itself (of the built-in layers it
         calls), rather than takes as inputs."""
         return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
+
+    def state_its_forward_may_update(self) -> list[paddle.Tensor]:
+        """The tensors without gradient of the built-in layers in training mode that the program calls (a batch
+        norm's running statistics, which their forward updates in place)."""
+        found: dict[int, paddle.Tensor] = {}
+        for stmt in self.sir.statements:
+            if isinstance(stmt.target, LayerCall) and stmt.target.is_alive():
+                for sub in stmt.target.layer.sublayers(include_self=True):
+                    if sub.training:
+                        found.update((id(t), t) for table in (sub._parameters, sub._buffers)
+                                     for t in table.values() if t is not None and t.stop_gradient)
+        return list(found.values())
 
     def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
                         parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:

@@ -208,11 +208,19 @@ class _RecomputedCall:
             grads.append(grad)
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(self.forward_state.random_state)
+        # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them
+        # as they are (put back: those it changed, others, frozen weights, keep their inplace versions).
+        with paddle.no_grad():
+            state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
         try:
             return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
                                                          create_graph))
         finally:
             paddle.set_rng_state(state_now)
+            with paddle.no_grad():
+                for tensor, value in state:
+                    if not bool(paddle.equal_all(tensor, value)):
+                        paddle.assign(value, output=tensor)
 
 
 # Statements whose gradient does not read the values of their inputs (by target: a callable for ``api``, a name

@@ -547,11 +547,12 @@ class FunctionGraph:
     def layer_state_changed_in_frame(self, layer: Any) -> bool:
         """Whether the frame changed, before calling the built-in ``layer``, state its forward reads through
         the very variables a simulation of that forward reads: an attribute stored on the layer or a sublayer
-        (a rebound buffer, a ``training`` flag) or one of their parameters or buffers changed in place (one
-        variable per tensor from outside). Its forward is simulated then (`simulate_forward`); a change
+        (a rebound buffer, a ``training`` flag) or one of their parameters or buffers changed in place or made
+        to require gradients (one variable per tensor from outside: the statement's outputs would be inferred
+        from the old flag). Its forward is simulated then (`simulate_forward`); a change
         through another tensor sharing memory with the layer's is not seen that way
         (`reads_state_changed_in_frame` breaks the graph for it)."""
-        changed = self.side_effects.changed_tensors()
+        changed = [*self.side_effects.changed_tensors(), *self.made_to_require_grad]
         if not changed and not self.side_effects.has_attr_stores():
             return False  # (the common case: nothing to look for in the layer's tree)
         layers = layer.sublayers(include_self=True)
@@ -560,6 +561,33 @@ class FunctionGraph:
         own = {id(tensor) for sub in layers for store in ("_parameters", "_buffers")
                for tensor in (sub.__dict__.get(store) or {}).values() if tensor is not None}
         return any(var.value is not None and id(var.value) in own for var in changed)
+
+    def may_have_read(self, var: TensorVariable) -> bool:
+        """Whether a statement recorded so far may have read the tensor of ``var`` (from outside the frame)
+        other than as a graph input: a PyLayer's or a nested call's forward (anything), a built-in layer that
+        runs hooks (anything) or reads it as one of its parameters or buffers, or a tensor constant among the
+        arguments. A layer found apart from the tensor stays so at later calls (guarded: the same path may
+        reach one of its parameters then)."""
+        for statement in self.statements:
+            target = statement.target
+            if statement.kind in ("pylayer", "call") or \
+                    any(isinstance(leaf, paddle.Tensor) for leaf in leaves((statement.args, statement.kwargs))):
+                return True
+            if not isinstance(target, LayerCall):
+                continue
+            if not target.is_alive() or (target.run_hooks and any(
+                    sub._forward_pre_hooks or sub._forward_post_hooks
+                    for sub in target.layer.sublayers(include_self=True))):
+                return True
+            if not tensor_apart_from_layer(var.value, target):
+                return True
+            self._keep_apart_from_layer(var, target)
+        return False
+
+    def _keep_apart_from_layer(self, var: TensorVariable, call: LayerCall) -> None:
+        """Guards that the tensor reached as ``var`` stays apart from the layer of ``call``."""
+        self.add_guard(var)
+        self._apart_from_layers.append((var, call))
 
     def reads_state_changed_in_frame(self, target: Any) -> bool:
         """Whether a built-in layer's (or a PyLayer's) statement may read, inside the program, a tensor the frame
@@ -579,8 +607,7 @@ class FunctionGraph:
         # The changed tensors are none of the layer's (checked again at every call: the layer's parameters
         # may be replaced, the tensor reached by the same path may be another one).
         for var in changed:
-            self.add_guard(var)
-            self._apart_from_layers.append((var, target))
+            self._keep_apart_from_layer(var, target)
         return False
 
     def _convert_and_infer(self, kind: str, name: str, target: Any, args: list[VariableBase],

@@ -58,6 +58,9 @@ class SideEffects:
         self._attrs: dict[tuple[int, str], Any] = {}
         self._globals: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
+        # How many changes of objects from outside the frame were recorded (never decreases: compared before
+        # and after a simulated call, it tells whether the call changed anything the caller can see).
+        self.outside_changes = 0
 
     # -- recording --------------------------------------------------------------------------------------
     def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None",
@@ -66,6 +69,7 @@ class SideEffects:
         previous = self._attrs.get(key, ABSENT)
         self._attrs[key] = value if value is not None else DELETED
         self.stores.append(AttrStore(obj, name, value, through_object))
+        self.outside_changes += 1
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._attrs, key, previous)))
 
     def cells_written(self) -> bool:
@@ -76,12 +80,14 @@ class SideEffects:
         previous = self._globals.get(name, ABSENT)
         self._globals[name] = value if value is not None else DELETED
         self.stores.append(GlobalStore(name, value))
+        self.outside_changes += 1
         self._undo.append(lambda: (self.stores.pop(), self._restore(self._globals, name, previous)))
 
     def store_cell(self, cell: "VariableBase", value: "VariableBase | None") -> None:
         """A closure cell shared with an enclosing function is assigned (``nonlocal x; x = ...``)."""
         previous = cell.content
         self.stores.append(CellStore(cell, value))
+        self.outside_changes += 1
 
         def undo() -> None:
             self.stores.pop()
@@ -92,12 +98,14 @@ class SideEffects:
     def call_after_graph(self, function: Any, args: list["VariableBase"]) -> None:
         """``function(*args)`` is replayed with the stores (see `CallStore`)."""
         self.stores.append(CallStore(function, list(args)))
+        self.outside_changes += 1
         self._undo.append(self.stores.pop)
 
     def call_before_graph(self, function: Any, args: list["VariableBase"]) -> None:
         """``function(*args)`` is run before the program: a change of an object from outside the frame that the
         program itself must see (a tensor made to require gradients before any op read it)."""
         self.before_graph.append(CallStore(function, list(args)))
+        self.outside_changes += 1
         self._undo.append(self.before_graph.pop)
 
     def emit_before_graph(self, codegen: "CodeGen") -> None:
@@ -107,6 +115,8 @@ class SideEffects:
 
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
         """``container`` is about to change; ``undo`` restores its simulated content."""
+        if container.tracker.is_traceable():
+            self.outside_changes += 1
         if container.tracker.is_traceable() and id(container) not in self.mutated:
             self.mutated[id(container)] = container
             self._undo.append(lambda: self.mutated.pop(id(container)))

@@ -382,20 +382,29 @@ class TensorVariable(VariableBase):
         """``tensor.stop_gradient = value``. Eager marks the tensor itself: the ops that read it afterwards
         see it with that flag, the ops that read it before keep their gradient paths. So setting the flag it
         has (known from the guarded meta) changes nothing; marking a tensor computed in the frame as stopping
-        gradients is ``detach``: the tensor holds the detached value from here on; and a tensor from outside
-        that no op read yet is made to require gradients before the program runs, which then takes it as an
-        input requiring them. Other changes (the caller's tensor stopping gradients, a computed tensor made a
-        leaf whose ``.grad`` backward fills) run natively."""
+        gradients is ``detach``: the tensor holds the detached value from here on (still no leaf: it keeps its
+        gradient node, which setting the flag back to False, with no in-place change between, reconnects);
+        and a tensor from outside that no op read yet (as an input, or as a parameter of a built-in layer
+        called before: see `FunctionGraph.may_have_read`) is made to require gradients before the program
+        runs, which then takes it as an input requiring them (a built-in layer owning it has its forward
+        simulated from then on). Other changes (the caller's tensor stopping gradients, a computed tensor made
+        a leaf whose ``.grad`` backward fills) run natively."""
         graph = self.graph
         graph.add_guard(value)
         self._used_meta()
         if self.meta.stop_gradient == value.value:
             return
         if self.value is None and value.value:
+            attached = (self.symbol, self.meta)
             detached = graph.call_tensor_op("method", "detach", "detach", [self], {})
             self.rebind(detached.symbol, detached.meta)
+            self._detached_by_flag(attached)
             return
-        if self.value is None or value.value or self.is_rebound or self.symbol in graph.inputs:
+        if self.value is None and self.detached_from is not None and self.detached_from[0] == self.symbol:
+            self.rebind(*self.detached_from[1])  # (the flag set back: the gradient node is reached again)
+            return
+        if self.value is None or value.value or self.is_rebound or self.symbol in graph.inputs or \
+                graph.may_have_read(self):
             which = "a tensor computed in the frame" if self.value is None else self.tracker.describe()
             raise BreakGraphError(f"setting stop_gradient={value.value} on {which} changes its autograd state "
                                   "where the graph cannot: runs natively")
@@ -412,6 +421,15 @@ class TensorVariable(VariableBase):
             graph.made_to_require_grad.remove(self)
 
         graph.side_effects.on_rollback(undo)
+
+    #: (detached symbol, (symbol, meta) before): the tensor computed in the frame was marked as stopping
+    #: gradients (`_set_stop_gradient`) and holds that detached symbol.
+    detached_from: "tuple[Symbol, tuple[Symbol, MetaInfo]] | None" = None
+
+    def _detached_by_flag(self, attached: "tuple[Symbol, MetaInfo]") -> None:
+        previous = self.detached_from
+        self.detached_from = (self.symbol, attached)
+        self.graph.side_effects.on_rollback(lambda: setattr(self, "detached_from", previous))
 
     def unpack(self) -> list[VariableBase]:
         if not self.meta.shape or self.meta.shape[0] < 0:
@@ -476,6 +494,8 @@ def _meta_value(read: Any) -> Any:
 
 
 def _is_leaf(var: TensorVariable) -> VariableBase:
+    if var.detached_from is not None and var.detached_from[0] == var.symbol:
+        return ConstantVariable(False, var.graph, DummyTracker((var,)))  # (marked as stopping gradients: no leaf)
     if var.value is None:  # an op's output: a leaf only when no gradient flows into it
         return ConstantVariable(var.meta.stop_gradient, var.graph, DummyTracker((var,)))
     if var.is_rebound and not var.meta.stop_gradient:  # an in-place op gave it a gradient node

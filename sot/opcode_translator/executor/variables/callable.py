@@ -1176,14 +1176,14 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     from .function import UserFunctionVariable
 
     obj = var.value
-    from .context import GradModeVariable, grad_mode_for_class, set_grad_enabled_block
+    from .context import GradModeVariable, grad_mode_for_class, call_set_grad_enabled
 
     mode = grad_mode_for_class(obj)
     if mode is not None and not args and not kwargs:
         var.graph.add_guard(var)
         return GradModeVariable(mode, var.graph)
     if obj is paddle.set_grad_enabled:
-        return set_grad_enabled_block(var, args, kwargs)
+        return call_set_grad_enabled(var, args, kwargs)
     if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "builtins":
         # Building a builtin exception (``assert x, "msg"``, ``raise ValueError(...)``) has no side effect.
         folded = constant_fold(obj, var.graph, args, kwargs)

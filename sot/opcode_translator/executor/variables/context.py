@@ -71,7 +71,7 @@ class GradModeExitVariable(VariableBase):
         codegen.call(1)
 
 
-def set_grad_enabled_block(var: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase]
+def call_set_grad_enabled(var: VariableBase, args: list[VariableBase], kwargs: dict[str, VariableBase]
                            ) -> VariableBase:
     """``paddle.set_grad_enabled(mode)``. Its constructor switches the mode at once, its ``__enter__`` does
     nothing and its ``__exit__`` restores the mode it found. Made for the ``with`` right after it, it is the

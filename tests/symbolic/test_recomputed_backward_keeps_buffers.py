@@ -1,0 +1,49 @@
+"""A call run with a recomputing backward (`higher_order.run_with_recomputed_backward`: here, an input that
+requires gradients) computes its forward again in backward; a batch norm there must not update its running
+statistics a second time: eager's backward leaves them as the forward did. Paddle's ``recompute`` of such a
+model, whose backward does update them again, runs natively (`variables/recompute.py`)."""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import paddle.nn as nn
+from paddle.distributed.fleet.utils import recompute
+
+import sot
+
+
+def model_and_input() -> tuple:
+    paddle.seed(3)
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1D(3))
+    x = paddle.to_tensor(np.arange(12, dtype="float32").reshape(4, 3))
+    x.stop_gradient = False
+    return model, x
+
+
+def test_backward_leaves_the_running_statistics_as_eager(compile_all: None) -> None:
+    def f(model: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+        return model(x)
+
+    translated = sot.symbolic_translate(f)
+    for _ in range(2):
+        (model, x), (e_model, e_x) = model_and_input(), model_and_input()
+        out, e_out = translated(model, x), f(e_model, e_x)
+        (out * out).sum().backward()
+        (e_out * e_out).sum().backward()
+        for name in ("_mean", "_variance"):
+            np.testing.assert_allclose(getattr(model[1], name).numpy(), getattr(e_model[1], name).numpy(),
+                                       rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(x.grad.numpy(), e_x.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_recomputed_batch_norm_updates_its_statistics_in_backward_as_eager(compile_all: None) -> None:
+    def f(model: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+        return recompute(model, x)
+
+    translated = sot.symbolic_translate(f)
+    for _ in range(2):
+        (model, x), (e_model, e_x) = model_and_input(), model_and_input()
+        translated(model, x).sum().backward()
+        f(e_model, e_x).sum().backward()
+        np.testing.assert_allclose(model[1]._mean.numpy(), e_model[1]._mean.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), e_x.grad.numpy(), rtol=1e-5, atol=1e-6)
