@@ -215,39 +215,48 @@ class _RecomputedCall:
             paddle.set_rng_state(state_now)
 
 
-# Statements whose gradient does not read the values of their inputs (by target: a callable for ``api``, a name
-# for ``method``): an input reaching only such statements may change in place after the call, the recomputed
-# gradient stays eager's. ``mul``/``truediv`` only by a number (`_reads_values`).
-_VALUE_FREE_GRADIENTS: frozenset = frozenset([
-    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, operator.getitem,
-    paddle.add, paddle.subtract, paddle.reshape, paddle.transpose, paddle.concat, paddle.stack, paddle.sum,
-    paddle.mean, paddle.flatten, paddle.squeeze, paddle.unsqueeze, paddle.cast, paddle.assign, paddle.clone,
-    paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
-    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "__getitem__", "reshape",
-    "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "astype", "cast", "clone", "expand",
+# Statements whose gradient does not read the values of the tensors they compute from (by target: a callable for
+# ``api``, a name for ``method``): an input reaching only such statements may change in place after the call,
+# the recomputed gradient stays eager's. Of `_EVERY_OPERAND_IS_DATA`, every tensor operand is such data; of
+# `_FIRST_OPERAND_IS_DATA`, only the first argument: the others (the index of ``x[index]``, a shape, an axis, the
+# scale of ``paddle.scale``) say where the gradient goes, and are read. ``mul``/``truediv`` only by a number
+# (`_operands_read`).
+_EVERY_OPERAND_IS_DATA: frozenset = frozenset([
+    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, paddle.add,
+    paddle.subtract, paddle.concat, paddle.stack, paddle.cast, paddle.assign, paddle.clone,
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "astype", "cast", "clone",
+])
+_FIRST_OPERAND_IS_DATA: frozenset = frozenset([
+    operator.getitem, paddle.reshape, paddle.transpose, paddle.sum, paddle.mean, paddle.flatten, paddle.squeeze,
+    paddle.unsqueeze, paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
+    "__getitem__", "reshape", "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "expand",
     "broadcast_to", "tile", "scale", "split", "chunk",
 ])
 _BY_A_NUMBER = frozenset([operator.mul, operator.imul, operator.truediv, operator.itruediv, "__mul__", "__rmul__",
                           "__imul__", "__truediv__", "__itruediv__"])
 
 
-def _reads_values(stmt: Statement) -> bool:
-    """Whether the gradient of ``stmt`` may read the values of its inputs (True when not known)."""
+def _operands_read(stmt: Statement) -> list[Symbol]:
+    """The operands of ``stmt`` whose values its gradient may read (all of them when not known)."""
+    operands = stmt.inputs()
     if stmt.kind not in ("api", "method"):
-        return True
+        return operands
     try:
-        if stmt.target in _VALUE_FREE_GRADIENTS:
-            return False
+        if stmt.target in _EVERY_OPERAND_IS_DATA:
+            return []
+        if stmt.target in _FIRST_OPERAND_IS_DATA and stmt.args:
+            data = {id(leaf) for leaf in leaves(stmt.args[0])}
+            return [operand for operand in operands if id(operand) not in data]
         if stmt.target in _BY_A_NUMBER:
-            return sum(isinstance(arg, Symbol) for arg in stmt.args) != 1
+            return [] if sum(isinstance(arg, Symbol) for arg in stmt.args) == 1 else operands
     except TypeError:  # (an unhashable target)
-        return True
-    return True
+        return operands
+    return operands
 
 
 def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
     """Per output of ``sir``, the indexes of the inputs whose values its gradient may depend on: the inputs
-    from which the operands of a statement reading values (`_reads_values`) are computed, among the statements
+    from which the operands whose values a statement reads (`_operands_read`) are computed, among the statements
     the output's gradient flows through (back through values requiring grad, as `version_check.saved_by_reach`
     follows it)."""
     # The inputs each symbol is computed from (statements are in order: operands come first).
@@ -258,8 +267,8 @@ def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
             sources[symbol] = found
     producer = producers(sir)
     return [frozenset().union(*(sources.get(operand, frozenset())
-                                for stmt in statements_reached(sir, output, producer) if _reads_values(stmt)
-                                for operand in stmt.inputs()))
+                                for stmt in statements_reached(sir, output, producer)
+                                for operand in _operands_read(stmt)))
             for output in sir.outputs]
 
 

@@ -446,6 +446,26 @@ def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
         out.sum().backward()
 
 
+def test_an_index_changed_in_place_after_the_call_refuses_the_backward(compile_all):
+    """The gradient of ``x[index]`` reads no value of ``x`` but scatters into the places ``index`` names: an
+    index changed in place after the call makes eager's backward refuse; the recomputing backward must refuse
+    too, not scatter into the new places."""
+
+    def picked(x, index):
+        return x[index].sum()
+
+    def attempt(function):
+        x = _sample(3, (4,))
+        index = paddle.to_tensor([0, 1])
+        out = function(x, index)
+        index.add_(paddle.to_tensor([2, 2]))
+        with pytest.raises(Exception, match="modified by an inplace operation|changed in place after the call"):
+            out.backward()
+
+    attempt(picked)
+    attempt(sot.symbolic_translate(picked))
+
+
 def test_a_hook_the_caller_registers_on_an_output_changes_the_input_gradient(compile_all):
     """A hook the caller puts on an output (here outside the translated function; at a graph break alike)
     returns the gradient eager's backward goes on with: the recomputed input gradient starts from it, not from
