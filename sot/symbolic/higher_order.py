@@ -359,20 +359,15 @@ def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
     return _C_ops.multiply(nothing, nothing)
 
 
-def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
+def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list:
     """``run(inputs)`` without the program's grad node: each group of outputs (`output_groups`) reaches the
-    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed), whose gradient,
-    zeros, the hooks replace by the product program's. ``fed``: the inputs as the program is fed them (the views
-    of `compile._fed`, through which gradients reach the inputs). None when the tensors of a group have several
-    dtypes (they cannot be packed into one)."""
+    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed, one pack per dtype
+    among them), whose gradient, zeros, the hooks replace by the product program's. ``fed``: the inputs as the
+    program is fed them (the views of `compile._fed`, through which gradients reach the inputs)."""
     grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
     groups = program.output_groups(grad_positions, parameters)
-    for _, members in groups:
-        dtype = differentiable[members[0]].dtype
-        if any(differentiable[k].dtype != dtype for k in members):
-            return None
     read = frozenset().union(*(program.inputs_read_by_gradients[index] for grouped, _ in groups for index in grouped))
     forward_state = _ForwardState(inputs, read, parameters)
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
@@ -382,19 +377,33 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
         _set_has_grad(True)  # (only a call recording gradients comes here)
     output_shapes = {index: outputs[index].shape for grouped, _ in groups for index in grouped}
     for grouped, members in groups:
-        call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in members if k < len(grad_positions)),
-                               tuple(parameters[k - len(grad_positions)] for k in members
-                                     if k >= len(grad_positions)), output_shapes, forward_state)
-        packed = _packed([differentiable[k] for k in members])
-        packed._register_grad_hook(call.input_gradient)
-        connector = _zero_of(packed)
+        links = []  # (the call computing the gradients of one pack, +0.0 computed from the pack)
+        for pack in _by_dtype(members, differentiable):
+            call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in pack if k < len(grad_positions)),
+                                   tuple(parameters[k - len(grad_positions)] for k in pack
+                                         if k >= len(grad_positions)), output_shapes, forward_state)
+            packed = _packed([differentiable[k] for k in pack])
+            packed._register_grad_hook(call.input_gradient)
+            links.append((call, _zero_of(packed)))
         for index in grouped:
             output = outputs[index]
-            linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
-                                     _C_ops.cast(connector, output.dtype))
+            linked = output
+            for _, connector in links:
+                linked = _C_ops.subtract(linked, connector if output.dtype == connector.dtype else
+                                         _C_ops.cast(connector, output.dtype))
             # The note is on the link, not on the tensor the caller gets: hooks the caller registers on that
             # (at a graph break) run first, and the gradient they return is the one eager's backward uses.
-            linked._register_grad_hook(call.output_hook(index))
+            for call, _ in links:
+                linked._register_grad_hook(call.output_hook(index))
             outputs[index] = _C_ops.assign(linked)
     mark_outputs(outputs, recomputed=True)
     return outputs
+
+
+def _by_dtype(members: list[int], differentiable: list) -> list[list[int]]:
+    """``members`` (indexes into ``differentiable``) split by dtype, in order: tensors of one dtype only can be
+    packed into one tensor (a float32 input and a float64 one reaching the same output get a pack each)."""
+    packs: dict[Any, list[int]] = {}
+    for k in members:
+        packs.setdefault(differentiable[k].dtype, []).append(k)
+    return list(packs.values())

@@ -446,6 +446,45 @@ def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
         out.sum().backward()
 
 
+def test_inputs_of_two_dtypes_reaching_one_output_are_differentiated_twice(compile_all):
+    """A float32 and a float64 input requiring grad reach the same output: they cannot be packed into one
+    tensor, each dtype gets its own (no program's own backward, whose gradients have no gradient: the second
+    order was silently missing)."""
+
+    def mixed(x, y):
+        return (paddle.tanh(x).astype("float64") * y * y).sum()
+
+    def pictures(function):
+        x = _sample(1, (3,))
+        y = paddle.to_tensor(np.random.default_rng(2).standard_normal(3), stop_gradient=False)
+        out = function(x, y)
+        (slope,) = paddle.grad(out, x, create_graph=True)
+        ((slope * slope).sum() + out).backward()
+        return [out.numpy(), x.grad.numpy(), y.grad.numpy()]
+
+    _assert_close_lists(pictures(sot.symbolic_translate(mixed)), pictures(mixed))
+
+
+def test_a_call_changing_an_input_in_place_is_differentiated_twice(compile_all):
+    """A graph writing back an input it changed in place (a counter), called on a leaf requiring grad: the
+    gradient of its gradient is eager's (the program's own backward gave gradients without gradients)."""
+
+    def counted(x, counter):
+        counter.add_(paddle.ones_like(counter))
+        return (paddle.tanh(x) * x).sum()
+
+    def pictures(function):
+        x, counter = _sample(4, (3,)), paddle.zeros([1])
+        out = function(x, counter)
+        (slope,) = paddle.grad(out, x, create_graph=True)
+        (slope * slope).sum().backward()
+        return [out.numpy(), x.grad.numpy(), counter.numpy()]
+
+    translated = sot.symbolic_translate(counted)
+    _assert_close_lists(pictures(translated), pictures(counted))
+    _assert_close_lists(pictures(translated), pictures(counted))
+
+
 def test_an_index_changed_in_place_after_the_call_refuses_the_backward(compile_all):
     """The gradient of ``x[index]`` reads no value of ``x`` but scatters into the places ``index`` names: an
     index changed in place after the call makes eager's backward refuse; the recomputing backward must refuse
