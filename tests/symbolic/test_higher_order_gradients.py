@@ -231,6 +231,43 @@ def test_a_second_backward_with_retain_graph_through_a_layer(compile_all):
     _assert_close_lists(pictures(fast), pictures(eager))
 
 
+def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
+    """Known bug (tests/known_bugs.txt): a call whose only differentiable tensors are parameters keeps the
+    program's own backward, which frees what it reads in its first pass (Paddle 3.3's ``run_program``, as
+    ``paddle.jit.to_static`` alone): a second ``backward`` after ``retain_graph=True`` fails ("Tensor holds no
+    memory") where eager accumulates the gradients twice."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def pictures(network):
+        loss = (network(paddle.ones([2, 4])) ** 2).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return [p.grad.numpy() for p in network.parameters()]
+
+    _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def test_a_gradient_penalty_on_a_leaf_met_after_a_call_of_parameters_only(compile_all):
+    """Known bug (tests/known_bugs.txt): the leaf requiring grad meets the call's output only after it (eager
+    code scales the features by it): the call keeps the program's own backward, which the first
+    ``paddle.grad(create_graph=True)`` runs and frees; the backward through the gradient, which reaches the call
+    again for its parameters' gradients, fails where eager gives them."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def pictures(network):
+        scale = _sample(6, (3,))
+        features = network(paddle.ones([2, 4])) * scale
+        (slope,) = paddle.grad(features.sum(), scale, create_graph=True)
+        (slope * slope).sum().backward()
+        return [slope.numpy()] + [p.grad.numpy() for p in network.parameters()]
+
+    _assert_close_lists(pictures(fast), pictures(eager))
+
+
 def test_paddle_grad_of_an_output_alone_then_a_backward(compile_all):
     """A pass that stops at the call's output (``paddle.grad`` with respect to the output itself) notes the
     output's gradient without reaching the inputs: a later backward must not use it."""
