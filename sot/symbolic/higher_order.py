@@ -61,18 +61,21 @@ _add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # ru
 _vjp_names = itertools.count()
 
 
-# Set on the differentiable outputs of a compiled program's call: "program" when the program's own grad node
-# makes their gradients, "recomputed" when the call was run with a recomputing backward.
-ORIGIN = "_sot_origin"
+# Set on the differentiable outputs of a compiled program's call: the output's inplace version when the
+# program's own grad node makes its gradients, None when the call was run with a recomputing backward. (An
+# output changed in place since has a grad node of that change, which may lead to a leaf: no longer the
+# program's output alone.)
+PROGRAM_OUTPUT_VERSION = "_sot_program_output_version"
 
 
 def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
     """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
     that is a leaf and not a parameter, or that is not an output of a compiled program run with its own
-    backward (one of a call run with a recomputing backward, or a tensor eager ops made: maybe from such a
-    leaf, as the points of a physics-informed loss concatenated from coordinates; maybe from parameters only,
-    then the call pays the recomputation without need). (Following a tensor's grad nodes back would tell, but
-    reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in Paddle 3.3.)"""
+    backward, unchanged since (one of a call run with a recomputing backward, a tensor eager ops made or
+    changed in place: maybe from such a leaf, as the points of a physics-informed loss concatenated from
+    coordinates; maybe from parameters only, then the call pays the recomputation without need). (Following a
+    tensor's grad nodes back would tell, but reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in
+    Paddle 3.3.)"""
     for index in grad_inputs:
         tensor = inputs[index]
         if tensor.stop_gradient:
@@ -80,17 +83,16 @@ def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
         if tensor.is_leaf:
             if not isinstance(tensor, EagerParamBase):
                 return True
-        elif getattr(tensor, ORIGIN, None) != "program":
+        elif getattr(tensor, PROGRAM_OUTPUT_VERSION, None) != tensor._inplace_version():
             return True
     return False
 
 
 def mark_outputs(outputs: list, recomputed: bool) -> None:
-    """Mark the differentiable outputs of a call recording gradients (see `ORIGIN`)."""
-    origin = "recomputed" if recomputed else "program"
+    """Mark the differentiable outputs of a call recording gradients (see `PROGRAM_OUTPUT_VERSION`)."""
     for output in outputs:
         if isinstance(output, paddle.Tensor) and not output.stop_gradient:
-            setattr(output, ORIGIN, origin)
+            setattr(output, PROGRAM_OUTPUT_VERSION, None if recomputed else output._inplace_version())
 
 
 class _GradientOfOutputs:

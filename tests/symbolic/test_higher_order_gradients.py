@@ -13,6 +13,7 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from sot.symbolic.higher_order import needs_recomputed_backward
 
 
 class Critic(nn.Layer):
@@ -229,6 +230,16 @@ def test_a_second_backward_with_retain_graph_through_a_layer(compile_all):
         return [x.grad.numpy()] + [p.grad.numpy() for p in network.parameters()]
 
     _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def test_an_output_of_a_program_changed_in_place_is_no_program_output_any_more(compile_all):
+    """An output of a call keeping the program's own backward, changed in place by eager code with a leaf
+    requiring grad, leads to that leaf: a call taking it must be one that may be differentiated twice (it was
+    taken for the program's output still, whose double backward then failed)."""
+    features = sot.symbolic_translate(nn.Linear(4, 3))(paddle.ones([2, 4]))
+    assert not needs_recomputed_backward([features], [0])
+    features.add_(_sample(7, (3,)))
+    assert needs_recomputed_backward([features], [0])
 
 
 def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
