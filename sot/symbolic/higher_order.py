@@ -221,8 +221,8 @@ class _RecomputedCall:
 # ``api``, a name for ``method``): an input reaching only such statements may change in place after the call,
 # the recomputed gradient stays eager's. Of `_EVERY_OPERAND_IS_DATA`, every tensor operand is such data; of
 # `_FIRST_OPERAND_IS_DATA`, only the first argument: the others (the index of ``x[index]``, a shape, an axis, the
-# scale of ``paddle.scale``) say where the gradient goes, and are read. ``mul``/``truediv`` only by a number
-# (`_operands_read`).
+# scale of ``paddle.scale``) say where the gradient goes, and are read. A product and a quotient only by a
+# number (`_operands_read`).
 _EVERY_OPERAND_IS_DATA: frozenset = frozenset([
     operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, paddle.add,
     paddle.subtract, paddle.concat, paddle.stack, paddle.cast, paddle.assign, paddle.clone,
@@ -234,8 +234,8 @@ _FIRST_OPERAND_IS_DATA: frozenset = frozenset([
     "__getitem__", "reshape", "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "expand",
     "broadcast_to", "tile", "scale", "split", "chunk",
 ])
-_BY_A_NUMBER = frozenset([operator.mul, operator.imul, operator.truediv, operator.itruediv, "__mul__", "__rmul__",
-                          "__imul__", "__truediv__", "__itruediv__"])
+_TIMES_A_NUMBER = frozenset([operator.mul, operator.imul, "__mul__", "__rmul__", "__imul__"])
+_DIVIDED_BY_A_NUMBER = frozenset([operator.truediv, operator.itruediv, "__truediv__", "__itruediv__"])
 
 
 def _operands_read(stmt: Statement) -> list[Symbol]:
@@ -249,8 +249,10 @@ def _operands_read(stmt: Statement) -> list[Symbol]:
         if stmt.target in _FIRST_OPERAND_IS_DATA and stmt.args:
             data = {id(leaf) for leaf in leaves(stmt.args[0])}
             return [operand for operand in operands if id(operand) not in data]
-        if stmt.target in _BY_A_NUMBER:
-            return [] if sum(isinstance(arg, Symbol) for arg in stmt.args) == 1 else operands
+        if stmt.target in _TIMES_A_NUMBER or stmt.target in _DIVIDED_BY_A_NUMBER:
+            # (a number divided by a tensor: its gradient reads the tensor)
+            by_a_number = len(operands) == 1 and (stmt.target in _TIMES_A_NUMBER or stmt.args[0] is operands[0])
+            return [] if by_a_number else operands
     except TypeError:  # (an unhashable target)
         return operands
     return operands

@@ -6,6 +6,7 @@ backward and frees what its backward reads: such calls run with a recomputing ba
 from __future__ import annotations
 
 import copy
+import operator
 
 import numpy as np
 import paddle
@@ -13,7 +14,8 @@ import paddle.nn as nn
 import pytest
 
 import sot
-from sot.symbolic.higher_order import needs_recomputed_backward
+from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward
+from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 
 
 class Critic(nn.Layer):
@@ -240,6 +242,20 @@ def test_an_output_of_a_program_changed_in_place_is_no_program_output_any_more(c
     assert not needs_recomputed_backward([features], [0])
     features.add_(_sample(7, (3,)))
     assert needs_recomputed_backward([features], [0])
+
+
+def test_the_inputs_a_recomputed_gradient_reads():
+    """The inputs whose change in place after the call the recomputing backward must refuse: the index of
+    ``x[index]`` (where the gradient goes), the divisor of ``2 / x``; not ``x`` of ``x * 2`` or ``x / 2``."""
+    x, index, picked, inverse, doubled, halved = (Symbol(f"v{i}") for i in range(6))
+    metas = {symbol: MetaInfo((3,), paddle.float32, False) for symbol in (x, picked, inverse, doubled, halved)}
+    metas[index] = MetaInfo((2,), paddle.int64, True)
+    statements = [Statement("api", "getitem", operator.getitem, (x, index), {}, picked),
+                  Statement("api", "truediv", operator.truediv, (2.0, x), {}, inverse),
+                  Statement("api", "mul", operator.mul, (x, 2.0), {}, doubled),
+                  Statement("api", "truediv", operator.truediv, (x, 2.0), {}, halved)]
+    sir = StatementIR("test", [x, index], statements, [picked, inverse, doubled, halved], metas)
+    assert inputs_read_by_gradients(sir) == [frozenset([1]), frozenset([0]), frozenset(), frozenset()]
 
 
 def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
