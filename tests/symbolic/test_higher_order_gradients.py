@@ -6,7 +6,9 @@ backward and frees what its backward reads: such calls run with a recomputing ba
 from __future__ import annotations
 
 import copy
+import gc
 import operator
+import weakref
 
 import numpy as np
 import paddle
@@ -256,6 +258,28 @@ def test_the_inputs_a_recomputed_gradient_reads():
                   Statement("api", "truediv", operator.truediv, (x, 2.0), {}, halved)]
     sir = StatementIR("test", [x, index], statements, [picked, inverse, doubled, halved], metas)
     assert inputs_read_by_gradients(sir) == [frozenset([1]), frozenset([0]), frozenset(), frozenset()]
+
+
+def test_a_backward_lets_the_inputs_of_a_recomputed_call_go(compile_all):
+    """Known bug (tests/known_bugs.txt): after a backward without ``retain_graph``, eager lets go of the tensors
+    the call's backward kept, though the output lives on (a loss kept for logging). The recomputing backward
+    cannot tell whether another pass will come (a hook does not see ``retain_graph``): it keeps every input
+    of the call while the output lives."""
+
+    def scaled(x, factor):
+        return (paddle.tanh(x) * factor).sum()
+
+    def kept_after_backward(function):
+        factor = paddle.full([3], 2.0)
+        kept = weakref.ref(factor)
+        out = function(_sample(8, (3,)), factor)
+        out.backward()
+        del factor
+        gc.collect()
+        return kept() is not None, out
+
+    assert not kept_after_backward(scaled)[0]
+    assert not kept_after_backward(sot.symbolic_translate(scaled))[0]
 
 
 def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
