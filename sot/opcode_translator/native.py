@@ -10,7 +10,10 @@ translates again), and the hook then runs the frame itself (no shadow frame).
 For a graph break, each path the breaking instruction continues on (the next instruction, the jump target)
 had its own resume function. A path whose resume function runs natively in every entry it has is simply
 the original code going on (resume functions are shared by the entries of a frame that break at the same
-place, so an entry translated later, e.g. for another dtype, takes that as known too). A path whose resume
+place, so an entry translated later, e.g. for another dtype, takes that as known too), unless one of those
+entries' guards reads a value the breaking entry's guard leaves open (a local first read after the break,
+what the breaking instruction returned): another call may bring a value no entry admits, which must reach
+the resume function to be translated for it (`_path_runs_natively`). A path whose resume
 function is translated to something else, or was never called yet (a branch not taken so far), keeps
 calling it: the switched code is the original one with a small trampoline at that point ("pass the stack
 and the live locals to the resume function and return what it returns", what the generated code did
@@ -79,12 +82,15 @@ class ResumePath:
     n_stack: int  # values on the stack there, all passed first (bottom first)
     live: tuple[str, ...]  # then these locals
     callable_natively: bool  # a trampoline can call it from the original code (no NULL, no closure...)
+    # Its arguments whose values the guard of the entry breaking here does not determine (the breaking
+    # instruction's results, locals it never read): see `_path_runs_natively`.
+    unpinned: tuple[str, ...] = ()
 
 
 ORIGINAL = None  # `NativePlan.current`/`wanted`: the entry runs the original code itself
 
-# Entries being added, not yet in the cache: code -> (the entry's code, whether it is hook-free)
-Pending = dict[types.CodeType, tuple[types.CodeType, bool]]
+# Entries being added, not yet in the cache: code -> (the entry's code, whether it is hook-free, its guard)
+Pending = dict[types.CodeType, tuple[types.CodeType, bool, Any]]
 
 
 class NativePlan:
@@ -127,7 +133,7 @@ class NativePlan:
         entry of it), or None while a program of the entry does not run eagerly (or the code is gone)."""
         if self._code() is None or not all(_runs_eagerly(program) for program in self.programs):
             return None
-        return tuple(path for path in self.paths if not _runs_natively(path.resume, pending))
+        return tuple(path for path in self.paths if not _path_runs_natively(path, pending))
 
     def _wanted(self, calls: tuple[ResumePath, ...] | None) -> types.CodeType | None:
         code = self._code()
@@ -182,27 +188,33 @@ def _runs_eagerly(program: Any) -> bool:
     return not isinstance(program, CompiledProgram) or program.choice == "eager"
 
 
-def _entries(code: types.CodeType, pending: Pending) -> list[tuple[types.CodeType, bool]]:
-    """``code``'s entries: what each runs, and whether hook-free (`entry_added` marks the guard)."""
-    entries = [(new_code, getattr(guard, "hook_free", False)) for guard, new_code in cache_entries(code)]
+def _entries(code: types.CodeType, pending: Pending) -> list[tuple[types.CodeType, bool, Any]]:
+    """``code``'s entries: what each runs, whether hook-free (`entry_added` marks the guard), its guard."""
+    entries = [(new_code, getattr(guard, "hook_free", False), guard) for guard, new_code in cache_entries(code)]
     if code in pending:
         entries.append(pending[code])
     return entries
 
 
-def _runs_natively(code: types.CodeType, pending: Pending) -> bool:
-    """Every entry of ``code`` (at least one) runs ``code`` itself, or it is never translated (SKIP)."""
+def _path_runs_natively(path: ResumePath, pending: Pending) -> bool:
+    """Every entry of the path's resume function (at least one) runs its code itself, or it is never
+    translated (SKIP); and no entry's guard reads an argument the breaking entry's guard leaves open
+    (`ResumePath.unpinned`). Such an argument may come with a value none of the entries admits (a flag
+    the frame never read before the break, what the breaking instruction returned): run natively, the
+    path would then go on untranslated instead of being translated for it."""
+    code = path.resume
     if is_skipped(code):
         return True
     entries = _entries(code, pending)
-    return bool(entries) and all(new_code is code for new_code, _ in entries)
+    return bool(entries) and all(new_code is code and not (path.unpinned and guard.guard.reads_arguments(path.unpinned))
+                                 for new_code, _, guard in entries)
 
 
 def _runs_hook_free(code: types.CodeType, pending: Pending) -> bool:
     """Every entry of ``code`` (at least one) is hook-free. Not a code marked SKIP (e.g. at the cache
     limit): it runs under the hook, which still translates the user functions it calls."""
     entries = [] if is_skipped(code) else _entries(code, pending)
-    return bool(entries) and all(hook_free for _, hook_free in entries)
+    return bool(entries) and all(hook_free for _, hook_free, _ in entries)
 
 
 # Plans waiting for a program's choice / watching a resume function's entries (held weakly: a plan lives as
@@ -256,7 +268,7 @@ def entry_added(code: types.CodeType, plan: NativePlan | None, guard: Any, new_c
         new_code = code if plan.current is ORIGINAL else plan.current
         hook_free, relaxed = plan.hook_free, plan.relaxed
     guard.hook_free = hook_free
-    _notify(code, {code: (new_code, hook_free)})
+    _notify(code, {code: (new_code, hook_free, guard)})
     return new_code, hook_free, relaxed_guard(guard, relaxed)
 
 

@@ -128,6 +128,13 @@ NO_FALLTHROUGH = UNCONDITIONAL_JUMPS | {"RETURN_VALUE", "RETURN_CONST", "RAISE_V
 #: Opcodes (numbers) whose argument is a jump target (``dis`` gives it as an offset in ``argval``).
 JUMP_OPCODES = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
+# -- objects -----------------------------------------------------------------------------------------------
+#: Up to 3.12, C types whose ``__setattr__`` is the generic one (``object.__setattr__``'s) still list it as a
+#: slot wrapper of their own (3.13 inherits ``object``'s): setting an attribute through them is a plain store,
+#: e.g. on a ``types.SimpleNamespace`` or an exception.
+GENERIC_SETATTR_WRAPPERS = frozenset(cls.__dict__["__setattr__"] for cls in (types.SimpleNamespace, BaseException)
+                                     if "__setattr__" in cls.__dict__)
+
 
 # -- decoders ----------------------------------------------------------------------------------------------
 def instruction_line(instr: dis.Instruction) -> int | None:

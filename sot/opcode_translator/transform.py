@@ -30,7 +30,7 @@ from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
-from .resume import abstract_instruction, build_native_code, build_raising_code, build_resume_code
+from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
 
@@ -585,7 +585,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         layout = tuple(isinstance(v, NullVariable) for v in base) + produced_layout
         resume = build_resume_code(code, offset, layout, live)
         resume_paths.append(ResumePath(resume, index == 1, layout.count(False), live,
-                                       can_call_from_native(code, resume, layout, protected)))
+                                       can_call_from_native(code, resume, layout, protected),
+                                       _unpinned_arguments(graph, base, len(results), live, value_of)))
         argc = _push_continuation(codegen, resume, base)
         for temp in results:
             codegen.emit("LOAD_FAST", temp)
@@ -606,6 +607,16 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        native=native, frames=frames_needed(graph, program is not None))
+
+
+def _unpinned_arguments(graph: FunctionGraph, base: list[VariableBase], n_results: int, live: tuple[str, ...],
+                        value_of: Any) -> tuple[str, ...]:
+    """The arguments of a resume function (the stack below the breaking instruction's operands, its
+    ``n_results`` results, the ``live`` locals) whose values this translation's guard does not determine."""
+    below = [var for var in base if not isinstance(var, NullVariable)]
+    return tuple([STACK_ARG.format(i) for i, var in enumerate(below) if not graph.pins(var)]
+                 + [STACK_ARG.format(len(below) + k) for k in range(n_results)]
+                 + [name for name in live if not graph.pins(value_of(name))])
 
 
 def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeType, offset: int,

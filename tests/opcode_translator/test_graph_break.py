@@ -98,17 +98,16 @@ def test_tensor_if_retranslation_breaks_once_more(compile_all):
 def test_tensor_if_default_min_graph_size_replays_prefix_eagerly():
     """Default ``min_graph_size`` (10): the 4-op prefix and the 2-op branches are too small to compile.
 
-    Every piece runs eagerly, so the entry runs the original code (native.py). Where the break is at the jump
-    (two resume functions), the branch first taken later still calls its resume function, translated then;
-    where it is at the bool conversion before the jump (3.13), there is one resume function, holding the
-    jump, and once it runs natively so does the whole frame, whichever branch is taken."""
+    Every piece runs eagerly, so the entry runs the original code (native.py). The break is at the jump on
+    every version (3.13's bool conversion before it included): two resume functions, and the branch first
+    taken later still calls its resume function, translated then."""
     fast = sot.symbolic_translate(tensor_if)
     p, n = pos(3, 4), neg(3, 4)
     for arg in (p, p, n, n):
         assert_same(fast(arg), tensor_if(arg))
-    breaks_at_the_jump = any(path.from_jump for path in sot.eval_frame_ext.cache_entries(
+    assert any(path.from_jump for path in sot.eval_frame_ext.cache_entries(
         tensor_if.__code__)[0][0].native_plan.paths)
-    assert_counts(translate_count=3 if breaks_at_the_jump else 2, graph_breaks=1, fallbacks=0, compiled_graphs=0)
+    assert_counts(translate_count=3, graph_breaks=1, fallbacks=0, compiled_graphs=0)
     assert [code for _, code in sot.eval_frame_ext.cache_entries(tensor_if.__code__)] == [tensor_if.__code__]
 
 

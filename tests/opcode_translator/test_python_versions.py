@@ -204,7 +204,7 @@ def test_return_const(compile_all):
 
 def tensor_truth(x):
     y = x.sum()
-    if y > 0:  # 3.13: COMPARE_OP with the bool bit breaks (earlier: the jump breaks)
+    if y > 0:  # the jump breaks (3.13: after COMPARE_OP with the bool bit, whose conversion the jump does)
         return x * 2
     return x
 
@@ -219,6 +219,76 @@ def test_tensor_truth_breaks(compile_all):
 
 def test_tensor_not_breaks(compile_all):
     run(tensor_not, _x(3), breaks=1)
+
+
+def if_compared(x):
+    y = x * 2.0
+    if y.sum() > 0:  # 3.13: COMPARE_OP with the bool bit, then the jump
+        return y + 1.0
+    return y - 1.0
+
+
+def if_tensor(x):
+    y = x * 2.0
+    if (y > 0).all():  # 3.13: TO_BOOL, then the jump
+        return y + 1.0
+    return y - 1.0
+
+
+def if_not_tensor(x):
+    y = x * 2.0
+    if not (y > 0).all():  # 3.13: TO_BOOL, then POP_JUMP_IF_TRUE
+        return y - 1.0
+    return y + 1.0
+
+
+@pytest.mark.parametrize("fn", [if_compared, if_tensor, if_not_tensor])
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_each_branch_of_a_tensor_condition_is_translated_when_first_taken(fn, min_graph_size):
+    """The jump on a tensor's truth breaks the graph on every version (3.13 included, whose bool conversion
+    before the jump is the jump's): each of its two continuations has a resume function, translated when it
+    first runs, also after the entry came to run the original code natively (every piece too small to
+    compile: native.py). The counts are the same on every version."""
+    positive, negative = _x(3), -_x(3)
+    fast = sot.symbolic_translate(fn)
+    with sot.config.patch(min_graph_size=min_graph_size):
+        for _ in range(3):
+            assert_same(fast(positive), fn(positive))
+        first = sot.stats()
+        for _ in range(3):
+            assert_same(fast(negative), fn(negative))
+        second = sot.stats()
+    # the frame and the continuation taken; then the other continuation, once
+    assert (first.translate_count, first.graph_breaks, first.fallbacks) == (2, 1, 0), first
+    assert (second.translate_count, second.graph_breaks, second.fallbacks) == (3, 1, 0), second
+    compiled = (first.compiled_graphs, second.compiled_graphs)
+    assert compiled == ((2, 3) if min_graph_size == 0 else (0, 0)), compiled
+
+
+class _AnnotatedError(Exception):
+    pass
+
+
+def store_on_builtin_objects(x, err, ns):
+    # up to 3.12 SimpleNamespace and BaseException list the generic __setattr__ as their own slot wrapper
+    err.code = 3
+    ns.last = x * 2
+    ns.calls = ns.calls + 1
+    return x + err.code, ns.calls
+
+
+def test_attribute_stores_on_a_namespace_and_an_exception_are_plain_stores(compile_all):
+    import types
+
+    x = _x(3)
+    eager_ns, fast_ns = types.SimpleNamespace(calls=0), types.SimpleNamespace(calls=0)
+    eager_err, fast_err = _AnnotatedError("e"), _AnnotatedError("e")
+    expected = store_on_builtin_objects(x, eager_err, eager_ns)
+    assert_same(sot.symbolic_translate(store_on_builtin_objects)(x, fast_err, fast_ns), expected)
+    assert (fast_err.code, fast_ns.calls) == (eager_err.code, eager_ns.calls) == (3, 1)
+    assert_same(fast_ns.last, eager_ns.last)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
 
 # -- graph breaks with version-specific stack layouts -------------------------------------------------------

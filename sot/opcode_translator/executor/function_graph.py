@@ -19,7 +19,7 @@ from ...symbolic.layer_signature import layer_config_key, layer_signature, layer
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
-from .tracker import ConstTracker, DummyTracker, Tracker
+from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
 from .variables.base import VariableBase
 from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
@@ -307,6 +307,19 @@ class FunctionGraph:
             self.add_guard(source)
         self._guarded[id(var)] = var
 
+    def pins(self, var: VariableBase, _seen: set[int] | None = None) -> bool:
+        """Whether this translation's guard determines ``var`` (the value it has at a graph break, handed to
+        a resume function): it was guarded, or computed from guarded values and constants only. A tensor
+        counts as determined (its meta follows from the guarded inputs')."""
+        seen = set() if _seen is None else _seen
+        if id(var) in seen or isinstance(var, TensorVariable) or id(var) in self._guarded \
+                or isinstance(var.tracker, ConstTracker):
+            return True
+        if not isinstance(var.tracker, DummyTracker):
+            return False  # read from the frame (a local, a global, an attribute) and never guarded
+        seen.add(id(var))
+        return all(self.pins(source, seen) for source in (*var.tracker.inputs, *var.children()))
+
     def build_guard(self) -> Guard:
         builder = self.guard_builder
         for container in list(self.side_effects.mutated.values()):
@@ -317,6 +330,8 @@ class FunctionGraph:
         for var in self._guarded.values():
             if isinstance(var.tracker, (DummyTracker, ConstTracker)) or not var.tracker.is_traceable():
                 continue  # (no path to it: what it was derived from is guarded instead, see `add_guard`)
+            if isinstance(var, TensorVariable) and isinstance(var.tracker, LocalTracker):
+                builder.tensor_arguments.add(var.tracker.name)
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
         builder.add(autograd_state_check(builder, self.state))

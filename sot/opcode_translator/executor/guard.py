@@ -16,7 +16,7 @@ import re
 import sys
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import paddle
 
@@ -103,6 +103,7 @@ class GuardBuilder:
         # arrays whose contents vary (their pure methods then run natively instead: dynamic_shape.py).
         self.array_checks: list[tuple[str, str, Any]] = []
         self._seen: set[str] = set()
+        self.tensor_arguments: set[str] = set()  # the arguments that are tensors (`Guard.reads_arguments`)
 
     # -- naming -----------------------------------------------------------------------------------------
     def argument(self, name: str) -> str:
@@ -712,6 +713,16 @@ class Guard:
         the inputs (a layer's tree, globals) and of the grad/AMP mode are seen by the next full check."""
         exprs = [expr for expr in _ordered(self._builder.exprs) if _on_arguments_only(expr)]
         return _fast_check(self._builder, self._param_names, exprs)[0] if exprs else True
+
+    def reads_arguments(self, names: Iterable[str]) -> bool:
+        """Whether a check (or a binding a check uses) reads one of the arguments ``names`` that is not a
+        tensor (a tensor's checks are of its meta, which follows from the inputs of the code computing it)."""
+        params = [self._builder._params[name] for name in names
+                  if name in self._builder._params and name not in self._builder.tensor_arguments]
+        if not params:
+            return False
+        pattern = re.compile(r"\b(?:" + "|".join(params) + r")\b")
+        return any(pattern.search(expr) for expr in self._builder.exprs)
 
     @functools.cached_property
     def source(self) -> str:

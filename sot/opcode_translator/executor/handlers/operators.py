@@ -79,20 +79,35 @@ def to_bool(executor: OpcodeExecutor, value: VariableBase) -> VariableBase:
     return ConstantVariable(truth, executor.graph, DummyTracker((value,)))
 
 
+def to_bool_unless_jump_follows(executor: OpcodeExecutor, value: VariableBase) -> VariableBase:
+    """3.13's conversion of what a conditional jump or ``not`` tests to an exact bool (``TO_BOOL``,
+    ``COMPARE_OP``'s bool bit), except right before a conditional jump: the value itself is left for the
+    jump, which tests its truth the same way.
+
+    A tensor's truth then breaks the graph at the jump, as on the other versions, and each of the jump's two
+    continuations gets a resume function of its own. Broken at the conversion instead, the one continuation
+    would start with a Python bool's jump; once that resume function runs the original code natively (its
+    graphs too small to compile), the branch not taken so far would run natively too, never translated."""
+    if executor.pc < len(executor.instructions) and \
+            executor.instructions[executor.pc].opname in pyversion.TRUTH_JUMPS:
+        return value
+    return to_bool(executor, value)
+
+
 @handles("COMPARE_OP")
 def compare_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     rhs = executor.pop()
     lhs = executor.pop()
     result = apply_operator(executor, COMPARE_OPERATORS[instr.argval], [lhs, rhs])
     if pyversion.compare_converts_to_bool(instr):
-        result = to_bool(executor, result)
+        result = to_bool_unless_jump_follows(executor, result)
     executor.push(result)
 
 
 @handles("TO_BOOL")
 def to_bool_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     """3.13: what a conditional jump or ``not`` tests is made an exact bool first."""
-    executor.push(to_bool(executor, executor.pop()))
+    executor.push(to_bool_unless_jump_follows(executor, executor.pop()))
 
 
 @handles("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")

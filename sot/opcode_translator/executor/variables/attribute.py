@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ... import pyversion
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import VariableBase, VariableFactory
@@ -260,8 +261,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
     plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__
-    custom_setattr = (setattr_impl is not plain_setattr and not isinstance(obj, paddle.nn.Layer)
-                      and not through_object)
+    custom_setattr = (setattr_impl is not plain_setattr and setattr_impl not in pyversion.GENERIC_SETATTR_WRAPPERS
+                      and not isinstance(obj, paddle.nn.Layer) and not through_object)
     # A slot of a Python class (``__slots__``) is a plain store, replayed as such (deleting one runs natively:
     # whether it is set is not known to the simulation).
     is_slot = isinstance(descriptor, types.MemberDescriptorType) and bool(descriptor.__objclass__.__flags__
