@@ -217,19 +217,24 @@ class CompiledProgram:
             try:
                 records_grad = training and paddle.is_grad_enabled()
                 fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
-                recomputed = records_grad and not self._written_back and self._differentiable_outputs and \
+                recomputed = records_grad and self._differentiable_outputs and \
                     needs_recomputed_backward(inputs, self._grad_inputs)
+                if recomputed and self._written_back:
+                    # The recomputing backward would recompute from inputs the call changed in place, and the
+                    # program's own backward gives gradients without gradients: the eager replay, whose
+                    # autograd is eager's.
+                    return self._replay(inputs)
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
-                            outputs, recomputed = self._run_program(inputs, fed, recomputed)
+                            outputs = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
                 else:
-                    outputs, recomputed = self._run_program(inputs, fed, recomputed)
+                    outputs = self._run_program(inputs, fed, recomputed)
             finally:
                 self._end_scope_build()
         except Exception as failure:
@@ -248,14 +253,11 @@ class CompiledProgram:
                     _build_backward_under_flags(self._scopes, self._build_flags, outputs)
         return outputs
 
-    def _run_program(self, inputs: list, fed: list, recomputed: bool) -> tuple[list, bool]:
-        """Run the built program; with a recomputing backward if ``recomputed`` and that is possible. Also
-        says whether it was."""
+    def _run_program(self, inputs: list, fed: list, recomputed: bool) -> list:
+        """Run the built program; with a recomputing backward if ``recomputed``."""
         if recomputed:
-            outputs = run_with_recomputed_backward(self, inputs, fed, self._program.sot_call)
-            if outputs is not None:
-                return outputs, True
-        return self._program.sot_call(fed), False
+            return run_with_recomputed_backward(self, inputs, fed, self._program.sot_call)
+        return self._program.sot_call(fed)
 
     # What `higher_order` needs of a program it runs with a recomputing backward.
     @property

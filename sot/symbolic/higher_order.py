@@ -61,18 +61,21 @@ _add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # ru
 _vjp_names = itertools.count()
 
 
-# Set on the differentiable outputs of a compiled program's call: "program" when the program's own grad node
-# makes their gradients, "recomputed" when the call was run with a recomputing backward.
-ORIGIN = "_sot_origin"
+# Set on the differentiable outputs of a compiled program's call: the output's inplace version when the
+# program's own grad node makes its gradients, None when the call was run with a recomputing backward. (An
+# output changed in place since has a grad node of that change, which may lead to a leaf: no longer the
+# program's output alone.)
+PROGRAM_OUTPUT_VERSION = "_sot_program_output_version"
 
 
 def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
     """Whether the call on ``inputs`` is one that may be differentiated twice: it has an input requiring grad
     that is a leaf and not a parameter, or that is not an output of a compiled program run with its own
-    backward (one of a call run with a recomputing backward, or a tensor eager ops made: maybe from such a
-    leaf, as the points of a physics-informed loss concatenated from coordinates; maybe from parameters only,
-    then the call pays the recomputation without need). (Following a tensor's grad nodes back would tell, but
-    reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in Paddle 3.3.)"""
+    backward, unchanged since (one of a call run with a recomputing backward, a tensor eager ops made or
+    changed in place: maybe from such a leaf, as the points of a physics-informed loss concatenated from
+    coordinates; maybe from parameters only, then the call pays the recomputation without need). (Following a
+    tensor's grad nodes back would tell, but reading ``Tensor.grad_fn`` leaks the node, and what it keeps, in
+    Paddle 3.3.)"""
     for index in grad_inputs:
         tensor = inputs[index]
         if tensor.stop_gradient:
@@ -80,17 +83,16 @@ def needs_recomputed_backward(inputs: list, grad_inputs: list[int]) -> bool:
         if tensor.is_leaf:
             if not isinstance(tensor, EagerParamBase):
                 return True
-        elif getattr(tensor, ORIGIN, None) != "program":
+        elif getattr(tensor, PROGRAM_OUTPUT_VERSION, None) != tensor._inplace_version():
             return True
     return False
 
 
 def mark_outputs(outputs: list, recomputed: bool) -> None:
-    """Mark the differentiable outputs of a call recording gradients (see `ORIGIN`)."""
-    origin = "recomputed" if recomputed else "program"
+    """Mark the differentiable outputs of a call recording gradients (see `PROGRAM_OUTPUT_VERSION`)."""
     for output in outputs:
         if isinstance(output, paddle.Tensor) and not output.stop_gradient:
-            setattr(output, ORIGIN, origin)
+            setattr(output, PROGRAM_OUTPUT_VERSION, None if recomputed else output._inplace_version())
 
 
 class _GradientOfOutputs:
@@ -223,39 +225,50 @@ class _RecomputedCall:
                         paddle.assign(value, output=tensor)
 
 
-# Statements whose gradient does not read the values of their inputs (by target: a callable for ``api``, a name
-# for ``method``): an input reaching only such statements may change in place after the call, the recomputed
-# gradient stays eager's. ``mul``/``truediv`` only by a number (`_reads_values`).
-_VALUE_FREE_GRADIENTS: frozenset = frozenset([
-    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, operator.getitem,
-    paddle.add, paddle.subtract, paddle.reshape, paddle.transpose, paddle.concat, paddle.stack, paddle.sum,
-    paddle.mean, paddle.flatten, paddle.squeeze, paddle.unsqueeze, paddle.cast, paddle.assign, paddle.clone,
-    paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
-    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "__getitem__", "reshape",
-    "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "astype", "cast", "clone", "expand",
+# Statements whose gradient does not read the values of the tensors they compute from (by target: a callable for
+# ``api``, a name for ``method``): an input reaching only such statements may change in place after the call,
+# the recomputed gradient stays eager's. Of `_EVERY_OPERAND_IS_DATA`, every tensor operand is such data; of
+# `_FIRST_OPERAND_IS_DATA`, only the first argument: the others (the index of ``x[index]``, a shape, an axis, the
+# scale of ``paddle.scale``) say where the gradient goes, and are read. A product and a quotient only by a
+# number (`_operands_read`).
+_EVERY_OPERAND_IS_DATA: frozenset = frozenset([
+    operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, paddle.add,
+    paddle.subtract, paddle.concat, paddle.stack, paddle.cast, paddle.assign, paddle.clone,
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "astype", "cast", "clone",
+])
+_FIRST_OPERAND_IS_DATA: frozenset = frozenset([
+    operator.getitem, paddle.reshape, paddle.transpose, paddle.sum, paddle.mean, paddle.flatten, paddle.squeeze,
+    paddle.unsqueeze, paddle.split, paddle.chunk, paddle.scale, paddle.expand, paddle.broadcast_to, paddle.tile,
+    "__getitem__", "reshape", "transpose", "sum", "mean", "flatten", "squeeze", "unsqueeze", "expand",
     "broadcast_to", "tile", "scale", "split", "chunk",
 ])
-_BY_A_NUMBER = frozenset([operator.mul, operator.imul, operator.truediv, operator.itruediv, "__mul__", "__rmul__",
-                          "__imul__", "__truediv__", "__itruediv__"])
+_TIMES_A_NUMBER = frozenset([operator.mul, operator.imul, "__mul__", "__rmul__", "__imul__"])
+_DIVIDED_BY_A_NUMBER = frozenset([operator.truediv, operator.itruediv, "__truediv__", "__itruediv__"])
 
 
-def _reads_values(stmt: Statement) -> bool:
-    """Whether the gradient of ``stmt`` may read the values of its inputs (True when not known)."""
+def _operands_read(stmt: Statement) -> list[Symbol]:
+    """The operands of ``stmt`` whose values its gradient may read (all of them when not known)."""
+    operands = stmt.inputs()
     if stmt.kind not in ("api", "method"):
-        return True
+        return operands
     try:
-        if stmt.target in _VALUE_FREE_GRADIENTS:
-            return False
-        if stmt.target in _BY_A_NUMBER:
-            return sum(isinstance(arg, Symbol) for arg in stmt.args) != 1
+        if stmt.target in _EVERY_OPERAND_IS_DATA:
+            return []
+        if stmt.target in _FIRST_OPERAND_IS_DATA and stmt.args:
+            data = {id(leaf) for leaf in leaves(stmt.args[0])}
+            return [operand for operand in operands if id(operand) not in data]
+        if stmt.target in _TIMES_A_NUMBER or stmt.target in _DIVIDED_BY_A_NUMBER:
+            # (a number divided by a tensor: its gradient reads the tensor)
+            by_a_number = len(operands) == 1 and (stmt.target in _TIMES_A_NUMBER or stmt.args[0] is operands[0])
+            return [] if by_a_number else operands
     except TypeError:  # (an unhashable target)
-        return True
-    return True
+        return operands
+    return operands
 
 
 def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
     """Per output of ``sir``, the indexes of the inputs whose values its gradient may depend on: the inputs
-    from which the operands of a statement reading values (`_reads_values`) are computed, among the statements
+    from which the operands whose values a statement reads (`_operands_read`) are computed, among the statements
     the output's gradient flows through (back through values requiring grad, as `version_check.saved_by_reach`
     follows it)."""
     # The inputs each symbol is computed from (statements are in order: operands come first).
@@ -266,8 +279,8 @@ def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
             sources[symbol] = found
     producer = producers(sir)
     return [frozenset().union(*(sources.get(operand, frozenset())
-                                for stmt in statements_reached(sir, output, producer) if _reads_values(stmt)
-                                for operand in stmt.inputs()))
+                                for stmt in statements_reached(sir, output, producer)
+                                for operand in _operands_read(stmt)))
             for output in sir.outputs]
 
 
@@ -358,20 +371,15 @@ def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
     return _C_ops.multiply(nothing, nothing)
 
 
-def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list | None:
+def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: list, run: Any) -> list:
     """``run(inputs)`` without the program's grad node: each group of outputs (`output_groups`) reaches the
-    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed), whose gradient,
-    zeros, the hooks replace by the product program's. ``fed``: the inputs as the program is fed them (the views
-    of `compile._fed`, through which gradients reach the inputs). None when the tensors of a group have several
-    dtypes (they cannot be packed into one)."""
+    tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed, one pack per dtype
+    among them), whose gradient, zeros, the hooks replace by the product program's. ``fed``: the inputs as the
+    program is fed them (the views of `compile._fed`, through which gradients reach the inputs)."""
     grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
     groups = program.output_groups(grad_positions, parameters)
-    for _, members in groups:
-        dtype = differentiable[members[0]].dtype
-        if any(differentiable[k].dtype != dtype for k in members):
-            return None
     read = frozenset().union(*(program.inputs_read_by_gradients[index] for grouped, _ in groups for index in grouped))
     forward_state = _ForwardState(inputs, read, parameters)
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
@@ -381,19 +389,33 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
         _set_has_grad(True)  # (only a call recording gradients comes here)
     output_shapes = {index: outputs[index].shape for grouped, _ in groups for index in grouped}
     for grouped, members in groups:
-        call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in members if k < len(grad_positions)),
-                               tuple(parameters[k - len(grad_positions)] for k in members
-                                     if k >= len(grad_positions)), output_shapes, forward_state)
-        packed = _packed([differentiable[k] for k in members])
-        packed._register_grad_hook(call.input_gradient)
-        connector = _zero_of(packed)
+        links = []  # (the call computing the gradients of one pack, +0.0 computed from the pack)
+        for pack in _by_dtype(members, differentiable):
+            call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in pack if k < len(grad_positions)),
+                                   tuple(parameters[k - len(grad_positions)] for k in pack
+                                         if k >= len(grad_positions)), output_shapes, forward_state)
+            packed = _packed([differentiable[k] for k in pack])
+            packed._register_grad_hook(call.input_gradient)
+            links.append((call, _zero_of(packed)))
         for index in grouped:
             output = outputs[index]
-            linked = _C_ops.subtract(output, connector if output.dtype == connector.dtype else
-                                     _C_ops.cast(connector, output.dtype))
+            linked = output
+            for _, connector in links:
+                linked = _C_ops.subtract(linked, connector if output.dtype == connector.dtype else
+                                         _C_ops.cast(connector, output.dtype))
             # The note is on the link, not on the tensor the caller gets: hooks the caller registers on that
             # (at a graph break) run first, and the gradient they return is the one eager's backward uses.
-            linked._register_grad_hook(call.output_hook(index))
+            for call, _ in links:
+                linked._register_grad_hook(call.output_hook(index))
             outputs[index] = _C_ops.assign(linked)
     mark_outputs(outputs, recomputed=True)
     return outputs
+
+
+def _by_dtype(members: list[int], differentiable: list) -> list[list[int]]:
+    """``members`` (indexes into ``differentiable``) split by dtype, in order: tensors of one dtype only can be
+    packed into one tensor (a float32 input and a float64 one reaching the same output get a pack each)."""
+    packs: dict[Any, list[int]] = {}
+    for k in members:
+        packs.setdefault(differentiable[k].dtype, []).append(k)
+    return list(packs.values())

@@ -6,6 +6,9 @@ backward and frees what its backward reads: such calls run with a recomputing ba
 from __future__ import annotations
 
 import copy
+import gc
+import operator
+import weakref
 
 import numpy as np
 import paddle
@@ -13,6 +16,8 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward
+from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
 
 
 class Critic(nn.Layer):
@@ -231,6 +236,89 @@ def test_a_second_backward_with_retain_graph_through_a_layer(compile_all):
     _assert_close_lists(pictures(fast), pictures(eager))
 
 
+def test_an_output_of_a_program_changed_in_place_is_no_program_output_any_more(compile_all):
+    """An output of a call keeping the program's own backward, changed in place by eager code with a leaf
+    requiring grad, leads to that leaf: a call taking it must be one that may be differentiated twice (it was
+    taken for the program's output still, whose double backward then failed)."""
+    features = sot.symbolic_translate(nn.Linear(4, 3))(paddle.ones([2, 4]))
+    assert not needs_recomputed_backward([features], [0])
+    features.add_(_sample(7, (3,)))
+    assert needs_recomputed_backward([features], [0])
+
+
+def test_the_inputs_a_recomputed_gradient_reads():
+    """The inputs whose change in place after the call the recomputing backward must refuse: the index of
+    ``x[index]`` (where the gradient goes), the divisor of ``2 / x``; not ``x`` of ``x * 2`` or ``x / 2``."""
+    x, index, picked, inverse, doubled, halved = (Symbol(f"v{i}") for i in range(6))
+    metas = {symbol: MetaInfo((3,), paddle.float32, False) for symbol in (x, picked, inverse, doubled, halved)}
+    metas[index] = MetaInfo((2,), paddle.int64, True)
+    statements = [Statement("api", "getitem", operator.getitem, (x, index), {}, picked),
+                  Statement("api", "truediv", operator.truediv, (2.0, x), {}, inverse),
+                  Statement("api", "mul", operator.mul, (x, 2.0), {}, doubled),
+                  Statement("api", "truediv", operator.truediv, (x, 2.0), {}, halved)]
+    sir = StatementIR("test", [x, index], statements, [picked, inverse, doubled, halved], metas)
+    assert inputs_read_by_gradients(sir) == [frozenset([1]), frozenset([0]), frozenset(), frozenset()]
+
+
+def test_a_backward_lets_the_inputs_of_a_recomputed_call_go(compile_all):
+    """Known bug (tests/known_bugs.txt): after a backward without ``retain_graph``, eager lets go of the tensors
+    the call's backward kept, though the output lives on (a loss kept for logging). The recomputing backward
+    cannot tell whether another pass will come (a hook does not see ``retain_graph``): it keeps every input
+    of the call while the output lives."""
+
+    def scaled(x, factor):
+        return (paddle.tanh(x) * factor).sum()
+
+    def kept_after_backward(function):
+        factor = paddle.full([3], 2.0)
+        kept = weakref.ref(factor)
+        out = function(_sample(8, (3,)), factor)
+        out.backward()
+        del factor
+        gc.collect()
+        return kept() is not None, out
+
+    assert not kept_after_backward(scaled)[0]
+    assert not kept_after_backward(sot.symbolic_translate(scaled))[0]
+
+
+def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
+    """Known bug (tests/known_bugs.txt): a call whose only differentiable tensors are parameters keeps the
+    program's own backward, which frees what it reads in its first pass (Paddle 3.3's ``run_program``, as
+    ``paddle.jit.to_static`` alone): a second ``backward`` after ``retain_graph=True`` fails ("Tensor holds no
+    memory") where eager accumulates the gradients twice."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def pictures(network):
+        loss = (network(paddle.ones([2, 4])) ** 2).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return [p.grad.numpy() for p in network.parameters()]
+
+    _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def test_a_gradient_penalty_on_a_leaf_met_after_a_call_of_parameters_only(compile_all):
+    """Known bug (tests/known_bugs.txt): the leaf requiring grad meets the call's output only after it (eager
+    code scales the features by it): the call keeps the program's own backward, which the first
+    ``paddle.grad(create_graph=True)`` runs and frees; the backward through the gradient, which reaches the call
+    again for its parameters' gradients, fails where eager gives them."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def pictures(network):
+        scale = _sample(6, (3,))
+        features = network(paddle.ones([2, 4])) * scale
+        (slope,) = paddle.grad(features.sum(), scale, create_graph=True)
+        (slope * slope).sum().backward()
+        return [slope.numpy()] + [p.grad.numpy() for p in network.parameters()]
+
+    _assert_close_lists(pictures(fast), pictures(eager))
+
+
 def test_paddle_grad_of_an_output_alone_then_a_backward(compile_all):
     """A pass that stops at the call's output (``paddle.grad`` with respect to the output itself) notes the
     output's gradient without reaching the inputs: a later backward must not use it."""
@@ -444,6 +532,65 @@ def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
         x.scale_(3.0)
     with pytest.raises(Exception, match="changed in place after the call and before this backward pass"):
         out.sum().backward()
+
+
+def test_inputs_of_two_dtypes_reaching_one_output_are_differentiated_twice(compile_all):
+    """A float32 and a float64 input requiring grad reach the same output: they cannot be packed into one
+    tensor, each dtype gets its own (no program's own backward, whose gradients have no gradient: the second
+    order was silently missing)."""
+
+    def mixed(x, y):
+        return (paddle.tanh(x).astype("float64") * y * y).sum()
+
+    def pictures(function):
+        x = _sample(1, (3,))
+        y = paddle.to_tensor(np.random.default_rng(2).standard_normal(3), stop_gradient=False)
+        out = function(x, y)
+        (slope,) = paddle.grad(out, x, create_graph=True)
+        ((slope * slope).sum() + out).backward()
+        return [out.numpy(), x.grad.numpy(), y.grad.numpy()]
+
+    _assert_close_lists(pictures(sot.symbolic_translate(mixed)), pictures(mixed))
+
+
+def test_a_call_changing_an_input_in_place_is_differentiated_twice(compile_all):
+    """A graph writing back an input it changed in place (a counter), called on a leaf requiring grad: the
+    gradient of its gradient is eager's (the program's own backward gave gradients without gradients)."""
+
+    def counted(x, counter):
+        counter.add_(paddle.ones_like(counter))
+        return (paddle.tanh(x) * x).sum()
+
+    def pictures(function):
+        x, counter = _sample(4, (3,)), paddle.zeros([1])
+        out = function(x, counter)
+        (slope,) = paddle.grad(out, x, create_graph=True)
+        (slope * slope).sum().backward()
+        return [out.numpy(), x.grad.numpy(), counter.numpy()]
+
+    translated = sot.symbolic_translate(counted)
+    _assert_close_lists(pictures(translated), pictures(counted))
+    _assert_close_lists(pictures(translated), pictures(counted))
+
+
+def test_an_index_changed_in_place_after_the_call_refuses_the_backward(compile_all):
+    """The gradient of ``x[index]`` reads no value of ``x`` but scatters into the places ``index`` names: an
+    index changed in place after the call makes eager's backward refuse; the recomputing backward must refuse
+    too, not scatter into the new places."""
+
+    def picked(x, index):
+        return x[index].sum()
+
+    def attempt(function):
+        x = _sample(3, (4,))
+        index = paddle.to_tensor([0, 1])
+        out = function(x, index)
+        index.add_(paddle.to_tensor([2, 2]))
+        with pytest.raises(Exception, match="modified by an inplace operation|changed in place after the call"):
+            out.backward()
+
+    attempt(picked)
+    attempt(sot.symbolic_translate(picked))
 
 
 def test_a_hook_the_caller_registers_on_an_output_changes_the_input_gradient(compile_all):
