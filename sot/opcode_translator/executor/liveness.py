@@ -7,10 +7,10 @@ with edges to exception handlers (the exception table of 3.11+, the block stack 
 from __future__ import annotations
 
 import dis
-import functools
 import types
 
 from .. import pyversion
+from .code_memo import per_code
 from .guard import argument_names
 
 _USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST", "LOAD_FAST_AND_CLEAR",
@@ -46,7 +46,7 @@ def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
 Block = tuple[int, int]  # (offset of the SETUP_* instruction or EXCEPT_HANDLER, stack level it keeps)
 
 
-@functools.lru_cache(maxsize=256)
+@per_code
 def block_stacks(code: types.CodeType) -> dict[int, tuple[int, tuple[Block, ...]]]:
     """3.10: for each reachable instruction offset, the stack depth and the block stack there (innermost
     block last). Empty on 3.11+, which has no block stack."""
@@ -104,7 +104,7 @@ def is_protected(code: types.CodeType, offset: int) -> bool:
     return any(start <= offset < end for start, end, _ in pyversion.exception_table(code))
 
 
-@functools.lru_cache(maxsize=256)
+@per_code
 def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
     """For each instruction offset, the local/cell names live on entry to it."""
     instructions = list(dis.get_instructions(code))
@@ -147,7 +147,7 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
     return {offset: live[i] for i, offset in enumerate(offsets)}
 
 
-@functools.lru_cache(maxsize=1024)
+@per_code
 def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
     """The cell variables of ``code`` that live as long as the frame: the generated code hands these very
     cells to a resume function (as its closure). Not the cells a 3.12+ inlined comprehension makes again in
@@ -165,7 +165,7 @@ def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
 _CLEARS = {"DELETE_FAST", "LOAD_FAST_AND_CLEAR"}  # (3.12+: an inlined comprehension clears its variable)
 
 
-@functools.lru_cache(maxsize=256)
+@per_code
 def definitely_bound(code: types.CodeType) -> dict[int, frozenset[str]]:
     """For each reachable instruction offset, the fast locals bound on entry to it on *every* path from the
     function's start, whatever the inputs: the arguments, and what every path has stored since (a forward

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dis
 import types
-import weakref
 from typing import Any, Callable, Generator
 
 from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeError
@@ -15,6 +14,7 @@ from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
 from .guard import argument_names
+from .code_memo import per_code
 from .liveness import cells_shared_across_breaks
 from .tracker import (BuiltinTracker, ClosureTracker, DummyTracker, FrameCellTracker, GetItemTracker, GlobalTracker,
                       LocalTracker)
@@ -127,23 +127,13 @@ class NameResolver:
 
 
 
-# code object id -> (weak reference to it, its `decoded` form): an inlined function is usually met many times
-# in one translation (squeezenet's 26 convolution blocks run one ``forward``), and decoding its bytecode with
-# `dis` costs 30-60 us each time. Held by weak reference and dropped with the code (a function made at run
-# time must not stay alive), so an id is never taken for a dead code's.
-_decoded: dict[int, tuple[weakref.ref, tuple]] = {}
-
-
+# Kept per code: an inlined function is usually met many times in one translation (squeezenet's 26 convolution
+# blocks run one ``forward``), and decoding its bytecode with `dis` costs 30-60 us each time.
+@per_code
 def decoded(code: types.CodeType) -> tuple[tuple[dis.Instruction, ...], dict[int, int], dict[int, int | None]]:
     """``code``'s instructions, the index of each offset among them and the line of each offset (read only)."""
-    known = _decoded.get(id(code))
-    if known is not None and known[0]() is code:
-        return known[1]
     instructions = tuple(dis.get_instructions(code))
-    result = (instructions, {instr.offset: i for i, instr in enumerate(instructions)}, pyversion.line_numbers(code))
-    key = id(code)
-    _decoded[key] = (weakref.ref(code, lambda _, key=key: _decoded.pop(key, None)), result)
-    return result
+    return instructions, {instr.offset: i for i, instr in enumerate(instructions)}, pyversion.line_numbers(code)
 
 
 class OpcodeExecutor:

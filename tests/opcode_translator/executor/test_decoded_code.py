@@ -6,7 +6,8 @@ import dis
 import gc
 import weakref
 
-from sot.opcode_translator.executor.opcode_executor import _decoded, decoded
+from sot.opcode_translator.executor import liveness
+from sot.opcode_translator.executor.opcode_executor import decoded
 
 
 def test_decoding_is_shared_exact_and_dropped_with_the_code():
@@ -25,4 +26,20 @@ def test_decoding_is_shared_exact_and_dropped_with_the_code():
     del namespace, code, first, instructions, index_of_offset, lines
     gc.collect()
     assert ref() is None  # the cache held it weakly ...
-    assert key not in _decoded  # ... and forgot it with it
+    assert key not in decoded.memo  # ... and forgot it with it
+
+
+def test_the_liveness_analyses_do_not_keep_a_code_alive():
+    """A frame broken at a graph break asks these of its code; a function made at run time must still die."""
+    namespace: dict = {}
+    exec("def f(x):\n    try:\n        y = x + 1\n    finally:\n        x = 0\n    return y\n", namespace)
+    code = namespace["f"].__code__
+    analyses = (liveness.block_stacks, liveness.live_in, liveness.cells_shared_across_breaks,
+                liveness.definitely_bound)
+    results = [analysis(code) for analysis in analyses]
+    assert all(analysis(code) is result for analysis, result in zip(analyses, results))  # computed once
+    key, ref = id(code), weakref.ref(code)
+    del namespace, code
+    gc.collect()
+    assert ref() is None
+    assert all(key not in analysis.memo for analysis in analyses)
