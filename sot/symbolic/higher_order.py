@@ -342,11 +342,9 @@ def _parameters_read(stmt: Statement, parameter_index: dict[int, int], everythin
     tensor constant among its arguments."""
     target = stmt.target
     if isinstance(target, LayerCall):
-        layer = target.layer
-        if target.run_hooks and any(sub._forward_pre_hooks or sub._forward_post_hooks
-                                    for sub in layer.sublayers(include_self=True)):
+        if target.runs_forward_hooks():
             return everything
-        return frozenset(parameter_index[id(p)] for p in layer.parameters() if id(p) in parameter_index)
+        return frozenset(parameter_index[id(p)] for p in target.layer.parameters() if id(p) in parameter_index)
     if stmt.kind in ("pylayer", "call") or any(isinstance(leaf, paddle.Tensor)
                                                 for leaf in leaves((stmt.args, stmt.kwargs))):
         return everything

@@ -73,6 +73,12 @@ class LayerCall:
     def is_alive(self) -> bool:
         return self._layer() is not None
 
+    def runs_forward_hooks(self) -> bool:
+        """Whether the call runs forward hooks of the layer or of a sublayer: Python code that may read any
+        tensor, where the layer's own forward reads only its parameters, buffers and arguments."""
+        return self.run_hooks and any(sub._forward_pre_hooks or sub._forward_post_hooks
+                                      for sub in self.layer.sublayers(include_self=True))
+
     def watch(self, callback: Callable[[Any], None]) -> "weakref.ref[paddle.nn.Layer]":
         """A weak reference to the layer that calls ``callback`` when the layer is deleted."""
         return weakref.ref(self.layer, callback)

@@ -575,9 +575,7 @@ class FunctionGraph:
                 return True
             if not isinstance(target, LayerCall):
                 continue
-            if not target.is_alive() or (target.run_hooks and any(
-                    sub._forward_pre_hooks or sub._forward_post_hooks
-                    for sub in target.layer.sublayers(include_self=True))):
+            if not target.is_alive() or target.runs_forward_hooks():
                 return True
             if not tensor_apart_from_layer(var.value, target):
                 return True
