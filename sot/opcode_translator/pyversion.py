@@ -475,6 +475,23 @@ def emit_handler_entry(emit: Emit, store_exception: Callable[[], None]) -> None:
         store_exception()
 
 
+def emit_native_with_entry(codegen: Any) -> None:
+    """Enter, in generated code, the ``with`` block of the manager on top of the stack, leaving its
+    ``__exit__`` and what ``__enter__`` returned (on top), as `WITH_ENTRY` does, without the block itself: the
+    resume function continuing in the block sets that up again. 3.11+: ``BEFORE_WITH``, which pushes no block.
+    3.10: ``SETUP_WITH`` also pushes a block whose handler is in the original code, so a runtime helper
+    (`runtime.enter_with`) enters the manager instead."""
+    if not HAS_BLOCK_STACK:
+        codegen.emit("BEFORE_WITH")
+        return
+    from .runtime import enter_with
+
+    codegen.load_callable_const(enter_with)
+    codegen.emit("ROT_TWO")
+    codegen.call(1)
+    codegen.emit("UNPACK_SEQUENCE", 2)  # (the first item ends on top)
+
+
 def emit_swap_top_two(emit: Emit) -> None:
     if PY < (3, 11):
         emit("ROT_TWO")

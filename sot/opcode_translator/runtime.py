@@ -241,6 +241,23 @@ def enter_grad_mode(enabled: bool) -> Any:
     return BlockExit(paddle.enable_grad if enabled else paddle.no_grad, "grad", previous).enter()
 
 
+def enter_with(manager: Any) -> tuple[Any, Any]:
+    """3.10's ``SETUP_WITH`` without its block (`pyversion.emit_native_with_entry`): what entering a ``with``
+    block leaves, top first: what ``__enter__`` returned, then the bound ``__exit__``. Both are looked up on
+    the type, ``__enter__`` first, and a missing one raises 3.10's ``AttributeError`` naming it."""
+    cls = type(manager)
+    bound = []
+    for name in ("__enter__", "__exit__"):
+        try:
+            method = getattr(cls, name)
+        except AttributeError:
+            raise AttributeError(name) from None
+        get = getattr(type(method), "__get__", None)
+        bound.append(method if get is None else get(method, manager, cls))
+    enter, exit_ = bound
+    return enter(), exit_
+
+
 def enter_context_manager(make_manager: Any) -> Any:
     """Enter a fresh AMP ``make_manager()`` for real (a block a graph break interrupted); returns its
     ``__exit__``."""

@@ -249,10 +249,9 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
 
 
 def _with_block_entered_in_simulation(brk: GraphBreak) -> int | None:
-    """The ``BEFORE_WITH`` offset of the outermost ``with`` block around the break whose manager exists only in
-    the simulation (a ``@contextmanager`` generator paused at its ``yield``): its exit cannot be rebuilt."""
-    if pyversion.HAS_BLOCK_STACK:  # (3.10's SETUP_WITH also pushes a block: not run natively)
-        return None
+    """The `pyversion.WITH_ENTRY` offset of the outermost ``with`` block around the break whose manager exists
+    only in the simulation (a ``@contextmanager`` generator paused at its ``yield``): its exit cannot be
+    rebuilt."""
     for var in brk.stack:
         offset = getattr(var, "entered_at", None)
         if offset is not None:
@@ -480,7 +479,7 @@ def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
     n_call = pyversion.call_operand_count(instr)
     if n_call is not None:
         return n_call, 1
-    if name == "BEFORE_WITH":  # the manager -> its __exit__ and what __enter__ returned
+    if name == pyversion.WITH_ENTRY:  # the manager -> its __exit__ and what __enter__ returned
         return 1, 2
     if name in ("UNARY_NOT", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER", "TO_BOOL",
                 "CALL_INTRINSIC_1", "FORMAT_SIMPLE", "CONVERT_VALUE"):
@@ -569,6 +568,8 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         pyversion.emit_truth_jump_prefix(codegen.emit, instr.opname)
         # The label is always after this instruction: a backward jump (a loop condition) becomes forward.
         codegen.add(Instr(native.name.replace("BACKWARD", "FORWARD"), label, lineno=codegen.lineno))
+    elif instr.opname == pyversion.WITH_ENTRY:
+        pyversion.emit_native_with_entry(codegen)
     elif instr.opname == "LOAD_SUPER_ATTR":
         codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:

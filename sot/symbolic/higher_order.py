@@ -337,17 +337,12 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
 
 def _parameters_read(stmt: Statement, parameter_index: dict[int, int], everything: frozenset[int]
                      ) -> frozenset[int]:
-    """The parameters a statement may read (indexes as in `output_groups`): those of the built-in layer it
-    calls; all of them for a PyLayer, a nested graph, a layer with forward hooks (which may read any), or a
-    tensor constant among its arguments."""
-    target = stmt.target
-    if isinstance(target, LayerCall):
-        if target.runs_forward_hooks():
-            return everything
-        return frozenset(parameter_index[id(p)] for p in target.layer.parameters() if id(p) in parameter_index)
-    if stmt.kind in ("pylayer", "call") or any(isinstance(leaf, paddle.Tensor)
-                                                for leaf in leaves((stmt.args, stmt.kwargs))):
+    """The parameters a statement may read (indexes as in `output_groups`): all of them when it may read any
+    tensor (`Statement.may_read_any_tensor`), else those of the built-in layer it calls."""
+    if stmt.may_read_any_tensor():
         return everything
+    if isinstance(stmt.target, LayerCall):
+        return frozenset(parameter_index[id(p)] for p in stmt.target.layer.parameters() if id(p) in parameter_index)
     return frozenset()
 
 

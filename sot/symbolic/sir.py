@@ -156,6 +156,24 @@ class Statement:
     def output_symbols(self) -> list[Symbol]:
         return [leaf for leaf in leaves(self.outputs) if isinstance(leaf, Symbol)]
 
+    def may_read_any_tensor(self) -> bool:
+        """Whether the statement may read tensors other than its operands and, for a built-in layer, the
+        layer's own parameters and buffers: a PyLayer's or a nested call's forward (any Python code), a
+        layer whose forward hooks run or that is gone (unknown), or a tensor constant among its arguments
+        (a tensor the program holds itself: a parameter of another layer passed to a layer, too).
+
+        The one answer to "which tensors from outside may this statement read", for the questions asked
+        of it: whether a tensor was read before the frame made it require gradients
+        (`FunctionGraph.may_have_read`) and which held parameters an output's gradient reaches
+        (`higher_order.output_groups`). When the two answered apart, a layer statement's tensor constant
+        was read for one and not for the other."""
+        if self.kind in ("pylayer", "call"):
+            return True
+        if any(isinstance(leaf, paddle.Tensor) for leaf in leaves((self.args, self.kwargs))):
+            return True
+        target = self.target
+        return isinstance(target, LayerCall) and (not target.is_alive() or target.runs_forward_hooks())
+
 
 def _format_arg(value: Any) -> str:
     if isinstance(value, Symbol):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import sys
 import warnings
 from typing import Any, Iterator
 
@@ -310,8 +309,9 @@ def manager_made_before_a_break(x, w):
 
 def test_a_manager_made_before_a_graph_break_is_entered_after_it(compile_all: Any) -> None:
     # The graph before the break is compiled; the generated code makes the real manager. The resume function
-    # enters that real (library) manager: 3.11+ run its BEFORE_WITH natively (a break) and translate the block
-    # and what follows, its library __exit__ run natively at one more break; 3.10 run the rest eagerly.
+    # enters that real (library) manager: its block entry runs natively (a break; 3.10's SETUP_WITH without its
+    # block, set up again by the resume function), the block and what follows are translated, its library
+    # __exit__ run natively at one more break. The same on every version.
     observed.clear()
     make_args = lambda: (_t(4, 8), _t(8, 3, seed=1, stop_gradient=False))  # noqa: E731
     expected = manager_made_before_a_break(*make_args())
@@ -322,9 +322,8 @@ def test_a_manager_made_before_a_graph_break_is_entered_after_it(compile_all: An
         assert_same(fast(*make_args()), expected)
         assert observed == expected_states
         observed.clear()
-    native_with = sys.version_info >= (3, 11)
-    assert sot.stats().fallbacks == (0 if native_with else 1)
-    assert sot.stats().graph_breaks == (4 if native_with else 1)
+    assert sot.stats().fallbacks == 0
+    assert sot.stats().graph_breaks == 4
 
 
 def test_block_arguments_are_guarded(compile_all: Any) -> None:

@@ -7,7 +7,6 @@ the body and ``__exit__``, and the exception ``__exit__`` saw), the exception th
 from __future__ import annotations
 
 import contextlib
-import sys
 
 import paddle
 import pytest
@@ -279,12 +278,11 @@ def break_inside_a_manager_made_in_the_frame(x, log):
 ], ids=["print", "nested_tensor_branch", "exception", "made_in_the_frame"])
 def test_break_inside_the_block_of_a_generator_manager(compile_all, fn, makers):
     """The simulated generator cannot be handed to the resume function: the frame is translated again with
-    the block's ``BEFORE_WITH`` run natively (the real manager entered once, its ``__exit__`` run once by real
-    code, in eager order), never a fallback of the whole frame (3.10: the frame falls back; the results are the
-    same). An exception raised in the block after the break reaches the real ``__exit__`` natively, from the
-    raising instruction."""
+    the block's entry (``BEFORE_WITH``; 3.10's ``SETUP_WITH`` without its block) run natively (the real manager
+    entered once, its ``__exit__`` run once by real code, in eager order), never a fallback of the whole frame,
+    on every version. An exception raised in the block after the break reaches the real ``__exit__``
+    natively, from the raising instruction."""
     stats = check(fn, *makers, breaks=None, fallbacks=None, stable=False)
-    if sys.version_info >= (3, 11):
-        assert stats.fallbacks == 0, stats
-        assert stats.graph_breaks >= 3, stats  # at BEFORE_WITH, inside the block, at the native __exit__
+    assert stats.fallbacks == 0, stats
+    assert stats.graph_breaks >= 3, stats  # at the block's entry, inside the block, at the native __exit__
     check(fn, *makers, breaks=None, fallbacks=None)  # (translated already: the second round hits the cache)

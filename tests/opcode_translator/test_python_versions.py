@@ -503,3 +503,80 @@ def test_split_super_instructions():
     if pyversion.PY >= (3, 13):
         split = pyversion.split_super_instructions([Instr("STORE_FAST_LOAD_FAST", ("a", "b"))])
         assert [(i.name, i.arg) for i in split] == [("STORE_FAST", "a"), ("LOAD_FAST", "b")]
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __enter__(self) -> str:
+        self.calls.append("enter")
+        return "entered"
+
+    def __exit__(self, *exc_info) -> None:
+        self.calls.append("exit")
+
+
+class _EnterOnly:
+    def __enter__(self) -> None:
+        raise AssertionError("3.10 looks both methods up before calling __enter__")
+
+
+def test_a_with_entry_run_natively_without_its_block():
+    """3.10's ``SETUP_WITH`` run in generated code (`runtime.enter_with`): what ``__enter__`` returned on top,
+    the bound ``__exit__`` below; a missing method raises 3.10's ``AttributeError`` naming it, before
+    ``__enter__`` runs."""
+    from sot.opcode_translator.runtime import enter_with
+
+    manager = _Recorder()
+    entered, exit_ = enter_with(manager)
+    assert (entered, manager.calls) == ("entered", ["enter"])
+    exit_(None, None, None)
+    assert manager.calls == ["enter", "exit"]
+    with pytest.raises(AttributeError, match="^__enter__$"):
+        enter_with(1)
+    with pytest.raises(AttributeError, match="^__exit__$"):
+        enter_with(_EnterOnly())
+
+
+def _break_in_a_handler(x, log):
+    try:
+        {}["missing"]
+    except KeyError:
+        print("handled")  # a break inside the except block
+        log.append(sys.exc_info()[0].__name__)
+        x = x + 1
+    return x * 2
+
+
+def _break_in_a_generator_manager(x, log):
+    import contextlib
+
+    @contextlib.contextmanager
+    def logged():
+        log.append("enter")
+        yield
+        log.append("exit")
+
+    with logged():
+        x = x + 1
+        print("inside")  # a break inside the block
+        x = x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("fn", [_break_in_a_handler, _break_in_a_generator_manager])
+def test_breaks_in_handlers_and_generator_managers_resume_on_every_version(compile_all, capsys, fn):
+    """No fallback on 3.10 either: a break in a handler of an exception the frame raised runs natively from the
+    raising instruction; a break in a generator manager's block enters it natively (`emit_native_with_entry`)."""
+    log: list = []
+    expected = fn(_x(3), log)
+    expected_log, log[:] = list(log), []
+    fast = sot.symbolic_translate(fn)
+    for _ in range(2):
+        assert_same(fast(_x(3), log), expected)
+        assert log == expected_log
+        log.clear()
+    stats = sot.stats()
+    assert stats.fallbacks == 0, stats
+    assert stats.graph_breaks >= 1, stats

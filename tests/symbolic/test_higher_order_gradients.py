@@ -16,8 +16,8 @@ import paddle.nn as nn
 import pytest
 
 import sot
-from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward
-from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
+from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward, output_groups
+from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol, layer_call
 
 
 class Critic(nn.Layer):
@@ -606,3 +606,24 @@ def test_a_hook_the_caller_registers_on_an_output_changes_the_input_gradient(com
         return [x.grad.numpy()]
 
     _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
+
+
+def test_a_layer_statement_reading_a_tensor_constant_links_every_held_parameter():
+    """A built-in layer's statement whose arguments hold a tensor constant (a parameter of another layer the
+    program holds itself) depends on that parameter too: its output is linked to it, so that a recomputed
+    backward gives it a gradient (it got none when only the called layer's parameters counted, while
+    `FunctionGraph.may_have_read` counted the constant)."""
+    paddle.seed(4)
+    called, other = nn.Linear(4, 4), nn.Linear(4, 4)
+    out, plain = Symbol("out"), Symbol("plain")
+    metas = {symbol: MetaInfo((4, 4), paddle.float32, False) for symbol in (out, plain)}
+    reads_constant = Statement("layer", "Linear", layer_call(called), (other.weight,), {}, out)
+    sir = StatementIR("test", [], [reads_constant], [out], metas)
+    parameters = (*called.parameters(), *other.parameters())
+    assert reads_constant.may_read_any_tensor()
+    assert output_groups(sir, (), parameters) == [([0], [0, 1, 2, 3])]
+    # Without the constant, the layer reads its own parameters only.
+    own_only = Statement("layer", "Linear", layer_call(called), (plain,), {}, out)
+    sir = StatementIR("test", [plain], [own_only], [out], metas)
+    assert not own_only.may_read_any_tensor()
+    assert output_groups(sir, (0,), parameters) == [([0], [0, 1, 2])]

@@ -564,19 +564,15 @@ class FunctionGraph:
 
     def may_have_read(self, var: TensorVariable) -> bool:
         """Whether a statement recorded so far may have read the tensor of ``var`` (from outside the frame)
-        other than as a graph input: a PyLayer's or a nested call's forward (anything), a built-in layer that
-        runs hooks (anything) or reads it as one of its parameters or buffers, or a tensor constant among the
-        arguments. A layer found apart from the tensor stays so at later calls (guarded: the same path may
+        other than as a graph input: one that may read any tensor (`Statement.may_read_any_tensor`), or a
+        built-in layer reading it as one of its parameters or buffers. A layer found apart from the tensor stays so at later calls (guarded: the same path may
         reach one of its parameters then)."""
         for statement in self.statements:
-            target = statement.target
-            if statement.kind in ("pylayer", "call") or \
-                    any(isinstance(leaf, paddle.Tensor) for leaf in leaves((statement.args, statement.kwargs))):
+            if statement.may_read_any_tensor():
                 return True
+            target = statement.target
             if not isinstance(target, LayerCall):
                 continue
-            if not target.is_alive() or target.runs_forward_hooks():
-                return True
             if not tensor_apart_from_layer(var.value, target):
                 return True
             self._keep_apart_from_layer(var, target)

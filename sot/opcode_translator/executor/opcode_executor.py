@@ -337,7 +337,7 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 if exc.original is None or not self._enter_handler(instr, exc.original):
                     raise
-                if top and not pyversion.HAS_BLOCK_STACK and id(exc.original) not in self.raised:
+                if top and id(exc.original) not in self.raised:
                     # (the first raise: a re-raise keeps the traceback it made; running from it redoes both)
                     self.raised[id(exc.original)] = RaisedAt(exc.original, instr, saved, self.lineno)
                 continue
