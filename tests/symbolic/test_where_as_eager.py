@@ -109,7 +109,12 @@ def test_a_negative_zero_in_a_bigger_operand_keeps_its_sign_with_gradients(compi
     lambda c, x, y: paddle.where(c, x, y[:, :2]),  # eager: the shapes do not broadcast
     lambda c, x, y: paddle.where(c, x, None),  # eager: ValueError
     lambda c, x, y: paddle.where(c),  # nonzero
-], ids=["method", "aliases", "keywords", "int condition", "shape mismatch", "only x", "nonzero"])
+    lambda c, x, y: paddle.where(c, x, np.float64(2.0)),  # a NumPy scalar: a float64 0-d tensor
+    lambda c, x, y: paddle.where(c, np.float32(-0.0), y),
+    lambda c, x, y: paddle.where(c, x, np.ones([2, 3], dtype="float32")),
+    lambda c, x, y: paddle.where(c[0, 0], x, -0.0),  # a 0-d condition
+], ids=["method", "aliases", "keywords", "int condition", "shape mismatch", "only x", "nonzero", "numpy scalar",
+        "numpy negative zero", "numpy array", "0-d condition"])
 def test_other_forms_and_errors_are_eagers(compile_all: None, call: Callable[..., Any]) -> None:
     def f(c: paddle.Tensor, x: paddle.Tensor, y: paddle.Tensor) -> Any:
         out = call(c, x, y)
