@@ -18,7 +18,7 @@ from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
 from .native import entry_added
-from .skip_files import should_skip
+from .skip_files import runs_hook_free, should_skip
 from .transform import Translation, describe_code, translate_frame
 
 # Code objects whose translation must not fall back / break (``psdb.check_no_fallback`` and friends).
@@ -97,7 +97,15 @@ def frame_callback(code: types.CodeType, globals_: dict, builtins_: dict, closur
         leave_room()
 
 
+def _always(*_: Any) -> bool:
+    """The guard of a hook-free native entry: right for any inputs."""
+    return True
+
+
 def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tuple | None, args: tuple) -> Any:
+    if runs_hook_free(code):
+        # the original code, for any inputs, with the callback suspended while it (and all it calls) runs
+        return _always, code, 0, True, True
     if should_skip(code, globals_) or _is_comprehension_body(code):
         return SKIP
     frame = FrameInfo(code, globals_, builtins_, closure, args)

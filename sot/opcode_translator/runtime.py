@@ -241,20 +241,33 @@ def enter_grad_mode(enabled: bool) -> Any:
     return BlockExit(paddle.enable_grad if enabled else paddle.no_grad, "grad", previous).enter()
 
 
+def special_attribute(cls: type, name: str, default: Any = None) -> Any:
+    """The raw attribute ``name`` of the nearest class of ``cls.__mro__`` defining it (what CPython's
+    special-method lookup finds: never the instance's own attribute, nor the metaclass's), or ``default``."""
+    return next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), default)
+
+
+def special_method(obj: Any, name: str) -> Any:
+    """``obj``'s special method ``name`` as the interpreter gets it (``with`` and the like): `special_attribute`
+    of its type, bound through that attribute's own ``__get__`` if it has one (a function binds ``obj``, a
+    ``staticmethod`` nothing, a ``classmethod`` the type); a missing one raises ``AttributeError(name)``."""
+    cls = type(obj)
+    method = special_attribute(cls, name, _MISSING)
+    if method is _MISSING:
+        raise AttributeError(name)
+    get = getattr(type(method), "__get__", None)
+    return method if get is None else get(method, obj, cls)
+
+
+_MISSING = object()
+
+
 def enter_with(manager: Any) -> tuple[Any, Any]:
     """3.10's ``SETUP_WITH`` without its block (`pyversion.emit_native_with_entry`): what entering a ``with``
-    block leaves, top first: what ``__enter__`` returned, then the bound ``__exit__``. Both are looked up on
-    the type, ``__enter__`` first, and a missing one raises 3.10's ``AttributeError`` naming it."""
-    cls = type(manager)
-    bound = []
-    for name in ("__enter__", "__exit__"):
-        try:
-            method = getattr(cls, name)
-        except AttributeError:
-            raise AttributeError(name) from None
-        get = getattr(type(method), "__get__", None)
-        bound.append(method if get is None else get(method, manager, cls))
-    enter, exit_ = bound
+    block leaves, top first: what ``__enter__`` returned, then the bound ``__exit__``. Both are looked up as
+    special methods (`special_method`: an ``__enter__`` set on the manager object is ignored, a
+    ``staticmethod`` or ``classmethod`` binds as such), ``__enter__`` first, before it is called."""
+    enter, exit_ = (special_method(manager, name) for name in ("__enter__", "__exit__"))
     return enter(), exit_
 
 

@@ -15,6 +15,7 @@ import sys
 import sysconfig
 import types
 from functools import lru_cache
+from typing import Any
 
 import paddle
 from paddle.utils import decorator_utils
@@ -53,6 +54,25 @@ _NAMEDTUPLE_NAMESPACE = "namedtuple_"
 def skip_code(code: types.CodeType) -> None:
     """Never translate ``code`` (``sot.skip_function``)."""
     _skipped_codes.add(code)
+
+
+# Library codes whose whole call tree runs natively, the hook suspended: nothing they call is translated.
+# For machinery whose later work depends on the exact eager ops of the code it calls, e.g. Paddle's
+# non-reentrant ``recompute``, whose backward re-runs the user's function under saved-tensor hooks that
+# match the tensors it saves one by one against those of the forward run (a translated run saves others).
+_hook_free_codes: set[types.CodeType] = set()
+
+
+def run_hook_free(functions: list[Any]) -> frozenset[types.CodeType]:
+    """Run every frame of ``functions`` and of the functions nested in them (closures made at run time)
+    natively, the thread's callback suspended, until the process ends. Returns those codes."""
+    codes = _with_nested_codes([fn.__code__ for fn in functions])
+    _hook_free_codes.update(codes)
+    return codes
+
+
+def runs_hook_free(code: types.CodeType) -> bool:
+    return code in _hook_free_codes
 
 
 def _imports_paddle(path: str) -> bool:

@@ -13,6 +13,7 @@ import types
 import weakref
 from typing import Any, Callable, Literal
 
+import numpy as np
 import paddle
 
 from ..errors import SourceLocation
@@ -311,7 +312,7 @@ def _call_in_grad_mode(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> 
 
 def _call(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
     if args and isinstance(args[0], paddle.pir.Value):
-        lowering = _static_lowering(stmt)
+        lowering = static_lowering(stmt.kind, stmt.target)
         if lowering is not None:
             return lowering(*args, **kwargs)
     if stmt.kind == "method":
@@ -346,19 +347,52 @@ def _subtract_as_eager(x: Any, value: Any) -> Any:
     return operator.sub(x, value)
 
 
+def _where_as_eager(condition: Any, x: Any = None, y: Any = None, name: str | None = None, *, out: Any = None,
+                    **aliases: Any) -> Any:
+    """``paddle.where(condition, x, y)`` on static values, built as eager builds it.
+
+    Paddle's static form broadcasts by adding zeros (``x + zeros_like(y) + ...``): a -0.0 selected from a
+    broadcast operand comes out 0.0, and a Python number, made a 0-d tensor, is promoted by the additions
+    (an int32 tensor with ``2`` computes) where eager's ``where`` op rejects mixed integer, bool and float
+    dtypes (TypeError). Eager expands the operands with ``broadcast_to`` (exact), then calls the op, whose
+    static form promotes and rejects dtypes as eager does. ``nonzero`` (no ``x``/``y``) and ``out=`` keep
+    Paddle's static form."""
+    x, y = aliases.pop("input", x), aliases.pop("other", y)
+    if aliases or out is not None or x is None or y is None:
+        return paddle.where(condition, x, y, name, out=out, **aliases)
+    x, y = (paddle.to_tensor(v) if np.isscalar(v) else v for v in (x, y))
+    if condition.dtype != paddle.bool:
+        raise ValueError(f"The `condition` is expected to be a boolean Tensor, but got a Tensor with dtype "
+                         f"{condition.dtype}")
+    shapes = [list(v.shape) for v in (condition, x, y)]
+    if any(dim < 0 for shape in shapes for dim in shape):
+        # A dynamic dimension: the broadcast shape is known at run time only, from a tensor of that shape
+        # (its values unused) that every operand is expanded to (``expand_as`` copies values exactly).
+        carrier = sum(paddle.zeros_like(v, dtype=paddle.float32) for v in (condition, x, y))
+        return paddle._C_ops.where(*(paddle.expand_as(v, carrier) for v in (condition, x, y)))
+    shape = paddle.broadcast_shape(paddle.broadcast_shape(shapes[1], shapes[2]), shapes[0])
+    condition, x, y = (paddle.broadcast_to(v, shape) if v_shape != shape else v
+                       for v, v_shape in zip((condition, x, y), shapes))
+    return paddle._C_ops.where(condition, x, y)
+
+
 # Statements whose static form Paddle builds differently from the eager op, by the statement's target: an
-# operator function (an ``api`` statement) or a method name.
+# operator function or a Paddle API function (an ``api`` statement) or a method name.
 _STATIC_LOWERING: dict[Any, Callable[..., Any]] = {
     operator.truediv: _divide_as_eager, operator.itruediv: _divide_as_eager, "__truediv__": _divide_as_eager,
     "__div__": _divide_as_eager, "__itruediv__": _divide_as_eager,
     operator.sub: _subtract_as_eager, operator.isub: _subtract_as_eager, "__sub__": _subtract_as_eager,
     "__isub__": _subtract_as_eager,
+    paddle.where: _where_as_eager, "where": _where_as_eager,
 }
 
 
-def _static_lowering(stmt: Statement) -> Callable[..., Any] | None:
-    if stmt.kind == "method" or (stmt.kind == "api" and type(stmt.target) is types.BuiltinFunctionType):
-        return _STATIC_LOWERING.get(stmt.target)
+def static_lowering(kind: str, target: Any) -> Callable[..., Any] | None:
+    """How a statement of ``kind`` calling ``target`` is built on static values (its first argument one),
+    when not by the call itself: also the form meta inference must see, so that its metas (and errors) are
+    those of the program built."""
+    if kind == "method" or (kind == "api" and type(target) in (types.BuiltinFunctionType, types.FunctionType)):
+        return _STATIC_LOWERING.get(target)
     return None
 
 

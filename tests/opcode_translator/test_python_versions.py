@@ -539,6 +539,126 @@ def test_a_with_entry_run_natively_without_its_block():
         enter_with(_EnterOnly())
 
 
+class _StaticManager:
+    """``__enter__``/``__exit__`` staticmethods: called without the manager."""
+    log: list = []
+
+    @staticmethod
+    def __enter__() -> str:
+        print("entering")  # a graph break: the entry runs natively (3.10: `runtime.enter_with`)
+        _StaticManager.log.append("enter")
+        return "static"
+
+    @staticmethod
+    def __exit__(*exc_info) -> None:
+        _StaticManager.log.append("exit")
+
+
+class _ClassManager:
+    """``__enter__``/``__exit__`` classmethods: called with the type."""
+    log: list = []
+
+    @classmethod
+    def __enter__(cls) -> type:
+        print("entering")
+        cls.log.append("enter")
+        return cls
+
+    @classmethod
+    def __exit__(cls, *exc_info) -> None:
+        cls.log.append("exit")
+
+
+class _ClassManagerChild(_ClassManager):
+    log: list = []
+
+
+class _Exiter:
+    """A callable class attribute without ``__get__``: called as it is, without the manager."""
+
+    def __call__(self, *exc_info) -> None:
+        _StaticManager.log.append("callable exit")
+
+
+class _InstanceAttributeManager(_Recorder):
+    """An ``__enter__`` set on the instance is ignored: special methods are looked up on the type."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__enter__ = lambda: "instance attribute"
+        self.__exit__ = lambda *exc_info: self.calls.append("instance exit")
+
+
+class _NoisyInstanceAttributeManager(_InstanceAttributeManager):
+    def __enter__(self) -> str:
+        print("entering")
+        return super().__enter__()
+
+
+class _CallableExitManager(_StaticManager):
+    __exit__ = _Exiter()
+
+
+@pytest.mark.parametrize("manager, entered, log", [
+    (_StaticManager(), "static", ["enter", "exit"]),
+    (_ClassManager(), _ClassManager, ["enter", "exit"]),
+    (_ClassManagerChild(), _ClassManagerChild, ["enter", "exit"]),
+    (_CallableExitManager(), "static", ["enter", "callable exit"]),
+], ids=["staticmethod", "classmethod", "inherited classmethod", "callable attribute"])
+def test_enter_with_binds_as_cpython_binds_special_methods(manager, entered, log):
+    from sot.opcode_translator.runtime import enter_with
+
+    type(manager).log.clear()
+    got, exit_ = enter_with(manager)
+    exit_(None, None, None)
+    assert (got, type(manager).log) == (entered, log)
+    with manager as eager_got:
+        pass
+    assert (eager_got, type(manager).log) == (entered, log * 2)
+
+
+def test_enter_with_ignores_methods_set_on_the_instance():
+    from sot.opcode_translator.runtime import enter_with
+
+    manager = _InstanceAttributeManager()
+    entered, exit_ = enter_with(manager)
+    exit_(None, None, None)
+    assert (entered, manager.calls) == ("entered", ["enter", "exit"])
+
+
+def _break_in_a_manager_block(x, manager, log):
+    with manager as entered:
+        x = x + 1
+        print("inside")  # a break inside the block: on 3.10 the resume enters the manager natively
+        log.append(entered if isinstance(entered, str) else getattr(entered, "__name__", type(entered).__name__))
+        x = x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("make", [_StaticManager, _ClassManager, _InstanceAttributeManager,
+                                  _NoisyInstanceAttributeManager, _CallableExitManager])
+def test_a_break_in_the_block_of_a_manager_with_unusual_methods(compile_all, capsys, make):
+    """The block's methods are the type's, bound as their kind binds, in the simulation and in the resume
+    function that enters the manager natively after the break (3.10: `runtime.enter_with`)."""
+    log: list = []
+    manager = make()
+    methods_log = getattr(manager, "calls", None) if isinstance(manager, _Recorder) else type(manager).log
+    methods_log.clear()
+    expected = _break_in_a_manager_block(_x(3), manager, log)
+    expected_logs, eager_out = (list(log), list(methods_log)), capsys.readouterr().out
+    fast = sot.symbolic_translate(_break_in_a_manager_block)
+    for _ in range(2):
+        log.clear()
+        methods_log.clear()
+        assert_same(fast(_x(3), manager, log), expected)
+        assert (list(log), list(methods_log)) == expected_logs
+        assert capsys.readouterr().out == eager_out
+    stats = sot.stats()
+    if make is _CallableExitManager:
+        return  # (a callable object as __exit__ is not simulated: the frame falls back, eager's answer)
+    assert (stats.fallbacks, stats.graph_breaks >= 1) == (0, True), stats
+
+
 def _break_in_a_handler(x, log):
     try:
         {}["missing"]

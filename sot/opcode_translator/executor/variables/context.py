@@ -13,11 +13,11 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.amp import AmpState, current_amp_state
-from ..tracker import ConstTracker, DummyTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable, member_of
-from .function import UserFunctionVariable
+from .function import BoundMethodVariable, UserFunctionVariable
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -111,13 +111,69 @@ def enter_context(manager: VariableBase) -> tuple[VariableBase, VariableBase]:
     """``BEFORE_WITH``: returns (the ``__exit__`` to keep on the stack, the value of ``__enter__()``)."""
     if isinstance(manager, (GradModeVariable, AmpModeVariable, GeneratorContextManagerVariable)):
         return manager.enter()
-    if isinstance(manager, ObjectVariable):
-        enter = getattr(type(manager.value), "__enter__", None)
-        leave = getattr(type(manager.value), "__exit__", None)
-        if isinstance(enter, types.FunctionType) and isinstance(leave, types.FunctionType):
-            exit_var = manager.getattr("__exit__")
-            return exit_var, manager.getattr("__enter__").call([], {})
+    if isinstance(manager, ObjectVariable) and not isinstance(manager.value, type):
+        methods = [SpecialMethodVariable.of(manager, name) for name in ("__enter__", "__exit__")]
+        if None not in methods:
+            enter, exit_var = methods
+            return exit_var, enter.call([], {})
     raise FallbackError(f"`with` over {manager!r} is not simulated yet")
+
+
+# How a special method written in Python binds, by the kind of the class attribute: what comes before the
+# call's own arguments (`SpecialMethodVariable`).
+_BINDINGS: dict[type, Callable[[VariableBase], list[VariableBase]]] = {
+    types.FunctionType: lambda manager: [manager],
+    staticmethod: lambda manager: [],
+    classmethod: lambda manager: [_class_of(manager)],
+}
+
+
+def _class_of(var: VariableBase) -> VariableBase:
+    tracker = GetAttrTracker(var, "__class__") if var.tracker.is_traceable() else DummyTracker((var,))
+    return VariableFactory.from_value(type(var.get_py_value()), var.graph, tracker)
+
+
+class SpecialMethodVariable(BoundMethodVariable):
+    """``obj.__enter__`` / ``obj.__exit__`` as a ``with`` block gets them (`runtime.special_method`): the
+    class attribute, never one set on the instance, bound as its kind binds (a function to ``obj``, a
+    ``classmethod`` to the type, a ``staticmethod`` to nothing). Its function is inlined; rebuilt (the
+    ``__exit__`` a resume function receives) by the same lookup at run time."""
+
+    def __init__(self, function: VariableBase, self_var: VariableBase, bound: list[VariableBase], name: str
+                 ) -> None:
+        super().__init__(function, self_var, self_var.graph, DummyTracker((self_var,)), name)
+        self.bound = bound
+
+    @staticmethod
+    def of(manager: VariableBase, name: str) -> "SpecialMethodVariable | None":
+        """The special method ``name`` of ``manager`` (an instance of a user class, its type guarded), or None
+        when it is not Python code of one of the kinds of `_BINDINGS`."""
+        from ...runtime import special_attribute
+
+        attribute = special_attribute(type(manager.get_py_value()), name)
+        bind = _BINDINGS.get(type(attribute))
+        function = attribute if type(attribute) is types.FunctionType else getattr(attribute, "__func__", None)
+        if bind is None or type(function) is not types.FunctionType:
+            return None
+        manager.graph.add_guard(manager)  # (its type fixes the function, as for any inlined dunder)
+        function_var = UserFunctionVariable(function, manager.graph, DummyTracker((manager,)))
+        return SpecialMethodVariable(function_var, manager, bind(manager), name)
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        return self.function.call([*self.bound, *args], kwargs)
+
+    def get_py_value(self) -> Any:
+        from ...runtime import special_method
+
+        return special_method(self.self_var.get_py_value(), self.name)
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        from ...runtime import special_method
+
+        codegen.call_helper(special_method, [self.self_var, ConstantVariable(self.name, self.graph, DummyTracker())])
+
+    def __repr__(self) -> str:
+        return f"SpecialMethodVariable({self.name} of {self.self_var!r})"
 
 
 # -- mixed precision ---------------------------------------------------------------------------------------

@@ -10,7 +10,10 @@ of ``function`` it stands for, inlined into the graph, with what Paddle's ``reco
   a warning, replayed after the graph); with one, every tensor output requires them (an output that would
   not, an integer ``argmax``, runs natively: the graph breaks). Only direct tensor and constant arguments
   are simulated (Paddle's binding passes keyword arguments by position).
-- ``use_reentrant=False`` calls ``function(*args, **kwargs)`` under saved-tensor hooks: a plain call.
+- ``use_reentrant=False`` calls ``function(*args, **kwargs)`` under saved-tensor hooks: a plain call, whose
+  backward may run ``function`` again.
+
+Run natively, Paddle's implementation runs with the hook suspended (`RECOMPUTE_CODES`).
 
 Inside ``function`` the simulation keeps the grad mode of the call (eager runs a reentrant forward under
 ``no_grad``, which only Python code asking ``paddle.is_grad_enabled()`` there could see). A custom RNG state
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError
 from ....symbolic.sir import LayerCall, Statement
+from ...skip_files import run_hook_free
 from ..tracker import Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, TensorVariable
@@ -36,6 +40,16 @@ if TYPE_CHECKING:
 recompute_module = importlib.import_module("paddle.distributed.fleet.recompute.recompute")
 # The function, and the public wrapper calling it (``paddle.distributed.fleet.utils.recompute``).
 _RECOMPUTES = (recompute_module.recompute, importlib.import_module("paddle.distributed.fleet.utils").recompute)
+
+
+# Paddle's recompute implementation, run natively (a graph break at the call, or a caller not translated):
+# run with the hook suspended, so the user's function runs eagerly in the forward and again in the backward
+# (``unpack`` / ``RecomputeFunction.backward`` call it from the autograd engine). The non-reentrant backward
+# pairs the tensors the re-run saves with those the forward saved, one by one; translated runs would save
+# others; and the re-run's Python effects (appends, prints) then repeat exactly as eager's.
+RECOMPUTE_CODES = run_hook_free([*_RECOMPUTES, recompute_module._recompute_without_reentrant,
+                                 recompute_module.RecomputeFunction.forward,
+                                 recompute_module.RecomputeFunction.backward])
 
 
 def _no_custom_state_manager() -> bool:
@@ -118,9 +132,10 @@ class RecomputeVariable(CallableVariable):
         if graph.grad_mode and not needs_grad:
             graph.side_effects.call_after_graph(_warn_no_input_needs_grad, [])
         if not reentrant:
-            # (its backward runs ``function`` again too; what that changes outside is not repeated: see
-            # tests/known_bugs.txt)
-            return function.call(args, kwargs)
+            # Eager runs ``function`` again in the backward when a tensor it saved is needed (also for its
+            # parameters alone: every call under grad may be differentiated): a function that changes state
+            # outside runs natively (`RECOMPUTE_CODES`), which repeats those changes as eager.
+            return _call_recomputed(function, args, kwargs) if graph.grad_mode else function.call(args, kwargs)
         _constant_option(kwargs, "offload_indices", [])
         if kwargs or not all(isinstance(arg, (TensorVariable, ConstantVariable)) for arg in args):
             raise BreakGraphError("recompute(use_reentrant=True) with keyword or container arguments runs natively")
