@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
+import inspect
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Callable
+
+import paddle
 
 # How far below a hook the entry point's frame may be (the hook itself, Paddle's decorators: a few frames).
 _SEARCH_DEPTH = 16
@@ -34,8 +36,7 @@ _SEARCH_DEPTH = 16
 class PassEntry:
     """A Python function of Paddle that starts a backward pass, and what its frame says of the graph."""
 
-    module: str  # the module defining it (its file identifies the frame)
-    name: str  # the function's code name
+    function: Callable[[], Callable]  # the function (maybe decorated: its innermost code runs the pass)
     keeps_graph: Callable[[FrameType], bool]
 
 
@@ -44,40 +45,32 @@ def _retain_graph_argument(frame: FrameType) -> bool:
 
 
 _ENTRIES: tuple[PassEntry, ...] = (
-    PassEntry("paddle.base.dygraph.tensor_patch_methods", "backward", _retain_graph_argument),
-    PassEntry("paddle.autograd.backward_mode", "backward", _retain_graph_argument),
-    PassEntry("paddle.base.dygraph.base", "grad", lambda frame: True),  # (runs on a copy of the graph)
+    PassEntry(lambda: paddle.Tensor.backward, _retain_graph_argument),
+    PassEntry(lambda: paddle.autograd.backward, _retain_graph_argument),
+    PassEntry(lambda: paddle.grad, lambda frame: True),  # (runs on a copy of the graph)
 )
 
 
 @functools.cache
-def _entries_by_code_location() -> dict[tuple[str, str], PassEntry]:
-    """The entries by (file, code name) of their frames (the modules are imported by then: a pass is running)."""
+def _entries_by_code() -> dict[int, tuple[CodeType, PassEntry]]:
+    """The entries by the id of the code of their frames (the code is kept with it: the id stays its own)."""
     found = {}
     for entry in _ENTRIES:
-        module = sys.modules.get(entry.module)
-        file = getattr(module, "__file__", None)
-        if file is not None:
-            found[(os.path.normcase(os.path.abspath(file)), entry.name)] = entry
+        code = inspect.unwrap(entry.function()).__code__
+        found[id(code)] = (code, entry)
     return found
-
-
-@functools.lru_cache(maxsize=256)
-def _normalised(file: str) -> str:
-    return os.path.normcase(os.path.abspath(file))
 
 
 def pass_keeps_graph() -> bool:
     """Whether the backward pass calling the current hook keeps its graph (see the module's doc); True when no
     pass is running or its entry point is not known."""
-    entries = _entries_by_code_location()
+    entries = _entries_by_code()
     frame: FrameType | None = sys._getframe(1)
     depth = 0
     while frame is not None and depth < _SEARCH_DEPTH:
-        code = frame.f_code
-        entry = entries.get((_normalised(code.co_filename), code.co_name))
-        if entry is not None:
-            return entry.keeps_graph(frame)
+        found = entries.get(id(frame.f_code))
+        if found is not None:
+            return found[1].keeps_graph(frame)
         frame = frame.f_back
         depth += 1
     return True

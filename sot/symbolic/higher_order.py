@@ -392,6 +392,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             for call, _ in links:
                 linked._register_grad_hook(call.output_hook(index))
             outputs[index] = _C_ops.assign(linked)
+    forward_state.watch_kept_inputs(program, outputs, list(output_shapes))
     mark_outputs(outputs, recomputed=True)
     return outputs
 

@@ -22,13 +22,14 @@ pass through it then raises, as eager's does.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import paddle
 from paddle import _C_ops
 from paddle.base.core import _set_has_grad
 
 from ..errors import SotError
+from . import version_check
 
 if TYPE_CHECKING:
     from .compile import CompiledProgram
@@ -89,6 +90,17 @@ class ForwardState:
                     f"was changed in place after the call and before this backward pass; its backward recomputes "
                     f"the forward from the tensors it read (so that it can be differentiated again and taken "
                     f"more than once), which needs their values at the call")
+
+    def watch_kept_inputs(self, program: "CompiledProgram", outputs: list, indexes: Iterable[int]) -> None:
+        """Hook the outputs of ``indexes`` to refuse, with eager's error, a backward after an input eager keeps
+        for it changed in place (the program's own backward may keep a value computed from it instead, which
+        the version hooks of `CompiledProgram` do not watch: the index of ``x[index]``)."""
+        for index in indexes:
+            versions = [self.versions[i] for i in program.recompute_plan((index,)).inputs_kept_by_gradients
+                        if i in self.versions]
+            if versions:
+                version_check.prepare()
+                outputs[index]._register_grad_hook(version_check.version_check_hook(versions))
 
     def recomputation_inputs(self, inputs: list) -> list:
         """``inputs`` with the values of the call: each copied input changed in place since replaced by its
