@@ -18,6 +18,11 @@ reads are split (`RecomputePlan`):
 What a call keeps (its inputs, the copies, the versions) is let go by its recomputed backward at the end of a pass
 that does not keep the graph (`backward_pass.pass_keeps_graph`), as eager clears its nodes' saved tensors; a later
 pass through it then raises, as eager's does.
+
+Known gap: the parameters a program holds are read by the product program where they are, not as inputs, so no
+copy can stand in for one: a held parameter eager's backward does not keep (a linear layer's bias), changed in
+place between the call and the backward, makes the recomputation refuse with sot's error where eager gives the
+gradients (one it keeps, the weight, is refused with eager's error, as eager does).
 """
 from __future__ import annotations
 
