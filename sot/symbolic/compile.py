@@ -28,8 +28,10 @@ from . import version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (decomposed_gradients, differentiates_gradients, inputs_read_by_gradients, mark_outputs,
-                           needs_recomputed_backward, output_groups, run_with_recomputed_backward, vjp_sir)
+from .higher_order import (constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
+                           inputs_read_by_gradients, mark_outputs, needs_recomputed_backward, output_groups,
+                           run_with_recomputed_backward, vjp_sir)
+from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
 from .sir import LayerCall, MetaInfo, StatementIR, match_inplace_version, run_sir
 from .tracer_inheritance import enter_static_section, leave_static_section
@@ -67,7 +69,9 @@ class CompiledProgram:
         self._written_back = version_check.written_back_map(sir)
         self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]  # see _fed
         self._lock = threading.Lock()
-        self._saved: version_check.SavedByOutput | None = None  # see _watch_saved_tensors
+        self._saved: version_check.SavedByOutput | None = None  # see saved_plan()
+        self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
+        self._recompute_plans: dict[tuple[int, ...], RecomputePlan] = {}  # see recompute_plan()
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
@@ -92,6 +96,7 @@ class CompiledProgram:
         self.static_function = None
         self._program = None
         self._replay_function = None
+        self._saved_parameters = []
         self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
@@ -371,9 +376,32 @@ class CompiledProgram:
         if self._saved is None:
             if not any(isinstance(out, paddle.Tensor) and not out.stop_gradient for out in outputs):
                 return
-            self._saved = version_check.saved_by_reach(self.sir, *_saved_for_backward(self._program, self.sir))
+            self.saved_plan()
+        version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back, self._saved_parameters)
+
+    def saved_plan(self) -> version_check.SavedByOutput:
+        """Per output, what the (built) program's backward reads the data of (`version_check.saved_by_reach`):
+        what eager's backward would keep of the call, and refuse to use after an in-place change."""
+        if self._saved is None:
+            inputs, outputs, self._saved_parameters = _saved_for_backward(self._program, self.sir)
+            self._saved = version_check.saved_by_reach(self.sir, inputs, outputs, self._saved_parameters)
             version_check.prepare()
-        version_check.watch_saved_tensors(inputs, outputs, self._saved, self._written_back)
+        return self._saved
+
+    def recompute_plan(self, outputs: tuple[int, ...]) -> RecomputePlan:
+        """How a recomputing backward of ``outputs`` (indexes) keeps the inputs it reads (`RecomputePlan`):
+        those eager's backward keeps too are version-checked, the others copied. Eager keeps what the program's
+        own backward reads (a static op may keep a value computed from an input where eager's keeps the input:
+        the index of ``x[index]``), and the inputs not requiring grad whose values the ops reached read
+        (`higher_order.constants_read_by_gradients`)."""
+        plan = self._recompute_plans.get(outputs)
+        if plan is None:
+            saved = self.saved_plan()
+            read = frozenset().union(*(self.inputs_read_by_gradients[o] for o in outputs))
+            constants = constants_read_by_gradients(self.sir)
+            kept = frozenset(i for o in outputs for i in (*saved[o].inputs, *constants[o]))
+            plan = self._recompute_plans[outputs] = RecomputePlan.of(read, kept)
+        return plan
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
@@ -412,20 +440,23 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
     return fed
 
 
-def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int]]:
+def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int], list[paddle.Tensor]]:
     """Indexes of the inputs and of the outputs whose data the backward program reads (its ``bx``/``bo``
-    values, minus those it needs only the shape of)."""
+    values, minus those it needs only the shape of), and the held parameters it reads (``bp``: a linear
+    layer's weight, not its bias)."""
     try:
         attrs = program.train_program.program_attr
-        needed = set(attrs["bx_names"]) | set(attrs["bo_names"])
-        needed -= set(attrs.get("no_need_buffers_names", ()))
+        no_need = set(attrs.get("no_need_buffers_names", ()))
+        needed = (set(attrs["bx_names"]) | set(attrs["bo_names"])) - no_need
+        needed_parameters = set(attrs.get("bp_names", ())) - no_need
         output_names = list(attrs["fo_names"])
     except (AttributeError, KeyError, TypeError):  # another Paddle version: nothing to watch
-        return [], []
+        return [], [], []
     inputs = [i for i, symbol in enumerate(sir.inputs) if symbol.name in needed]
     outputs = [i for i, name in enumerate(output_names) if name in needed] \
         if len(output_names) == len(sir.outputs) else []
-    return inputs, outputs
+    parameters = [p for p in getattr(program, "_params", None) or () if p.name in needed_parameters]
+    return inputs, outputs, parameters
 
 
 @dataclasses.dataclass(eq=False)

@@ -14,7 +14,8 @@ into one ``packed`` tensor) by subtracting 0.0 computed from them, which changes
 hooks on the linked outputs note their gradients, and the hook on ``packed``, reached last, replaces the zeros
 it gets by the gradients computed by a second compiled program, the vector-Jacobian product of the first
 (`vjp_sir`: the forward statements again, then ``paddle.grad`` in static mode), with the forward's random
-state, after checking that what it reads was not changed in place since (`_ForwardState`). A fresh run each
+state, from the values the forward saw (`recompute_plan`: copies of the inputs eager's backward would not
+read, refused as eager refuses when one it reads changed in place). A fresh run each
 time, it can run in any number of passes. In a ``create_graph`` pass it is itself a recorded call of a compiled
 program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
 stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
@@ -50,9 +51,11 @@ from paddle.base.core import _set_has_grad
 from paddle.base.framework import EagerParamBase
 
 from ..errors import SotError
+from .backward_pass import pass_keeps_graph
 from .pytree import leaves
+from .recompute_plan import ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
-from .version_check import producers, statements_reached
+from .version_check import parameters_read, producers, statements_reached
 
 if TYPE_CHECKING:
     from .compile import CompiledProgram
@@ -175,12 +178,12 @@ class _RecomputedCall:
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
                  parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
-                 forward_state: "_ForwardState") -> None:
+                 forward_state: ForwardState) -> None:
         self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
             parameters
         self.output_shapes = output_shapes  # of every differentiable output of the call (shared by its groups)
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
-        self.forward_state = forward_state
+        self.forward_state: ForwardState | None = forward_state  # None once released (`_release`)
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
@@ -199,7 +202,10 @@ class _RecomputedCall:
         create_graph = not zeros.is_leaf
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
-        self.forward_state.check_unchanged(
+        forward_state = self.forward_state
+        if forward_state is None:
+            raise released_error(self.program.sir.name)
+        forward_state.check_unchanged(
             self.program, [i for i, grad in output_grads.items() if grad is not None and grad._is_initialized()])
         grads = []
         metas = self.program.sir.metas
@@ -209,20 +215,29 @@ class _RecomputedCall:
                 grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
             grads.append(grad)
         state_now = paddle.get_rng_state()
-        paddle.set_rng_state(self.forward_state.random_state)
+        paddle.set_rng_state(forward_state.random_state)
         # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them
         # as they are (put back: those it changed, others, frozen weights, keep their inplace versions).
         with paddle.no_grad():
             state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
         try:
-            return _packed(self.program.input_gradients(self.inputs, grads, self.grad_positions, self.parameters,
-                                                         create_graph))
+            result = _packed(self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
+                                                          self.grad_positions, self.parameters, create_graph))
         finally:
             paddle.set_rng_state(state_now)
             with paddle.no_grad():
                 for tensor, value in state:
                     if not bool(paddle.equal_all(tensor, value)):
                         paddle.assign(value, output=tensor)
+        if not pass_keeps_graph():
+            self._release()
+        return result
+
+    def _release(self) -> None:
+        """Let go of what the forward left for the recomputation, as eager's nodes clear their saved tensors
+        at the end of a pass that does not keep the graph (a later pass through this group raises)."""
+        self.inputs = []
+        self.forward_state = None
 
 
 # Statements whose gradient does not read the values of the tensors they compute from (by target: a callable for
@@ -284,29 +299,17 @@ def inputs_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
             for output in sir.outputs]
 
 
-class _ForwardState:
-    """What the recomputation of a call needs to find as the forward left it: the random generators' state
-    (the same dropout masks; put back after, as eager's backward draws nothing), and unchanged (their inplace
-    versions) the held parameters and the inputs whose values the gradients of the outputs reached read (the
-    forward is computed again from them)."""
-
-    __slots__ = ("random_state", "versions", "parameter_versions")
-
-    def __init__(self, inputs: list, read: frozenset[int], parameters: tuple[paddle.Tensor, ...]) -> None:
-        self.random_state = paddle.get_rng_state()
-        self.versions = {index: (inputs[index], inputs[index]._inplace_version()) for index in read}
-        self.parameter_versions = [(p, p._inplace_version()) for p in parameters]
-
-    def check_unchanged(self, program: "CompiledProgram", outputs_reached: list[int]) -> None:
-        read_by_output = program.inputs_read_by_gradients
-        watched = [self.versions[i] for i in frozenset().union(*(read_by_output[o] for o in outputs_reached))]
-        for tensor, version in watched + self.parameter_versions:
-            if tensor._inplace_version() != version:
-                raise SotError(
-                    f"sot: a tensor graph {program.sir.name} read ({tensor.name or 'unnamed'}, {list(tensor.shape)}) "
-                    f"was changed in place after the call and before this backward pass; its backward recomputes "
-                    f"the forward from the tensors it read (so that it can be differentiated again and taken "
-                    f"more than once), which needs their values at the call")
+def constants_read_by_gradients(sir: StatementIR) -> list[frozenset[int]]:
+    """Per output of ``sir``, the indexes of the inputs not requiring grad that a statement its gradient flows
+    through reads the value of directly (`_operands_read`: the index of ``x[index]``, the factor of ``x *
+    factor``): eager's op keeps such an operand itself for its backward, and refuses the backward once it changed
+    in place. (An input read only through a value computed from it, as ``c`` of ``tanh(x + c)``, is not kept:
+    the op keeps that value.)"""
+    constant = {symbol: i for i, symbol in enumerate(sir.inputs) if sir.metas[symbol].stop_gradient}
+    producer = producers(sir)
+    return [frozenset(constant[operand] for stmt in statements_reached(sir, output, producer)
+                      for operand in _operands_read(stmt) if operand in constant)
+            for output in sir.outputs]
 
 
 def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters: tuple[paddle.Tensor, ...]
@@ -316,12 +319,11 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
     its own: a tensor no output depends on gets no gradient (None, as in eager, not zeros), and ``paddle.grad``
     of an output does not reach what it does not depend on. A statement whose parameters are not known for sure
     depends on all of them (zeros instead of None at worst, never a missing gradient)."""
-    everything = frozenset(range(len(grad_positions), len(grad_positions) + len(parameters)))
     parameter_index = {id(p): len(grad_positions) + i for i, p in enumerate(parameters)}
     depends: dict[Symbol, frozenset[int]] = {sir.inputs[position]: frozenset([k])
                                               for k, position in enumerate(grad_positions)}
     for stmt in sir.statements:
-        found = _parameters_read(stmt, parameter_index, everything)
+        found = parameters_read(stmt, parameter_index)
         for symbol in stmt.inputs():
             found = found | depends.get(symbol, frozenset())
         for symbol in stmt.output_symbols():
@@ -333,17 +335,6 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
             # (a differentiable output depending on nothing known: linked to everything, to be safe)
             groups.setdefault(depends.get(symbol) or every_tensor, []).append(index)
     return [(outputs, sorted(members)) for members, outputs in groups.items()]
-
-
-def _parameters_read(stmt: Statement, parameter_index: dict[int, int], everything: frozenset[int]
-                     ) -> frozenset[int]:
-    """The parameters a statement may read (indexes as in `output_groups`): all of them when it may read any
-    tensor (`Statement.may_read_any_tensor`), else those of the built-in layer it calls."""
-    if stmt.may_read_any_tensor():
-        return everything
-    if isinstance(stmt.target, LayerCall):
-        return frozenset(parameter_index[id(p)] for p in stmt.target.layer.parameters() if id(p) in parameter_index)
-    return frozenset()
 
 
 def _packed(tensors: list) -> paddle.Tensor:
@@ -373,8 +364,8 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
     groups = program.output_groups(grad_positions, parameters)
-    read = frozenset().union(*(program.inputs_read_by_gradients[index] for grouped, _ in groups for index in grouped))
-    forward_state = _ForwardState(inputs, read, parameters)
+    forward_state = ForwardState(inputs, program.recompute_plan(tuple(index for grouped, _ in groups
+                                                                      for index in grouped)), parameters)
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
     try:
         outputs = list(run(inputs))
@@ -401,6 +392,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             for call, _ in links:
                 linked._register_grad_hook(call.output_hook(index))
             outputs[index] = _C_ops.assign(linked)
+    forward_state.watch_kept_inputs(program, outputs, list(output_shapes))
     mark_outputs(outputs, recomputed=True)
     return outputs
 

@@ -11,16 +11,23 @@ it runs the Python check, then throws Paddle's own PermissionDenied error, which
 eager's (type, message and location). It costs nothing more on a backward that passes. Without the extension
 (not built: no Paddle headers; an interpreter without unwind tables; built against another Paddle) the check
 raises in Python: the same message, as an ``OSError``.
+
+What is watched: the inputs and outputs the program's backward reads, and the parameters the program holds
+itself that it reads (a built-in layer's weight: eager's matmul saves it too). Each pass reaching the output
+checks; a pass that does not keep the graph (`backward_pass.pass_keeps_graph`) then lets the tensors go, as
+eager's nodes clear their saved tensors (a loss kept for logging does not keep a batch alive).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from typing import Any, Callable
 
 import paddle
 
-from .sir import Statement, StatementIR, Symbol
+from .backward_pass import pass_keeps_graph
+from .sir import LayerCall, Statement, StatementIR, Symbol
 
 try:
     from ..eval_frame_ext import _autograd_errors
@@ -32,8 +39,22 @@ PermissionDeniedHook = _autograd_errors.PermissionDeniedHook \
 
 # What a check reports of a refused backward: Paddle's error summary, and the file and line it is raised at.
 Refusal = tuple[str, str, int]
-# Per output of a program: the indexes of the inputs and of the outputs whose data its backward reads.
-SavedByOutput = list[tuple[list[int], list[int]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedForOutput:
+    """What the backward of one output of a program reads the data of (indexes)."""
+
+    inputs: list[int]
+    outputs: list[int]
+    parameters: list[int] = dataclasses.field(default_factory=list)  # into the parameters the program holds
+
+    def __bool__(self) -> bool:
+        return bool(self.inputs or self.outputs or self.parameters)
+
+
+# Per output of a program.
+SavedByOutput = list[SavedForOutput]
 
 
 def written_back_map(sir: StatementIR) -> dict[int, tuple[int, int]]:
@@ -41,20 +62,36 @@ def written_back_map(sir: StatementIR) -> dict[int, tuple[int, int]]:
     return {output: (input_index, changes) for output, input_index, changes, _ in sir.written_back}
 
 
-def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int]) -> SavedByOutput:
-    """For each output, the saved inputs and outputs (indexes) its backward can read: those read or made by the
-    statements its gradient flows through (from its producer back through values that require grad), as eager
-    only checks the tensors kept by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an
-    op that did not lead to the returned tensor, then changed, made its backward refuse)."""
+def saved_by_reach(sir: StatementIR, saved_inputs: list[int], saved_outputs: list[int],
+                   saved_parameters: list[paddle.Tensor] = ()) -> SavedByOutput:
+    """For each output, the saved inputs, outputs and held parameters (indexes; of the parameters, into
+    ``saved_parameters``) its backward can read: those read or made by the statements its gradient flows
+    through (from its producer back through values that require grad), as eager only checks the tensors kept
+    by the nodes a ``backward()`` reaches (fuzz seed 13877: a factor kept by an op that did not lead to the
+    returned tensor, then changed, made its backward refuse)."""
     producer = producers(sir)
+    parameter_index = {id(p): k for k, p in enumerate(saved_parameters)}
     plans = []
     for symbol in sir.outputs:
         touched: set[Symbol] = {symbol}  # read or made by a node the gradient reaches: may be kept by it
+        parameters: set[int] = set()
         for stmt in statements_reached(sir, symbol, producer):
             touched.update(stmt.inputs(), stmt.output_symbols())
-        plans.append(([i for i in saved_inputs if sir.inputs[i] in touched],
-                      [i for i in saved_outputs if sir.outputs[i] in touched]))
+            if saved_parameters:
+                parameters |= parameters_read(stmt, parameter_index)
+        plans.append(SavedForOutput([i for i in saved_inputs if sir.inputs[i] in touched],
+                                    [i for i in saved_outputs if sir.outputs[i] in touched], sorted(parameters)))
     return plans
+
+
+def parameters_read(stmt: Statement, parameter_index: dict[int, int]) -> frozenset[int]:
+    """The parameters (their indexes, by ``id``, in ``parameter_index``) a statement may read: all of them when
+    it may read any tensor (`Statement.may_read_any_tensor`), else those of the built-in layer it calls."""
+    if stmt.may_read_any_tensor():
+        return frozenset(parameter_index.values())
+    if isinstance(stmt.target, LayerCall):
+        return frozenset(parameter_index[id(p)] for p in stmt.target.layer.parameters() if id(p) in parameter_index)
+    return frozenset()
 
 
 def producers(sir: StatementIR) -> dict[Symbol, Statement]:
@@ -104,17 +141,19 @@ class ReplayWatch:
 
 
 def watch_saved_tensors(inputs: list, outputs: list, saved: SavedByOutput,
-                        written_back: dict[int, tuple[int, int]]) -> None:
-    """Hook each differentiable output whose backward reads saved tensors (``saved``) with their versions now.
+                        written_back: dict[int, tuple[int, int]], parameters: list[paddle.Tensor] = ()) -> None:
+    """Hook each differentiable output whose backward reads saved tensors (``saved``; its parameters indexes
+    into ``parameters``) with their versions now.
 
     An output that is the final value of an input changed in place (``written_back``) becomes the caller's
     tensor after the run: eager's ops kept that tensor, so the caller's tensor is watched, with the version the
     write-back gives it (its version now plus the number of changes)."""
-    for out, (saved_inputs, saved_outputs) in zip(outputs, saved):
-        if not (saved_inputs or saved_outputs) or not isinstance(out, paddle.Tensor) or out.stop_gradient:
+    for out, plan in zip(outputs, saved):
+        if not plan or not isinstance(out, paddle.Tensor) or out.stop_gradient:
             continue
-        versions = [(inputs[i], inputs[i]._inplace_version()) for i in saved_inputs]
-        for index in saved_outputs:
+        versions = [(inputs[i], inputs[i]._inplace_version()) for i in plan.inputs]
+        versions += [(parameters[k], parameters[k]._inplace_version()) for k in plan.parameters]
+        for index in plan.outputs:
             if index in written_back:
                 input_index, changes = written_back[index]
                 versions.append((inputs[input_index], inputs[input_index]._inplace_version() + changes))
@@ -126,19 +165,22 @@ def watch_saved_tensors(inputs: list, outputs: list, saved: SavedByOutput,
 
 def version_check_hook(versions: list[tuple[paddle.Tensor, int]]) -> Callable[[Any], None]:
     """A gradient hook refusing, as eager autograd does, a backward reading one of the tensors of ``versions``
-    (with the inplace version each had at the forward) changed in place since. Checked once: the first
-    gradient that arrives (the program's backward calls the hooks of outputs no gradient flows to, with None:
-    those check nothing)."""
-    checked = [False]
+    (with the inplace version each had at the forward) changed in place since. Checked by every pass the
+    gradient arrives in (the program's backward calls the hooks of outputs no gradient flows to, with None:
+    those check nothing); after a pass that does not keep the graph, the tensors are let go (a later pass is
+    refused by the nodes that pass cleared, or computes what eager's would)."""
+    held: list[list[tuple[paddle.Tensor, int]] | None] = [versions]
 
     def refusal(grad: Any) -> Refusal | None:
-        if grad is None or checked[0]:
+        watched = held[0]
+        if grad is None or watched is None:
             return None
-        checked[0] = True
-        for tensor, expected in versions:
+        for tensor, expected in watched:
             version = tensor._inplace_version()
             if version != expected:
                 return (_modified_in_place_summary(version, expected), *_eager_check_location())
+        if not pass_keeps_graph():
+            held[0] = None
         return None
 
     return PermissionDeniedHook(refusal) if PermissionDeniedHook is not None else _raising_in_python(refusal)

@@ -502,9 +502,9 @@ def test_the_double_backward_trick_leaves_its_vector_without_gradient(compile_al
 
 
 def test_an_input_changed_in_place_without_grad_before_the_backward(compile_all):
-    """Known bug (tests/known_bugs.txt): ``tanh(x + 1)`` keeps its output for the backward, not ``x``, so eager
-    computes the gradient after ``x`` is changed in place (under no_grad); a call with a recomputing backward
-    needs ``x`` as it was and raises, naming the problem (no wrong gradient)."""
+    """``tanh(x + 1)`` keeps its output for the backward, not ``x``, so eager computes the gradient after ``x`` is
+    changed in place (under no_grad); the recomputing backward recomputes from a copy of ``x`` taken at the call
+    (`recompute_plan`), not from the new values."""
 
     def shifted(x):
         return paddle.tanh(x + 1.0) * 2.0
@@ -520,18 +520,46 @@ def test_an_input_changed_in_place_without_grad_before_the_backward(compile_all)
     _assert_close_lists(gradient(sot.symbolic_translate(shifted)), gradient(shifted))
 
 
-def test_an_input_changed_in_place_raises_a_clear_error(compile_all):
-    """The same change, seen by the recomputing backward: a clear error, not a gradient of the new values."""
+def test_an_input_changed_in_place_before_a_gradient_of_its_gradient(compile_all):
+    """The same change before ``paddle.grad(create_graph=True)`` and a backward through the gradient: both orders
+    are taken at the values of the call, and the second order reaches the input (through the copy's stand-in)."""
 
-    def shifted(x):
-        return paddle.tanh(x + 1.0) * 2.0
+    def shifted(x, offset):
+        return (paddle.tanh(x + offset) * 2.0).sum()
 
-    x = _sample()
-    out = sot.symbolic_translate(shifted)(x)
-    with paddle.no_grad():
-        x.scale_(3.0)
-    with pytest.raises(Exception, match="changed in place after the call and before this backward pass"):
-        out.sum().backward()
+    def pictures(function):
+        x = _sample(3)
+        offset = paddle.full([4], 0.5)
+        out = function(x, offset)
+        with paddle.no_grad():
+            x.scale_(3.0)
+            offset.add_(paddle.ones([4]))
+        (slope,) = paddle.grad(out, x, create_graph=True)
+        (slope * slope).sum().backward()
+        return [slope.numpy(), x.grad.numpy()]
+
+    _assert_close_lists(pictures(sot.symbolic_translate(shifted)), pictures(shifted))
+
+
+def test_an_input_eager_keeps_changed_in_place_refuses_the_backward_as_eager(compile_all):
+    """``tanh(x) * x``: eager's multiply keeps ``x``, and refuses the backward after ``x`` changed in place; so does
+    the call with a recomputing backward (eager's error type and message), never a gradient of the new values."""
+
+    def kept(x):
+        return paddle.tanh(x) * x
+
+    def failure(function):
+        x = _sample()
+        out = function(x)
+        with paddle.no_grad():
+            x.scale_(3.0)
+        with pytest.raises(Exception) as raised:
+            out.sum().backward()
+        return raised.value
+
+    fast, eager = failure(sot.symbolic_translate(kept)), failure(kept)
+    assert type(fast) is type(eager)
+    assert str(fast).split(" (at ")[0] == str(eager).split(" (at ")[0]
 
 
 def test_inputs_of_two_dtypes_reaching_one_output_are_differentiated_twice(compile_all):
