@@ -16,6 +16,7 @@ import sot
 from sot import psdb
 
 ALLOWED_RSS_GROWTH = 4 * 1024 * 1024  # bytes, over the second half of the calls
+RSS_RECHECKS = 2  # more halves run when one grew: on a loaded machine the pool can step up more than once
 ALLOWED_OBJECT_GROWTH = 100  # objects tracked by the garbage collector (one leaked per call would be 1e5)
 
 
@@ -57,7 +58,7 @@ def _hammer(fn, calls: int, min_graph_size: int) -> None:
 
 def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
     """``calls`` cache hits of ``call`` (after a warm-up) leave the number of objects tracked by the garbage
-    collector and the refcounts of ``watched`` as they were, and RSS flat over their second half.
+    collector and the refcounts of ``watched`` as they were, and RSS flat over their second half (or over one of up to RSS_RECHECKS more halves).
 
     RSS is judged on the second half only: Paddle frees a compiled program's dead tensors on its garbage
     collector thread, and when that thread falls behind (a loaded machine) its allocator pool grows once to
@@ -79,6 +80,11 @@ def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
     half = calls // 2
     half_rss = rss_after(half)
     after_rss = rss_after(calls - half)
+    for _ in range(RSS_RECHECKS):
+        if after_rss - half_rss <= ALLOWED_RSS_GROWTH:
+            break
+        # One more half: a leak grows in every half alike, a pool's new high-water mark only once.
+        half_rss, after_rss = after_rss, rss_after(calls - half)
     after_refs = [sys.getrefcount(v) for v in watched]
     after_objects = len(gc.get_objects())
     assert sot.stats().translate_count == translations, "the calls were expected to be cache hits"
@@ -88,7 +94,7 @@ def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
         f"{after_objects - before_objects} more objects tracked by the garbage collector after {calls} calls"
     growth = after_rss - half_rss
     assert growth <= ALLOWED_RSS_GROWTH, \
-        f"RSS grew by {growth / 2**20:.1f} MiB over the last {calls - half} of {calls} calls"
+        f"RSS grew by {growth / 2**20:.1f} MiB over each of {RSS_RECHECKS + 1} successive runs of {calls - half} calls"
 
 
 def test_1e5_cache_hits_keep_rss_and_refcounts_flat() -> None:
