@@ -35,6 +35,39 @@ the whole training step run that way (`CostModel._step_times`). When the choice 
 alone (a few forward calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an
 output: if backward passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
 (Calls under ``no_grad`` never reach this program: the grad mode is guarded, so they have their own.)
+
+**The programs of one frame are chosen together** (`CostGroup`; the opcode translator's `frame_groups.py`
+puts in one group the programs of a function's entries and of its resume functions and loop bodies). A
+graph break splits a frame into pieces, each with its own program. Chosen one by one, pieces that are each
+a near-tie came out mixed, some compiled and some eager, from one process to the next: in
+data_dependent_branch (two graphs around a tensor ``if``) the mixed forward cost 1.24x eager's CPU time
+(1.46x wall), all compiled or all eager about 1.0x. Mixing adds what the pieces' own times do not show: a
+switch between the ways at every call (the runner's threads woken, the collector's leftover work), and a
+frame whose pieces are all eager runs its original code (`native.py`), one with a compiled piece does not.
+So:
+
+* **Measured in step.** While the group measures, its members run the way the group says
+  (`CostGroup.next_is_eager`), changing every `BLOCK` *rounds*; a round ends when a member is called again
+  (mostly, the frame's next call). The pieces of one call of the frame run the same way, as they will once
+  chosen together; a piece translated later (a branch first taken) falls into step after its warm-up.
+* **Chosen together.** When a member has measured enough (as above), the group chooses for it and for every
+  member measured with it (`JOINT_SAMPLES` of each way): each member's cost per call of each way, weighted
+  by its timed calls (its share of the frame's calls), summed: one way for all, compiled unless eager is
+  clearly faster (`MARGIN`), and a mix (each member its own faster way) only when it beats that by
+  `MIXED_MARGIN`. Whole-step times (`_step_times`: each member's is the whole step) allow no mix.
+* **What does not count.** A member whose cache entries are all gone (``sot.reset()``, the code died) or
+  whose program was released (a layer it calls was deleted) is not weighed, nor a program that gave up
+  (failed compiled: eager for good, `give_up`), which neither waits for nor holds the others. A group
+  whose members' entries are all gone starts afresh.
+* **Members measured later** (a branch first taken after the choice, an entry for new inputs, a member
+  with too few calls at the choice) are measured alone and prefer the group's way: the other way only when
+  clearly faster (`_faster`).
+* **Measured again together.** When a member's probes see backward passes after a forward-only choice, the
+  whole group measures again (`CostGroup.reopen`), at most `MAX_REMEASURES` times.
+
+A program shared by equal graphs of two frames (`compile.compile_sir`) belongs to the group that took it
+first, for as long as that group's entries run it. ``CostModel.chosen_how`` says how a choice was made
+(benchmarks/models.py prints it).
 """
 from __future__ import annotations
 
@@ -118,7 +151,7 @@ class CostModel:
         self.whole_steps = False  # the choice compared whole training steps (`_step_times`)
         self.remeasures = 0
         self.gave_up = False  # the compiled program cannot run (`give_up`): eager for good, out of its group
-        self.chosen_how = ""  # "alone", "joint" or "joint, mixed" (`CostGroup.decide`), once chosen
+        self.chosen_how = ""  # once chosen: "alone", "joint", "joint, mixed" (`CostGroup.decide`) or "gave up"
         self._last_eager = False  # the way the program's latest call ran (the warm-up calls run compiled)
         self.probing = False  # a forward-only choice watches for backward passes (until measured again)
         self._probe_countdown = PROBE_EVERY
@@ -309,9 +342,13 @@ class CostGroup:
         # gone from the cache, e.g. after ``sot.reset()``, no longer counts)
         self.members: "weakref.WeakKeyDictionary[CostModel, list[Callable[[], bool]]]" = \
             weakref.WeakKeyDictionary()
+        self.remeasures = 0
+        self._measure()
+
+    def _measure(self) -> None:
+        """(Back to) measuring in step, compiled first."""
         self.decided = False
         self.mode: str | None = None  # the way every member chosen with the group runs; None: mixed, undecided
-        self.remeasures = 0
         self._eager_now = False  # the way the members run now while the group measures
         self._rounds = 0
         self._round: set[int] = set()  # the members (ids) called in the current round
@@ -325,8 +362,8 @@ class CostGroup:
                 return False
             model.group.members.pop(model, None)
         if not self.live_members():  # the members' entries are all gone: a fresh start
-            self.decided, self.mode, self.remeasures = False, None, 0
-            self._rounds, self._round, self._eager_now = 0, set(), False
+            self.remeasures = 0
+            self._measure()
         model.group = self
         self.members.setdefault(model, []).append(alive)
         return True
@@ -381,8 +418,7 @@ class CostGroup:
         if not self.decided or self.remeasures >= MAX_REMEASURES:
             return
         self.remeasures += 1
-        self.decided, self.mode = False, None
-        self._rounds, self._round, self._eager_now = 0, set(), False
+        self._measure()
         for member in self.live_members():
             if member.choice is not None:
                 member.reopen()
