@@ -162,3 +162,30 @@ def test_after_a_reset_the_group_starts_afresh(fake_clock) -> None:
     group = new[0].cost.group
     assert set(group.live_members()) == {p.cost for p in new}
     assert [p.choice for p in new] == ["compiled", "compiled"] and new[0].cost.chosen_how == "joint"
+
+
+def two_breaks(x: paddle.Tensor) -> paddle.Tensor:
+    h = x * 2.0
+    if x.mean() > 0:
+        h = h + 1.0
+    if h.mean() > 0:
+        h = h - 0.5
+    return h
+
+
+def test_resume_functions_of_resume_functions_belong_to_the_frame() -> None:
+    """A resume function's own break makes more resume functions: all of them are the user's function's
+    frame, one group."""
+    fast = sot.symbolic_translate(two_breaks)
+    x = paddle.ones([2, 3])
+    np.testing.assert_allclose(fast(x).numpy(), two_breaks(x).numpy())
+    seen, codes = set(), [two_breaks.__code__]
+    while codes:
+        code = codes.pop()
+        seen.add(code)
+        for guard, _ in cache_entries(code):
+            plan = getattr(guard, "native_plan", None)
+            codes += [path.resume for path in (plan.paths if plan else ()) if path.resume not in seen]
+    derived = seen - {two_breaks.__code__}
+    assert len(derived) >= 4  # (two paths at each break)
+    assert {frame_groups.frame_origin(code) for code in seen} == {two_breaks.__code__}
