@@ -189,3 +189,22 @@ def test_resume_functions_of_resume_functions_belong_to_the_frame() -> None:
     derived = seen - {two_breaks.__code__}
     assert len(derived) >= 4  # (two paths at each break)
     assert {frame_groups.frame_origin(code) for code in seen} == {two_breaks.__code__}
+
+
+def loop_with_a_break(x: paddle.Tensor) -> paddle.Tensor:
+    h = x * 2.0
+    for _ in range(3):
+        h = h + float(h.mean().numpy()) * 0.1  # a break in the body: a body function
+    return h - 1.0
+
+
+def test_loop_bodies_and_what_follows_the_loop_belong_to_the_frame() -> None:
+    from sot.opcode_translator.callback import translated_codes
+
+    fast = sot.symbolic_translate(loop_with_a_break)
+    x = paddle.ones([2, 3])
+    np.testing.assert_allclose(fast(x).numpy(), loop_with_a_break(x).numpy(), rtol=1e-6)
+    codes = [code for code in translated_codes if code.co_filename == loop_with_a_break.__code__.co_filename
+             and code is not loop_with_a_break.__code__]
+    assert codes  # (the loop body, translated at its first call)
+    assert {frame_groups.frame_origin(code) for code in codes} == {loop_with_a_break.__code__}
