@@ -208,3 +208,20 @@ def test_loop_bodies_and_what_follows_the_loop_belong_to_the_frame() -> None:
              and code is not loop_with_a_break.__code__]
     assert codes  # (the loop body, translated at its first call)
     assert {frame_groups.frame_origin(code) for code in codes} == {loop_with_a_break.__code__}
+
+
+def test_a_piece_that_gives_up_while_measured_does_not_hold_the_others(fake_clock) -> None:
+    """The branch's program fails compiled in the middle of the measurement (given up: eager for good): the
+    entry's piece is still chosen, on its own times, and the group's way is its way."""
+    fake_clock(1.0, 2.0)
+    fast = sot.symbolic_translate(two_pieces)
+    with sot.config.patch(min_graph_size=2):
+        for _ in range(cost_model.WARMUP_CALLS + 2):
+            _call(fast, 1.0)
+        prefix, branch = _pieces()
+        branch._give_up_compiling(RuntimeError("fails compiled"))
+        for _ in range(SETTLED):
+            _call(fast, 1.0)
+    assert branch.choice == "eager" and branch.cost.chosen_how == "gave up"
+    assert prefix.choice == "compiled" and prefix.cost.chosen_how == "alone"
+    assert prefix.cost.group.decided and prefix.cost.group.mode == "compiled"
