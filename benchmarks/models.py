@@ -392,6 +392,9 @@ class Result:
     train_calls: dict[str, int] = dataclasses.field(default_factory=dict)
     sot_stats: dict[str, int] | None = None
     sot_graphs: list[str] = dataclasses.field(default_factory=list)  # per compiled graph: statements, choice
+    # The same, as they were when the forward timing started (the choices the forward rows were timed with;
+    # ``sot_graphs`` is after the train-step timing, which may have measured again with backward)
+    sot_graphs_fwd: list[str] = dataclasses.field(default_factory=list)
     sot_retranslated: int = 0
     psot_translations: int | None = None
     psot_graphs: int | None = None
@@ -507,6 +510,7 @@ def measure(wl: Workload, rounds: int, target_s: float) -> Result:
     res, fwd, steps, inputs = prepare(wl)
     t1 = time.perf_counter()
     sot_before = sot.stats() if "sot" in fwd else None
+    res.sot_graphs_fwd = sot_graph_choices() if "sot" in fwd else []
     pd_before = paddle_sot_translate_count()
 
     def check(variant: Variant, calls: int) -> None:
@@ -533,16 +537,24 @@ def measure(wl: Workload, rounds: int, target_s: float) -> Result:
 
 
 def sot_graph_choices() -> list[str]:
-    """Each graph sot compiled in this process: its statement count and how its cost model runs it
-    (``compiled``, ``eager``, or ``undecided``). Reads sot internals; empty if they moved."""
+    """Each graph sot compiled in this process: its statement count, how its cost model runs it
+    (``compiled``, ``eager``, or ``undecided``) and, after a slash, how that was chosen: ``joint`` (with the
+    other graphs of its frame, one way for all), ``mixed`` (with them, a mix), ``alone`` (by itself: the only
+    graph measured, or measured after its frame's choice), ``gave up`` (failed compiled). Reads sot
+    internals; empty if they moved."""
     try:
         from sot.symbolic import compile as sot_compile
 
         programs = list(sot_compile._compiled.values())
     except Exception:  # noqa: BLE001
         return []
-    choices = [f"{len(p.sir)}:{getattr(p, '_choice', None) or 'undecided'}" for p in programs]
+    choices = [f"{len(p.sir)}:{getattr(p, '_choice', None) or 'undecided'}{_how_chosen(p)}" for p in programs]
     return choices + sot_entry_kinds()
+
+
+def _how_chosen(program: Any) -> str:
+    how = getattr(getattr(program, "cost", None), "chosen_how", "")
+    return "/" + how.replace("joint, mixed", "mixed") if how and program.choice is not None else ""
 
 
 def sot_entry_kinds() -> list[str]:
@@ -676,13 +688,15 @@ def _stats_table(results: list[Result]) -> str:
                     r.psot_graphs if r.psot_graphs is not None else "-",
                     r.psot_retranslated if r.psot_retranslated is not None else "-"]
         choices = " ".join(r.sot_graphs) or "-"
+        fwd_choices = " ".join(r.sot_graphs_fwd) or "-"
         rows.append([r.workload.model, r.inputs, _match_cell(r, "ast"), _match_cell(r, "psot"), _match_cell(r, "sot"),
-                     *sot_cells, choices, *pd_cells])
+                     *sot_cells, fwd_choices, choices, *pd_cells])
     headers = ["model", "inputs", "AST = eager", "PSOT = eager", "sot = eager", "sot translations", "graphs",
-               "breaks", "fallbacks", "retranslated while timed", "sot graphs (ops:run as), entries N/P/T",
+               "breaks", "fallbacks", "retranslated while timed", "forward timed with (ops:run as/chosen)",
+               "after the train steps, entries N/P/T",
                "PSOT translations",
                "PSOT graphs", "PSOT retranslated"]
-    return format_table(headers, rows, right=[False] * 5 + [True] * 5 + [False] + [True] * 3)
+    return format_table(headers, rows, right=[False] * 5 + [True] * 5 + [False] * 2 + [True] * 3)
 
 
 def report(results: list[Result], rounds: int, target_s: float, isolated: bool, load_start: str) -> str:
@@ -717,8 +731,10 @@ def report(results: list[Result], rounds: int, target_s: float, isolated: bool, 
                   "other in one process, so later ones may find library state warm; no memory figures)", "",
                   _first_call_table(results, False), ""]
     lines += ["Parity with eager (first output and 3 Adam-step losses, rtol 1e-4 atol 1e-5; max abs diff) and what "
-              "the translators did (sot.stats() after the warm-up; 'ops:run as' = statements of each sot graph and "
-              "what sot's cost model chose for it; 'entries N/P/T' = sot's cache entries that run the original code "
+              "the translators did (sot.stats() after the warm-up; 'ops:run as/chosen' = statements of each sot graph, "
+              "what sot's cost model chose for it and how (joint: with the other graphs of its frame, one way "
+              "for all; mixed: with them, a mix; alone), when the forward timing started and after the train "
+              "steps; 'entries N/P/T' = sot's cache entries that run the original code "
               "natively / the original code with resume calls on paths not yet native / their translated code; "
               "PSOT = Paddle SOT's own counters)", "",
               _stats_table(results), ""]

@@ -14,14 +14,17 @@ from sot.symbolic import cost_model
 class FakeClock:
     """``perf_counter`` that moves only when a program runs: by ``compiled`` or ``eager`` seconds (plus
     ``switch[kind]`` when the run before was of the other kind), and by ``backward[kind]`` seconds in the
-    backward of the last run (see `backward_costs_on`)."""
+    backward of the last run (see `backward_costs_on`). ``by_size[n]`` overrides ``compiled``/``eager`` for the
+    programs of ``n`` statements (the pieces of a frame, each with costs of its own)."""
 
     def __init__(self, compiled: float, eager: float) -> None:
         self.now = 0.0
         self.cost = {"compiled": compiled, "eager": eager}
         self.backward = {"compiled": 0.0, "eager": 0.0}
         self.switch = {"compiled": 0.0, "eager": 0.0}
+        self.by_size: dict[int, dict[str, float]] = {}
         self.kinds: list[str] = []
+        self.sizes: list[int] = []  # the statements of the program of each run, as ``kinds``
 
     def backward_costs_on(self, x: paddle.Tensor, compiled: float, eager: float) -> None:
         """The backward of a run that reads ``x`` (a leaf: this hook runs before those the cost model puts on
@@ -38,9 +41,15 @@ class FakeClock:
         return self.now
 
     @sot.skip_function
-    def ran(self, kind: str) -> None:
-        self.now += self.cost[kind] + (self.switch[kind] if self.kinds and self.kinds[-1] != kind else 0.0)
+    def ran(self, kind: str, size: int = 0) -> None:
+        cost = self.by_size.get(size, self.cost)[kind]
+        self.now += cost + (self.switch[kind] if self.kinds and self.kinds[-1] != kind else 0.0)
         self.kinds.append(kind)
+        self.sizes.append(size)
+
+    def runs_of(self, size: int) -> list[str]:
+        """The kinds of the runs of the programs of ``size`` statements, in order."""
+        return [kind for kind, ran in zip(self.kinds, self.sizes) if ran == size]
 
 
 @pytest.fixture
@@ -52,12 +61,12 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch):
         @sot.skip_function
         def timed_compiled(self, inputs):  # noqa: ANN001, ANN202
             if self.key is not None:  # (a product program runs inside a backward: `backward_costs_on` times it)
-                clock.ran("compiled")
+                clock.ran("compiled", len(self.sir))
             return run_compiled(self, inputs)
 
         @sot.skip_function
         def timed_replay(self, inputs):  # noqa: ANN001, ANN202
-            clock.ran("eager")
+            clock.ran("eager", len(self.sir))
             return replay(self, inputs)
 
         monkeypatch.setattr(cost_model.time, "perf_counter", clock)

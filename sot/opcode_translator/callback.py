@@ -17,6 +17,7 @@ from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK
 from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
+from . import frame_groups
 from .native import entry_added
 from .skip_files import runs_hook_free, should_skip
 from .transform import Translation, describe_code, translate_frame
@@ -45,6 +46,7 @@ def purge_cache_records() -> None:
     for code in list(translated_codes):
         cache_size(code)
     translated_codes.clear()
+    frame_groups.forget()
 
 
 def add_listener(listener: Callable[[Translation, FrameInfo], None]) -> None:
@@ -144,6 +146,8 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # that the garbage collector cannot see.
     guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
     guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
+    if translation.program is not None:  # chosen compiled or eager with the frame's other programs
+        frame_groups.join(code, translation.guard, translation.program)
     # (a frame run as written, its graph too small: the original code, right for any inputs)
     new_code, hook_free, relaxed = entry_added(code, translation.native, guard, translation.code,
                                                translation.hook_free, translation.kind == "eager")

@@ -20,6 +20,7 @@ from bytecode import Instr
 
 from ..errors import FallbackError
 from . import pyversion
+from .frame_groups import derived_from
 from .resume import build_entry_code
 
 CONTINUE, BREAK, RETURN = 0, 1, 2
@@ -93,7 +94,9 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
                 body[index[offset]] = block
 
     role = f"for-loop body at line {_line(code, body_start)}"
-    return build_entry_code(code, body_start, (False, False), live, role, _flatten(edit), len(live) + 4)
+    body = build_entry_code(code, body_start, (False, False), live, role, _flatten(edit), len(live) + 4)
+    derived_from(body, code)  # (its programs are chosen with the frame's: `frame_groups`)
+    return body
 
 
 class _Block(list):

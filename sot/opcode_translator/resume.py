@@ -17,6 +17,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..errors import FallbackError
 from . import pyversion
+from .frame_groups import derived_from
 from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
 
 STACK_ARG = "__sot_stack_{}"
@@ -66,8 +67,10 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     a NULL cannot be passed as an argument), False for a value received as argument ``__sot_stack_<i>``.
     ``live`` are the locals received as arguments of their own name. The frame's cells are received as
     the function's closure (after the original free variables): see `build_entry_code`."""
-    return build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}",
-                            cells_from_closure=True)
+    resume = build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}",
+                              cells_from_closure=True)
+    derived_from(resume, code)  # (its programs are chosen with the frame's: `frame_groups`)
+    return resume
 
 
 @lru_cache(maxsize=1024)

@@ -77,7 +77,7 @@ class CompiledProgram:
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
         if holds_unrepresentable_zero(sir):
             self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
-        self._cost = CostModel()
+        self._cost = CostModel(weakref.WeakMethod(self._cost_chose))
         self._replay_function: Replay | None = None
         # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
         self._vjp_programs: dict[tuple, CompiledProgram] = {}
@@ -146,6 +146,16 @@ class CompiledProgram:
         self._choice = "eager"
         self._announce_choice()
 
+    @property
+    def cost(self) -> CostModel:
+        """Its cost model (the opcode translator lets it join its frame's `CostGroup`)."""
+        return self._cost
+
+    def _cost_chose(self, choice: str | None) -> None:
+        """The cost model (or its group, for every member) chose, or measures again (None)."""
+        self._choice = choice
+        self._announce_choice()
+
     def _announce_choice(self) -> None:
         for listener in list(CHOICE_LISTENERS):
             listener(self)
@@ -159,8 +169,8 @@ class CompiledProgram:
     def _call_in_mode(self, inputs: list) -> list:
         if self._choice is not None:
             outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
-            if self._cost.probing and self._cost.probe(outputs):
-                self._choice = None  # backward passes came after a forward-only choice: measure again
+            if self._cost.probing:
+                self._cost.probe(outputs)  # backward passes after a forward-only choice: measure again
             return outputs
         return self._measure(inputs)
 
@@ -175,9 +185,7 @@ class CompiledProgram:
                 self._replay_program()  # built before anything is timed
             return self._run_compiled(inputs)
         cost.settle()
-        self._choice = cost.decide()
-        if self._choice is not None:
-            self._announce_choice()
+        if cost.decide() is not None:  # (told through `_cost_chose`, with its group's other members)
             return self(inputs)
         parameters = getattr(self._program, "_params", None) or []  # (built by the warm-up)
         if cost.next_is_eager():

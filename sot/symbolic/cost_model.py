@@ -35,6 +35,39 @@ the whole training step run that way (`CostModel._step_times`). When the choice 
 alone (a few forward calls before the training loop), every `PROBE_EVERY`-th later call puts one hook on an
 output: if backward passes do come (`PROBE_HITS` of them), both ways are timed again, with backward, once.
 (Calls under ``no_grad`` never reach this program: the grad mode is guarded, so they have their own.)
+
+**The programs of one frame are chosen together** (`CostGroup`; the opcode translator's `frame_groups.py`
+puts in one group the programs of a function's entries and of its resume functions and loop bodies). A
+graph break splits a frame into pieces, each with its own program. Chosen one by one, pieces that are each
+a near-tie came out mixed, some compiled and some eager, from one process to the next: in
+data_dependent_branch (two graphs around a tensor ``if``) the mixed forward cost 1.24x eager's CPU time
+(1.46x wall), all compiled or all eager about 1.0x. Mixing adds what the pieces' own times do not show: a
+switch between the ways at every call (the runner's threads woken, the collector's leftover work), and a
+frame whose pieces are all eager runs its original code (`native.py`), one with a compiled piece does not.
+So:
+
+* **Measured in step.** While the group measures, its members run the way the group says
+  (`CostGroup.next_is_eager`), changing every `BLOCK` *rounds*; a round ends when a member is called again
+  (mostly, the frame's next call). The pieces of one call of the frame run the same way, as they will once
+  chosen together; a piece translated later (a branch first taken) falls into step after its warm-up.
+* **Chosen together.** When a member has measured enough (as above), the group chooses for it and for every
+  member measured with it (`JOINT_SAMPLES` of each way): each member's cost per call of each way, weighted
+  by its timed calls (its share of the frame's calls), summed: one way for all, compiled unless eager is
+  clearly faster (`MARGIN`), and a mix (each member its own faster way) only when it beats that by
+  `MIXED_MARGIN`. Whole-step times (`_step_times`: each member's is the whole step) allow no mix.
+* **What does not count.** A member whose cache entries are all gone (``sot.reset()``, the code died) or
+  whose program was released (a layer it calls was deleted) is not weighed, nor a program that gave up
+  (failed compiled: eager for good, `give_up`), which neither waits for nor holds the others. A group
+  whose members' entries are all gone starts afresh.
+* **Members measured later** (a branch first taken after the choice, an entry for new inputs, a member
+  with too few calls at the choice) are measured alone and prefer the group's way: the other way only when
+  clearly faster (`_faster`).
+* **Measured again together.** When a member's probes see backward passes after a forward-only choice, the
+  whole group measures again (`CostGroup.reopen`), at most `MAX_REMEASURES` times.
+
+A program shared by equal graphs of two frames (`compile.compile_sir`) belongs to the group that took it
+first, for as long as that group's entries run it. ``CostModel.chosen_how`` says how a choice was made
+(benchmarks/models.py prints it).
 """
 from __future__ import annotations
 
@@ -42,6 +75,7 @@ import contextlib
 import dataclasses
 import statistics
 import time
+import weakref
 from typing import Any, Callable
 
 import paddle
@@ -57,6 +91,13 @@ MARGIN = 0.95  # eager replay is chosen only when clearly faster: compiled ties 
 PROBE_EVERY = 4  # after a forward-only choice: one call in this many watches for a backward
 PROBE_HITS = 2  # backward passes seen by probes before the choice is measured again
 MAX_REMEASURES = 1
+JOINT_SAMPLES = 2  # timed calls of each way a member of a group needs to be chosen with the group
+# A group mixes ways (some members compiled, some eager) only when that is this much faster in total than
+# one way for all: the members' times were taken with the whole group running one way, and mixing adds what
+# they do not show (each switch between the ways, the frame kept off its native code: `native.py`). Measured
+# on data_dependent_branch, whose two graphs were each a near-tie: mixed 1.24x eager's CPU time (1.46x wall),
+# all compiled or all eager about 1.0x.
+MIXED_MARGIN = 0.75
 
 
 @dataclasses.dataclass(eq=False)
@@ -96,15 +137,21 @@ class Sample:
 
 
 class CostModel:
-    """The measurements of one `CompiledProgram`; ``choice`` is None while measuring."""
+    """The measurements of one `CompiledProgram`; ``choice`` is None while measuring. ``on_choice``: a weak
+    reference to what tells the program a choice (or None when it is to measure again, `CostGroup.reopen`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_choice: "weakref.ref[Callable[[str | None], None]] | None" = None) -> None:
+        self._on_choice = on_choice
+        self.group: CostGroup | None = None  # the programs of the same frame (`CostGroup`), once it joined one
         self.calls = 0
         self.samples: list[Sample] = []
         self.choice: str | None = None
         self.with_backward = False  # the choice weighed backward times
         self.several_per_pass = False  # a backward pass ran the backward of several timed calls
+        self.whole_steps = False  # the choice compared whole training steps (`_step_times`)
         self.remeasures = 0
+        self.gave_up = False  # the compiled program cannot run (`give_up`): eager for good, out of its group
+        self.chosen_how = ""  # once chosen: "alone", "joint", "joint, mixed" (`CostGroup.decide`) or "gave up"
         self._last_eager = False  # the way the program's latest call ran (the warm-up calls run compiled)
         self.probing = False  # a forward-only choice watches for backward passes (until measured again)
         self._probe_countdown = PROBE_EVERY
@@ -112,7 +159,10 @@ class CostModel:
 
     # -- while measuring ---------------------------------------------------------------------------------
     def next_is_eager(self) -> bool:
-        """The way the next timed call runs: blocks of `BLOCK`, compiled first."""
+        """The way the next timed call runs: blocks of `BLOCK`, compiled first; the group's way while its
+        group measures (`CostGroup.next_is_eager`)."""
+        if self.group is not None and not self.group.decided:
+            return self.group.next_is_eager(self)
         return (len(self.samples) // BLOCK) % 2 == 1
 
     def timed(self, eager: bool, run: Callable[[list], list], inputs: list, parameters: list) -> list:
@@ -145,31 +195,71 @@ class CostModel:
             sample.remove_hooks()
 
     def decide(self) -> str | None:
-        """The faster way once enough was measured (see the module doc), else None."""
+        """The faster way once enough was measured (see the module doc), else None. In a `CostGroup` still
+        measuring, the group chooses for every member measured with this one (`CostGroup.decide`)."""
+        if not self._ready():
+            return None
+        if self.group is not None and not self.group.decided:
+            self.group.decide(self)
+        else:
+            compiled_cost, eager_cost = self.costs()
+            prefer = self.group.mode if self.group is not None else None
+            self.finish(_faster(compiled_cost, eager_cost, prefer))
+        return self.choice
+
+    def _ready(self) -> bool:
+        """Each way has `SAMPLES` forward times and, when backward is common, `MIN_BACKWARD_SAMPLES`
+        backward times (or `MAX_SAMPLES` calls were timed)."""
+        if not self.has_samples(SAMPLES):
+            return False
+        compiled, eager = self._backward_counts()
+        share = (compiled + eager) / len(self.samples)
+        enough_backward = min(compiled, eager) >= MIN_BACKWARD_SAMPLES
+        return share < COMMON_BACKWARD or enough_backward or len(self.samples) >= MAX_SAMPLES
+
+    def has_samples(self, count: int) -> bool:
+        """Each way has at least ``count`` timed calls."""
+        eager = sum(sample.eager for sample in self.samples)
+        return min(eager, len(self.samples) - eager) >= count
+
+    def _backward_counts(self) -> tuple[int, int]:
+        compiled = sum(1 for s in self.samples if not s.eager and s.backward is not None)
+        eager = sum(1 for s in self.samples if s.eager and s.backward is not None)
+        return compiled, eager
+
+    def costs(self) -> tuple[float, float]:
+        """The cost per call of each way, compiled and eager, from the samples (see the module doc); sets
+        `with_backward` and `whole_steps`."""
         compiled = [s for s in self.samples if not s.eager]
         eager = [s for s in self.samples if s.eager]
-        if len(compiled) < SAMPLES or len(eager) < SAMPLES:
-            return None
-        compiled_backward = [s.backward for s in compiled if s.backward is not None]
-        eager_backward = [s.backward for s in eager if s.backward is not None]
-        share = (len(compiled_backward) + len(eager_backward)) / len(self.samples)
-        enough_backward = min(len(compiled_backward), len(eager_backward)) >= MIN_BACKWARD_SAMPLES
-        if share >= COMMON_BACKWARD and not enough_backward and len(self.samples) < MAX_SAMPLES:
-            return None  # backward passes are coming: wait for their times
+        compiled_backward, eager_backward = self._backward_counts()
+        share = (compiled_backward + eager_backward) / len(self.samples)
         self.with_backward = bool(compiled_backward and eager_backward)
-        self.probing = not self.with_backward and self.remeasures < MAX_REMEASURES
-        if self.with_backward and share >= EVERY_CALL_BACKWARD and not self.several_per_pass:
-            compiled_cost, eager_cost = self._step_times()
-        else:
-            compiled_cost = _steady_median([(s.after_switch, s.forward) for s in compiled])
-            eager_cost = _steady_median([(s.after_switch, s.forward) for s in eager])
-            if self.with_backward:
-                compiled_cost += share * _steady_median([(s.after_switch, s.backward) for s in compiled])
-                eager_cost += share * _steady_median([(s.after_switch, s.backward) for s in eager])
-        self.choice = "eager" if eager_cost < MARGIN * compiled_cost else "compiled"
+        self.whole_steps = self.with_backward and share >= EVERY_CALL_BACKWARD and not self.several_per_pass
+        if self.whole_steps:
+            return self._step_times()
+        compiled_cost = _steady_median([(s.after_switch, s.forward) for s in compiled])
+        eager_cost = _steady_median([(s.after_switch, s.forward) for s in eager])
+        if self.with_backward:
+            compiled_cost += share * _steady_median([(s.after_switch, s.backward) for s in compiled])
+            eager_cost += share * _steady_median([(s.after_switch, s.backward) for s in eager])
+        return compiled_cost, eager_cost
+
+    def finish(self, choice: str, how: str = "alone") -> None:
+        """Make the choice (``how``: "alone", or "joint"/"joint, mixed" when its group chose) and tell the
+        program."""
+        self.choice = choice
+        self.chosen_how = how
+        remeasures = self.group.remeasures if self.group is not None else self.remeasures
+        self.probing = not self.with_backward and remeasures < MAX_REMEASURES
         self.forget_samples()
         self._probe_countdown, self._probe_hits = PROBE_EVERY, 0
-        return self.choice
+        self._tell(choice)
+
+    def _tell(self, choice: str | None) -> None:
+        on_choice = self._on_choice() if self._on_choice is not None else None
+        if on_choice is not None:
+            on_choice(choice)
 
     def _step_times(self) -> tuple[float, float]:
         """Median time from a call to the program's next call, compiled and eager: with one call and one
@@ -193,19 +283,22 @@ class CostModel:
             self.forget_samples()
 
     def give_up(self) -> None:
-        """The compiled program cannot run: eager from now on, never measured again."""
+        """The compiled program cannot run: eager from now on, never measured again (nor weighed in its
+        group's choice)."""
+        self.gave_up = True
         self.choice = "eager"
+        self.chosen_how = "gave up"
         self.probing = False
+        self.forget_samples()
 
     # -- after the choice ---------------------------------------------------------------------------------
     def probe(self, outputs: list) -> bool:
         """Called after each run once chosen (when `probing`); True when the choice should be measured again."""
         if self._probe_hits >= PROBE_HITS:
-            self.remeasures += 1
-            self._last_eager = self.choice == "eager"
-            self.probing = False
-            self.choice = None
-            self.calls = WARMUP_CALLS  # both ways are warm
+            if self.group is not None:
+                self.group.reopen()  # the whole group measures again, together
+            if self.choice is not None:
+                self.reopen()
             return True
         self._probe_countdown -= 1
         if self._probe_countdown > 0:
@@ -218,6 +311,117 @@ class CostModel:
 
     def _on_probe_grad(self, grad: Any) -> None:
         self._probe_hits += 1
+
+    def reopen(self) -> None:
+        """Measure again (both ways are warm: no warm-up), and tell the program it has no choice now."""
+        self.remeasures += 1
+        self._last_eager = self.choice == "eager"
+        self.probing = False
+        self.choice = None
+        self.chosen_how = ""
+        self.calls = WARMUP_CALLS
+        self._tell(None)
+
+
+def _faster(compiled: float, eager: float, prefer: str | None = None) -> str:
+    """The way to keep: the other way only when clearly faster (`MARGIN`); compiled on a near-tie unless
+    ``prefer`` says eager (its group runs eagerly: a member would otherwise mix the frame's ways)."""
+    if prefer == "eager":
+        return "compiled" if compiled < MARGIN * eager else "eager"
+    return "eager" if eager < MARGIN * compiled else "compiled"
+
+
+class CostGroup:
+    """The cost models of the programs of one frame: its entries' and its resume functions' (the opcode
+    translator makes one per frame, `frame_groups.py`). While the group measures, its members run the same
+    way at the same time and the group chooses for all of them (see the module doc)."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        # member -> what says whether it is still used: one callable per cache entry running it (an entry
+        # gone from the cache, e.g. after ``sot.reset()``, no longer counts)
+        self.members: "weakref.WeakKeyDictionary[CostModel, list[Callable[[], bool]]]" = \
+            weakref.WeakKeyDictionary()
+        self.remeasures = 0
+        self._measure()
+
+    def _measure(self) -> None:
+        """(Back to) measuring in step, compiled first."""
+        self.decided = False
+        self.mode: str | None = None  # the way every member chosen with the group runs; None: mixed, undecided
+        self._eager_now = False  # the way the members run now while the group measures
+        self._rounds = 0
+        self._round: set[int] = set()  # the members (ids) called in the current round
+
+    def add(self, model: CostModel, alive: Callable[[], bool]) -> bool:
+        """Let ``model`` join (``alive``: whether the entry that runs it is still in the cache); False when it
+        belongs to another group whose entries still run it (a program shared by equal graphs of two frames
+        is chosen by the first)."""
+        if model.group is not None and model.group is not self:
+            if model.group.is_used(model):
+                return False
+            model.group.members.pop(model, None)
+        if not self.live_members():  # the members' entries are all gone: a fresh start
+            self.remeasures = 0
+            self._measure()
+        model.group = self
+        self.members.setdefault(model, []).append(alive)
+        return True
+
+    def is_used(self, model: CostModel) -> bool:
+        """A cache entry still runs ``model``'s program (the program was not released or given up)."""
+        return not model.gave_up and any(alive() for alive in self.members.get(model, ()))
+
+    def live_members(self) -> list[CostModel]:
+        return [model for model in list(self.members.keys()) if self.is_used(model)]
+
+    def next_is_eager(self, model: CostModel) -> bool:
+        """The way ``model`` runs its next timed call while the group measures. A *round* ends when a member
+        is called again (the frame's next call, mostly); the way changes every `BLOCK` rounds. So the members
+        called in one call of the frame run the same way, as they will once chosen together."""
+        if id(model) in self._round:
+            self._round.clear()
+            self._rounds += 1
+            if self._rounds % BLOCK == 0:
+                self._eager_now = not self._eager_now
+        self._round.add(id(model))
+        return self._eager_now
+
+    def decide(self, trigger: CostModel) -> None:
+        """Choose for ``trigger`` (measured enough) and every live member measured with it (`JOINT_SAMPLES`
+        of each way): the way that makes the group's total smaller, members weighted by their timed calls
+        (their share of the frame's calls). One way for all unless a mix is faster by `MIXED_MARGIN`;
+        whole-step times (`CostModel._step_times`, each of them the whole step) allow no mix. The members not
+        measured enough yet go on measuring alone, and then prefer the group's way (`_faster`)."""
+        members = [m for m in self.live_members() if m is not trigger and m.choice is None
+                   and m.has_samples(JOINT_SAMPLES)]
+        members.insert(0, trigger)
+        costs = {m: m.costs() for m in members}
+        weights = {m: len(m.samples) for m in members}
+        compiled_total = sum(weights[m] * costs[m][0] for m in members)
+        eager_total = sum(weights[m] * costs[m][1] for m in members)
+        uniform = _faster(compiled_total, eager_total)
+        uniform_total = eager_total if uniform == "eager" else compiled_total
+        own = {m: _faster(*costs[m]) for m in members}
+        mixed_total = sum(weights[m] * costs[m][own[m] == "eager"] for m in members)
+        mixed = len(set(own.values())) > 1 and not any(m.whole_steps for m in members) \
+            and mixed_total < MIXED_MARGIN * uniform_total
+        self.decided = True
+        self.mode = None if mixed else uniform
+        how = "joint, mixed" if mixed else "joint" if len(members) > 1 else "alone"
+        for member in members:
+            member.finish(own[member] if mixed else uniform, how)
+
+    def reopen(self) -> None:
+        """Backward passes came after a forward-only choice (`CostModel.probe`): every live member chosen
+        with the group measures again, in step (at most `MAX_REMEASURES` times)."""
+        if not self.decided or self.remeasures >= MAX_REMEASURES:
+            return
+        self.remeasures += 1
+        self._measure()
+        for member in self.live_members():
+            if member.choice is not None:
+                member.reopen()
 
 
 def _steady_median(times: list[tuple[bool, float | None]]) -> float:

@@ -348,3 +348,84 @@ def test_several_calls_per_backward_pass_are_exact() -> None:
     assert len(programs) == 2
     assert all(p._choice in ("compiled", "eager") and p._cost.with_backward for p in programs)
     assert sorted(p._cost.several_per_pass for p in programs) == [False, True]
+
+
+# -- groups: the programs of one frame, chosen together (`CostGroup`) -------------------------------------
+def _measured(compiled: float, eager: float) -> cost_model.CostModel:
+    """A cost model with `SAMPLES` steady forward times of each way (no backward)."""
+    model = cost_model.CostModel()
+    model.samples = [cost_model.Sample(False, compiled) for _ in range(cost_model.SAMPLES)] + \
+                    [cost_model.Sample(True, eager) for _ in range(cost_model.SAMPLES)]
+    return model
+
+
+def _group(*members: tuple[cost_model.CostModel, list[bool]]) -> cost_model.CostGroup:
+    group = cost_model.CostGroup("frame")
+    for model, alive in members:
+        assert group.add(model, lambda alive=alive: alive[0])
+    return group
+
+
+@pytest.mark.parametrize("first, second, choices, how", [
+    ((1.0, 0.9), (1.0, 0.97), ("eager", "eager"), "joint"),  # alone: eager, compiled
+    ((1.0, 0.9), (3.0, 3.0), ("compiled", "compiled"), "joint"),  # alone: eager, compiled
+    ((1.0, 0.2), (1.0, 5.0), ("eager", "compiled"), "joint, mixed"),  # a mix clearly faster
+])
+def test_a_group_keeps_one_way_unless_a_mix_is_clearly_faster(first: tuple[float, float],
+                                                                second: tuple[float, float],
+                                                                choices: tuple[str, str], how: str) -> None:
+    one, two = _measured(*first), _measured(*second)
+    group = _group((one, [True]), (two, [True]))
+    assert one.decide() == choices[0]
+    assert (one.choice, two.choice) == choices and one.chosen_how == two.chosen_how == how
+    assert group.decided and group.mode == (None if how == "joint, mixed" else choices[0])
+    assert not one.samples and not two.samples
+
+
+def test_a_member_whose_entry_is_gone_is_not_weighed() -> None:
+    """Weighed, the second member (eager 10x slower) would keep the group compiled; its entry is gone from the
+    cache: the first is chosen on its own times, the second is left alone."""
+    for alive, choice in ((True, "compiled"), (False, "eager")):
+        one, two = _measured(1.0, 0.8), _measured(1.0, 10.0)
+        _group((one, [True]), (two, [alive]))
+        assert one.decide() == choice
+        assert two.choice == ("compiled" if alive else None)
+
+
+def test_a_member_that_gave_up_neither_counts_nor_is_measured_again() -> None:
+    one, two = _measured(1.0, 0.8), _measured(1.0, 10.0)
+    group = _group((one, [True]), (two, [True]))
+    two.give_up()
+    assert one.decide() == "eager" and one.chosen_how == "alone" and group.mode == "eager"
+    assert two.choice == "eager" and two.chosen_how == "gave up"
+    group.reopen()  # (backward passes came: measure again)
+    assert one.choice is None and one.remeasures == 1 and not group.decided
+    assert two.choice == "eager" and two.remeasures == 0
+
+
+def test_a_member_measured_after_the_group_chose_prefers_its_way() -> None:
+    """A near-tie (eager 2 % slower) keeps compiled alone, but joins its group's eager way; a clear difference
+    still wins."""
+    for own, choice in (((1.0, 1.02), "eager"), ((1.0, 2.0), "compiled")):
+        first = _measured(1.0, 0.5)
+        group = _group((first, [True]))
+        assert first.decide() == "eager" and group.mode == "eager"
+        late = _measured(*own)
+        group.add(late, lambda: True)
+        assert late.decide() == choice and late.chosen_how == "alone"
+    assert _measured(1.0, 1.02).decide() == "compiled"  # (no group)
+
+
+def test_members_of_a_measuring_group_run_the_same_way_in_a_round() -> None:
+    """The way changes every `BLOCK` rounds; a round ends when a member is called again, so members called at
+    different rates (one in two frame calls) run the frame's way."""
+    one, two = cost_model.CostModel(), cost_model.CostModel()
+    group = _group((one, [True]), (two, [True]))
+    ways = []
+    for call in range(4 * cost_model.BLOCK):
+        way = one.next_is_eager()
+        ways.append(way)
+        if call % 2:
+            assert two.next_is_eager() == way
+    assert ways == [(i // cost_model.BLOCK) % 2 == 1 for i in range(4 * cost_model.BLOCK)]
+    assert not group.decided

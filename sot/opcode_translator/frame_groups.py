@@ -1,0 +1,70 @@
+"""The frame groups of the cost model: the compiled programs of one frame's entries and of its resume
+functions (and loop bodies), which the cost model measures in step and chooses together
+(`sot.symbolic.cost_model.CostGroup`).
+
+A frame broken by a graph break runs as several pieces: the entry's program up to the break, then a resume
+function, translated as a frame of its own, with its own program. Chosen one by one, two pieces that are
+each a near-tie ended up mixed (one compiled, one eager), which cost more than either way for all of them.
+A resume function (or loop body) is derived from the code it continues (`derived_from`, called where they
+are built); the group of a translated code is that of the user's code it was derived from (`frame_origin`),
+so the entries of a function for other inputs, and all its resume functions, are one group.
+"""
+from __future__ import annotations
+
+import types
+import weakref
+from typing import Any
+
+from ..eval_frame_ext import cache_entries
+from ..symbolic.compile import CompiledProgram
+from ..symbolic.cost_model import CostGroup
+
+# A resume function / loop body -> the user's code it continues (held weakly both ways: the resume code's
+# builders cache it as long as they need it).
+_origins: "weakref.WeakKeyDictionary[types.CodeType, weakref.ref[types.CodeType]]" = weakref.WeakKeyDictionary()
+_groups: "weakref.WeakKeyDictionary[types.CodeType, CostGroup]" = weakref.WeakKeyDictionary()
+
+
+def derived_from(derived: types.CodeType, code: types.CodeType) -> None:
+    """``derived`` (a resume function, a loop body) continues ``code``: it belongs to ``code``'s frame."""
+    _origins[derived] = weakref.ref(frame_origin(code))
+
+
+def frame_origin(code: types.CodeType) -> types.CodeType:
+    """The user's code ``code`` was derived from (itself, for user code)."""
+    origin = _origins.get(code)
+    found = origin() if origin is not None else None
+    return found if found is not None else code
+
+
+def join(code: types.CodeType, guard: Any, program: CompiledProgram) -> None:
+    """The entry ``guard`` of ``code`` (being added to its cache) runs ``program``: the program joins the
+    group of ``code``'s frame, for as long as the entry is in the cache and the program can run."""
+    origin = frame_origin(code)
+    group = _groups.get(origin)
+    if group is None:
+        group = _groups[origin] = CostGroup(origin.co_name)
+    code_ref, guard_ref, program_ref = weakref.ref(code), weakref.ref(guard), weakref.ref(program)
+
+    def alive() -> bool:
+        entry_code, entry_guard, entry_program = code_ref(), guard_ref(), program_ref()
+        if entry_code is None or entry_guard is None or entry_program is None:
+            return False
+        if entry_program.static_function is None:  # released: a layer it calls was deleted
+            return False
+        return any(getattr(check, "guard", None) is entry_guard for check, _ in cache_entries(entry_code))
+
+    group.add(program.cost, alive)
+
+
+def group_of(code: types.CodeType) -> CostGroup | None:
+    """The group of ``code``'s frame, if one of its programs joined one."""
+    return _groups.get(frame_origin(code))
+
+
+def forget() -> None:
+    """``sot.reset()``: every entry is gone."""
+    _groups.clear()
+
+
+__all__ = ["derived_from", "forget", "frame_origin", "group_of", "join"]
