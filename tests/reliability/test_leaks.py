@@ -58,7 +58,8 @@ def _hammer(fn, calls: int, min_graph_size: int) -> None:
 
 def _assert_flat(call: Any, calls: int, watched: tuple) -> None:
     """``calls`` cache hits of ``call`` (after a warm-up) leave the number of objects tracked by the garbage
-    collector and the refcounts of ``watched`` as they were, and RSS flat over their second half (or over one of up to RSS_RECHECKS more halves).
+    collector and the refcounts of ``watched`` as they were, and RSS flat over their second half (or over one
+    of up to ``RSS_RECHECKS`` more halves).
 
     RSS is judged on the second half only: Paddle frees a compiled program's dead tensors on its garbage
     collector thread, and when that thread falls behind (a loaded machine) its allocator pool grows once to
