@@ -127,8 +127,29 @@ class ObjectVariable(VariableBase):
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
-            return [builder.identity(expr, self.value)]
-        return [f"type({expr}) is {builder.constant(type(self.value))}"]
+            class_expr = expr if isinstance(self.value, type) else f"type({expr})"
+            return [builder.identity(expr, self.value), *self.class_lookup_guards(builder, class_expr)]
+        return [f"type({expr}) is {builder.constant(type(self.value))}",
+                *self.class_lookup_guards(builder, f"type({expr})")]
+
+    def class_lookup_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        """What the simulation found by looking things up on a user class stays what a lookup finds: the
+        class's version (`guard.class_lookup_checks`). ``expr`` reaches the class itself when the value is one,
+        else the value's type. (The identity or type of the value is checked before.)"""
+        from ..guard import class_lookup_checks
+
+        value = self.value
+        cls = value if isinstance(value, type) else type(value)
+        if not cls.__flags__ & HEAPTYPE:
+            return []
+        graph = self.graph
+        reads = graph.class_attribute_reads
+        # (the frame's own stores to the class or a base change its version after this call)
+        stored = {name for klass in cls.__mro__ for name in graph.side_effects.attr_names_of(klass)}
+        checks = class_lookup_checks(builder, expr, cls, reads, stored)
+        if isinstance(value, type) and type(cls).__flags__ & HEAPTYPE:  # a metaclass of its own: looked up too
+            checks += class_lookup_checks(builder, f"type({expr})", type(cls), reads)
+        return checks
 
     def get_py_value(self) -> Any:
         return self.value
