@@ -1252,7 +1252,7 @@ PyDoc_STRVAR(type_version_doc,
 "The version tag of the type cls (CPython's method-cache tag, assigned if it\n"
 "has none): it changes whenever an attribute of cls or of a base is set or\n"
 "deleted, and a new one is never an old one. 0 when cls has no valid tag\n"
-"(3.12+ stop giving one to a type modified about a thousand times): no\n"
+"(3.13+ stop giving one to a type modified about a thousand times): no\n"
 "version to guard by.");
 
 static PyObject *

@@ -502,8 +502,9 @@ void sot_frame_discard(PyThreadState *tstate, sot_frame_t *orig);
  * and how a tag is obtained for a type that has none:
  *   3.10-3.11  _PyType_Lookup assigns one on its way (for a cacheable,
  *              i.e. interned, name)
- *   3.12+      PyUnstable_Type_AssignVersionTag; it refuses (0) after
- *              about a thousand modifications of the type.
+ *   3.12+      PyUnstable_Type_AssignVersionTag; 3.13 refuses (0) after
+ *              about a thousand modifications of the type (3.12 only
+ *              when the global tag counter runs out).
  * 0 always means "no valid tag": a caller must not treat it as a version.
  */
 static inline unsigned int

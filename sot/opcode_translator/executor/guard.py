@@ -91,7 +91,7 @@ def attributes_match(obj: Any, spec: tuple[tuple[str, Any, int], ...]) -> bool:
 #   name through a path (``Cls.n``, ``self.n``) is guarded by value as any attribute is; one through an
 #   object with no path (``type(self).n``, `FunctionGraph.class_attribute_reads`) keeps the name in the
 #   member checks, so such a counter still retranslates at each change (up to the cache limit);
-# - 3.12+ stop giving a type a tag after about a thousand modifications (`type_version` is then 0): such a
+# - 3.13+ stop giving a type a tag after about a thousand modifications (`type_version` is then 0): such a
 #   class is guarded member by member too, never by a version that cannot change.
 CLASS_VERSION_CHANGES_LIMIT = 3  # (below the cache limit, 8 by default: the member checks get their chance)
 # Values that, when a name keeps changing to them, mark the name as volatile class data.
