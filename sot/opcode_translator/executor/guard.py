@@ -193,16 +193,24 @@ def _members_spec(cls: type, excluded: frozenset[str]) -> tuple:
     return mro_refs, tuple(tables), excluded
 
 
-def class_lookup_checks(builder: "GuardBuilder", expr: str, cls: type, reads: Iterable[str] = (),
+def class_lookup_checks(builder: "GuardBuilder", cls: type, reads: Iterable[str] = (),
                         stored: Iterable[str] = ()) -> list[str]:
-    """Checks that a class lookup through ``cls`` (reached at ``expr``) finds what it found in this
-    translation: its version tag, or member by member when the class changes too often or has no tag (see
-    the notes above). ``reads``: the names of class attributes the translation read (kept in the member
-    checks even when volatile); ``stored``: the names the frame itself assigns on the class or a base, which
-    change its version at every call (member by member at once, those names left out unless read). Nothing
-    for a built-in type: it cannot change."""
+    """Checks that a class lookup through ``cls`` finds what it found in this translation: its version tag,
+    or member by member when the class changes too often or has no tag (see the notes above). The class is
+    the one the guard checks the identity or type of an object against: it is reached as that constant (held
+    weakly), so the check is made once per class, however many objects of it the guard checks. ``reads``: the
+    names of class attributes the translation read (kept in the member checks even when volatile);
+    ``stored``: the names the frame itself assigns on the class or a base, which change its version at every
+    call (member by member at once, those names left out unless read). Nothing for a built-in type: it
+    cannot change."""
     if not cls.__flags__ & _HEAPTYPE:
         return []
+    ref_key = ("class ref", id(cls))
+    ref_name = builder._const_names.get(ref_key)  # type: ignore[call-overload]
+    if ref_name is None:
+        ref_name = builder.constant(weakref.ref(cls))
+        builder._const_names[ref_key] = ref_name  # type: ignore[index]
+    expr = f"{ref_name}()"
     version = type_version(cls)
     history = _class_history(cls, version)
     stored = set(stored)

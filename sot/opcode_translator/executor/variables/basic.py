@@ -127,15 +127,14 @@ class ObjectVariable(VariableBase):
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
-            class_expr = expr if isinstance(self.value, type) else f"type({expr})"
-            return [builder.identity(expr, self.value), *self.class_lookup_guards(builder, class_expr)]
-        return [f"type({expr}) is {builder.constant(type(self.value))}",
-                *self.class_lookup_guards(builder, f"type({expr})")]
+            return [builder.identity(expr, self.value), *self.class_lookup_guards(builder)]
+        return [f"type({expr}) is {builder.constant(type(self.value))}", *self.class_lookup_guards(builder)]
 
-    def class_lookup_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+    def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
         """What the simulation found by looking things up on a user class stays what a lookup finds: the
-        class's version (`guard.class_lookup_checks`). ``expr`` reaches the class itself when the value is one,
-        else the value's type. (The identity or type of the value is checked before.)"""
+        class's version (`guard.class_lookup_checks`): the value's class, or the value itself when it is a
+        class (and its metaclass when that is a user class too). The guard checks the identity or type of
+        the value before, which fixes the class."""
         from ..guard import class_lookup_checks
 
         value = self.value
@@ -146,9 +145,9 @@ class ObjectVariable(VariableBase):
         reads = graph.class_attribute_reads
         # (the frame's own stores to the class or a base change its version after this call)
         stored = {name for klass in cls.__mro__ for name in graph.side_effects.attr_names_of(klass)}
-        checks = class_lookup_checks(builder, expr, cls, reads, stored)
+        checks = class_lookup_checks(builder, cls, reads, stored)
         if isinstance(value, type) and type(cls).__flags__ & HEAPTYPE:  # a metaclass of its own: looked up too
-            checks += class_lookup_checks(builder, f"type({expr})", type(cls), reads)
+            checks += class_lookup_checks(builder, type(cls), reads)
         return checks
 
     def get_py_value(self) -> Any:
