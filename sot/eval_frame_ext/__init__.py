@@ -100,6 +100,7 @@ __all__ = [
     "RELAXED_GUARD_PERIOD",
     "set_callback",
     "tensor_matches",
+    "type_version",
     "GuardProgram",
     "GUARD_OPCODES",
 ]
@@ -167,6 +168,10 @@ hit_count: Callable[[], int] = _ext.hit_count
 #: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
 #: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
+
+#: ``type_version(cls) -> int``: the version tag of a type, changed by any change of its attributes or its
+#: bases' (0: no valid tag, nothing to guard by); guards of class lookups compare it (guard.py).
+type_version: Callable[[type], int] = _ext.type_version
 
 #: ``clone_set_layout(s) -> set``: a new set with the very hash table of ``s`` (so the same iteration order
 #: and the same behaviour under later changes), which ``set(s)`` does not keep; escaping sets of a simulated

@@ -1247,6 +1247,24 @@ m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(ok);
 }
 
+PyDoc_STRVAR(type_version_doc,
+"type_version($module, cls, /)\n--\n\n"
+"The version tag of the type cls (CPython's method-cache tag, assigned if it\n"
+"has none): it changes whenever an attribute of cls or of a base is set or\n"
+"deleted, and a new one is never an old one. 0 when cls has no valid tag\n"
+"(3.13+ stop giving one to a type modified about a thousand times): no\n"
+"version to guard by.");
+
+static PyObject *
+m_type_version(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "type_version() argument must be a type");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(sot_type_version((PyTypeObject *)cls));
+}
+
 PyDoc_STRVAR(clone_set_layout_doc,
 "clone_set_layout($module, s, /)\n--\n\n"
 "A new set equal to the set s with the very same hash table: same size,\n"
@@ -1361,6 +1379,7 @@ static PyMethodDef module_methods[] = {
      replace_entry_code_doc},
     {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
     {"clone_set_layout", (PyCFunction)m_clone_set_layout, METH_O, clone_set_layout_doc},
+    {"type_version", (PyCFunction)m_type_version, METH_O, type_version_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
     {"callback_active", (PyCFunction)m_callback_active, METH_NOARGS, callback_active_doc},

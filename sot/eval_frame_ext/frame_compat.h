@@ -14,6 +14,8 @@
  *   sot_code_nargs(co)           number of argument slots of a code object
  *   sot_eval_default(...)        the interpreter's own frame evaluator
  *   SOT_CODE_*_EXTRA             the code-object extra-slot API
+ *   sot_type_version_valid(tp)   a type's method-cache version tag, 0 if none
+ *   sot_type_version(tp)         the same, assigning a tag when it has none
  *
  * and the per-version functions implemented in frame_3XX.c (one file per
  * family of frame layouts; setup.py compiles exactly one of them):
@@ -483,5 +485,61 @@ PyObject *sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
  * (A no-op on 3.10 and 3.11, where the hook's caller does it.) */
 void sot_frame_discard(PyThreadState *tstate, sot_frame_t *orig);
 #endif
+
+
+/* ------------------------------------------------------------------ */
+/* Type version tags                                                   */
+/* ------------------------------------------------------------------ */
+/*
+ * CPython gives a type a version tag (tp_version_tag) for its method cache
+ * and invalidates it whenever the type or a base of it changes (an
+ * attribute set or deleted, __bases__ reassigned); a new tag is never one a
+ * type had before. So "the tag is still V" means "no class lookup through
+ * this type can give another answer than when it was V". How validity is
+ * marked differs:
+ *   3.10-3.12  Py_TPFLAGS_VALID_VERSION_TAG (3.10 keeps the stale number)
+ *   3.13       tp_version_tag != 0 (the flag is no longer maintained)
+ * and how a tag is obtained for a type that has none:
+ *   3.10-3.11  _PyType_Lookup assigns one on its way (for a cacheable,
+ *              i.e. interned, name)
+ *   3.12+      PyUnstable_Type_AssignVersionTag; 3.13 refuses (0) after
+ *              about a thousand modifications of the type (3.12 only
+ *              when the global tag counter runs out).
+ * 0 always means "no valid tag": a caller must not treat it as a version.
+ */
+static inline unsigned int
+sot_type_version_valid(PyTypeObject *tp)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return tp->tp_version_tag;
+#else
+    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+#endif
+}
+
+static inline unsigned int
+sot_type_version(PyTypeObject *tp)
+{
+    unsigned int tag = sot_type_version_valid(tp);
+    if (SOT_LIKELY(tag != 0)) {
+        return tag;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyUnstable_Type_AssignVersionTag(tp)) {
+        return 0;
+    }
+#else
+    static PyObject *probe = NULL;  /* an interned name: the method cache takes only those */
+    if (probe == NULL) {
+        probe = PyUnicode_InternFromString("__sot_type_version_probe__");
+        if (probe == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    (void)_PyType_Lookup(tp, probe);  /* borrowed result, never set an error */
+#endif
+    return sot_type_version_valid(tp);
+}
 
 #endif /* SOT_FRAME_COMPAT_H */

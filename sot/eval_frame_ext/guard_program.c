@@ -20,7 +20,7 @@
  * Registers: [arguments | constants | work]. Arguments and constants are
  * borrowed; work registers own their value and are released at the end.
  */
-#include <Python.h>
+#include "frame_compat.h"  /* (includes Python.h; the type version helpers) */
 
 #include <stddef.h>
 #include <string.h>
@@ -50,7 +50,10 @@ enum {
     GP_TEST_TENSOR = 19,   /* fail unless tensor_matches(*r[args[b:b+5]])  */
     GP_TEST_ATTRS = 20,    /* fail unless every (name, want, how) of r[b]   */
                            /* holds for r[a] (see attrs_match)              */
-    GP_OP_COUNT = 21,
+    GP_TEST_TYPE_VERSION = 21, /* fail unless r[a] is a type whose version */
+                               /* tag is r[b] (a nonzero int constant; see */
+                               /* sot_type_version, frame_compat.h)        */
+    GP_OP_COUNT = 22,
 };
 
 /* How GP_TEST_ATTRS compares an attribute with what it wants. */
@@ -63,7 +66,8 @@ typedef struct {
     int b;
     int c;
     /* GP_ATTR's inline cache: for this type (borrowed: only compared, with
-     * its version tag) `x.name` is a plain read of the instance dict. */
+     * its version tag) `x.name` is a plain read of the instance dict.
+     * GP_TEST_TYPE_VERSION keeps the wanted tag in cache_version. */
     PyTypeObject *cache_type;
     unsigned int cache_version;
     int cache_plain;
@@ -149,14 +153,15 @@ static PyObject *
 gp_getattr(gp_instr *in, PyObject *obj, PyObject *name)
 {
     PyTypeObject *tp = Py_TYPE(obj);
-    if (in->cache_type != tp || in->cache_version != tp->tp_version_tag
-        || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    unsigned int version = sot_type_version_valid(tp);
+    if (in->cache_type != tp || in->cache_version != version || version == 0) {
         int plain = reads_generically(tp);
-        if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        version = sot_type_version_valid(tp);  /* (the lookup may have assigned one) */
+        if (version == 0) {
             return PyObject_GetAttr(obj, name);
         }
         in->cache_type = tp;
-        in->cache_version = tp->tp_version_tag;
+        in->cache_version = version;
         in->cache_plain = plain;
     }
     if (in->cache_plain) {
@@ -425,6 +430,17 @@ gp_run(GuardProgram *self, PyObject **regs)
             }
             continue;
         }
+        case GP_TEST_TYPE_VERSION: {
+            PyObject *tp = regs[in->a];
+            if (!PyType_Check(tp)) {  /* what type_version() raises */
+                PyErr_SetString(PyExc_TypeError, "type_version() argument must be a type");
+                return -1;
+            }
+            if (sot_type_version((PyTypeObject *)tp) != in->cache_version) {
+                return 0;
+            }
+            continue;
+        }
         default:
             PyErr_SetString(PyExc_SystemError, "sot guard program: bad instruction");
             return -1;
@@ -594,7 +610,8 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         int writes = in->op < GP_TEST;
         int uses_b = in->op == GP_ATTR || in->op == GP_ITEM || (in->op >= GP_IS && in->op <= GP_NOT_IN)
                      || in->op == GP_TEST_IS || in->op == GP_TEST_IS_NOT || in->op == GP_TEST_IS_REF
-                     || in->op == GP_TEST_ITEMS_EQ || in->op == GP_TEST_ATTRS;
+                     || in->op == GP_TEST_ITEMS_EQ || in->op == GP_TEST_ATTRS
+                     || in->op == GP_TEST_TYPE_VERSION;
         if (in->op < 0 || in->op >= GP_OP_COUNT
             || (writes && (f[1] < 0 || in->dst >= nregs))
             || in->a < 0 || in->a >= nregs
@@ -619,6 +636,20 @@ gp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_Format(PyExc_ValueError, "guard instruction %zd: not a tuple of (str, object, how) triples",
                          i);
             goto fail;
+        }
+        if (in->op == GP_TEST_TYPE_VERSION) {
+            /* The wanted tag: a nonzero int constant (0 is no version). */
+            PyObject *want = in->b >= nargs && in->b < first_work ? PyTuple_GET_ITEM(consts, in->b - nargs) : NULL;
+            unsigned long tag = want != NULL && PyLong_CheckExact(want) ? PyLong_AsUnsignedLong(want) : 0;
+            if (tag == (unsigned long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                tag = 0;
+            }
+            if (tag == 0 || tag > 0xFFFFFFFFUL) {
+                PyErr_Format(PyExc_ValueError, "guard instruction %zd: not a nonzero type version constant", i);
+                goto fail;
+            }
+            in->cache_version = (unsigned int)tag;
         }
         if (in->op == GP_DEREF || in->op == GP_TEST_IS_REF) {
             int ref = in->op == GP_DEREF ? in->a : in->b;
@@ -764,6 +795,7 @@ sot_guard_program_add_opcodes(PyObject *module)
         {"TEST", GP_TEST}, {"TEST_IS", GP_TEST_IS}, {"TEST_IS_NOT", GP_TEST_IS_NOT},
         {"TEST_NOT", GP_TEST_NOT}, {"TEST_IS_REF", GP_TEST_IS_REF}, {"TEST_ITEMS_EQ", GP_TEST_ITEMS_EQ},
         {"TEST_TENSOR", GP_TEST_TENSOR}, {"TEST_ATTRS", GP_TEST_ATTRS},
+        {"TEST_TYPE_VERSION", GP_TEST_TYPE_VERSION},
     };
     PyObject *ops = PyDict_New();
     if (ops == NULL) {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import operator
 import types
 import weakref
@@ -17,11 +18,27 @@ import numpy as np
 import paddle
 
 from ..errors import SourceLocation
+from ..eval_frame_ext import type_version
 from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .layer_signature import layer_config_key
 from .pytree import leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
+
+
+_untagged = itertools.count(-1, -1)
+
+
+def class_version(value: Any) -> int | None:
+    """The version tag of the class of ``value`` when it is a user class (a heap type), else None: a program
+    traced with an object ran what its class had then (a dunder, ``forward``), so a program cached for the
+    object must not serve it once the class changed (a new tag, `sot.eval_frame_ext.type_version`). A class
+    with no tag (0) gets a number never given before: such a program is not shared. (Not for a tensor: its
+    class is Paddle's, whose methods a program does not look up but records as ops.)"""
+    cls = type(value)
+    if not cls.__flags__ & (1 << 9) or isinstance(value, paddle.Tensor):  # (a built-in type never changes)
+        return None
+    return type_version(cls) or next(_untagged)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +112,13 @@ class LayerCall:
         its tree the training flag (train and eval programs differ: dropout, batch norm), its plain configuration
         (`layer_config_key`: a dropout rate, a stride baked into the program), the identity of each
         sublayer, parameter and buffer (the program holds the very tensors it was traced with: a replaced
-        parameter needs a new program) and of each forward hook (the trace ran them)."""
+        parameter needs a new program) and of each forward hook (the trace ran them), and the version of each
+        layer's class (the trace looked up its ``forward`` and methods there: `class_version`)."""
         layer = self.layer
         tree = []
         for sub in layer.sublayers(include_self=True):
             state = sub.__dict__
-            tree.append((id(sub), sub.training, layer_config_key(sub),
+            tree.append((id(sub), class_version(sub), sub.training, layer_config_key(sub),
                          *(tuple((name, id(member)) for name, member in (state.get(store) or {}).items())
                            for store in ("_parameters", "_buffers", "_sub_layers", "_forward_pre_hooks",
                                          "_forward_post_hooks"))))
@@ -256,8 +274,8 @@ class StatementIR:
                 hash(value)
             except TypeError:
                 # The SIR holding the value is kept alive by the cache that holds the key.
-                return ("id", id(value))
-            return ("const", type(value), value)
+                return ("id", id(value), class_version(value))
+            return ("const", type(value), value, class_version(value))
 
         def target_key(stmt: Statement) -> Any:
             if stmt.kind == "method":

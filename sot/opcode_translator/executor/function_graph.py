@@ -288,6 +288,11 @@ class FunctionGraph:
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
         # their recorded value is out of date, so using one makes the frame run eagerly.
         self.stale_symbols: set[Symbol] = set()
+        # Names of the attributes `load_attribute` read from a class (not an instance dict) through an object
+        # the guard has no path to (``type(self).n``), so with no value guard of their own: a class guarded
+        # member by member keeps them even when they keep changing (guard.class_lookup_checks). (A read
+        # through a path is guarded by value like an instance attribute, which a symbolic int may relax.)
+        self.class_attribute_reads: set[str] = set()
 
     # -- symbols and guards ------------------------------------------------------------------------------
     def new_symbol(self, meta: MetaInfo) -> Symbol:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import keyword
 import re
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterable
 
 import paddle
 
-from ...eval_frame_ext import GUARD_OPCODES, GuardProgram, tensor_matches
+from ...eval_frame_ext import GUARD_OPCODES, GuardProgram, tensor_matches, type_version
 from ...log import log
 
 
@@ -73,6 +74,155 @@ def attributes_match(obj: Any, spec: tuple[tuple[str, Any, int], ...]) -> bool:
         elif not value == want:
             return False
     return True
+
+
+# -- class lookups ---------------------------------------------------------------------------------------
+# The simulation looks things up on classes all the time (a dunder it inlines, a method, a class attribute,
+# ``__init__``), mostly through ``inspect.getattr_static``, without a path the guard could re-read. A class
+# lookup of a user class (a heap type) is guarded instead by the class's version tag (`type_version`, C):
+# CPython changes it whenever an attribute of the class or of one of its bases is set or deleted, so one
+# integer compare covers every lookup through that class. Consequences:
+# - any class attribute change retranslates the frames that used the class, also changes the lookups did
+#   not depend on (a class-level counter assigned on every call retranslates on every call);
+# - so a class seen at `CLASS_VERSION_CHANGES_LIMIT` versions (by the translations made), or one the frame
+#   itself assigns attributes of (then its version changes at every call), is guarded member by member
+#   instead (`class_members_match`): every entry of the dicts of its MRO keeps its identity, except the
+#   names that keep changing to plain data (an int, a str...) or that the frame assigns: a read of such a
+#   name through a path (``Cls.n``, ``self.n``) is guarded by value as any attribute is; one through an
+#   object with no path (``type(self).n``, `FunctionGraph.class_attribute_reads`) keeps the name in the
+#   member checks, so such a counter still retranslates at each change (up to the cache limit);
+# - 3.13+ stop giving a type a tag after about a thousand modifications (`type_version` is then 0): such a
+#   class is guarded member by member too, never by a version that cannot change.
+CLASS_VERSION_CHANGES_LIMIT = 3  # (below the cache limit, 8 by default: the member checks get their chance)
+# Values that, when a name keeps changing to them, mark the name as volatile class data.
+_PLAIN_DATA = (int, float, complex, str, bytes, bool, type(None))
+
+
+@dataclasses.dataclass
+class _ClassHistory:
+    """What the guards built so far saw of one class: its last version tag, the identities of the entries
+    of its MRO's dicts then (a fingerprint, only compared), how often the version changed, and the names
+    whose value changed to plain data between two versions."""
+    version: int
+    fingerprint: dict[tuple[int, str], int]
+    changes: int = 0
+    volatile: set[str] = dataclasses.field(default_factory=set)
+
+
+_CLASS_HISTORY: "weakref.WeakKeyDictionary[type, _ClassHistory]" = weakref.WeakKeyDictionary()
+
+
+def _heap_mro(cls: type) -> list[type]:
+    """The classes of ``cls``'s MRO that can change (built-in types cannot)."""
+    return [klass for klass in cls.__mro__ if klass.__flags__ & _HEAPTYPE]
+
+
+_HEAPTYPE = 1 << 9
+
+
+def _fingerprint(cls: type) -> dict[tuple[int, str], int]:
+    return {(index, name): id(value) for index, klass in enumerate(_heap_mro(cls))
+            for name, value in list(vars(klass).items())}
+
+
+def _class_history(cls: type, version: int) -> _ClassHistory:
+    """The history of ``cls``, updated with what it is now."""
+    history = _CLASS_HISTORY.get(cls)
+    if history is None:
+        history = _CLASS_HISTORY[cls] = _ClassHistory(version, _fingerprint(cls))
+        return history
+    if version != 0 and version == history.version:
+        return history
+    fingerprint = _fingerprint(cls)
+    if version == 0 and fingerprint == history.fingerprint:
+        return history
+    heap = _heap_mro(cls)
+    for key in fingerprint.keys() | history.fingerprint.keys():
+        if fingerprint.get(key) != history.fingerprint.get(key):
+            index, name = key
+            value = vars(heap[index]).get(name) if index < len(heap) else None
+            if isinstance(value, _PLAIN_DATA) and not (name.startswith("__") and name.endswith("__")):
+                history.volatile.add(name)
+    history.version, history.fingerprint = version, fingerprint
+    history.changes += 1
+    if history.changes == CLASS_VERSION_CHANGES_LIMIT:
+        log(1, f"class {cls.__qualname__} changed {history.changes} times across translations (volatile "
+               f"attributes: {sorted(history.volatile) or 'none'}): its lookups are guarded member by member")
+    return history
+
+
+def class_members_match(cls: Any, spec: tuple) -> bool:
+    """Every class lookup through ``cls`` finds what it found when ``spec`` was made (`_members_spec`):
+    the same MRO, and in the dict of each Python class of it the same names (but the excluded ones) bound
+    to the same objects. The guard of a class whose version tag cannot be used (`class_lookup_checks`)."""
+    mro_refs, tables, excluded = spec
+    mro = cls.__mro__
+    if len(mro) != len(mro_refs):
+        return False
+    for klass, ref in zip(mro, mro_refs):
+        if klass is not ref():
+            return False
+    for (index, names, entries) in tables:
+        members = vars(mro[index])
+        if (members.keys() - excluded if excluded else members.keys()) != names:
+            return False
+        for name, want, held_weakly in entries:
+            if members[name] is not (want() if held_weakly else want):
+                return False
+    return True
+
+
+def _members_spec(cls: type, excluded: frozenset[str]) -> tuple:
+    """What `class_members_match` compares with; the values held weakly when they allow it (a method's code
+    may hold this very guard: a strong reference would be a cycle through the code's extra slot)."""
+    mro_refs = tuple(weakref.ref(klass) for klass in cls.__mro__)
+    tables = []
+    for index, klass in enumerate(cls.__mro__):
+        if not klass.__flags__ & _HEAPTYPE:
+            continue
+        members = dict(vars(klass))
+        entries = []
+        for name, value in members.items():
+            if name in excluded:
+                continue
+            try:
+                entries.append((name, weakref.ref(value), True))
+            except TypeError:
+                entries.append((name, value, False))
+        tables.append((index, frozenset(members.keys() - excluded), tuple(entries)))
+    return mro_refs, tuple(tables), excluded
+
+
+def class_lookup_checks(builder: "GuardBuilder", cls: type, reads: Iterable[str] = (),
+                        stored: Iterable[str] = ()) -> list[str]:
+    """Checks that a class lookup through ``cls`` finds what it found in this translation: its version tag,
+    or member by member when the class changes too often or has no tag (see the notes above). The class is
+    the one the guard checks the identity or type of an object against: it is reached as that constant (held
+    weakly), so the check is made once per class, however many objects of it the guard checks. ``reads``: the
+    names of class attributes the translation read (kept in the member checks even when volatile);
+    ``stored``: the names the frame itself assigns on the class or a base, which change its version at every
+    call (member by member at once, those names left out unless read). Nothing for a built-in type: it
+    cannot change."""
+    if not cls.__flags__ & _HEAPTYPE:
+        return []
+    ref_key = ("class ref", id(cls))
+    ref_name = builder._const_names.get(ref_key)  # type: ignore[call-overload]
+    if ref_name is None:
+        ref_name = builder.constant(weakref.ref(cls))
+        builder._const_names[ref_key] = ref_name  # type: ignore[index]
+    expr = f"{ref_name}()"
+    version = type_version(cls)
+    history = _class_history(cls, version)
+    stored = set(stored)
+    if version != 0 and history.changes < CLASS_VERSION_CHANGES_LIMIT and not stored:
+        return [f"{builder.constant(type_version)}({expr}) == {version}"]
+    excluded = frozenset(history.volatile.union(stored).difference(reads))
+    key = ("class members", id(cls), excluded)
+    name = builder._const_names.get(key)  # type: ignore[call-overload]
+    if name is None:
+        name = builder.constant(_members_spec(cls, excluded))
+        builder._const_names[key] = name  # type: ignore[index]
+    return [f"{builder.constant(class_members_match)}({expr}, {name})"]
 
 
 class GuardBuilder:
@@ -561,6 +711,10 @@ class _ProgramCompiler:
               and not node.keywords and isinstance(node.args[1], ast.Name)
               and self._is_attributes_check(node.func.id, node.args[1].id)):  # attributes_match(x, spec)
             self._emit("TEST_ATTRS", self._value(node.args[0]), self._namespace_const(node.args[1].id))
+        elif self._type_version_check(node):  # type_version(cls) == tag: one instruction, no int made
+            call = node.left  # type: ignore[attr-defined]
+            tag = node.comparators[0].value  # type: ignore[attr-defined]
+            self._emit("TEST_TYPE_VERSION", self._value(call.args[0]), self._const(tag, ("literal", int, repr(tag))))
         elif self._items_check(node):  # tuple(x._sub_layers) == ('0', '1'): compared without making the tuple
             items = self._value(node.left.args[0])  # type: ignore[attr-defined]
             self._emit("TEST_ITEMS_EQ", items, self._value(node.comparators[0]))  # type: ignore[attr-defined]
@@ -583,6 +737,16 @@ class _ProgramCompiler:
         return (self.namespace.get(function) is attributes_match and type(value) is tuple
                 and all(type(item) is tuple and len(item) == 3 and type(item[0]) is str
                         and type(item[2]) is int and item[2] in (ATTR_EQ, ATTR_IS, ATTR_FALSY) for item in value))
+
+    def _type_version_check(self, node: ast.expr) -> bool:
+        """``type_version(x) == tag`` (`class_lookup_checks`), a nonzero tag as the program takes it."""
+        return (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
+                and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Name)
+                and len(node.left.args) == 1 and not node.left.keywords
+                and not isinstance(node.left.args[0], ast.Starred)
+                and self.namespace.get(node.left.func.id) is type_version
+                and isinstance(node.comparators[0], ast.Constant) and type(node.comparators[0].value) is int
+                and 0 < node.comparators[0].value <= 0xFFFFFFFF)
 
     def _tensor_check(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 5

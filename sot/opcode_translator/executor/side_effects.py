@@ -173,6 +173,10 @@ class SideEffects:
         """Whether an attribute of ``obj`` was stored or deleted in the frame (still pending)."""
         return any(key[0] == id(obj) for key in self._attrs)
 
+    def attr_names_of(self, obj: Any) -> set[str]:
+        """The names of the attributes of ``obj`` stored or deleted in the frame (still pending)."""
+        return {key[1] for key in self._attrs if key[0] == id(obj)}
+
     def lookup_global(self, name: str) -> Any:
         return self._globals.get(name, ABSENT)
 

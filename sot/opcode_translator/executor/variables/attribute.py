@@ -118,6 +118,8 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    if not var.tracker.is_traceable():  # found on a class, with no path of its own to guard its value by
+        graph.class_attribute_reads.add(name)  # (see FunctionGraph.class_attribute_reads)
     if is_class:
         if isinstance(found, staticmethod):
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))

@@ -127,8 +127,28 @@ class ObjectVariable(VariableBase):
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
-            return [builder.identity(expr, self.value)]
-        return [f"type({expr}) is {builder.constant(type(self.value))}"]
+            return [builder.identity(expr, self.value), *self.class_lookup_guards(builder)]
+        return [f"type({expr}) is {builder.constant(type(self.value))}", *self.class_lookup_guards(builder)]
+
+    def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
+        """What the simulation found by looking things up on a user class stays what a lookup finds: the
+        class's version (`guard.class_lookup_checks`): the value's class, or the value itself when it is a
+        class (and its metaclass when that is a user class too). The guard checks the identity or type of
+        the value before, which fixes the class."""
+        from ..guard import class_lookup_checks
+
+        value = self.value
+        cls = value if isinstance(value, type) else type(value)
+        if not cls.__flags__ & HEAPTYPE:
+            return []
+        graph = self.graph
+        reads = graph.class_attribute_reads
+        # (the frame's own stores to the class or a base change its version after this call)
+        stored = {name for klass in cls.__mro__ for name in graph.side_effects.attr_names_of(klass)}
+        checks = class_lookup_checks(builder, cls, reads, stored)
+        if isinstance(value, type) and type(cls).__flags__ & HEAPTYPE:  # a metaclass of its own: looked up too
+            checks += class_lookup_checks(builder, type(cls), reads)
+        return checks
 
     def get_py_value(self) -> Any:
         return self.value

@@ -112,9 +112,12 @@ class LayerVariable(ObjectVariable):
                 hook_checks.append(f"len({expr}.{hooks}) == {count}")
             else:  # (the common case, none, is the cheaper check)
                 attributes.append((hooks, ATTR_FALSY, None))
+        # (``forward``, a dunder or a method of the layer's class, replaced after translation: see
+        # `ObjectVariable.class_lookup_guards`; once per layer class)
+        head = [head, *self.class_lookup_guards(builder)]
         if self.in_program:
-            return [head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks]
-        return [head, builder.attributes(expr, attributes), *hook_checks]
+            return [*head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks]
+        return [*head, builder.attributes(expr, attributes), *hook_checks]
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
         tracker: Tracker
