@@ -193,11 +193,31 @@ def counts_holding_tensors(x):
     return doubled, c.most_common()  # (ordering tensors reads their values: a graph break)
 
 
+def update_meets_a_tensor_element(x, c):
+    c.update(["a", "a", x])  # (the tensor is a key: counted natively, after what was simulated is undone)
+    c["b"] += 1
+    return x + c["a"], sorted(c.values())
+
+
+def subtract_meets_a_tensor_element(x):
+    c = Counter("ab")
+    c.subtract(["a", "a", x])
+    return x + c["a"], c["b"]
+
+
 def test_counter_of_tensor_values_is_right_with_breaks(compile_all) -> None:
     stats = check(counts_of_item_values, lambda: (T(4),), breaks=None, fallbacks=0)
     assert stats.graph_breaks >= 1
     sot.reset()
     stats = check(counts_holding_tensors, lambda: (T(4),), breaks=None, fallbacks=0)
+    assert stats.graph_breaks >= 1
+
+
+@pytest.mark.parametrize("fn,make", [(update_meets_a_tensor_element, lambda: (T(2), Counter("ab"))),
+                                     (subtract_meets_a_tensor_element, lambda: (T(2),))],
+                         ids=["update", "subtract"])
+def test_counting_a_tensor_element_is_undone_and_run_natively(fn, make, compile_all) -> None:
+    stats = check(fn, make, breaks=None, fallbacks=None, stable=False)
     assert stats.graph_breaks >= 1
 
 
