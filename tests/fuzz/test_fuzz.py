@@ -17,8 +17,9 @@ from .harness import check_seed, eager_only
 
 CHUNK = 25
 # 300 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
-# about 1.7 times as long): the time of the 400 original programs this run had before.
-STARTS = [i * CHUNK for i in range(12)] + [EXTENDED_FROM + i * CHUNK for i in range(2)]
+# about 1.7 times as long): the time of the 400 original programs this run had before; and 25 with generator
+# managers and graph breaks inside with blocks and handlers.
+STARTS = [i * CHUNK for i in range(12)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM]
 MAX_REPORTED = 3
 
 
