@@ -139,9 +139,10 @@ def _count(var: CounterVariable, args: list[VariableBase], kwargs: dict[str, Var
     for mapping_source in ([source] if source is not None else []) + ([kwargs] if kwargs else []):
         pairs = (list(mapping_source.items()) if isinstance(mapping_source, dict)
                  else _mapping_pairs(mapping_source))
-        if pairs is None:  # an iterable of elements, each counted once
+        if pairs is None:  # an iterable of elements, each counted once as it comes (a generator may read var)
             one = ConstantVariable(1, graph, DummyTracker())
-            for element in iterate(mapping_source).unpack():
+            elements = iterate(mapping_source)
+            while (element := elements.next()) is not None:
                 key = dict_key(element, "Counter element")
                 graph.run_user_python(hash, [key], {})  # (an unhashable element: the eager TypeError)
                 combine(key, one, amount_first=False)

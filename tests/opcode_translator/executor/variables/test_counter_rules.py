@@ -62,6 +62,7 @@ def update_and_subtract(x, words):
     c.subtract({"b": 100})
     c.subtract(c=1)
     c.update()
+    c.update(w for w in "abcabc" if c[w] < 1)  # (each element is counted before the next one is made)
     return x * c["a"], c, list(c.keys())
 
 
