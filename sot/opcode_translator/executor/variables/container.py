@@ -309,6 +309,8 @@ def _path(tracker: Tracker) -> tuple[type, str]:
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
         return TupleVariable.from_real(value, graph, tracker)
+    if type(value) is collections.Counter and not all(_is_constant_key(key) for key in value):
+        return None  # (counting objects or tensors: an opaque object, as a user dict subclass would be)
     if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         # One variable per real mutable container, however it is reached: mutations through one path
         # must be seen through the others.

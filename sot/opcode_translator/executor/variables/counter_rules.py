@@ -48,18 +48,18 @@ class CounterVariable(TypedDictVariable):
         return cls({}, graph, tracker)
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if _is_key_variable(key):
-            found = dict_key(key, "Counter lookup with")
-            self.graph.add_guard(self)  # (its keys decide)
-            if found not in self.items:  # __missing__: 0, and nothing is stored
-                return ConstantVariable(0, self.graph, DummyTracker((self, key)))
+        _check_key(key, "lookup")
+        found = dict_key(key, "Counter lookup with")
+        self.graph.add_guard(self)  # (its keys decide)
+        if found not in self.items:  # __missing__: 0, and nothing is stored
+            return ConstantVariable(0, self.graph, DummyTracker((self, key)))
         return super().getitem(key)
 
     def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
-        if value is None and _is_key_variable(key):
-            found = dict_key(key)
+        _check_key(key, "item store")
+        if value is None:
             self.graph.add_guard(self)
-            if found not in self.items:  # Counter.__delitem__ ignores a missing key
+            if dict_key(key) not in self.items:  # Counter.__delitem__ ignores a missing key
                 return
         super().setitem(key, value)
 
@@ -77,6 +77,12 @@ class CounterMethodVariable(ContainerMethodVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return COUNTER_METHODS[self.name](self.container, args, kwargs)
+
+
+def _check_key(key: VariableBase, what: str) -> None:
+    """A key that is not a constant (counting tensors or objects): the Counter's Python code runs natively."""
+    if not _is_key_variable(key):
+        raise BreakGraphError(f"a Counter {what} with a {type(key).__name__} key runs natively")
 
 
 def _zero(graph: "FunctionGraph") -> VariableBase:

@@ -248,6 +248,18 @@ def test_counter_errors_are_the_eager_ones(which, compile_all) -> None:
     check(wrong_calls, lambda: (which, ["a", "b", "a"]), calls=1, breaks=None, fallbacks=None)
 
 
+def counts_of_tensors_passed_through(x, c):
+    for t in x:
+        c[t] += 1  # (the keys are tensors: the Counter stays a real object, changed natively)
+    return x + 1, len(c), c
+
+
+def test_counter_of_tensor_keys_is_right_without_fallback(compile_all) -> None:
+    stats = check(counts_of_tensors_passed_through, lambda: (T(2), Counter()), breaks=None, fallbacks=None,
+                  stable=False)
+    assert stats.fallbacks == 0, stats
+
+
 def test_counter_escaping_elements_iterator_is_rebuilt(compile_all) -> None:
     def make(x, words):
         c = Counter(words)
