@@ -137,6 +137,14 @@ def iterate_argument(x, c):
     return total, list(c), [k for k in c if c[k] > 1]
 
 
+def counters_made_by_a_defaultdict(x, words):
+    by_letter = collections.defaultdict(Counter)  # (Counter as the factory: called on each missing key)
+    for w in words:
+        by_letter[w[0]][w] += 1
+    kinds = isinstance(by_letter["b"], Counter), isinstance(by_letter["b"], dict), isinstance(words, Counter)
+    return x * len(by_letter), by_letter, kinds, {k: v.most_common(1) for k, v in by_letter.items()}
+
+
 CASES = [
     (build_from_list, _words),
     (build_from_str_dict_kwargs, lambda: (T(3),)),
@@ -152,6 +160,7 @@ CASES = [
     (mutate_argument, lambda: (T(3), Counter({"b": 2, "a": 1, "c": 0}))),
     (mutate_argument_in_place, lambda: (T(3), Counter({"q": 3, "a": -1, "b": 2}))),
     (iterate_argument, lambda: (T(3), Counter("mississippi"))),
+    (counters_made_by_a_defaultdict, lambda: (T(2), ["ab", "ac", "ab", "bz"])),
 ]
 
 
