@@ -19,6 +19,12 @@ functions (``yield``, ``yield from``, consumed by ``sum``/``list``/``for``), ``w
 context manager (which may swallow an exception) and closures that rebind a nonlocal tensor or mutate a
 captured list. Smaller seeds keep the programs they had when they were first run (each new choice has weight
 0 there, so it draws nothing from the seed's random stream).
+
+Seeds from `WITH_BREAKS_FROM` on also enter ``with`` blocks of a generator-based ``contextlib.contextmanager``
+(``scoped``, which may swallow an error and binds a value with ``as``), of ``paddle.no_grad()`` alone and of
+several managers at once, and put graph breaks (``psdb.breakgraph()``, ``.item()``, a branch on a tensor)
+inside ``with`` blocks and inside ``except``/``finally`` handlers. Every draw these make is guarded by
+``self.breaks_in_blocks``, so seeds below it draw exactly what they drew before.
 """
 from __future__ import annotations
 
@@ -76,6 +82,7 @@ MISSING_KEY = "z"
 PARAMS = {"x": "T", "y": "T", "w": "T", "n": "I", "s": "F", "lst": "L", "d": "D", "obj": "O", "tl": "TL"}
 GLOBAL_READABLE = {"GLIST": "L", "GDICT": "D", "GOBJ": "O"}
 EXTENDED_FROM = 10_000  # the first seed whose programs use the constructs added after seeds 0-9999 were run
+WITH_BREAKS_FROM = 80_000  # the first seed with generator managers and breaks inside with/except/finally blocks
 
 # Module code of the extended programs (after PRELUDE).
 EXTENDED_PRELUDE = '''
@@ -105,6 +112,26 @@ def count_up(k):
 def count_both(k, lst):
     yield from count_up(k)
     yield len(lst)
+'''
+
+# Module code of the programs from WITH_BREAKS_FROM on (after EXTENDED_PRELUDE).
+WITH_BREAKS_PRELUDE = '''
+
+import contextlib
+
+
+@contextlib.contextmanager
+def scoped(tag, swallow=False):
+    """A generator-based context manager: logs into GLIST around its block; may swallow the generator's errors."""
+    GLIST.append(tag)
+    try:
+        yield tag * 10
+    except (ValueError, IndexError, KeyError, ZeroDivisionError, FuzzError):
+        GLIST.append(200 + tag)
+        if not swallow:
+            raise
+    finally:
+        GLIST.append(-tag)
 '''
 
 
@@ -168,6 +195,9 @@ class Gen:
         self.max_depth = self.r.choice([1, 2, 3])
         self.extended = seed >= EXTENDED_FROM
         self.x = 1.0 if self.extended else 0.0  # the weight factor of the extended choices
+        self.breaks_in_blocks = seed >= WITH_BREAKS_FROM
+        if self.breaks_in_blocks:  # (no draw: older seeds keep their stream)
+            self.p_try = max(self.p_try, 0.05)
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -675,16 +705,19 @@ class Gen:
         self.risk = saved
         self.scopes.append({})
         handler = [p + f"    print('caught', type({exc}).__name__, {exc})"] if self.chance(0.6) else []
-        lines += [p + f"except {caught} as {exc}:"] + handler + self.block(ind + 4, self.r.randint(0, 2))
+        lines += [p + f"except {caught} as {exc}:"] + handler + \
+            self.with_break(self.block(ind + 4, self.r.randint(0, 2)), ind + 4)
         self.scopes.pop()
         if self.chance(0.3):
             lines += [p + "else:"] + self.block(ind + 4, 1)
         if self.chance(0.3):
-            lines += [p + "finally:"] + self.block(ind + 4, 1)
+            lines += [p + "finally:"] + self.with_break(self.block(ind + 4, 1), ind + 4)
         return lines
 
     def s_with(self, ind: int) -> list[str]:
         """A block under the user context manager ``Track``; one that swallows errors gets riskier code."""
+        if self.breaks_in_blocks:
+            return self.s_with_managers(ind)
         p = " " * ind
         swallow = self.chance(0.4)
         manager = f"Track({self.r.randint(1, 9)}{', True' if swallow else ''})"
@@ -697,9 +730,59 @@ class Gen:
         self.risk = saved
         return lines
 
+    def s_with_managers(self, ind: int) -> list[str]:
+        """A ``with`` of one to three managers among ``Track``, the generator-based ``scoped`` (maybe bound
+        with ``as``) and ``paddle.no_grad()``, whose block may hold a graph break."""
+        p = " " * ind
+        managers, swallow, scope = [], False, {}
+        for _ in range(self.r.choice([1, 1, 1, 2, 2, 3])):
+            kind = self.r.choice(["track", "scoped", "scoped", "no_grad"])
+            if kind == "no_grad":
+                managers.append("paddle.no_grad()")
+                continue
+            quiet = self.chance(0.4)
+            swallow = swallow or quiet
+            if kind == "track":
+                managers.append(f"Track({self.r.randint(1, 9)}{', True' if quiet else ''})")
+                continue
+            manager = f"scoped({self.r.randint(1, 9)}{', True' if quiet else ''})"
+            if self.chance(0.5):
+                name = self.fresh("cm")
+                manager += f" as {name}"
+                scope[name] = "I"
+            managers.append(manager)
+        saved = self.risk
+        if swallow:
+            self.risk = max(self.risk, 0.1)
+        self.scopes.append(scope)
+        body = self.with_break(self.block(ind + 4, self.r.randint(1, 3)), ind + 4)
+        self.scopes.pop()
+        self.risk = saved
+        return [p + f"with {', '.join(managers)}:"] + body
+
+    def break_stmt(self, p: str) -> list[str]:
+        """A statement that breaks the graph: an explicit break, a tensor's value read, a branch on a tensor."""
+        return self.pick([
+            (2, lambda: [p + "psdb.breakgraph()"]),
+            (1, lambda: [p + f"COUNTER += int({self.e_T0(1)}.item() > 0)"]),
+            (1, lambda: [p + f"print('brk', round(float({self.e_T0(1)}), 3))"]),
+            (1, lambda: [p + f"if {self.e_T0(1)} > {self.e_F(0)}:", p + f"    COUNTER += {self.e_I(1)}"]),
+        ])
+
+    def with_break(self, lines: list[str], ind: int) -> list[str]:
+        """``lines`` (a block at indent ``ind``) with a graph break inserted before one of its statements or
+        at its end, for the seeds from WITH_BREAKS_FROM on (half of the time)."""
+        if not self.breaks_in_blocks or not self.chance(0.5):
+            return lines
+        continuation = ("else", "elif", "except", "finally")
+        spots = [i for i, line in enumerate(lines) if len(line) - len(line.lstrip(" ")) == ind
+                 and not line.lstrip().startswith(continuation)] + [len(lines)]
+        at = self.r.choice(spots)
+        return lines[:at] + self.break_stmt(" " * ind) + lines[at:]
+
     def s_no_grad(self, ind: int) -> list[str]:
         p = " " * ind
-        return [p + "with paddle.no_grad():"] + self.block(ind + 4, self.r.randint(1, 3))
+        return [p + "with paddle.no_grad():"] + self.with_break(self.block(ind + 4, self.r.randint(1, 3)), ind + 4)
 
     def return_expr(self) -> str:
         picks = []
@@ -783,7 +866,8 @@ class Gen:
         return lines
 
     def generate(self) -> str:
-        lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else ""), ""]
+        lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else "")
+                 + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else ""), ""]
         # module-level helpers
         self.scopes = []
         for _ in range(self.r.randint(0, 2)):

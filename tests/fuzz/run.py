@@ -2,6 +2,7 @@
 
     python -m tests.fuzz.run --count 5000            # seeds 0..4999
     python -m tests.fuzz.run --start 10000 --count 500  # the extended generator (sets, yield, with...)
+    python -m tests.fuzz.run --start 80000 --count 500  # plus generator managers, breaks in with/except/finally
     python -m tests.fuzz.run --seed 123              # one program, printed with its outcome
     python -m tests.fuzz.run --seed 123 --show       # just print the program
 

@@ -8,15 +8,18 @@ it with ``python -m tests.fuzz.reduce N``. The long run: ``python -m tests.fuzz.
 """
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
-from .generator import EXTENDED_FROM, generate
+from .generator import EXTENDED_FROM, WITH_BREAKS_FROM, generate
 from .harness import check_seed, eager_only
 
 CHUNK = 25
 # 300 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
-# about 1.7 times as long): the time of the 400 original programs this run had before.
-STARTS = [i * CHUNK for i in range(12)] + [EXTENDED_FROM + i * CHUNK for i in range(2)]
+# about 1.7 times as long): the time of the 400 original programs this run had before; and 25 with generator
+# managers and graph breaks inside with blocks and handlers.
+STARTS = [i * CHUNK for i in range(12)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM]
 MAX_REPORTED = 3
 
 
@@ -31,9 +34,36 @@ def test_translated_programs_match_eager(start: int) -> None:
 
 
 def test_generator_is_reproducible() -> None:
-    for seed in (0, 1, EXTENDED_FROM, 12345):
+    for seed in (0, 1, EXTENDED_FROM, 12345, WITH_BREAKS_FROM, WITH_BREAKS_FROM + 7):
         a, b = generate(seed), generate(seed)
         assert a.source == b.source and a.inputs == b.inputs and a.min_graph_size == b.min_graph_size
+
+
+# Fingerprints of programs (source and inputs) as the generator wrote them before the seeds from
+# WITH_BREAKS_FROM on were added: growing the generator must not change an older seed's program, which the
+# regression tests and reported seeds refer to.
+OLD_PROGRAMS = {0: "72227f7fdc6ade41", 7: "f337bdaf5f27b27a", 4321: "2bf562baea0910fd",
+                EXTENDED_FROM: "bab58dc6243539e1", 12345: "4e35476d9843ffcd", 31337: "eb9ed433974210c0",
+                WITH_BREAKS_FROM - 1: "bb4bbdbbcc108235"}
+
+
+@pytest.mark.parametrize("seed", sorted(OLD_PROGRAMS))
+def test_older_seeds_generate_the_same_programs(seed: int) -> None:
+    program = generate(seed)
+    text = program.source + program.describe_inputs()
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == OLD_PROGRAMS[seed]
+
+
+def test_newer_seeds_have_generator_managers_and_breaks_in_blocks() -> None:
+    """The seeds from WITH_BREAKS_FROM on do use what they add (else the growth would test nothing)."""
+    sources = [generate(seed).source.split("def f(")[-1]
+               for seed in range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 60)]
+    assert sum("with scoped(" in s or ", scoped(" in s for s in sources) >= 5
+    assert sum(any(line.lstrip().startswith(("with ", "except ", "finally:")) and any(
+        brk in following for following in s.split(line, 1)[1].split("\n")[1:3]
+        for brk in ("breakgraph", ".item()", "'brk'")) for line in s.split("\n")) for s in sources) >= 5
+    for seed in range(EXTENDED_FROM, EXTENDED_FROM + 60):
+        assert "scoped(" not in generate(seed).source
 
 
 def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
@@ -41,7 +71,8 @@ def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
     names, wrong types...); only the exceptions it means to provoke."""
     intended = {"ValueError", "IndexError", "KeyError", "ZeroDivisionError", "AssertionError", "FuzzError",
                 "AttributeError"}
-    for seed in [*range(150), *range(EXTENDED_FROM, EXTENDED_FROM + 50)]:
+    for seed in [*range(150), *range(EXTENDED_FROM, EXTENDED_FROM + 50),
+                 *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50)]:
         program = generate(seed)
         compile(program.source, f"<seed {seed}>", "exec")
         for error in eager_only(program):

@@ -927,3 +927,35 @@ def test_a_set_built_in_the_frame_iterates_in_eager_order() -> None:
             expected = build_a_set_of_two_ints(paddle.ones([1]), n, m)[1:]
             got = translated(paddle.ones([1]), n, m)[1:]
             assert (got[0], list(got[1])) == (expected[0], list(expected[1])), (n, m)
+
+
+def sum_of_a_leaf_after_an_inplace_change_and_a_break(x, y, w):
+    y -= w.sum()  # y (no gradient) now depends on w
+    print("break")
+    return y.mean(), w.sum(), y * 1
+
+
+def test_the_gradient_through_a_graph_reading_an_input_changed_in_place_before_a_break() -> None:
+    """Seed 81530 (Python 3.10 and 3.11): ``y -= w.sum()`` before a graph break, then a graph whose outputs
+    are ``y.mean()``, ``w.sum()`` and ``y * 1``. Eagerly ``backward()`` gives ``w`` its gradient ([-3] * 3);
+    translated, the backward of the second graph fails (``SotError: cannot compute the gradient of graph ...:
+    the program computing it failed``, from the product program of `CompiledProgram.input_gradients`).
+    Without ``w.sum()`` among the outputs, or without the break, the gradient is right."""
+    def run(fn: Callable[..., Any]) -> Any:
+        x = paddle.to_tensor([1.0, 0.0, 1.0])
+        y = paddle.to_tensor([-1.5, -1.0, -2.0])
+        w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+        with contextlib.redirect_stdout(io.StringIO()):
+            outs = fn(x, y, w)
+        try:
+            (outs[0].sum() + outs[1].sum() + outs[2].sum()).backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    expected = run(sum_of_a_leaf_after_an_inplace_change_and_a_break)
+    assert expected == [-3.0, -3.0, -3.0]
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(sum_of_a_leaf_after_an_inplace_change_and_a_break)
+        assert run(translated) == expected
+        assert run(translated) == expected

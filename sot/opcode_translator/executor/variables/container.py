@@ -309,7 +309,9 @@ def _path(tracker: Tracker) -> tuple[type, str]:
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
         return TupleVariable.from_real(value, graph, tracker)
-    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict):
+    if type(value) is collections.Counter and not all(_is_constant_key(key) for key in value):
+        return None  # (counting objects or tensors: an opaque object, as a user dict subclass would be)
+    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         # One variable per real mutable container, however it is reached: mutations through one path
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
@@ -317,8 +319,12 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
             if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
                 graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
             return known[1]
-        if type(value) in (collections.OrderedDict, collections.defaultdict):
-            var: VariableBase = TypedDictVariable.from_real(value, graph, tracker)
+        if type(value) is collections.Counter:
+            from .counter_rules import CounterVariable
+
+            var: VariableBase = CounterVariable.from_real(value, graph, tracker)
+        elif type(value) in (collections.OrderedDict, collections.defaultdict):
+            var = TypedDictVariable.from_real(value, graph, tracker)
         else:
             var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
         graph.known_objects[id(value)] = (value, var)
@@ -1012,9 +1018,18 @@ CONTAINER_OPERATORS: dict[Callable[..., Any], ContainerOperator] = {
 }
 
 
+# Operators of container types modelled in their own modules (``collections.Counter``: counter_rules.py),
+# tried first: each returns None when none of its types takes part.
+OPERATOR_HOOKS: list[Callable[[Callable[..., Any], list[VariableBase]], VariableBase | None]] = []
+
+
 def container_operator(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
     """``fn(*operands)`` simulated on container items, or None when ``fn`` is not such an operator for these
     operands (the caller folds or records it as usual)."""
+    for hook in OPERATOR_HOOKS:
+        result = hook(fn, operands)
+        if result is not None:
+            return result
     rule = CONTAINER_OPERATORS.get(fn)
     if rule is None or len(operands) != 2:
         return None
