@@ -72,6 +72,13 @@ def _tensors():
         "undefined": paddle.Tensor(),
         "sparse": paddle.sparse.sparse_coo_tensor([[0, 1], [1, 0]], [1.0, 2.0], [2, 2]),
     }
+    try:  # a distributed tensor (one process, one rank)
+        import paddle.distributed as dist
+
+        mesh = dist.ProcessMesh([0], dim_names=["x"])
+        out["dist"] = dist.shard_tensor(paddle.ones([4, 6]), mesh, [dist.Replicate()])
+    except Exception:  # pragma: no cover - a build without distributed support
+        pass
     for name, cls in (("lies", ShapeLies), ("plain_subclass", Plain), ("intercepts", Intercepts)):
         base = paddle.ones([2, 3])
         try:
@@ -162,6 +169,8 @@ def test_reader_reads_only_what_it_can():
     assert read(paddle.Tensor, paddle.ones([2, 3])) == (int(paddle.float32), [2, 3])
     assert read(paddle.Tensor, paddle.ones([2, 3, 4, 5]))[1] is None  # (a layout autotuning may permute)
     assert read(paddle.Tensor, TENSORS["sparse"]) == (None, None)
+    if "dist" in TENSORS:
+        assert read(paddle.Tensor, TENSORS["dist"]) == (None, None)
 
 
 @pytest.mark.skipif(_tensor_meta is None, reason="the C++ tensor-meta reader is not built")
