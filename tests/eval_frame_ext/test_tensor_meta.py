@@ -16,16 +16,10 @@ except ImportError:  # not built: only the attribute reads are tested
     _tensor_meta = None
 
 
-@pytest.fixture(params=["reader", "getters"])
-def reader(request):
+@pytest.fixture
+def reader(tensor_meta_reader):
     """Each test runs with the C++ reader installed (when it can be) and without it."""
-    if request.param == "reader":
-        if not tensor_meta.install():
-            pytest.skip(f"the C++ tensor-meta reader is not installed: {tensor_meta.status()}")
-    else:
-        tensor_meta.uninstall()
-    yield request.param
-    tensor_meta.install()
+    return tensor_meta_reader
 
 
 def reference(x, cls, shape, dtype, stop_gradient) -> bool:

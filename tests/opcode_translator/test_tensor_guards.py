@@ -7,20 +7,11 @@ import paddle
 import pytest
 
 import sot
-from sot.eval_frame_ext import tensor_meta
 
 from conftest import assert_same
 
 
-@pytest.fixture(params=["reader", "getters"], autouse=True)
-def reader(request):
-    if request.param == "reader":
-        if not tensor_meta.install():
-            pytest.skip(f"the C++ tensor-meta reader is not installed: {tensor_meta.status()}")
-    else:
-        tensor_meta.uninstall()
-    yield request.param
-    tensor_meta.install()
+pytestmark = pytest.mark.usefixtures("tensor_meta_reader")
 
 
 def affine(x):
