@@ -9,12 +9,14 @@ file per family of CPython frame layouts, picked here from the running
 interpreter's version. To support a new Python version, add its file to
 FRAME_SOURCES (and its section to frame_compat.h).
 
-A second, optional extension, ``sot.eval_frame_ext._autograd_errors`` (C++), lets
-a gradient hook fail with Paddle's own error type (see autograd_errors.cpp). It
-needs Paddle's C++ headers, shipped in the paddlepaddle wheel: it is built when
-Paddle is installed in the building interpreter, and skipped (with a warning)
-otherwise or when it fails to compile; sot then raises the same message as
-Paddle's wrapped OSError.
+Two optional extensions (C++) need Paddle's C++ headers, shipped in the
+paddlepaddle wheel: ``sot.eval_frame_ext._autograd_errors`` lets a gradient hook
+fail with Paddle's own error type (see autograd_errors.cpp), and
+``sot.eval_frame_ext._tensor_meta`` reads a tensor's dtype and shape from its C++
+tensor for the guards (see tensor_meta.cpp). They are built when Paddle is
+installed in the building interpreter, and skipped (with a warning) otherwise or
+when they fail to compile; sot then raises the same message as Paddle's wrapped
+OSError, and its guards read the Python attributes.
 
 Environment:
     SOT_EXT_DEBUG=1   build the extension without optimisation, with C asserts.
@@ -118,20 +120,22 @@ class BuildExt(build_ext):
             self._fail("compiling failed (%s). If the compiler or the headers are missing:" % exc)
 
     def build_extension(self, ext):
-        if ext.name != AUTOGRAD_ERRORS:
+        if ext.name not in OPTIONAL_EXTENSIONS:
             super().build_extension(ext)
             return
         try:
             super().build_extension(ext)
         except _BUILD_ERRORS as exc:
-            print("warning: skipping the optional extension %s (%s): a refused backward raises "
-                  "Paddle's OSError instead of eager's RuntimeError" % (AUTOGRAD_ERRORS, exc), file=sys.stderr)
+            print("warning: skipping the optional extension %s (%s): %s"
+                  % (ext.name, exc, OPTIONAL_EXTENSIONS[ext.name]), file=sys.stderr)
 
 
 def extensions():
     sources = [os.path.join(EXT_DIR, "eval_frame.c"), os.path.join(EXT_DIR, "guard_program.c"),
                os.path.join(EXT_DIR, frame_source())]
-    depends = [os.path.join(EXT_DIR, "frame_compat.h"), os.path.join(EXT_DIR, "guard_program.h")]
+    sources.append(os.path.join(EXT_DIR, "tensor_guard.c"))
+    depends = [os.path.join(EXT_DIR, "frame_compat.h"), os.path.join(EXT_DIR, "guard_program.h"),
+               os.path.join(EXT_DIR, "tensor_meta_api.h")]
     extra_compile_args = []
     undef_macros = []
     if sys.platform != "win32":
@@ -147,10 +151,21 @@ def extensions():
             extra_compile_args=extra_compile_args,
             undef_macros=undef_macros,
         )
-    ] + autograd_errors_extension()
+    ] + paddle_extensions()
 
 
 AUTOGRAD_ERRORS = "sot.eval_frame_ext._autograd_errors"
+TENSOR_META = "sot.eval_frame_ext._tensor_meta"
+# The optional extensions (built against Paddle's C++ headers) and what is lost without each.
+OPTIONAL_EXTENSIONS = {
+    AUTOGRAD_ERRORS: "a refused backward raises Paddle's OSError instead of eager's RuntimeError",
+    TENSOR_META: "tensor guards read dtype and shape through the Python getters (slower cache hits)",
+}
+# name -> (source file, libraries of Paddle's libs/ it links)
+PADDLE_EXTENSION_SOURCES = {
+    AUTOGRAD_ERRORS: ("autograd_errors.cpp", ["libcommon.so"]),
+    TENSOR_META: ("tensor_meta.cpp", ["libcommon.so"]),
+}
 
 
 def paddle_cpp_build():
@@ -172,30 +187,32 @@ def paddle_cpp_build():
     return (include, libs, commit.group(1)) if commit else None
 
 
-def autograd_errors_extension():
-    """The optional C++ extension, when Paddle's headers and its libcommon are installed (Linux only: it
-    relies on libgcc's unwinder)."""
+def paddle_extensions():
+    """The optional C++ extensions, when Paddle's headers and its libcommon are installed (Linux only:
+    autograd_errors relies on libgcc's unwinder, and both on the libs' sonames)."""
     found = paddle_cpp_build() if sys.platform.startswith("linux") else None
     if found is None:
-        print("warning: Paddle's C++ headers not found: the optional extension %s is not built" % AUTOGRAD_ERRORS,
-              file=sys.stderr)
+        print("warning: Paddle's C++ headers not found: the optional extensions %s are not built"
+              % ", ".join(OPTIONAL_EXTENSIONS), file=sys.stderr)
         return []
     include, libs, commit = found
     debug = ["-O0", "-g3"] if os.environ.get("SOT_EXT_DEBUG") else []
     return [
         Extension(
-            AUTOGRAD_ERRORS,
-            sources=[os.path.join(EXT_DIR, "autograd_errors.cpp")],
+            name,
+            sources=[os.path.join(EXT_DIR, source)],
+            depends=[os.path.join(EXT_DIR, "tensor_meta_api.h")],
             include_dirs=[include, os.path.join(include, "third_party")],
             language="c++",
             # (the C++ classes it shares with Paddle are laid out by this Paddle's headers: used with it only)
             define_macros=[("SOT_PADDLE_COMMIT", '"%s"' % commit)],
             extra_compile_args=["-std=c++17"] + debug,
-            # libcommon is loaded by Paddle before sot imports this module (matched by its soname); the
-            # run paths find it for a standalone import: installed next to paddle, or where it was built.
-            extra_link_args=["-L" + libs, "-l:libcommon.so", "-Wl,-rpath,$ORIGIN/../../paddle/libs",
-                             "-Wl,-rpath," + libs],
+            # the libraries are loaded by Paddle before sot imports these modules (matched by their sonames);
+            # the run paths find them for a standalone import: installed next to paddle, or where built.
+            extra_link_args=["-L" + libs] + ["-l:" + lib for lib in linked]
+            + ["-Wl,-rpath,$ORIGIN/../../paddle/libs", "-Wl,-rpath," + libs],
         )
+        for name, (source, linked) in PADDLE_EXTENSION_SOURCES.items()
     ]
 
 

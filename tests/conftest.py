@@ -30,6 +30,21 @@ def fresh_sot() -> Any:
     sot.reset()
 
 
+@pytest.fixture(params=["reader", "getters"])
+def tensor_meta_reader(request: Any) -> Any:
+    """Runs a test with the C++ reader of tensor meta installed (skipped when it cannot be) and with the
+    guards reading the Python getters (sot/eval_frame_ext/tensor_meta.py); installed again afterwards."""
+    from sot.eval_frame_ext import tensor_meta
+
+    if request.param == "reader":
+        if not tensor_meta.install():
+            pytest.skip(f"the C++ tensor-meta reader is not installed: {tensor_meta.status()}")
+    else:
+        tensor_meta.uninstall()
+    yield request.param
+    tensor_meta.install()
+
+
 def to_numpy_tree(value: Any) -> Any:
     if isinstance(value, paddle.Tensor):
         return ("tensor", value.dtype, tuple(value.shape), value.numpy())

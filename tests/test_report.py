@@ -145,8 +145,8 @@ def test_report_recompile_shows_each_translation_and_reason(tmp_path, compile_al
     page = Path(sot.report(compiled_fn, _t(2, 3, dtype="float64"), _t(3, 4, dtype="float64"),
                            path=tmp_path / "r.html")).read_text(encoding="utf-8")
     assert "translated again because the guards of the earlier cache entries failed" in page
-    assert "x.dtype is paddle.float32" in page  # the failed guard of the first entry
-    assert "x.dtype is paddle.float64" in page  # a guard of the new entry
+    assert "x.dtype == paddle.float32" in page  # the failed guard of the first entry
+    assert "x.dtype == paddle.float64" in page  # a guard of the new entry
     assert "float64" in page and "SIR compiled_fn(" in page
 
 

@@ -101,6 +101,7 @@ __all__ = [
     "set_callback",
     "tensor_matches",
     "type_version",
+    "dtype_matches",
     "GuardProgram",
     "GUARD_OPCODES",
 ]
@@ -166,12 +167,18 @@ is_skipped: Callable[[CodeType], bool] = _ext.is_skipped
 hit_count: Callable[[], int] = _ext.hit_count
 
 #: ``tensor_matches(x, cls, shape, dtype, stop_gradient) -> bool``: a tensor's meta guard in one call
-#: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1).
+#: (``shape`` a list to compare with, or a tuple pattern with -1 for a dynamic dimension, not 0 or 1;
+#: ``x.dtype`` compared with ``dtype`` as ``dtype_matches`` does). With the optional C++ reader installed
+#: (tensor_meta.py), dtype and shape are read from the C++ tensor, with the same result.
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
 
 #: ``type_version(cls) -> int``: the version tag of a type, changed by any change of its attributes or its
 #: bases' (0: no valid tag, nothing to guard by); guards of class lookups compare it (guard.py).
 type_version: Callable[[type], int] = _ext.type_version
+
+#: ``dtype_matches(have, want) -> bool``: ``have is want``, or both of one type and equal (a dtype object
+#: of the legacy IR is made anew by each read of ``x.dtype``; one of the other IR never matches).
+dtype_matches: Callable[[Any, Any], bool] = _ext.dtype_matches
 
 #: ``clone_set_layout(s) -> set``: a new set with the very hash table of ``s`` (so the same iteration order
 #: and the same behaviour under later changes), which ``set(s)`` does not keep; escaping sets of a simulated

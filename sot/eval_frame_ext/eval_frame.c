@@ -1050,203 +1050,6 @@ m_hook_installed(PyObject *module, PyObject *unused)
     return PyBool_FromLong(f == sot_eval_hook);
 }
 
-/* ------------------------------------------------------------------ */
-/* Guard helper                                                        */
-/* ------------------------------------------------------------------ */
-
-static PyObject *str_shape = NULL;
-static PyObject *str_dtype = NULL;
-static PyObject *str_stop_gradient = NULL;
-
-/* 1 if `shape` (a list, e.g. paddle.Size) matches `want`: a list is
- * compared item by item; a tuple is a pattern where -1 stands for any size
- * but 0 and 1 (a dynamic dimension). 0 if not, -1 on error. */
-static int
-shape_matches(PyObject *shape, PyObject *want)
-{
-    if (!PyList_Check(shape)) {
-        return PyObject_RichCompareBool(shape, want, Py_EQ);
-    }
-    int pattern = PyTuple_Check(want);
-    if (!pattern && !PyList_Check(want)) {
-        return PyObject_RichCompareBool(shape, want, Py_EQ);
-    }
-    Py_ssize_t n = PyList_GET_SIZE(shape);
-    if (n != PySequence_Fast_GET_SIZE(want)) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *have = PyList_GET_ITEM(shape, i);
-        PyObject *expect = PySequence_Fast_GET_ITEM(want, i);
-        if (have == expect) {
-            continue;
-        }
-        if (pattern && PyLong_CheckExact(expect) && PyLong_AsLong(expect) == -1) {
-            long size = PyLong_AsLong(have);
-            if (size == -1 && PyErr_Occurred()) {
-                return -1;
-            }
-            if (size < 2) {
-                return 0;
-            }
-            continue;
-        }
-        int eq = PyObject_RichCompareBool(have, expect, Py_EQ);
-        if (eq <= 0) {
-            return eq;
-        }
-    }
-    return 1;
-}
-
-/* The C getters of the tensor type's shape, dtype and stop_gradient, looked
- * up once per type version: calling a getter directly skips the generic
- * attribute lookup (about a third of each read). The type's version tag
- * changes whenever its dict does (e.g. a monkeypatched property), which
- * makes the getters be looked up again, so the read is always what
- * `x.name` would give. */
-typedef struct {
-    PyTypeObject *type;     /* borrowed: only compared, with its version tag */
-    unsigned int version;
-    PyGetSetDef *getters[3];
-} meta_getters_t;
-
-/* A few types at once: a guard checks inputs (Tensor) and parameters
- * (EagerParamBase) in turn, and one slot made every check look its getters up
- * again. Filled round-robin. */
-#define SOT_META_TYPES 4
-static meta_getters_t meta_getters[SOT_META_TYPES];
-static int meta_getters_next = 0;
-
-enum { META_SHAPE = 0, META_DTYPE = 1, META_STOP_GRADIENT = 2 };
-
-static PyGetSetDef *
-find_getter(PyTypeObject *type, PyObject *name)
-{
-    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
-    if (descr == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyGetSetDef *def = NULL;
-    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
-        def = ((PyGetSetDescrObject *)descr)->d_getset;
-        if (def->get == NULL) {
-            def = NULL;
-        }
-    }
-    Py_DECREF(descr);
-    return def;
-}
-
-/* The getters to use for `type`, or NULL to read attributes generically. */
-static PyGetSetDef **
-meta_getters_for(PyTypeObject *type)
-{
-    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
-        for (int i = 0; i < SOT_META_TYPES; i++) {
-            if (meta_getters[i].type == type && meta_getters[i].version == type->tp_version_tag) {
-                return meta_getters[i].getters;
-            }
-        }
-    }
-    PyObject *names[3] = {str_shape, str_dtype, str_stop_gradient};
-    PyGetSetDef *found[3];
-    for (int i = 0; i < 3; i++) {
-        found[i] = find_getter(type, names[i]);
-    }
-    /* (the lookups give the type a valid version tag when it can have one) */
-    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
-        return NULL;
-    }
-    meta_getters_t *slot = NULL;
-    for (int i = 0; i < SOT_META_TYPES && slot == NULL; i++) {
-        if (meta_getters[i].type == type) {
-            slot = &meta_getters[i];  /* the same type with a new version tag */
-        }
-    }
-    if (slot == NULL) {
-        slot = &meta_getters[meta_getters_next];
-        meta_getters_next = (meta_getters_next + 1) % SOT_META_TYPES;
-    }
-    slot->type = type;
-    slot->version = type->tp_version_tag;
-    for (int i = 0; i < 3; i++) {
-        slot->getters[i] = found[i];
-    }
-    return slot->getters;
-}
-
-/* x.<name> (new reference), through its getter when known. */
-static PyObject *
-read_meta(PyObject *x, PyGetSetDef **getters, int which, PyObject *name)
-{
-    if (getters != NULL && getters[which] != NULL) {
-        PyGetSetDef *def = getters[which];
-        return def->get(x, def->closure);
-    }
-    return PyObject_GetAttr(x, name);
-}
-
-/* Compare one attribute of `x` with `want` by identity. */
-static int
-attr_is(PyObject *x, PyGetSetDef **getters, int which, PyObject *name, PyObject *want)
-{
-    PyObject *value = read_meta(x, getters, which, name);
-    if (value == NULL) {
-        return -1;
-    }
-    int same = value == want;
-    Py_DECREF(value);
-    return same;
-}
-
-PyDoc_STRVAR(tensor_matches_doc,
-"tensor_matches($module, x, cls, shape, dtype, stop_gradient, /)\n--\n\n"
-"The tensor-meta guard in one call: type(x) is cls and x.stop_gradient is\n"
-"stop_gradient and x.dtype is dtype and x.shape == shape (a list), or x's\n"
-"shape matches the pattern shape (a tuple, -1 for a dimension of any size\n"
-"but 0 and 1). Saves the bytecode of four separate checks per tensor.");
-
-/* The check itself on args[0..4] = (x, cls, shape, dtype, stop_gradient):
- * 1, 0, or -1 on error. Also run directly by the guard program. */
-int
-sot_tensor_matches(PyObject *const *args)
-{
-    PyObject *x = args[0];
-    if ((PyObject *)Py_TYPE(x) != args[1]) {
-        return 0;
-    }
-    PyGetSetDef **getters = meta_getters_for(Py_TYPE(x));
-    int ok = attr_is(x, getters, META_STOP_GRADIENT, str_stop_gradient, args[4]);
-    if (ok > 0) {
-        ok = attr_is(x, getters, META_DTYPE, str_dtype, args[3]);
-    }
-    if (ok > 0) {
-        PyObject *shape = read_meta(x, getters, META_SHAPE, str_shape);
-        if (shape == NULL) {
-            return -1;
-        }
-        ok = shape_matches(shape, args[2]);
-        Py_DECREF(shape);
-    }
-    return ok;
-}
-
-static PyObject *
-m_tensor_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "tensor_matches expects 5 arguments");
-        return NULL;
-    }
-    int ok = sot_tensor_matches(args);
-    if (ok < 0) {
-        return NULL;
-    }
-    return PyBool_FromLong(ok);
-}
-
 PyDoc_STRVAR(type_version_doc,
 "type_version($module, cls, /)\n--\n\n"
 "The version tag of the type cls (CPython's method-cache tag, assigned if it\n"
@@ -1377,7 +1180,6 @@ m_replace_entry_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef module_methods[] = {
     {"replace_entry_code", (PyCFunction)(void (*)(void))m_replace_entry_code, METH_FASTCALL,
      replace_entry_code_doc},
-    {"tensor_matches", (PyCFunction)(void (*)(void))m_tensor_matches, METH_FASTCALL, tensor_matches_doc},
     {"clone_set_layout", (PyCFunction)m_clone_set_layout, METH_O, clone_set_layout_doc},
     {"type_version", (PyCFunction)m_type_version, METH_O, type_version_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
@@ -1682,14 +1484,6 @@ PyInit__eval_frame(void)
             return NULL;
         }
     }
-    if (str_shape == NULL) {
-        str_shape = PyUnicode_InternFromString("shape");
-        str_dtype = PyUnicode_InternFromString("dtype");
-        str_stop_gradient = PyUnicode_InternFromString("stop_gradient");
-        if (str_shape == NULL || str_dtype == NULL || str_stop_gradient == NULL) {
-            return NULL;
-        }
-    }
     if (slot_key == NULL) {
         slot_key = PyUnicode_InternFromString("sot.eval_frame_ext.callback_slot");
         if (slot_key == NULL) {
@@ -1705,7 +1499,8 @@ PyInit__eval_frame(void)
         || PyModule_AddObjectRef(m, "CallWithCallback", (PyObject *)&CallWithCallback_Type) < 0
         || PyModule_AddObjectRef(m, "GuardProgram", (PyObject *)&GuardProgram_Type) < 0
         || PyModule_AddIntConstant(m, "RELAXED_GUARD_PERIOD", SOT_RELAXED_PERIOD) < 0
-        || sot_guard_program_add_opcodes(m) < 0) {
+        || sot_guard_program_add_opcodes(m) < 0
+        || sot_tensor_guard_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,8 +21,12 @@ from typing import Any, Callable, Iterable
 
 import paddle
 
-from ...eval_frame_ext import GUARD_OPCODES, GuardProgram, tensor_matches, type_version
+from ...eval_frame_ext import (GUARD_OPCODES, GuardProgram, dtype_matches, tensor_matches, tensor_meta,
+                               type_version)
 from ...log import log
+
+# Tensor guards read dtype and shape from the C++ tensor when that is safe (tensor_meta.py says when).
+tensor_meta.install()
 
 
 def argument_names(code: types.CodeType) -> tuple[str, ...]:
@@ -359,7 +363,10 @@ class GuardBuilder:
 
     def readable(self, expr: str) -> str:
         """``expr`` with parameter and constant names replaced by what a user would write."""
-        expr = re.sub(r"\._(?:sub_layers|parameters|buffers)\['(\w+)'\]", r".\1", self.expand(expr))
+        expr = re.sub(r"(__c\d+)\(([^()]*\.dtype), (__c\d+)\)",  # dtype_matches(x.dtype, d): x.dtype == d
+                      lambda m: f"{m.group(2)} == {m.group(3)}" if self.namespace.get(m.group(1)) is dtype_matches
+                      else m.group(0), self.expand(expr))
+        expr = re.sub(r"\._(?:sub_layers|parameters|buffers)\['(\w+)'\]", r".\1", expr)
         expr = re.sub(r"__a(\d+)", lambda m: self.arg_names[int(m.group(1))], expr)
         expr = re.sub(r"__globals\[('[^']*')\]", lambda m: m.group(1)[1:-1], expr)
         names = self.freevars

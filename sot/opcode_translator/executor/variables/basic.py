@@ -334,13 +334,15 @@ class TensorVariable(VariableBase):
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         from ..dynamic_shape import shape_matches
 
-        from ....eval_frame_ext import tensor_matches
+        from ....eval_frame_ext import dtype_matches, tensor_matches
+        from ....eval_frame_ext.tensor_meta import canonical_dtype
         from ..guard import CombinedCheck
 
         meta = self.input_meta  # (the frame-start meta: an in-place op may have changed the current one)
         builder.shape_checks.append((self.tracker.describe(), expr, tuple(meta.shape)))
         cls = builder.constant(self.get_py_type())
-        dtype = builder.constant(meta.dtype)
+        # (the one object standing for the dtype: what the C++ reader knows, whatever the getter made)
+        dtype = builder.constant(canonical_dtype(meta.dtype))
         if -1 in meta.shape:
             shape = builder.constant(tuple(meta.shape))  # a pattern: -1 is a dynamic dimension
             shape_guard = f"{builder.constant(shape_matches)}({expr}.shape, {shape})"
@@ -350,7 +352,7 @@ class TensorVariable(VariableBase):
         # Checked in one C call (the hot path); explained as the four checks it stands for.
         meta_check = CombinedCheck(
             f"{builder.constant(tensor_matches)}({expr}, {cls}, {shape}, {dtype}, {meta.stop_gradient!r})",
-            [f"type({expr}) is {cls}", shape_guard, f"{expr}.dtype is {dtype}",
+            [f"type({expr}) is {cls}", shape_guard, f"{builder.constant(dtype_matches)}({expr}.dtype, {dtype})",
              f"{expr}.stop_gradient is {meta.stop_gradient!r}"])
         place = []
         if _SEVERAL_DEVICES and self.value is not None:  # on a CPU-only build every tensor is on the CPU
