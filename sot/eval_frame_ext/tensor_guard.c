@@ -9,7 +9,7 @@
  * can read exactly like the getters (see tensor_meta.cpp); any other tensor, and any type whose `dtype` or
  * `shape` is not paddle.Tensor's own getter, is read through the attributes, as the Python check does.
  */
-#include <Python.h>
+#include "frame_compat.h"  /* (includes Python.h; sot_type_version_valid) */
 
 #include <string.h>
 
@@ -187,9 +187,10 @@ find_getter(PyTypeObject *type, PyObject *name)
 static meta_getters_t *
 meta_getters_for(PyTypeObject *type)
 {
-    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+    unsigned int version = sot_type_version_valid(type);
+    if (version != 0) {
         for (int i = 0; i < SOT_META_TYPES; i++) {
-            if (meta_getters[i].type == type && meta_getters[i].version == type->tp_version_tag) {
+            if (meta_getters[i].type == type && meta_getters[i].version == version) {
                 return &meta_getters[i];
             }
         }
@@ -200,7 +201,8 @@ meta_getters_for(PyTypeObject *type)
         found[i] = find_getter(type, names[i]);
     }
     /* (the lookups give the type a valid version tag when it can have one) */
-    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    version = sot_type_version_valid(type);
+    if (version == 0) {
         return NULL;
     }
     meta_getters_t *slot = NULL;
@@ -215,7 +217,7 @@ meta_getters_for(PyTypeObject *type)
     }
     int generic = type->tp_getattro == PyObject_GenericGetAttr;
     slot->type = type;
-    slot->version = type->tp_version_tag;
+    slot->version = version;
     for (int i = 0; i < 3; i++) {
         slot->getters[i] = generic ? found[i] : NULL;
     }
