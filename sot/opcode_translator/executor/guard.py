@@ -24,6 +24,7 @@ import paddle
 from ...eval_frame_ext import (GUARD_OPCODES, GuardProgram, dtype_matches, tensor_matches, tensor_meta,
                                type_version)
 from ...log import log
+from .variables.base import HEAPTYPE
 
 # Tensor guards read dtype and shape from the C++ tensor when that is safe (tensor_meta.py says when).
 tensor_meta.install()
@@ -118,10 +119,7 @@ _CLASS_HISTORY: "weakref.WeakKeyDictionary[type, _ClassHistory]" = weakref.WeakK
 
 def _heap_mro(cls: type) -> list[type]:
     """The classes of ``cls``'s MRO that can change (built-in types cannot)."""
-    return [klass for klass in cls.__mro__ if klass.__flags__ & _HEAPTYPE]
-
-
-_HEAPTYPE = 1 << 9
+    return [klass for klass in cls.__mro__ if klass.__flags__ & HEAPTYPE]
 
 
 def _fingerprint(cls: type) -> dict[tuple[int, str], int]:
@@ -182,7 +180,7 @@ def _members_spec(cls: type, excluded: frozenset[str]) -> tuple:
     mro_refs = tuple(weakref.ref(klass) for klass in cls.__mro__)
     tables = []
     for index, klass in enumerate(cls.__mro__):
-        if not klass.__flags__ & _HEAPTYPE:
+        if not klass.__flags__ & HEAPTYPE:
             continue
         members = dict(vars(klass))
         entries = []
@@ -207,25 +205,16 @@ def class_lookup_checks(builder: "GuardBuilder", cls: type, reads: Iterable[str]
     ``stored``: the names the frame itself assigns on the class or a base, which change its version at every
     call (member by member at once, those names left out unless read). Nothing for a built-in type: it
     cannot change."""
-    if not cls.__flags__ & _HEAPTYPE:
+    if not cls.__flags__ & HEAPTYPE:
         return []
-    ref_key = ("class ref", id(cls))
-    ref_name = builder._const_names.get(ref_key)  # type: ignore[call-overload]
-    if ref_name is None:
-        ref_name = builder.constant(weakref.ref(cls))
-        builder._const_names[ref_key] = ref_name  # type: ignore[index]
-    expr = f"{ref_name}()"
+    expr = f"{builder.keyed_constant(('class ref', id(cls)), lambda: weakref.ref(cls))}()"
     version = type_version(cls)
     history = _class_history(cls, version)
     stored = set(stored)
     if version != 0 and history.changes < CLASS_VERSION_CHANGES_LIMIT and not stored:
         return [f"{builder.constant(type_version)}({expr}) == {version}"]
     excluded = frozenset(history.volatile.union(stored).difference(reads))
-    key = ("class members", id(cls), excluded)
-    name = builder._const_names.get(key)  # type: ignore[call-overload]
-    if name is None:
-        name = builder.constant(_members_spec(cls, excluded))
-        builder._const_names[key] = name  # type: ignore[index]
+    name = builder.keyed_constant(("class members", id(cls), excluded), lambda: _members_spec(cls, excluded))
     return [f"{builder.constant(class_members_match)}({expr}, {name})"]
 
 
@@ -272,14 +261,18 @@ class GuardBuilder:
             self._const_names[id(value)] = name
         return name
 
-    def constant_list(self, items: tuple) -> str:
-        """A list constant (e.g. a shape ``Tensor.shape`` is compared with), made once, not per call."""
-        key = ("list", tuple(items))
+    def keyed_constant(self, key: tuple, make: Callable[[], Any]) -> str:
+        """The constant made by ``make`` the first time ``key`` is asked for (a value made anew, e.g. a list
+        or a weak reference, has no identity of its own to find it by as `constant` does)."""
         name = self._const_names.get(key)  # type: ignore[call-overload]
         if name is None:
-            name = self.constant(list(items))
+            name = self.constant(make())
             self._const_names[key] = name  # type: ignore[index]
         return name
+
+    def constant_list(self, items: tuple) -> str:
+        """A list constant (e.g. a shape ``Tensor.shape`` is compared with), made once, not per call."""
+        return self.keyed_constant(("list", tuple(items)), lambda: list(items))
 
     def attributes(self, expr: str, checks: list[tuple[str, int, Any]]) -> "AttributesCheck | None":
         """One check that each (name, how, want) of ``checks`` holds for the object at ``expr`` (see
@@ -288,10 +281,8 @@ class GuardBuilder:
         if not checks:
             return None
         key = ("attributes", expr, tuple((name, how, type(want), repr(want)) for name, how, want in checks))
-        spec_name = self._const_names.get(key)  # type: ignore[call-overload]
-        if spec_name is None:
-            spec_name = self.constant(tuple((sys.intern(name), want, how) for name, how, want in checks))
-            self._const_names[key] = spec_name  # type: ignore[index]
+        spec_name = self.keyed_constant(key, lambda: tuple((sys.intern(name), want, how)
+                                                           for name, how, want in checks))
         parts = []
         for name, how, want in checks:
             path = f"{expr}.{name}"
