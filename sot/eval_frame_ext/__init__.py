@@ -101,6 +101,7 @@ __all__ = [
     "set_callback",
     "tensor_matches",
     "type_version",
+    "HEAPTYPE",
     "dtype_matches",
     "GuardProgram",
     "GUARD_OPCODES",
@@ -171,6 +172,10 @@ hit_count: Callable[[], int] = _ext.hit_count
 #: ``x.dtype`` compared with ``dtype`` as ``dtype_matches`` does). With the optional C++ reader installed
 #: (tensor_meta.py), dtype and shape are read from the C++ tensor, with the same result.
 tensor_matches: Callable[[Any, type, Any, Any, bool], bool] = _ext.tensor_matches
+
+#: ``Py_TPFLAGS_HEAPTYPE`` in ``cls.__flags__``: a class made by a ``class`` statement (Python code), not a
+#: builtin; the classes that can change, so whose lookups are guarded (`type_version`).
+HEAPTYPE = 1 << 9
 
 #: ``type_version(cls) -> int``: the version tag of a type, changed by any change of its attributes or its
 #: bases' (0: no valid tag, nothing to guard by); guards of class lookups compare it (guard.py).

@@ -18,7 +18,7 @@ import numpy as np
 import paddle
 
 from ..errors import SourceLocation
-from ..eval_frame_ext import type_version
+from ..eval_frame_ext import HEAPTYPE, type_version
 from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .layer_signature import layer_config_key
 from .pytree import leaves, map_structure
@@ -36,7 +36,7 @@ def class_version(value: Any) -> int | None:
     with no tag (0) gets a number never given before: such a program is not shared. (Not for a tensor: its
     class is Paddle's, whose methods a program does not look up but records as ops.)"""
     cls = type(value)
-    if not cls.__flags__ & (1 << 9) or isinstance(value, paddle.Tensor):  # (a built-in type never changes)
+    if not cls.__flags__ & HEAPTYPE or isinstance(value, paddle.Tensor):  # (a built-in type never changes)
         return None
     return type_version(cls) or next(_untagged)
 

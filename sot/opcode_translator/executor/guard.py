@@ -21,10 +21,9 @@ from typing import Any, Callable, Iterable
 
 import paddle
 
-from ...eval_frame_ext import (GUARD_OPCODES, GuardProgram, dtype_matches, tensor_matches, tensor_meta,
+from ...eval_frame_ext import (GUARD_OPCODES, HEAPTYPE, GuardProgram, dtype_matches, tensor_matches, tensor_meta,
                                type_version)
 from ...log import log
-from .variables.base import HEAPTYPE
 
 # Tensor guards read dtype and shape from the C++ tensor when that is safe (tensor_meta.py says when).
 tensor_meta.install()

@@ -4,10 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError
+from ....eval_frame_ext import HEAPTYPE  # (imported from here by the variable kinds)
 from ..tracker import DummyTracker, Tracker
-
-# ``Py_TPFLAGS_HEAPTYPE`` in ``cls.__flags__``: a class made by a ``class`` statement (Python code), not a builtin.
-HEAPTYPE = 1 << 9
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen

@@ -127,8 +127,10 @@ class ObjectVariable(VariableBase):
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
-            return [builder.identity(expr, self.value), *self.class_lookup_guards(builder)]
-        return [f"type({expr}) is {builder.constant(type(self.value))}", *self.class_lookup_guards(builder)]
+            head = builder.identity(expr, self.value)
+        else:
+            head = f"type({expr}) is {builder.constant(type(self.value))}"
+        return [head, *self.class_lookup_guards(builder)]
 
     def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
         """What the simulation found by looking things up on a user class stays what a lookup finds: the
