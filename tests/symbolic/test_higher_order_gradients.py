@@ -360,6 +360,27 @@ def test_the_recomputed_backward_draws_the_forward_random_numbers(compile_all):
     _compare_steps(_Dropped(), pictures)
 
 
+def test_a_second_backward_through_dropout_uses_the_forward_mask(compile_all):
+    """The kept values are the forward's own (nothing is recomputed): the same mask in both passes."""
+    paddle.seed(2)
+    model = _Dropped()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def scenario(network, layer):
+        paddle.seed(11)
+        out = network(paddle.ones([3, 4]))
+        loss = (out * out).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return [out.numpy(), paddle.rand([2]).numpy()] + [p.grad.numpy() for p in layer.parameters()]
+
+    for _ in range(2):
+        model.clear_gradients()
+        eager.clear_gradients()
+        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+
+
 def test_an_input_changed_in_place_after_the_call_refuses_the_backward(compile_all):
     """As eager: the backward reads the input, changed since; it raises instead of using the new values."""
 

@@ -183,36 +183,6 @@ def test_a_pass_of_unknown_kind_keeps_the_scope(compile_all, monkeypatch):
     assert _latest_call().snapshot is None and _latest_call().consumed
 
 
-class _Dropped(nn.Layer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc, self.drop = nn.Linear(4, 8), nn.Dropout(0.5)
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.drop(paddle.tanh(self.fc(x)))
-
-
-def test_a_second_backward_through_dropout_uses_the_forward_mask(compile_all):
-    """The kept values are the forward's own (nothing is recomputed): the same mask in both passes."""
-    paddle.seed(2)
-    model = _Dropped()
-    eager = copy.deepcopy(model)
-    fast = sot.symbolic_translate(model)
-
-    def scenario(network, layer):
-        paddle.seed(11)
-        out = network(paddle.ones([3, 4]))
-        loss = (out * out).sum()
-        loss.backward(retain_graph=True)
-        loss.backward()
-        return [out.numpy(), paddle.rand([2]).numpy()] + _grads(layer)
-
-    for _ in range(2):
-        model.clear_gradients()
-        eager.clear_gradients()
-        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
-
-
 def test_a_parameter_changed_in_place_between_two_passes_is_refused(compile_all):
     """As eager: the second pass reads the weight the first one read (saved by the matmul), changed since."""
     model = _model()
