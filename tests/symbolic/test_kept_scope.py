@@ -247,3 +247,40 @@ def test_a_gan_loop_with_retain_graph_trains_as_eager(compile_all):
         return [p.numpy() for p in (*generator.parameters(), *discriminator.parameters())]
 
     _assert_close_lists(train(True), train(False))
+
+
+class _TwoGraphs(nn.Layer):
+    """A graph break in the middle: the second graph's input is the first one's output (a program output: it
+    keeps its own backward too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        paddle.seed(8)
+        self.fc1, self.fc2 = nn.Linear(4, 6), nn.Linear(6, 2)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = paddle.tanh(self.fc1(x))
+        print("", end="")  # (a graph break)
+        return self.fc2(h * h)
+
+
+def test_later_passes_through_two_graphs_around_a_break(compile_all):
+    model = _TwoGraphs()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def scenario(network, layer):
+        out = network(_ones())
+        loss = (out * out).sum()
+        loss.backward(retain_graph=True)
+        (g,) = paddle.grad(loss, [layer.fc1.weight])
+        loss.backward()
+        return [g.numpy()] + _grads(layer)
+
+    for _ in range(2):
+        model.clear_gradients()
+        eager.clear_gradients()
+        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+    assert sot.stats().graph_breaks >= 1
+    with pytest.raises(sot.SotError, match="create_graph=True"):
+        paddle.grad((fast(_ones()) ** 2).sum(), [model.fc1.weight], create_graph=True)
