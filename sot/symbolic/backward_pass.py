@@ -1,76 +1,141 @@
-"""Whether the backward pass running now keeps its graph for another pass, as eager autograd's grad nodes see it.
+"""Which backward pass is running, and whether it keeps the graph it goes through.
 
-A gradient hook is not told the flags of the pass that calls it, but what a compiled call keeps for its backward
-(the inputs a recomputing backward recomputes from, the tensors a version check watches) must be let go when
-eager lets go of what its grad nodes saved: at the end of a pass that does not retain the graph (a loss kept
-for logging must not keep a batch of inputs alive). The pass is started by one of Paddle's Python entry points,
-whose frame is on the stack below the hook (the engine is C++ called from it): its arguments say.
+A gradient hook sees a gradient, not the pass that computes it: ``retain_graph`` and ``create_graph`` are
+nowhere in its reach. `kept_scope` needs them (a compiled program's own backward frees what it reads unless a
+later pass may need it), so the two entry points of Paddle's backward passes, ``core.eager.run_backward``
+(``Tensor.backward``, ``paddle.autograd.backward``) and ``core.eager.run_partial_grad`` (``paddle.grad``),
+are wrapped once (`install`): each call pushes a `BackwardPass` for its thread while it runs, and tells the
+listeners (`PASS_LISTENERS`) when it starts and ends. Paddle's own code looks both functions up on the module
+at every call, so the wrappers see every pass started from Python. A pass started another way (from C++)
+has no record: `current` is None there, and users of it must assume the worst.
 
-Eager's rules (Paddle 3.3, checked by tests/symbolic/test_backward_pass.py):
+Passes nest (a hook may run a backward of its own): the records form a stack per thread.
+
+What a compiled call keeps for its backward (the inputs a recomputing backward recomputes from, the tensors a
+version check watches) is let go when eager lets go of what its grad nodes saved (`pass_keeps_graph`). Eager's
+rules (Paddle 3.3, checked by tests/symbolic/test_backward_pass.py):
 
 * ``Tensor.backward`` and ``paddle.autograd.backward`` clear the saved tensors of the nodes they run unless
   ``retain_graph=True`` (a second pass then raises "The TensorWrappers of ... do not exist").
 * ``paddle.grad`` runs on a copy of the graph whatever its ``retain_graph`` and ``create_graph`` say (its
   ``retain_graph`` defaults to ``create_graph``, and only the copy is cleared): the original graph keeps its saved
   tensors, and a later ``backward()`` or ``paddle.grad`` through it works.
-
-A pass started some other way (Paddle's C++ entry points called directly) counts as keeping the graph: what it
-keeps is freed with the graph, as before, never too early.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import sys
-from types import CodeType, FrameType
-from typing import Callable
+import threading
+from typing import Any, Callable, Protocol
 
-import paddle
-
-# How far below a hook the entry point's frame may be (the hook itself, Paddle's decorators: a few frames).
-_SEARCH_DEPTH = 16
+from paddle.base import core
 
 
-@dataclasses.dataclass(frozen=True)
-class PassEntry:
-    """A Python function of Paddle that starts a backward pass, and what its frame says of the graph."""
+@dataclasses.dataclass(eq=False)
+class BackwardPass:
+    """One running backward pass.
 
-    function: Callable[[], Callable]  # the function (maybe decorated: its innermost code runs the pass)
-    keeps_graph: Callable[[FrameType], bool]
+    ``partial``: a ``paddle.grad`` pass. Paddle runs it on copies of the grad nodes it reaches (the graph
+    stays usable afterwards whatever ``retain_graph`` says), and destroys the copies when it ends.
+    ``retains_graph``: the nodes keep what they saved (``retain_graph=True``; for ``paddle.grad`` its default
+    is ``create_graph``). ``create_graph``: the gradients are recorded, to be differentiated again."""
+
+    partial: bool
+    retains_graph: bool
+    create_graph: bool
+    # Filled by the pass's hooks, read by the listeners at its end (graph names, see `kept_scope`).
+    undifferentiable: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def consumes_graph(self) -> bool:
+        """Whether the nodes this pass runs let go of what they saved (a second pass through them fails, as
+        eager's does): a ``backward()`` without ``retain_graph``."""
+        return not (self.partial or self.retains_graph)
 
 
-def _retain_graph_argument(frame: FrameType) -> bool:
-    return bool(frame.f_locals.get("retain_graph", True))
+class PassListener(Protocol):
+    def __call__(self, backward_pass: BackwardPass, started: bool) -> None: ...
 
 
-_ENTRIES: tuple[PassEntry, ...] = (
-    PassEntry(lambda: paddle.Tensor.backward, _retain_graph_argument),
-    PassEntry(lambda: paddle.autograd.backward, _retain_graph_argument),
-    PassEntry(lambda: paddle.grad, lambda frame: True),  # (runs on a copy of the graph)
-)
+# Called at the start (``started=True``, before Paddle runs anything) and at the end of every pass, the end
+# even when the pass raised (then after the listener, the pass's own exception propagates). A listener may
+# raise at the end of a pass that succeeded: the caller gets that exception instead of the result.
+PASS_LISTENERS: list[PassListener] = []
+
+_local = threading.local()
 
 
-@functools.cache
-def _entries_by_code() -> dict[int, tuple[CodeType, PassEntry]]:
-    """The entries by the id of the code of their frames (the code is kept with it: the id stays its own)."""
-    found = {}
-    for entry in _ENTRIES:
-        code = inspect.unwrap(entry.function()).__code__
-        found[id(code)] = (code, entry)
-    return found
+def current() -> BackwardPass | None:
+    """The innermost pass running in this thread (None: none, or one started without the wrappers)."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def _running(backward_pass: BackwardPass, run: Callable[[], Any]) -> Any:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    for listener in PASS_LISTENERS:
+        listener(backward_pass, True)
+    stack.append(backward_pass)
+    try:
+        result = run()
+    except BaseException:
+        stack.pop()
+        for listener in PASS_LISTENERS:
+            try:
+                listener(backward_pass, False)
+            except Exception:  # (the pass's own error is the one to report)
+                pass
+        raise
+    stack.pop()
+    for listener in PASS_LISTENERS:
+        listener(backward_pass, False)
+    return result
+
+
+_ORIGINALS: dict[str, Callable[..., Any]] = {}
+
+
+def _run_backward(tensors: Any, grad_tensors: Any, retain_graph: bool = False, *rest: Any) -> Any:
+    original = _ORIGINALS["run_backward"]
+    return _running(BackwardPass(False, bool(retain_graph), False),
+                    lambda: original(tensors, grad_tensors, retain_graph, *rest))
+
+
+def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool = False,
+                      create_graph: bool = False, *rest: Any) -> Any:
+    original = _ORIGINALS["run_partial_grad"]
+    return _running(BackwardPass(True, bool(retain_graph), bool(create_graph)),
+                    lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
+
+
+_WRAPPERS: dict[str, Callable[..., Any]] = {"run_backward": _run_backward, "run_partial_grad": _run_partial_grad}
+_install_lock = threading.Lock()
+
+
+def install() -> bool:
+    """Wrap Paddle's pass entry points (once; later calls are free). False when this Paddle lacks one of
+    them: no pass is ever recorded then."""
+    if len(_ORIGINALS) == len(_WRAPPERS):
+        return True
+    with _install_lock:
+        if not all(hasattr(core.eager, name) for name in _WRAPPERS):
+            return False
+        for name, wrapper in _WRAPPERS.items():
+            if name not in _ORIGINALS:
+                _ORIGINALS[name] = getattr(core.eager, name)
+                setattr(core.eager, name, wrapper)
+    return True
+
+
+def installed() -> bool:
+    return len(_ORIGINALS) == len(_WRAPPERS)
 
 
 def pass_keeps_graph() -> bool:
-    """Whether the backward pass calling the current hook keeps its graph (see the module's doc); True when no
-    pass is running or its entry point is not known."""
-    entries = _entries_by_code()
-    frame: FrameType | None = sys._getframe(1)
-    depth = 0
-    while frame is not None and depth < _SEARCH_DEPTH:
-        found = entries.get(id(frame.f_code))
-        if found is not None:
-            return found[1].keeps_graph(frame)
-        frame = frame.f_back
-        depth += 1
-    return True
+    """Whether the backward pass running now keeps the graph it goes through for another pass: False only in a
+    recorded pass that consumes it (a hook must let go of what it keeps, as eager's nodes do). True outside a
+    pass and in a pass without a record (started from C++, or before `install`): what is kept is then freed with
+    the graph, never too early."""
+    running = current()
+    return running is None or not running.consumes_graph

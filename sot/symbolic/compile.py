@@ -24,7 +24,7 @@ from ..eval_frame_ext import get_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
-from . import version_check
+from . import backward_pass, kept_scope, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
@@ -73,6 +73,7 @@ class CompiledProgram:
         self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
         self._recompute_plans: dict[tuple[int, ...], RecomputePlan] = {}  # see recompute_plan()
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
+        self._keeper: kept_scope.ScopeKeeper | None = None  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
         if holds_unrepresentable_zero(sir):
@@ -222,6 +223,8 @@ class CompiledProgram:
                 leave_room()
             self._build_flags = build_flags(_bytes_made_per_run(self._program))
             self._watch_new_scopes()
+            # (before any backward through a run of it: what it keeps is let go by the pass that frees its graph)
+            backward_pass.install()
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
@@ -264,6 +267,8 @@ class CompiledProgram:
                 mark_outputs(outputs, recomputed=False)
                 if self._scopes.last not in self._scopes.backward_built:
                     _build_backward_under_flags(self._scopes, self._build_flags, outputs)
+                if self._keeper is not None and self._scopes.last_scope is not None:
+                    kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs)
         return outputs
 
     def _run_program(self, inputs: list, fed: list, recomputed: bool) -> list:
@@ -356,11 +361,13 @@ class CompiledProgram:
         program_ref = weakref.ref(program)  # (the wrapper lives on the program: no reference cycle)
         watch = self._scopes  # (shared with the wrapper, which must not hold ``self``: no cycle)
         flags = self._build_flags
+        self._keeper = kept_scope.ScopeKeeper(program, self.sir.name)
 
         def create_scope_vec(cache_key: Any = None, use_scope_cache: bool = False) -> Any:
             known = len(scope_cache.get(cache_key, ()))
             scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
             watch.last = id(scopes[0]) if scopes else None
+            watch.last_scope = scopes[0] if scopes and use_scope_cache else None
             if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not watch.building:
                 BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
                 watch.building = True
@@ -474,6 +481,7 @@ class _ScopeWatch:
 
     building: bool = False  # this run made a new scope: its forward interpreter is built under the flags
     last: int | None = None  # id of the scope of the latest run
+    last_scope: Any = None  # that scope, when it is one of the runner's cache (`kept_scope` may keep it)
     backward_built: set = dataclasses.field(default_factory=set)  # ids of scopes whose backward ran
 
 

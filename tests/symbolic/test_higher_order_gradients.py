@@ -283,10 +283,10 @@ def test_a_backward_lets_the_inputs_of_a_recomputed_call_go(compile_all):
 
 
 def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
-    """Known bug (tests/known_bugs.txt): a call whose only differentiable tensors are parameters keeps the
-    program's own backward, which frees what it reads in its first pass (Paddle 3.3's ``run_program``, as
-    ``paddle.jit.to_static`` alone): a second ``backward`` after ``retain_graph=True`` fails ("Tensor holds no
-    memory") where eager accumulates the gradients twice."""
+    """A call whose only differentiable tensors are parameters keeps the program's own backward, which frees
+    what it reads in its first pass (Paddle 3.3's ``run_program``, as ``paddle.jit.to_static`` alone): a second
+    ``backward`` after ``retain_graph=True`` failed ("Tensor holds no memory") where eager accumulates the
+    gradients twice (`sot.symbolic.kept_scope` keeps it)."""
     model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
     eager = copy.deepcopy(model)
     fast = sot.symbolic_translate(model)
@@ -301,10 +301,10 @@ def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
 
 
 def test_a_gradient_penalty_on_a_leaf_met_after_a_call_of_parameters_only(compile_all):
-    """Known bug (tests/known_bugs.txt): the leaf requiring grad meets the call's output only after it (eager
-    code scales the features by it): the call keeps the program's own backward, which the first
-    ``paddle.grad(create_graph=True)`` runs and frees; the backward through the gradient, which reaches the call
-    again for its parameters' gradients, fails where eager gives them."""
+    """The leaf requiring grad meets the call's output only after it (eager code scales the features by it): the
+    call keeps the program's own backward, whose values the first ``paddle.grad(create_graph=True)`` frees
+    (its copy of the node, destroyed unrun); the backward through the gradient, which reaches the call again
+    for its parameters' gradients, failed where eager gives them."""
     model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
     eager = copy.deepcopy(model)
     fast = sot.symbolic_translate(model)
@@ -360,6 +360,27 @@ def test_the_recomputed_backward_draws_the_forward_random_numbers(compile_all):
     _compare_steps(_Dropped(), pictures)
 
 
+def test_a_second_backward_through_dropout_uses_the_forward_mask(compile_all):
+    """The kept values are the forward's own (nothing is recomputed): the same mask in both passes."""
+    paddle.seed(2)
+    model = _Dropped()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def scenario(network, layer):
+        paddle.seed(11)
+        out = network(paddle.ones([3, 4]))
+        loss = (out * out).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return [out.numpy(), paddle.rand([2]).numpy()] + [p.grad.numpy() for p in layer.parameters()]
+
+    for _ in range(2):
+        model.clear_gradients()
+        eager.clear_gradients()
+        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+
+
 def test_an_input_changed_in_place_after_the_call_refuses_the_backward(compile_all):
     """As eager: the backward reads the input, changed since; it raises instead of using the new values."""
 
@@ -412,9 +433,9 @@ def test_ordinary_training_calls_keep_the_program_backward(compile_all):
 
 def test_a_hessian_vector_product_with_respect_to_parameters(compile_all):
     """Known bug (tests/known_bugs.txt): the gradients of parameters under ``create_graph`` through a program
-    run with its own backward (no input requiring grad) are not differentiable: ``paddle.grad`` of them with
-    ``allow_unused=True`` gives None where eager gives H v (without it, Paddle raises that the parameters do
-    not appear in the graph)."""
+    run with its own backward (no input requiring grad) are not differentiable (``paddle.grad`` of them with
+    ``allow_unused=True`` gave None where eager gives H v). The differentiable edge would have to be made at the
+    call, which cannot know such a pass will come: the pass raises a clear error instead (next test)."""
     model = _mlp()
     eager = copy.deepcopy(model)
     fast = sot.symbolic_translate(model)
@@ -427,6 +448,28 @@ def test_a_hessian_vector_product_with_respect_to_parameters(compile_all):
         return [g.numpy() for g in grads] + [None if h is None else h.numpy() for h in hv]
 
     _assert_close_lists(pictures(fast), pictures(eager))
+
+
+def test_create_graph_through_a_call_of_parameters_only_raises_naming_a_workaround(compile_all):
+    """``paddle.grad(..., create_graph=True)`` through the program's own backward raises (its gradients would
+    have no gradient: a silently missing term); the workaround the error names, an input requiring grad that is
+    not a parameter, gives eager's H v."""
+    model = _mlp()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+
+    def pictures(network, parameters, x):
+        loss = (network(x) ** 2).mean()
+        grads = paddle.grad(loss, parameters, create_graph=True)
+        hv = paddle.grad(grads, parameters, [paddle.ones_like(p) for p in parameters])
+        return [g.numpy() for g in grads] + [h.numpy() for h in hv]
+
+    with pytest.raises(sot.SotError, match="create_graph=True.*not differentiable.*x.stop_gradient = False"):
+        pictures(fast, list(model.parameters()), paddle.ones([3, 4]))
+    workaround = paddle.ones([3, 4])
+    workaround.stop_gradient = False
+    _assert_close_lists(pictures(fast, list(model.parameters()), workaround),
+                        pictures(eager, list(eager.parameters()), paddle.ones([3, 4])))
 
 
 def _separate(x, y):
