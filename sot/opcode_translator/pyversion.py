@@ -40,6 +40,12 @@ COMPARE_OP arg          op                  op                  op << 4         
 conditional jumps       absolute, any value relative, any value relative, any value relative, bool only
                                                                                     (TO_BOOL before)
 line of an instruction  starts_line         positions.lineno    positions.lineno    positions.lineno
+comprehension           own code object     own code object     inlined (PEP 709):  inlined (PEP 709)
+                                                                LOAD_FAST_AND_CLEAR
+                                                                saves its variables
+                                                                on the stack, a
+                                                                STORE_FAST puts
+                                                                each back
 ======================  ==================  ==================  ==================  =====================
 """
 from __future__ import annotations
@@ -190,10 +196,17 @@ def call_operand_count(instr: dis.Instruction) -> int | None:
 def exception_table(code: types.CodeType) -> list[tuple[int, int, int]]:
     """``(start, end, target)`` offsets of the exception table (3.11+); empty on 3.10, whose handlers are
     found through the block stack."""
+    return [(start, end, target) for start, end, target, _, _ in exception_table_entries(code)]
+
+
+def exception_table_entries(code: types.CodeType) -> list[tuple[int, int, int, int, bool]]:
+    """The exception table (3.11+; empty on 3.10) in full: ``(start, end, target, depth, lasti)``, where the
+    handler at ``target`` starts with the stack cut to ``depth`` values, then the offset of the raising
+    instruction when ``lasti``, then the exception."""
     parse = getattr(dis, "_parse_exception_table", None)
     if parse is None:
         return []
-    return [(entry.start, entry.end, entry.target) for entry in parse(code)]
+    return [(entry.start, entry.end, entry.target, entry.depth, entry.lasti) for entry in parse(code)]
 
 
 _qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()

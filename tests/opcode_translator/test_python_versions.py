@@ -132,6 +132,36 @@ def test_comprehension_with_a_closure(compile_all):
     run(comprehension_with_closure, _x(3), [_x(3, seed=1), _x(3, seed=2)])
 
 
+def comprehensions_around_a_break_in_a_loop(x, ys, names):
+    # 3.12+: the comprehensions' variables are locals of this frame, saved by LOAD_FAST_AND_CLEAR (unbound at
+    # the loop) and put back by STORE_FAST: no read of them, so the loop with a break runs natively around
+    # its body function as on 3.10/3.11, where each comprehension is a function of its own
+    for y in ys:
+        x = x + y
+        psdb.breakgraph()
+        x = x * len([n for n in names if n])
+    lengths = {k: len(k) for k in names}
+    captured = [lambda: m for m in names]  # (m a cell inside the comprehension)
+    return x, lengths, [f() for f in captured], [[a for a in range(b)] for b in range(3)]
+
+
+def outer_value_of_a_comprehension_variable_across_a_loop_break(x, ys, names):
+    n = x * 3  # read after the comprehensions, which put it back: passed to the loop body and after it
+    for y in ys:
+        x = x + y
+        psdb.breakgraph()
+        x = x * len([n for n in names])
+    return x, [n * 2 for n in names], n
+
+
+@pytest.mark.parametrize("fn", [comprehensions_around_a_break_in_a_loop,
+                                outer_value_of_a_comprehension_variable_across_a_loop_break])
+def test_comprehensions_around_a_break_in_a_loop(fn, compile_all):
+    # the frame (before the loop; the native loop), the body function and its resume after the break, the
+    # code after the loop: the same breaks on every version, and no fallback
+    run(fn, _x(3), [_x(3, seed=1), _x(3, seed=2), _x(3, seed=3)], ["ab", "", "c"], breaks=2)
+
+
 # -- strings -----------------------------------------------------------------------------------------------
 def fstrings(x, n, name):
     # 3.10-3.12 FORMAT_VALUE; 3.13 CONVERT_VALUE/FORMAT_SIMPLE/FORMAT_WITH_SPEC; BUILD_STRING

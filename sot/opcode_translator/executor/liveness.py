@@ -2,7 +2,9 @@
 
 A resume function receives only those: passing a dead local would keep it alive for nothing, and it may
 not even be reconstructible in generated code. A classic backward dataflow over the instruction graph,
-with edges to exception handlers (the exception table of 3.11+, the block stack of 3.10).
+with edges to exception handlers (the exception table of 3.11+, the block stack of 3.10). The save of a
+3.12+ inlined comprehension's variable (``LOAD_FAST_AND_CLEAR``) reads it only when the value it puts back
+is read (`saved_local_restores`), so the same locals are live on every version.
 """
 from __future__ import annotations
 
@@ -41,6 +43,109 @@ def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
     if name in _DEFS:
         effects.append((False, instr.argval))
     return effects
+
+
+# Instructions that pop nothing: `saved_local_restores` knows a saved value below them stays in place.
+_POP_NOTHING = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF",
+                "LOAD_CLOSURE", "LOAD_NAME", "LOAD_ASSERTION_ERROR", "LOAD_BUILD_CLASS", "LOAD_LOCALS", "PUSH_NULL",
+                "NOP", "MAKE_CELL", "COPY_FREE_VARS", "RESUME", "EXTENDED_ARG"}
+Restore = tuple[int, int]  # (offset of a store instruction, which of its stores: 1 for the second of a pair)
+
+
+@per_code
+def saved_local_restores(code: types.CodeType) -> dict[int, tuple[Restore, ...]]:
+    """3.12+ (PEP 709): for each ``LOAD_FAST_AND_CLEAR`` (by offset) whose saved value is followed to the end,
+    the stores that put it back in its local (an inlined comprehension's variable gets its outer value, or
+    NULL, back after the comprehension: on the normal path and in the comprehension's cleanup handler).
+
+    The outer value only matters when it is read after such a store: until then the local is not live
+    (`live_in`), as on 3.10/3.11, where the comprehension is a function of its own. The compiler reorders
+    the stores after a comprehension (``x = [v for v in y]`` stores ``x`` first, then ``v``), so the saved
+    values are followed through the stack: ``SWAP`` and the stores move them exactly; any other instruction
+    that may pop one (it pops at most ``1 - effect`` values, or one when its net effect is positive, unless it
+    pops nothing at all) makes that save unknown, and an unknown save is left out: `live_in` then counts its
+    ``LOAD_FAST_AND_CLEAR`` as a plain read. No instruction but ``SWAP`` and ``COPY`` moves a value it does
+    not pop, so a save followed here is put back by the stores listed and by no other (one that an
+    instruction replaces in place, as ``CHECK_EG_MATCH`` may, is put back by none: counting the store of
+    the replacement only keeps the local live for nothing). Empty before 3.12, which has no
+    ``LOAD_FAST_AND_CLEAR``."""
+    instructions = list(dis.get_instructions(code))
+    saves = {i: instr.argval for i, instr in enumerate(instructions) if instr.opname == "LOAD_FAST_AND_CLEAR"}
+    if not saves:
+        return {}
+    index_of = {instr.offset: i for i, instr in enumerate(instructions)}
+    handlers = pyversion.exception_table_entries(code)
+    restores: dict[int, set[Restore]] = {i: set() for i in saves}
+    unknown: set[int] = set()
+    Stack = tuple[frozenset[int], ...]  # the saves (instruction indices) each stack slot may hold, bottom first
+    states: list[Stack | None] = [None] * len(instructions)
+    states[0] = ()
+    work = [0]
+
+    def flow(j: int, stack: Stack) -> None:
+        old = states[j]
+        if old is not None and len(old) != len(stack):  # (not in compiled code: give up on every save)
+            unknown.update(saves)
+            return
+        new = stack if old is None else tuple(a | b for a, b in zip(old, stack))
+        if new != old:
+            states[j] = new
+            work.append(j)
+
+    def pop(stack: list[frozenset[int]], count: int) -> int:
+        """Pop up to ``count`` values an instruction may work on (a save among them is no longer followed);
+        returns how many there were."""
+        count = min(count, len(stack))
+        for _ in range(count):
+            unknown.update(stack.pop())
+        return count
+
+    while work:
+        i = work.pop()
+        instr = instructions[i]
+        before = states[i]
+        assert before is not None
+        for start, end, target, depth, lasti in handlers:
+            if start <= instr.offset < end and target in index_of:  # (unwinding drops what is above depth)
+                flow(index_of[target], before[:depth] + (frozenset(),) * (1 + lasti))
+                break
+        name, arg = instr.opname, instr.arg
+        stack = list(before)
+        if name == "LOAD_FAST_AND_CLEAR":
+            stack.append(frozenset({i}))
+        elif name == "SWAP":
+            stack[-1], stack[-arg] = stack[-arg], stack[-1]
+        elif name == "COPY":
+            unknown.update(stack[-arg])  # (the copy could be put back somewhere else)
+            stack.append(frozenset())
+        elif name in ("STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"):
+            parts = pyversion.SUPER_INSTRUCTIONS.get(name, (name,))
+            names = instr.argval if len(parts) == 2 else (instr.argval,)
+            for part, (op, local) in enumerate(zip(parts, names)):
+                if op == "LOAD_FAST":
+                    stack.append(frozenset())
+                    continue
+                for save in stack.pop():
+                    if saves[save] == local:
+                        restores[save].add((instr.offset, part))
+                    else:
+                        unknown.add(save)
+        else:
+            arg_or_none = arg if instr.opcode >= dis.HAVE_ARGUMENT else None
+            effects = {False: dis.stack_effect(instr.opcode, arg_or_none, jump=False)}
+            if instr.opcode in pyversion.JUMP_OPCODES and instr.argval in index_of:
+                effects[True] = dis.stack_effect(instr.opcode, arg_or_none, jump=True)
+            popped = pop(stack, 0 if name in _POP_NOTHING else max(1, 1 - min(effects.values())))
+            if popped + min(effects.values()) < 0:  # (more than the stack holds: not compiled code)
+                unknown.update(saves)
+                continue
+            if True in effects:
+                flow(index_of[instr.argval], tuple(stack) + (frozenset(),) * (popped + effects[True]))
+            stack += [frozenset()] * (popped + effects[False])
+        if name not in pyversion.NO_FALLTHROUGH and i + 1 < len(instructions):
+            flow(i + 1, tuple(stack))
+    offset = [instr.offset for instr in instructions]
+    return {offset[save]: tuple(sorted(found)) for save, found in restores.items() if save not in unknown}
 
 
 Block = tuple[int, int]  # (offset of the SETUP_* instruction or EXCEPT_HANDLER, stack level it keeps)
@@ -127,19 +232,33 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
     for i, instr in enumerate(instructions):
         if instr.offset in super_offsets:
             effects[i].append((True, code.co_varnames[0]))
+    # A LOAD_FAST_AND_CLEAR whose stores putting its value back are known reads the local only when one of
+    # those stores' values is read: its own effect is the clearing (`saved_local_restores`).
+    restored_by = {index_of[save]: [(index_of[offset], part) for offset, part in stores]
+                   for save, stores in saved_local_restores(code).items()}
+    for i in restored_by:
+        effects[i] = [(False, instructions[i].argval)]
     live: list[frozenset[str]] = [frozenset()] * len(instructions)
+
+    def live_after(i: int, part: int) -> set[str]:
+        """The names live right after the effect number ``part`` of instruction ``i`` (-1: before it)."""
+        out: set[str] = set()
+        for j in successors[i]:
+            out |= live[j]
+        for is_use, name in reversed(effects[i][part + 1:]):
+            if is_use:
+                out.add(name)
+            else:
+                out.discard(name)
+        return out
+
     changed = True
     while changed:
         changed = False
         for i in range(len(instructions) - 1, -1, -1):
-            out: set[str] = set()
-            for j in successors[i]:
-                out |= live[j]
-            for is_use, name in reversed(effects[i]):
-                if is_use:
-                    out.add(name)
-                else:
-                    out.discard(name)
+            out = live_after(i, -1)  # (after no part: on entry)
+            if i in restored_by and any(instructions[i].argval in live_after(j, part) for j, part in restored_by[i]):
+                out.add(instructions[i].argval)
             new = frozenset(out)
             if new != live[i]:
                 live[i] = new
