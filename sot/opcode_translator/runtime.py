@@ -12,6 +12,7 @@ from paddle.base.dygraph.math_op_patch import TensorSize as _TensorSize
 from ..errors import SotError
 
 _full = paddle.full
+_assign = paddle._C_ops.assign
 _INT64 = paddle.int64
 
 
@@ -32,14 +33,26 @@ def write_back_dict(target: dict, content: dict) -> None:
 
 def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor, changes: int) -> None:
     """A tensor from outside the frame that the simulation changed in place takes its final value, computed by
-    the program: ``assign`` with ``output`` copies into ``target``'s own memory (views of it see the change,
-    as with eager in-place ops) and, when the value needs a gradient, records the copy on the autograd tape
-    (the gradient of ``target`` flows back through the program), as the eager in-place ops would have. Each
-    of the ``changes`` eager in-place ops raised the tensor's inplace version by one, the copy by one: the
-    version ends where eager's does (autograd compares it, and reports it when it refuses a backward)."""
-    with paddle.set_grad_enabled(not value.stop_gradient):
-        paddle.assign(value, output=target)
-    for _ in range(changes - 1):
+    the program: the copy goes into ``target``'s own memory (views of it see the change, as with eager in-place
+    ops) and, when the value needs a gradient, is recorded on the autograd tape (the gradient of ``target``
+    flows back through the program), as the eager in-place ops would have. Each of the ``changes`` eager
+    in-place ops raised the tensor's inplace version by one: the version ends where eager's does (autograd
+    compares it, and reports it when it refuses a backward).
+
+    A recorded copy is the ``assign`` op writing into ``target`` (``out=``, which leaves the version as it
+    is): its gradient, ``assign``, has a gradient in turn, so ``paddle.grad(..., create_graph=True)`` through
+    ``target`` works as through eager's in-place ops. ``paddle.assign(value, output=target)`` (``assign_out_``)
+    has none ("assign_out__grad doesn't have any grad op"); it is kept for the copies without gradient and for
+    a ``target`` that is not contiguous (a strided view: ``out=`` would write it as a contiguous block)."""
+    if not value.stop_gradient and target.is_contiguous():
+        with paddle.set_grad_enabled(True):
+            _assign(value, out=target)
+        bumps = changes
+    else:
+        with paddle.set_grad_enabled(not value.stop_gradient):
+            paddle.assign(value, output=target)
+        bumps = changes - 1
+    for _ in range(bumps):
         target._bump_inplace_version()
 
 

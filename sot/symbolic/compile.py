@@ -319,13 +319,15 @@ class CompiledProgram:
                                      for t in table.values() if t is not None and t.stop_gradient)
         return list(found.values())
 
-    def input_gradients(self, inputs: list, output_grads: list, grad_positions: tuple[int, ...],
+    def input_gradients(self, inputs: list, output_grads: dict[int, paddle.Tensor], grad_positions: tuple[int, ...],
                         parameters: tuple[paddle.Tensor, ...], create_graph: bool) -> list:
         """The gradients of ``inputs[grad_positions]`` and of ``parameters`` given those of the differentiable
-        outputs (those not in `stop_gradient_outputs`, in order), computed by the product program
-        (`higher_order.vjp_sir`): differentiable in turn if ``create_graph``."""
+        outputs (those not in `stop_gradient_outputs`, by output index), computed by the product program
+        (`higher_order.vjp_sir`): differentiable in turn if ``create_graph``. (Keyed by index, not a list: the
+        product program pairs each cotangent with its output by position, and a list in another order, with
+        outputs of equal shapes, would give wrong gradients silently.)"""
         grad_outputs = [i for i in range(len(self.sir.outputs)) if i not in self._stop_gradient_outputs]
-        cotangents = output_grads
+        cotangents = [output_grads[i] for i in grad_outputs]
         cotangent_metas = [MetaInfo(self.sir.metas[self.sir.outputs[i]].shape, c.dtype, c.stop_gradient)
                            for i, c in zip(grad_outputs, cotangents)]
         key = (grad_positions, tuple(cotangent_metas), tuple(id(p) for p in parameters), create_graph)

@@ -181,7 +181,9 @@ class _RecomputedCall:
                  forward_state: ForwardState) -> None:
         self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
             parameters
-        self.output_shapes = output_shapes  # of every differentiable output of the call (shared by its groups)
+        # Of every differentiable output of the call, by output index (shared by its groups; in the order of
+        # the groups, which interleave: ``(a.sum(), b.sum(), a.mean())`` has groups [0, 2] and [1]).
+        self.output_shapes = output_shapes
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
         self.forward_state: ForwardState | None = forward_state  # None once released (`_release`)
 
@@ -207,13 +209,13 @@ class _RecomputedCall:
             raise released_error(self.program.sir.name)
         forward_state.check_unchanged(
             self.program, [i for i, grad in output_grads.items() if grad is not None and grad._is_initialized()])
-        grads = []
+        grads: dict[int, paddle.Tensor] = {}
         metas = self.program.sir.metas
         for index, shape in self.output_shapes.items():
             grad = output_grads.get(index)
             if grad is None or not grad._is_initialized():  # (not in the group, or no gradient in this pass)
                 grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
-            grads.append(grad)
+            grads[index] = grad
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(forward_state.random_state)
         # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them

@@ -930,7 +930,7 @@ def test_a_set_built_in_the_frame_iterates_in_eager_order() -> None:
 
 
 def sum_of_a_leaf_after_an_inplace_change_and_a_break(x, y, w):
-    y -= w.sum()  # y (no gradient) now depends on w
+    y -= w.sum()  # (a new tensor: Paddle's Tensor has no ``__isub__``) y now depends on w
     print("break")
     return y.mean(), w.sum(), y * 1
 
@@ -938,9 +938,14 @@ def sum_of_a_leaf_after_an_inplace_change_and_a_break(x, y, w):
 def test_the_gradient_through_a_graph_reading_an_input_changed_in_place_before_a_break() -> None:
     """Seed 81530 (Python 3.10 and 3.11): ``y -= w.sum()`` before a graph break, then a graph whose outputs
     are ``y.mean()``, ``w.sum()`` and ``y * 1``. Eagerly ``backward()`` gives ``w`` its gradient ([-3] * 3);
-    translated, the backward of the second graph fails (``SotError: cannot compute the gradient of graph ...:
+    translated, the backward of the second graph failed (``SotError: cannot compute the gradient of graph ...:
     the program computing it failed``, from the product program of `CompiledProgram.input_gradients`).
-    Without ``w.sum()`` among the outputs, or without the break, the gradient is right."""
+    Nothing is changed in place (``-=`` rebinds ``y``): the second graph, run with a recomputing backward (``w``
+    is a leaf), has outputs in two interleaved groups (0 and 2 from ``y``, 1 from ``w``), whose gradients were
+    handed to the product program in the order of the groups, which pairs them with the outputs by index (the
+    gradient of ``y * 1`` went to ``w.sum()``: shapes [3] and []). The break only made ``y`` and ``w`` two
+    inputs. See test_outputs_of_interleaved_groups_get_their_own_gradients in
+    tests/symbolic/test_higher_order_gradients.py (with outputs of one shape it was a wrong gradient)."""
     def run(fn: Callable[..., Any]) -> Any:
         x = paddle.to_tensor([1.0, 0.0, 1.0])
         y = paddle.to_tensor([-1.5, -1.0, -2.0])

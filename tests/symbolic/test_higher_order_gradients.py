@@ -16,6 +16,7 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from sot.symbolic.compile import compile_sir
 from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward, output_groups
 from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol, layer_call
 
@@ -698,3 +699,66 @@ def test_a_layer_statement_reading_a_tensor_constant_links_every_held_parameter(
     sir = StatementIR("test", [plain], [own_only], [out], metas)
     assert not own_only.may_read_any_tensor()
     assert output_groups(sir, (0,), parameters) == [([0], [0, 1, 2])]
+
+
+def _interleaved(a, b):
+    return a.sum(), (b * 2.0).sum(), a.mean()
+
+
+def _interleaved_after_a_break(a, b):
+    a = a * 3.0
+    print("break")
+    return a.sum(), (b * 2.0).sum(), a.mean()
+
+
+@pytest.mark.parametrize("function, breaks", [(_interleaved, 0), (_interleaved_after_a_break, 1)],
+                         ids=["one graph", "after a break"])
+@pytest.mark.parametrize("order", ["backward", "create_graph"])
+def test_outputs_of_interleaved_groups_get_their_own_gradients(compile_all, capsys, function, breaks, order):
+    """Fuzz seed 81530. Outputs depending on different inputs, in interleaved groups (``a``'s at 0 and 2, ``b``'s
+    at 1: `higher_order.output_groups`), each scaled differently by the loss: every output's gradient must reach
+    the product program paired with that output. They were handed over in the order of the groups (0, 2, 1)
+    where the program pairs them by output index: scalar outputs got each other's gradients (a wrong gradient,
+    silently), outputs of other shapes made the product program fail to build (the seed: ``y.mean()``,
+    ``w.sum()``, ``y * 1`` with ``y`` computed from ``w`` before a break)."""
+
+    def pictures(fn):
+        a, b = _sample(1, (3,)), _sample(2, (3,))
+        first, second, third = fn(a, b)
+        loss = first * 1.0 + second * 5.0 + third * 30.0
+        if order == "backward":
+            loss.backward()
+            return [a.grad.numpy(), b.grad.numpy()]
+        slope_a, slope_b = paddle.grad(loss, [a, b], create_graph=True)
+        ((slope_a * a).sum() + (slope_b * b * b).sum()).backward()
+        return [slope_a.numpy(), slope_b.numpy(), a.grad.numpy(), b.grad.numpy()]
+
+    translated = sot.symbolic_translate(function)
+    expected = pictures(function)
+    for _ in range(2):
+        _assert_close_lists(pictures(translated), expected)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1 + breaks, breaks, 0), stats
+
+
+def test_output_gradients_reach_the_product_program_by_output_index(compile_all):
+    """`CompiledProgram.input_gradients` takes the output gradients keyed by output index, whatever the order of
+    the mapping (`_RecomputedCall.input_gradient` makes it in the order of the groups), and pairs each with its
+    own output."""
+    a, b, total_a, doubled, total_b, mean_a = (Symbol(f"io_{name}") for name in ("a", "b", "ta", "d", "tb", "ma"))
+    metas = {a: MetaInfo((3,), paddle.float32, False), b: MetaInfo((3,), paddle.float32, False),
+             doubled: MetaInfo((3,), paddle.float32, False)}
+    metas.update((s, MetaInfo((), paddle.float32, False)) for s in (total_a, total_b, mean_a))
+    statements = [Statement("method", "sum", "sum", (a,), {}, total_a),
+                  Statement("api", "mul", operator.mul, (b, 2.0), {}, doubled),
+                  Statement("method", "sum", "sum", (doubled,), {}, total_b),
+                  Statement("method", "mean", "mean", (a,), {}, mean_a)]
+    program = compile_sir(StatementIR("interleaved", [a, b], statements,
+                                        [total_a, total_b, mean_a], metas))
+    inputs = [paddle.ones([3]), paddle.ones([3])]
+    for tensor in inputs:  # (as the hook gets them: the inputs of the call, requiring grad)
+        tensor.stop_gradient = False
+    cotangents = {0: paddle.to_tensor(1.0), 2: paddle.to_tensor(30.0), 1: paddle.to_tensor(5.0)}
+    grad_a, grad_b = program.input_gradients(inputs, cotangents, (0, 1), (), False)
+    np.testing.assert_allclose(grad_a.numpy(), [11.0] * 3, rtol=1e-6)  # 1 + 30 / 3
+    np.testing.assert_allclose(grad_b.numpy(), [10.0] * 3, rtol=1e-6)  # 5 * 2

@@ -1,0 +1,255 @@
+"""Values and gradients of a frame that changes one of its input tensors in place (``y.subtract_(...)``,
+``y[0] = ...``, ``paddle.assign(..., output=y)``...) with a differentiable operand, with or without a graph
+break after the change, against eager: the outputs, the input after the call (values, flags, inplace version),
+the gradients a ``backward()`` gives, and those of a gradient taken with ``create_graph=True``; and the
+`sot.stats()` break counts. The changed input is a constant (a leaf without gradient), a leaf requiring grad or
+a trainable parameter (eager refuses the change: the same error), or an activation (an eager op's output);
+the differentiable operand a plain leaf or a parameter.
+
+Fuzz seed 81530 was found as such a frame (``y -= w.sum()`` before a break); its cause was elsewhere (see
+test_outputs_of_interleaved_groups_get_their_own_gradients in tests/symbolic/test_higher_order_gradients.py):
+the outputs here, ``(y.mean(), w.sum(), y * x)``, are of interleaved groups too. The changed tensor is written
+back after the graph by `sot.opcode_translator.runtime.write_back_tensor` (tests/opcode_translator/test_runtime.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from typing import Any, Callable
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+
+def _rebind(y, w):
+    y -= w.sum()  # (Paddle's Tensor has no ``__isub__``: a new tensor, the input is left as it is)
+    return y
+
+
+def _subtract(y, w):
+    return y.subtract_(w.sum())
+
+
+def _add(y, w):
+    return y.add_(w * 2.0)
+
+
+def _multiply(y, w):
+    return y.multiply_(w)
+
+
+def _scale(y, w):
+    return y.scale_(2.0)  # (no differentiable operand: a constant stays one)
+
+
+def _set_item(y, w):
+    y[0] = w.sum()
+    return y
+
+
+def _assign(y, w):
+    paddle.assign(y - w, output=y)
+    return y
+
+
+def _tanh(y, w):
+    return paddle.tanh_(y)
+
+
+CHANGES: dict[str, Callable[..., Any]] = {fn.__name__[1:]: fn for fn in (
+    _rebind, _subtract, _add, _multiply, _scale, _set_item, _assign, _tanh)}
+
+
+def _frame(change: Callable[..., Any], graph_break: bool) -> Callable[..., Any]:
+    if graph_break:
+        def changes_an_input_then_breaks(x, y, w):
+            y = change(y, w)
+            print("break")
+            return y.mean(), w.sum(), y * x
+
+        return changes_an_input_then_breaks
+
+    def changes_an_input(x, y, w):
+        y = change(y, w)
+        return y.mean(), w.sum(), y * x
+
+    return changes_an_input
+
+
+def _parameter(values: list[float], trainable: bool) -> paddle.Tensor:
+    parameter = paddle.create_parameter([len(values)], "float32")
+    parameter.set_value(paddle.to_tensor(values))
+    parameter.stop_gradient = not trainable
+    return parameter
+
+
+def _inputs(y_kind: str, w_kind: str) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor, paddle.Tensor]:
+    """``x`` (a constant), ``y`` (changed by the frame), ``w`` (its differentiable operand), and the leaf ``y``
+    is computed from (``y`` itself unless ``y_kind`` is "activation")."""
+    x = paddle.to_tensor([1.0, 2.0, 3.0])
+    values = [-1.5, -1.0, -2.0]
+    if y_kind == "parameter":
+        source = _parameter(values, trainable=True)
+    else:
+        source = paddle.to_tensor(values, stop_gradient=y_kind == "constant")
+    y = source * 1.0 if y_kind == "activation" else source
+    w = _parameter([-1.5, 0.5, 0.5], trainable=True) if w_kind == "parameter" else \
+        paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+    return x, y, w, source
+
+
+_TENSOR_NAME = re.compile(r"generated_tensor_\d+|create_parameter_\d+\.w_\d+")
+
+
+def _error(exc: Exception) -> tuple[str, str]:
+    """An exception without what differs between two runs (generated tensor names, the C++ location)."""
+    return type(exc).__name__, _TENSOR_NAME.sub("T", str(exc)).split(" (at ")[0]
+
+
+def _numpy(tensor: paddle.Tensor | None) -> Any:
+    return None if tensor is None else tensor.numpy()
+
+
+def _pictures(fn: Callable[..., Any], y_kind: str, w_kind: str, order: str) -> list:
+    """What a user sees of a call and of the gradients after it: ``backward()`` of a loss weighing each output
+    differently, or the gradient of ``w`` with ``create_graph=True`` and a backward through it. (Of a constant
+    ``y``, its own ``grad`` is not compared: test_a_constant_changed_in_place_gets_the_gradient_of_its_old_value
+    does.)"""
+    x, y, w, source = _inputs(y_kind, w_kind)
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            outputs = fn(x, y, w)
+        except Exception as exc:  # noqa: BLE001 - eager refuses to change a leaf requiring grad in place
+            return [_error(exc)]
+    pictures: list = [(o.numpy(), o.stop_gradient) for o in outputs]
+    pictures.append((y.numpy(), y.stop_gradient, y.is_leaf, y._inplace_version()))
+    loss = outputs[0] + outputs[1] * 5.0 + outputs[2].sum() * 30.0
+    try:
+        if order == "backward":
+            loss.backward()
+        else:
+            (slope,) = paddle.grad(loss, w, create_graph=True)
+            pictures.append(slope.numpy())
+            (slope * slope).sum().backward()
+    except Exception as exc:  # noqa: BLE001 - an op without a double gradient refuses as eager's does
+        pictures.append(_error(exc))
+    pictures.append(_numpy(w.grad))
+    if source is not y:
+        pictures.append(_numpy(source.grad))
+    return pictures
+
+
+def _assert_same_pictures(actual: list, expected: list, where: str) -> None:
+    assert len(actual) == len(expected), f"{where}: {actual} != {expected}"
+    for index, (a, e) in enumerate(zip(actual, expected)):
+        if isinstance(e, tuple):
+            assert isinstance(a, tuple) and len(a) == len(e), f"{where} [{index}]: {a} != {e}"
+            for part_a, part_e in zip(a, e):
+                _assert_same_value(part_a, part_e, f"{where} [{index}]")
+        else:
+            _assert_same_value(a, e, f"{where} [{index}]")
+
+
+def _assert_same_value(actual: Any, expected: Any, where: str) -> None:
+    if isinstance(expected, np.ndarray):
+        assert isinstance(actual, np.ndarray), f"{where}: {actual!r} != {expected!r}"
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=where)
+    else:
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def _check(change: str, y_kind: str, w_kind: str, graph_break: bool, order: str) -> None:
+    """Eager's pictures at two calls of the translated frame, no fallback, no second translation, and the
+    breaks: the one before ``print``, plus, for an in-place change of a leaf requiring grad (which sot runs
+    natively: eager refuses it, or, ``assign`` with ``output``, allows it), one at the call of the change in
+    the frame and one at the change in the change's own frame."""
+    fn = _frame(CHANGES[change], graph_break)
+    expected = _pictures(fn, y_kind, w_kind, order)
+    translated = sot.symbolic_translate(fn)
+    translations = None
+    for call in (1, 2):
+        _assert_same_pictures(_pictures(translated, y_kind, w_kind, order), expected, f"call {call}")
+        assert translations in (None, sot.stats().translate_count), f"translated again: {sot.stats()}"
+        translations = sot.stats().translate_count
+    refused = len(expected) == 1  # (eager raised at the change: the frame ends there)
+    native_change = y_kind in ("leaf", "parameter") and change != "rebind"
+    breaks = (2 if native_change else 0) + (1 if graph_break and not refused else 0)
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks) == (breaks, 0), stats
+
+
+@pytest.mark.parametrize("graph_break", [True, False], ids=["break", "no break"])
+@pytest.mark.parametrize("w_kind", ["leaf", "parameter"])
+@pytest.mark.parametrize("y_kind", ["constant", "leaf", "parameter", "activation"])
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_an_input_changed_in_place_then_a_backward(compile_all, change, y_kind, w_kind, graph_break):
+    _check(change, y_kind, w_kind, graph_break, "backward")
+
+
+# The changes whose eager gradients of gradients sot gives. Not here: ``multiply_`` of an activation (eager's
+# double gradient of ``multiply_`` drops the path to the tensor's old value: the activation's leaf gets no
+# gradient, where ``y = y * w`` gives one; sot gives the latter); ``scale_`` and ``tanh_`` of a constant, whose
+# ``w`` only ``w.sum()`` reaches after a break (eager leaves ``w.grad`` None, sot gives zeros: the limit of
+# test_higher_order_gradients.py::test_the_double_backward_trick_leaves_its_vector_without_gradient); a
+# parameter ``w`` (test_a_hessian_vector_product_with_respect_to_parameters there); ``assign`` with ``output``
+# (eager's ``assign_out_`` has no double gradient and refuses; sot's write-back has one).
+@pytest.mark.parametrize("graph_break", [True, False], ids=["break", "no break"])
+@pytest.mark.parametrize("y_kind", ["constant", "activation"])
+@pytest.mark.parametrize("change", ["rebind", "subtract", "add", "set_item"])
+def test_an_input_changed_in_place_then_a_gradient_of_a_gradient(compile_all, change, y_kind, graph_break):
+    """After a break, the next graph reads the written-back tensor: the write-back must have a gradient of
+    its gradient (it failed: ``assign_out__grad doesn't have any grad op``). ``y[0] = ...`` raises
+    eager's error (``set_value_with_tensor_grad`` has no gradient)."""
+    _check(change, y_kind, "leaf", graph_break, "create_graph")
+
+
+def _reads_after_the_call(y, w):
+    y.subtract_(w.sum())
+    return w.sum()
+
+
+def test_a_tensor_written_back_is_differentiated_twice_after_the_call(compile_all):
+    """The caller reads the changed tensor after the call and differentiates twice through it."""
+
+    def pictures(fn):
+        source = paddle.to_tensor([-1.5, -1.0, -2.0], stop_gradient=False)
+        y = source * 1.0
+        w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+        fn(y, w)
+        (slope,) = paddle.grad((y * y).sum(), w, create_graph=True)
+        (slope * slope).sum().backward()
+        return [y.numpy(), slope.numpy(), w.grad.numpy(), source.grad.numpy()]
+
+    expected = pictures(_reads_after_the_call)
+    for actual in (pictures(sot.symbolic_translate(_reads_after_the_call)) for _ in range(2)):
+        for a, e in zip(actual, expected):
+            np.testing.assert_allclose(a, e, rtol=1e-6)
+
+
+def test_a_constant_changed_in_place_gets_the_gradient_of_its_old_value(compile_all):
+    """Known bug (tests/known_bugs.txt). Eagerly, an in-place op with a differentiable operand on a leaf without
+    gradient makes the leaf require grad from then on, and the op's gradient for the leaf's old value
+    accumulates into the leaf's ``grad`` (after ``y.multiply_(w)`` and a backward, ``y.grad`` is the gradient
+    of the new ``y`` times ``w``). sot computes the new value from the old one as a constant (the program's
+    input does not require grad) and writes it back: ``y.grad`` stays None. (Only ``y.grad`` differs: the
+    gradients of everything else are eager's, test_an_input_changed_in_place_then_a_backward.)"""
+
+    def gradient_of_the_constant(fn):
+        x, y, w, _ = _inputs("constant", "leaf")
+        with contextlib.redirect_stdout(io.StringIO()):
+            outputs = fn(x, y, w)
+        (outputs[0] + outputs[1] * 5.0 + outputs[2].sum() * 30.0).backward()
+        return _numpy(y.grad)
+
+    for change in ("subtract", "multiply", "set_item"):
+        for graph_break in (True, False):
+            fn = _frame(CHANGES[change], graph_break)
+            expected = gradient_of_the_constant(fn)
+            assert expected is not None
+            actual = gradient_of_the_constant(sot.symbolic_translate(fn))
+            assert actual is not None, (change, graph_break)
+            np.testing.assert_allclose(actual, expected, rtol=1e-5, err_msg=f"{change}, break: {graph_break}")
