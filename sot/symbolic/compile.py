@@ -240,8 +240,9 @@ class CompiledProgram:
                     # program's own backward gives gradients without gradients: the eager replay, whose
                     # autograd is eager's.
                     return self._replay(inputs)
-                if records_grad and not recomputed and training in self._built_modes and \
-                        _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES) and self._may_replay_when_busy():
+                if self._scopes.made >= MAX_BUSY_SCOPES and records_grad and not recomputed and \
+                        training in self._built_modes and self._may_replay_when_busy() and \
+                        _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES):
                     return self._replay(inputs)  # (see MAX_BUSY_SCOPES)
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
@@ -379,7 +380,9 @@ class CompiledProgram:
             scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
             watch.last = id(scopes[0]) if scopes else None
             watch.last_scope = scopes[0] if scopes and use_scope_cache else None
-            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not watch.building:
+            made = use_scope_cache and len(scope_cache.get(cache_key, ())) > known
+            watch.made += made
+            if (not use_scope_cache or made) and not watch.building:
                 BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
                 watch.building = True
                 BUILD_FLAGS.enter(flags)
@@ -450,8 +453,8 @@ def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:
     """The program runner holds at least ``limit`` scopes for the current mode, each held by a run whose
     backward has not run: the next run would make a new one. False where Paddle's runner cannot be read."""
     scopes_by_key = getattr(program, "_scope_cache", None)
-    if not isinstance(scopes_by_key, dict) or sum(map(len, scopes_by_key.values())) < limit:
-        return False  # (at nearly every call: one scope, reused)
+    if not isinstance(scopes_by_key, dict):
+        return False
     try:
         key = paddle.base.core.calc_scope_cache_key(program.program_id, inputs, False, 0)
         scopes = scopes_by_key.get(key, ())
@@ -518,6 +521,7 @@ class _ScopeWatch:
     last: int | None = None  # id of the scope of the latest run
     last_scope: Any = None  # that scope, when it is one of the runner's cache (`kept_scope` may keep it)
     backward_built: set = dataclasses.field(default_factory=set)  # ids of scopes whose backward ran
+    made: int = 0  # scopes the runner made for the program, all modes (only grows): see MAX_BUSY_SCOPES
 
 
 def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outputs: list) -> None:
