@@ -440,8 +440,8 @@ _reshape = paddle._C_ops.reshape
 
 # A run recording gradients holds its scope (the values its backward reads) until its backward has run or its
 # outputs are gone; a run finding every scope of the program held makes a new one, and with it new forward and
-# backward interpreters, which Paddle's global interpreter cache keeps for the life of the process (they are
-# several MB each: about 1.6 MB for squeezenet's forward). Calls whose outputs are kept (predictions collected
+# backward interpreters, which Paddle's global interpreter cache keeps for the life of the process (about 2 MB
+# per scope for squeezenet, and a build of ~50 ms). Calls whose outputs are kept (predictions collected
 # without ``no_grad``, in train mode) would so build and keep an interpreter each, forever. Past this many
 # scopes held at once, a call runs as the eager replay of its statements (eager's results and autograd, and
 # eager's memory, freed with its outputs); up to it (a few forward calls before one backward: a siamese or
