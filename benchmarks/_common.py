@@ -312,6 +312,73 @@ def reset_peak_rss() -> bool:
         return False
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def malloc_bytes() -> tuple[int, int] | None:
+    """(bytes in use, bytes free but kept) of the C heap, all arenas (glibc's ``mallinfo2``, glibc >= 2.33;
+    None elsewhere). C++ objects (Paddle's programs and interpreters) and, on CPU, Paddle's tensors live
+    there; Python's small objects do not (they live in the interpreter's own arenas)."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return info.uordblks + info.hblkhd, info.fordblks
+
+
+def memory_parts() -> dict[str, float]:
+    """What this process's memory is made of now, in MB (fields missing where they cannot be read):
+    ``rss``, ``file`` (file-backed pages: the code of the libraries that ran), ``anon``, ``tensors`` (Paddle's
+    host tensors allocated, and their high-water mark ``tensor_peak`` since `reset_tensor_peak`), ``malloc``
+    (C heap in use, tensors included) and ``malloc_free`` (freed but kept by the allocator)."""
+    parts: dict[str, float] = {}
+    for name, field in (("rss", "VmRSS"), ("file", "RssFile"), ("anon", "RssAnon")):
+        value = proc_status_kb(field)
+        if value is not None:
+            parts[name] = value / 1024
+    try:
+        import paddle
+
+        core = paddle.base.core
+        parts["tensors"] = core.host_memory_stat_current_value("Allocated", 0) / 2**20
+        parts["tensor_peak"] = core.host_memory_stat_peak_value("Allocated", 0) / 2**20
+    except Exception:  # (another Paddle version)
+        pass
+    heap = malloc_bytes()
+    if heap is not None:
+        parts["malloc"], parts["malloc_free"] = heap[0] / 2**20, heap[1] / 2**20
+    return parts
+
+
+def reset_tensor_peak() -> None:
+    """Start Paddle's host tensor high-water mark afresh (see `memory_parts`)."""
+    with contextlib.suppress(Exception):
+        import paddle
+
+        paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)
+
+
+def interpreter_cache_mb() -> float | None:
+    """The C heap Paddle's global interpreter cache holds (every static program's interpreters, kept for the
+    life of the process), measured by emptying it: call it last (later static runs rebuild theirs)."""
+    before = malloc_bytes()
+    try:
+        import paddle
+
+        paddle.base.core.clear_executor_cache()
+    except Exception:  # (another Paddle version)
+        return None
+    gc.collect()
+    after = malloc_bytes()
+    return None if before is None or after is None else (before[0] - after[0]) / 2**20
+
+
 def peak_rss_kb() -> int | None:
     """Peak resident set size: ``VmHWM``, else ``ru_maxrss`` of ``getrusage`` (kB on Linux)."""
     value = proc_status_kb("VmHWM")

@@ -33,7 +33,8 @@ Measured per workload and variant (method in README.md):
   variant's machinery on a throwaway 13-op layer (so one-time library initialisation is not charged to the
   first model measured), builds the model, resets the RSS high-water mark (``/proc/self/clear_refs``), then
   times the first forward and the first train step and runs 3 more of each; peak = ``VmHWM`` - ``VmRSS`` at
-  the reset;
+  the reset; what the retained memory is made of (code pages, Paddle's tensors and their high-water mark,
+  Paddle's interpreter cache, the rest of the C heap, Python objects: ``_memory_parts_table``);
 * parity with eager: the first forward output and 3 Adam-step losses of each variant against eager's
   (rtol 1e-4, atol 1e-5, the model tests' tolerance);
 * what the translators did: ``sot.stats()`` (translations, compiled graphs, breaks, fallbacks, and whether
@@ -76,7 +77,9 @@ from _common import (  # noqa: E402
     format_table,
     hooks_left_installed,
     interleave,
+    interpreter_cache_mb,
     machine_description,
+    memory_parts,
     paddle_sot_compiled_graphs,
     paddle_sot_translate_count,
     paired_ratio,
@@ -84,6 +87,7 @@ from _common import (  # noqa: E402
     peak_rss_kb,
     proc_status_kb,
     reset_peak_rss,
+    reset_tensor_peak,
     verdict,
 )
 
@@ -342,6 +346,8 @@ def child_main(workload_name: str, key: str) -> int:
         step = make_train_step(fn, model, inputs, wl.loss)
         gc.collect()
         result["peak_reset"] = reset_peak_rss()
+        reset_tensor_peak()
+        base_parts = memory_parts()
         base_kb = proc_status_kb("VmRSS") if result["peak_reset"] else peak_rss_kb()
         start = time.perf_counter()
         fn(*inputs)
@@ -356,6 +362,11 @@ def child_main(workload_name: str, key: str) -> int:
         result["base_rss_mb"] = base_kb / 1024
         result["peak_delta_mb"] = (peak_kb - base_kb) / 1024
         result["retained_mb"] = (proc_status_kb("VmRSS") - base_kb) / 1024
+        end_parts = memory_parts()
+        result["parts_mb"] = {name: end_parts[name] - base_parts[name] for name in end_parts if name in base_parts}
+        if "tensor_peak" in end_parts and "tensors" in base_parts:
+            result["parts_mb"]["tensor_peak"] = end_parts["tensor_peak"] - base_parts["tensors"]
+        result["parts_mb"]["interpreters"] = interpreter_cache_mb()  # (last: it empties Paddle's cache)
     except Exception as exc:  # noqa: BLE001 - reported in the table
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     print("CHILD-RESULT " + json.dumps(result), flush=True)
@@ -671,6 +682,31 @@ def _memory_table(results: list[Result]) -> str:
     return format_table(headers, rows, right=[False, False] + [True] * 9 + [False])
 
 
+def _memory_parts_table(results: list[Result]) -> str:
+    """Per workload and variant, what the retained memory is made of (`child_main`'s ``parts_mb``)."""
+    rows = []
+    for r in results:
+        for key, label in VARIANTS:
+            c = r.child.get(key, {})
+            p = c.get("parts_mb")
+            if not p:
+                continue
+
+            def cell(value: float | None) -> str:
+                return "-" if value is None else f"{value:.1f}"
+
+            malloc, tensors, interpreters = p.get("malloc"), p.get("tensors"), p.get("interpreters")
+            other_c = malloc - tensors - interpreters if None not in (malloc, tensors, interpreters) else None
+            free = p.get("malloc_free")
+            other_anon = p["anon"] - malloc - free if None not in (p.get("anon"), malloc, free) else None
+            rows.append([r.workload.model, r.inputs, label, cell(c.get("peak_delta_mb")), cell(c.get("retained_mb")),
+                         cell(p.get("file")), cell(tensors), cell(p.get("tensor_peak")), cell(interpreters),
+                         cell(other_c), cell(free), cell(other_anon)])
+    headers = ["model", "inputs", "variant", "peak MB", "retained", "code pages", "tensors", "tensor high-water",
+               "interpreters", "other C heap", "C heap free", "other anon"]
+    return format_table(headers, rows, right=[False] * 3 + [True] * 9)
+
+
 def _match_cell(r: Result, key: str) -> str:
     if key in r.errors:
         return "error"
@@ -725,7 +761,15 @@ def report(results: list[Result], rounds: int, target_s: float, isolated: bool, 
                   "machinery on a throwaway layer", "", _first_call_table(results, True), "",
                   "Peak memory: RSS high-water mark minus RSS just before the first call (MB), over the first call, "
                   f"the first train step and {CHILD_STEPS} more forward calls and train steps, each variant in a "
-                  "fresh process; 'retained' = RSS at the end minus RSS before", "", _memory_table(results), ""]
+                  "fresh process; 'retained' = RSS at the end minus RSS before", "", _memory_table(results), "",
+                  "What the retained memory is made of (MB, changes over the same calls): 'code pages' = file-backed "
+                  "pages (the code of the libraries that ran); 'tensors' = Paddle's host tensors at the end, and "
+                  "their high-water mark over the calls; 'interpreters' = the C heap Paddle's global interpreter "
+                  "cache holds at the end (the warm-up layer's included); 'other C heap' = the rest of the C heap in "
+                  "use (programs, autograd, optimizer bookkeeping); 'C heap free' = freed but kept by malloc; "
+                  "'other anon' = the rest of the anonymous memory (Python objects, thread stacks; below 0 when malloc "
+                  "counts large blocks whole whose pages were not all touched)", "",
+                  _memory_parts_table(results), ""]
     else:
         lines += ["First forward call (s), measured in the timing process (--no-memory: variants one after the "
                   "other in one process, so later ones may find library state warm; no memory figures)", "",

@@ -240,6 +240,10 @@ class CompiledProgram:
                     # program's own backward gives gradients without gradients: the eager replay, whose
                     # autograd is eager's.
                     return self._replay(inputs)
+                if self._scopes.made >= MAX_BUSY_SCOPES and records_grad and not recomputed and \
+                        training in self._built_modes and self._may_replay_when_busy() and \
+                        _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES):
+                    return self._replay(inputs)  # (see MAX_BUSY_SCOPES)
                 if training not in self._built_modes:
                     # The first run in a mode builds the runnable programs and their interpreters.
                     self._built_modes.add(training)
@@ -270,6 +274,12 @@ class CompiledProgram:
                 if self._keeper is not None and self._scopes.last_scope is not None:
                     kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs)
         return outputs
+
+    def _may_replay_when_busy(self) -> bool:
+        """Whether a call may run as the eager replay when every scope of the program is busy (see
+        `MAX_BUSY_SCOPES`): not a product program (its replay would call ``paddle.grad`` inside a backward
+        pass), nor with ``min_graph_size=0`` (compiled graphs asked for)."""
+        return self._differentiates is None and config.min_graph_size > 0
 
     def _run_program(self, inputs: list, fed: list, recomputed: bool) -> list:
         """Run the built program; with a recomputing backward if ``recomputed``."""
@@ -370,7 +380,9 @@ class CompiledProgram:
             scopes = original(program_ref(), cache_key=cache_key, use_scope_cache=use_scope_cache)
             watch.last = id(scopes[0]) if scopes else None
             watch.last_scope = scopes[0] if scopes and use_scope_cache else None
-            if (not use_scope_cache or len(scope_cache.get(cache_key, ())) > known) and not watch.building:
+            made = use_scope_cache and len(scope_cache.get(cache_key, ())) > known
+            watch.made += made
+            if (not use_scope_cache or made) and not watch.building:
                 BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
                 watch.building = True
                 BUILD_FLAGS.enter(flags)
@@ -425,6 +437,30 @@ class CompiledProgram:
 
 
 _reshape = paddle._C_ops.reshape
+
+# A run recording gradients holds its scope (the values its backward reads) until its backward has run or its
+# outputs are gone; a run finding every scope of the program held makes a new one, and with it new forward and
+# backward interpreters, which Paddle's global interpreter cache keeps for the life of the process (about 2 MB
+# per scope for squeezenet, and a build of ~50 ms). Calls whose outputs are kept (predictions collected
+# without ``no_grad``, in train mode) would so build and keep an interpreter each, forever. Past this many
+# scopes held at once, a call runs as the eager replay of its statements (eager's results and autograd, and
+# eager's memory, freed with its outputs); up to it (a few forward calls before one backward: a siamese or
+# triplet loss, losses of micro-batches summed) every call runs compiled.
+MAX_BUSY_SCOPES = 8
+
+
+def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:
+    """The program runner holds at least ``limit`` scopes for the current mode, each held by a run whose
+    backward has not run: the next run would make a new one. False where Paddle's runner cannot be read."""
+    scopes_by_key = getattr(program, "_scope_cache", None)
+    if not isinstance(scopes_by_key, dict):
+        return False
+    try:
+        key = paddle.base.core.calc_scope_cache_key(program.program_id, inputs, False, 0)
+        scopes = scopes_by_key.get(key, ())
+        return len(scopes) >= limit and not any(scope._can_reused for scope in scopes)
+    except Exception:  # another Paddle version: as Paddle does
+        return False
 
 
 def _fed(inputs: list, grad_inputs: list[int]) -> list:
@@ -485,6 +521,7 @@ class _ScopeWatch:
     last: int | None = None  # id of the scope of the latest run
     last_scope: Any = None  # that scope, when it is one of the runner's cache (`kept_scope` may keep it)
     backward_built: set = dataclasses.field(default_factory=set)  # ids of scopes whose backward ran
+    made: int = 0  # scopes the runner made for the program, all modes (only grows): see MAX_BUSY_SCOPES
 
 
 def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outputs: list) -> None:

@@ -126,3 +126,54 @@ def test_dead_intermediates_are_freed_in_batches_of_bounded_size(backward: bool)
     assert held > 0, "the same memory after every run: dead tensors are freed one by one, not in batches"
     bound = interpreters * (compile_module.GC_BATCH_BYTES + tensor_bytes)
     assert held <= bound, f"{held} bytes of dead tensors held, more than a batch per interpreter"
+
+
+class _LinearChain(paddle.nn.Layer):
+    """Statements enough for the cost model (``min_graph_size``), and parameters: the program's own backward
+    gives their gradients (an input leaf requiring grad would take the recomputing backward instead)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = paddle.nn.Linear(ROWS, ROWS)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        for _ in range(6):
+            x = paddle.tanh(self.linear(x)) + 0.25
+        return x
+
+
+def _scopes(layer_name: str) -> list:
+    (program,) = [p for p in compile_module._compiled.values() if p.sir.name == layer_name]
+    return [scope for scopes in program._program._scope_cache.values() for scope in scopes]
+
+
+@pytest.mark.parametrize("min_graph_size", [1, 0])
+def test_calls_past_the_busy_scope_limit_run_as_the_eager_replay(monkeypatch: pytest.MonkeyPatch,
+                                                                 min_graph_size: int) -> None:
+    """Kept outputs whose backward has not run hold their runs' scopes. Past `MAX_BUSY_SCOPES` held at once,
+    a call runs as the eager replay instead of making one more scope (and forward and backward interpreters,
+    which Paddle keeps for good); with ``min_graph_size=0`` (compiled graphs asked for) it makes one. The
+    outputs and gradients are eager's either way, and once the backward freed the scopes the calls run
+    compiled in them again."""
+    monkeypatch.setattr(compile_module, "MAX_BUSY_SCOPES", 2)
+    paddle.seed(7)
+    layer = _LinearChain()
+    reference = _LinearChain()
+    reference.set_state_dict(layer.state_dict())
+    x = paddle.randn([ROWS, ROWS])
+    fn = sot.symbolic_translate(layer)
+    with sot.config.patch(min_graph_size=min_graph_size):
+        outs = [fn(x) for _ in range(3)]  # (the cost model's warm-up calls run compiled)
+        scopes = _scopes("forward")
+        assert len(scopes) == (2 if min_graph_size else 3)
+        assert not any(scope._can_reused for scope in scopes)
+        paddle.add_n([out.sum() for out in outs]).backward()
+        assert all(scope._can_reused for scope in scopes)
+        again = fn(x)
+        assert len(_scopes("forward")) == len(scopes)
+    expected = [reference(x) for _ in range(3)]
+    paddle.add_n([out.sum() for out in expected]).backward()
+    for out in [*outs, again]:
+        np.testing.assert_allclose(out.numpy(), expected[0].numpy(), rtol=1e-6)
+    for mine, eager in zip(layer.parameters(), reference.parameters()):
+        np.testing.assert_allclose(mine.grad.numpy(), eager.grad.numpy(), rtol=1e-4, atol=1e-4)  # (sums of ~100)

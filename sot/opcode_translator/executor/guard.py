@@ -374,6 +374,16 @@ class GuardBuilder:
     def build(self) -> "Guard":
         return Guard(self)
 
+    def forget_build_state(self) -> None:
+        """Drop the indexes that keep constants, bindings and checks unique while building (keyed by ids of
+        values and variables, and by the ``repr`` of attribute values: ~0.1 MB for a vision model's guard).
+        The built guard keeps its builder only to explain misses, which reads the checks, the bindings and
+        the namespace."""
+        self._const_names = {}
+        self._seen = set()
+        self._bound_names = {}
+        self._path_names = {}
+
 
 class CombinedCheck(str):
     """A check the guard function runs as one fast expression (the string itself, e.g. one C call) that
@@ -865,6 +875,7 @@ class Guard:
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
         self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
+        builder.forget_build_state()
 
     @functools.cached_property
     def relaxed_check(self) -> Callable[..., bool] | bool:
