@@ -19,6 +19,10 @@ ulimit -c unlimited 2>/dev/null || true  # (a hard limit may refuse it: then no 
 SOT_CURRENT_TEST_FILE=$marker "$python" -m pytest "$@"
 status=$?
 if [ "$status" -le 128 ]; then
+    # (a subprocess of a test that crashed, on purpose or not, may have left a core file: not kept)
+    for core in core core.[0-9]*; do
+        if [ -f "$core" ] && [ "$core" -nt "$marker" ]; then rm -f "$core"; fi
+    done
     exit "$status"
 fi
 
