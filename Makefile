@@ -28,12 +28,12 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test-3.11: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	scripts/pytest_crash_report.sh $(PY) -q $(PYTEST_ARGS)
 
 # One extra version: create/refresh its venv (idempotent, rebuilds the extension when needed), run the suite.
 $(addprefix test-,$(OTHER_PYTHONS)): test-%:
 	scripts/make_venvs.sh $*
-	.venv-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	scripts/pytest_crash_report.sh .venv-$*/bin/python -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Every extra version, even when one of them fails; fails at the end if any did.
 test-versions:

@@ -21,6 +21,16 @@ import paddle  # noqa: E402
 import sot  # noqa: E402
 
 
+_CURRENT_TEST_FILE = os.environ.get("SOT_CURRENT_TEST_FILE")
+
+if _CURRENT_TEST_FILE:
+    def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+        """Note the test that starts (scripts/pytest_crash_report.sh prints it if the process dies by a signal:
+        ``pytest -q`` names no test, and faulthandler prints only Python frames)."""
+        with open(_CURRENT_TEST_FILE, "w") as out:
+            out.write(nodeid)
+
+
 @pytest.fixture(autouse=True)
 def fresh_sot() -> Any:
     """Every test starts with an empty cache, zeroed stats and default config."""
