@@ -128,10 +128,6 @@ def install() -> bool:
     return True
 
 
-def installed() -> bool:
-    return len(_ORIGINALS) == len(_WRAPPERS)
-
-
 def pass_keeps_graph() -> bool:
     """Whether the backward pass running now keeps the graph it goes through for another pass: False only in a
     recorded pass that consumes it (a hook must let go of what it keeps, as eager's nodes do). True outside a
