@@ -188,6 +188,22 @@ def repr_free(tree: Any) -> Any:
     return (type(tree), tree)
 
 
+ALL_ITEMS = object()  # `FunctionGraph.contents_read`: every item is read
+
+
+def _path_key(tracker: Tracker) -> tuple[type, str]:
+    """What tells two paths apart (the same path met twice is one path)."""
+    return type(tracker), tracker.describe() if tracker.is_traceable() else str(id(tracker))
+
+
+def _unread_holder(tracker: Tracker) -> VariableBase | None:
+    """The container variable ``tracker`` is an item of, when nothing has read its items yet."""
+    slot = tracker.slot()
+    if slot is None or getattr(slot[0], "unread_paths", None) is None:
+        return None
+    return slot[0]
+
+
 def _mutable_object(var: VariableBase) -> Any:
     """The real object of a variable reached from the frame whose identity is not guarded but matters for
     aliasing (a list, a dict, an instance of a user class), else None."""
@@ -278,6 +294,9 @@ class FunctionGraph:
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
         self.known_cells: dict[int, tuple[Any, VariableBase]] = {}
         self._aliases: list[tuple[VariableBase, Tracker]] = []  # (variable, another path to its object)
+        # Variables of known objects reached so far only as items of containers nothing has read (see
+        # `reached_again`): id -> (variable, the item paths reaching it, its own first).
+        self._unread_only: dict[int, tuple[VariableBase, list[Tracker]]] = {}
         self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
         # Tensors from outside the frame made to require gradients before the program (`_set_stop_gradient`).
         self.made_to_require_grad: list[TensorVariable] = []
@@ -383,6 +402,66 @@ class FunctionGraph:
             return []
         return [cell.path for _, cell in self.known_cells.values()
                 if cell.path is not None and cell.path.tracker.is_traceable()]
+
+    def reached_again(self, known: VariableBase, tracker: Tracker) -> bool:
+        """The object of ``known`` (one variable per real tensor or mutable container, `known_objects`) is
+        reached again, by ``tracker``'s path. True: the caller uses ``known``; False: the caller makes a
+        variable of its own for this path, which replaces ``known`` (`note_object`).
+
+        The simulation then treats both paths as one object, which the guard must check, but only once it
+        matters: a container reached from the frame has a variable for each item, whether the frame reads
+        its items or not. A path into such a container that nothing has read yet is guarded when it is
+        read (`contents_read`). And a variable so far reached only through such containers (``xs[k]``
+        made before the argument ``t`` is the same tensor) gives way to one for the new path, so that its
+        guards (and dynamic dimensions) are the new path's. Without this, a loop body function receiving
+        the items of a list it also keeps (``for t in xs: ...; use(xs)``) would be guarded on ``xs[k] is
+        t``, and translated again for every item."""
+        if not tracker.is_traceable() or _path_key(tracker) == _path_key(known.tracker):
+            return True
+        holder = _unread_holder(tracker)
+        if holder is not None:
+            holder.unread_paths.append((known, tracker))  # type: ignore[union-attr]
+            unread_only = self._unread_only.get(id(known))
+            if unread_only is not None:
+                unread_only[1].append(tracker)
+            return True
+        if id(known) in self._unread_only:
+            return False
+        self.add_alias(known, tracker)
+        return True
+
+    def note_object(self, value: Any, var: VariableBase) -> None:
+        """``var`` is the variable of the real object ``value`` (see `reached_again`)."""
+        previous = self.known_objects.get(id(value))
+        self.known_objects[id(value)] = (value, var)
+        if previous is not None and previous[0] is value and previous[1] is not var:
+            replaced = self._unread_only.pop(id(previous[1]), None)
+            if replaced is not None:  # it stood only in unread containers: ``var`` takes its places there
+                old = replaced[0]
+                for path in replaced[1]:
+                    holder, key = path.slot()  # type: ignore[misc]
+                    holder._items[key] = var  # type: ignore[union-attr]
+                    holder.unread_paths = [(var if held is old else held, at)  # type: ignore[union-attr]
+                                           for held, at in holder.unread_paths]  # type: ignore[union-attr]
+        holder = _unread_holder(var.tracker)
+        if holder is not None:
+            holder.unread_paths.append((var, var.tracker))  # type: ignore[union-attr]
+            self._unread_only[id(var)] = (var, [var.tracker])
+
+    def contents_read(self, holder: VariableBase, key: Any = ALL_ITEMS) -> None:
+        """The simulation reads the items of ``holder`` (`ItemsReadTracked`), or only its item ``key``: the
+        paths into them that reach known objects are guarded from now on."""
+        paths: list[tuple[VariableBase, Tracker]] = holder.unread_paths  # type: ignore[attr-defined]
+        if key is ALL_ITEMS:
+            holder.unread_paths = None  # type: ignore[attr-defined]
+        else:
+            read_now = [tracker.slot()[1] == key for _, tracker in paths]  # type: ignore[index]
+            holder.unread_paths = [entry for entry, read in zip(paths, read_now) if not read]  # type: ignore
+            paths = [entry for entry, read in zip(paths, read_now) if read]
+        for var, tracker in paths:
+            self._unread_only.pop(id(var), None)
+            if tracker is not var.tracker:
+                self.add_alias(var, tracker)
 
     def add_alias(self, var: VariableBase, tracker: Tracker) -> None:
         """The object of ``var`` is also reached by ``tracker``'s path (e.g. one list passed as two

@@ -34,6 +34,11 @@ class Tracker:
         """A short Python-like expression for logs and reports."""
         raise NotImplementedError(type(self).__name__)
 
+    def slot(self) -> tuple["VariableBase", Any] | None:
+        """(container variable, key) when this is an item of a container variable holding the items'
+        variables (see `ItemsReadTracked`), else None."""
+        return None
+
 
 def _is_layer(value: Any) -> bool:
     import paddle
@@ -217,6 +222,9 @@ class GetItemTracker(Tracker):
 
     def describe(self) -> str:
         return f"{self.base.tracker.describe()}[{self.key!r}]"
+
+    def slot(self) -> tuple["VariableBase", Any] | None:
+        return self.base, self.key
 
 
 class SublayerTracker(GetItemTracker):

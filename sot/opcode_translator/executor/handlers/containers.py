@@ -69,9 +69,7 @@ def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     items = source.unpack()
     if len(items) != instr.arg:
         raise UserCodeError(f"user code raised ValueError: cannot unpack {len(items)} values into {instr.arg}")
-    for item in reversed(items):
-        if item.tracker.is_traceable():
-            executor.graph.add_guard(item)
+    for item in reversed(items):  # (each guarded by its uses: ``key, t = pair`` may only pass ``key`` on)
         executor.push(item)
 
 

@@ -610,11 +610,7 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
         # One variable per real tensor, however it is reached: an in-place change through one path must be
         # seen through the others (and ``a is b`` is then variable identity).
         known = graph.known_objects.get(id(value))
-        if known is not None and isinstance(known[1], TensorVariable):
-            from .container import _path
-
-            if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
-                graph.add_alias(known[1], tracker)
+        if known is not None and isinstance(known[1], TensorVariable) and graph.reached_again(known[1], tracker):
             return known[1]
         shape = tuple(value.shape)
         if tracker.is_traceable():
@@ -630,7 +626,7 @@ def _tensor_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variab
             for changed in list(graph.side_effects.mutated.values()):
                 if isinstance(changed, TensorVariable):
                     check_memory_apart(changed, var)
-            graph.known_objects[id(value)] = (value, var)
+            graph.note_object(value, var)
         return var
     return None
 

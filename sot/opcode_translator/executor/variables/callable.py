@@ -545,6 +545,11 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     obj, classes = args
     graph.add_guard(classes)
+    from .symbolic_int import SymbolicIntVariable
+
+    if isinstance(obj, SymbolicIntVariable):  # an int whatever its value (not pinned; an input's type guarded)
+        graph.add_guard(obj)
+        return ConstantVariable(issubclass(int, classes.get_py_value()), graph, DummyTracker((obj, classes)))
     if not isinstance(obj, (ObjectVariable, ConstantVariable)):
         graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
         result = issubclass(obj.get_py_type(), classes.get_py_value())

@@ -18,7 +18,40 @@ if TYPE_CHECKING:
     from ..guard import GuardBuilder
 
 
-class SequenceVariable(VariableBase):
+class ItemsReadTracked:
+    """A container whose ``items`` (its item variables) the simulation may never read.
+
+    A container reached from the frame (`from_real`) makes a variable for every item at once, and an item
+    that is an object the translation already knows (``xs[k]`` is the loop item ``t`` a loop body function
+    receives) shares that object's variable. Guarding that both paths still reach one object only matters
+    when the simulation reads the items: until then ``unread_paths`` keeps the paths into this container
+    that reach a known object (`FunctionGraph.reached_again`), and the first read of ``items`` turns them
+    into guards (`FunctionGraph.contents_read`); indexing reads one item only. Its length and a dict's keys
+    are no read of the items. ``None``: not tracked (built during simulation) or already read.
+    """
+
+    unread_paths: "list[tuple[VariableBase, Tracker]] | None" = None
+    _items: Any
+
+    @property
+    def items(self) -> Any:
+        if self.unread_paths is not None:
+            self.graph.contents_read(self)  # type: ignore[attr-defined]
+        return self._items
+
+    @items.setter
+    def items(self, value: Any) -> None:
+        if self.unread_paths is not None:
+            self.graph.contents_read(self)  # type: ignore[attr-defined]
+        self._items = value
+
+    def track_reads(self) -> None:
+        """Called by `from_real` before the items are made (their variables may register paths here)."""
+        if self.tracker.is_traceable():  # type: ignore[attr-defined]
+            self.unread_paths = []
+
+
+class SequenceVariable(ItemsReadTracked, VariableBase):
     """Shared behaviour of tuples and lists; ``py_type`` is the container type rebuilt."""
 
     py_type: type = tuple
@@ -33,9 +66,10 @@ class SequenceVariable(VariableBase):
     @classmethod
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker) -> "SequenceVariable":
         var = cls([], graph, tracker)
-        var.items = [VariableFactory.from_value(item, graph, GetItemTracker(var, i) if tracker.is_traceable()
-                                                else DummyTracker((var,))) for i, item in enumerate(value)]
-        var.initial_length = len(var.items)
+        var.track_reads()
+        var._items = [VariableFactory.from_value(item, graph, GetItemTracker(var, i) if tracker.is_traceable()
+                                                 else DummyTracker((var,))) for i, item in enumerate(value)]
+        var.initial_length = len(var._items)
         var.real = value if tracker.is_traceable() else None
         return var
 
@@ -52,10 +86,10 @@ class SequenceVariable(VariableBase):
     def length(self) -> int:
         self.length_used = True
         self.graph.add_guard(self)
-        return len(self.items)
+        return len(self._items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        length = self.initial_length if self.initial_length is not None else len(self.items)
+        length = self.initial_length if self.initial_length is not None else len(self._items)
         guards = [f"type({expr}) is {self.py_type.__name__}"]
         if self.length_used or self.py_type is tuple:
             guards.append(f"len({expr}) == {length}")
@@ -86,9 +120,12 @@ class SequenceVariable(VariableBase):
         if isinstance(index, slice):
             return type(self)(self.items[index], self.graph, DummyTracker((self, key)))
         try:
-            return self.items[index]
+            item = self._items[index]
         except (IndexError, TypeError) as exc:
             raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
+        if self.unread_paths is not None:  # (only this item is read)
+            self.graph.contents_read(self, index % len(self._items))
+        return item
 
     def children(self) -> list[VariableBase]:
         return list(self.items)
@@ -101,7 +138,7 @@ class SequenceVariable(VariableBase):
         _sequence_setitem(self, key, value)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.items!r})"
+        return f"{type(self).__name__}({self._items!r})"
 
 
 class TupleVariable(SequenceVariable):
@@ -137,7 +174,7 @@ def _is_constant_key(key: Any) -> bool:
     return type(key) in _CONSTANT_KEY_TYPES
 
 
-class DictVariable(VariableBase):
+class DictVariable(ItemsReadTracked, VariableBase):
     """A dict with constant keys."""
 
     is_mutable_container = True
@@ -154,12 +191,13 @@ class DictVariable(VariableBase):
     @classmethod
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
         var = cls._empty_like(value, graph, tracker)
+        var.track_reads()
         for key, item in value.items():
             if not _is_constant_key(key):
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
-            var.items[key] = VariableFactory.from_value(
+            var._items[key] = VariableFactory.from_value(
                 item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
-        var.initial_keys = tuple(var.items)
+        var.initial_keys = tuple(var._items)
         var.real = value if tracker.is_traceable() else None
         return var
 
@@ -173,10 +211,10 @@ class DictVariable(VariableBase):
 
     def length(self) -> int:
         self.graph.add_guard(self)
-        return len(self.items)
+        return len(self._items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self.items))
+        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
         return [f"type({expr}) is dict", f"tuple({expr}) == {keys}"]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
@@ -190,7 +228,7 @@ class DictVariable(VariableBase):
 
     def iter_items(self) -> list[VariableBase]:
         self.graph.add_guard(self)
-        return [key_variable(key, self.graph, DummyTracker((self,))) for key in self.items]
+        return [key_variable(key, self.graph, DummyTracker((self,))) for key in self._items]
 
     unpack = iter_items
 
@@ -199,9 +237,11 @@ class DictVariable(VariableBase):
             raise FallbackError(f"dict lookup with {key!r} is not supported yet")
         value = dict_key(key, "dict lookup with")
         self.graph.add_guard(self)
-        if value not in self.items:
+        if value not in self._items:
             raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
-        return self.items[value]
+        if self.unread_paths is not None:  # (only this item is read)
+            self.graph.contents_read(self, value)
+        return self._items[value]
 
     def children(self) -> list[VariableBase]:
         return list(self.items.values())
@@ -219,7 +259,7 @@ class DictVariable(VariableBase):
         return list(self.items.values())
 
     def __repr__(self) -> str:
-        return f"DictVariable({self.items!r})"
+        return f"DictVariable({self._items!r})"
 
 
 class DictViewVariable(VariableBase):
@@ -301,10 +341,6 @@ class DictViewVariable(VariableBase):
         return f"DictViewVariable({self.kind} of {self.mapping!r})"
 
 
-def _path(tracker: Tracker) -> tuple[type, str]:
-    return type(tracker), tracker.describe() if tracker.is_traceable() else str(id(tracker))
-
-
 @VariableFactory.register(95)
 def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     if type(value) is tuple:
@@ -315,9 +351,7 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
         # One variable per real mutable container, however it is reached: mutations through one path
         # must be seen through the others.
         known = graph.known_objects.get(id(value))
-        if known is not None:
-            if tracker.is_traceable() and _path(tracker) != _path(known[1].tracker):
-                graph.add_alias(known[1], tracker)  # reached again by another path: guard that it still is
+        if known is not None and graph.reached_again(known[1], tracker):
             return known[1]
         if type(value) is collections.Counter:
             from .counter_rules import CounterVariable
@@ -327,7 +361,7 @@ def _container_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Var
             var = TypedDictVariable.from_real(value, graph, tracker)
         else:
             var = (ListVariable if type(value) is list else DictVariable).from_real(value, graph, tracker)
-        graph.known_objects[id(value)] = (value, var)
+        graph.note_object(value, var)
         return var
     return None
 
@@ -915,7 +949,7 @@ def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase
     except TypeError:
         return None  # (the generic path raises the eager TypeError)
     container.graph.add_guard(container)
-    return ConstantVariable(key in container.items, container.graph, DummyTracker((container, item)))
+    return ConstantVariable(key in container._items, container.graph, DummyTracker((container, item)))
 
 
 def same_or_equal(left: VariableBase, right: VariableBase) -> bool:
@@ -1195,7 +1229,7 @@ class TypedDictVariable(DictVariable):
         return var
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self.items))
+        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
         return [f"type({expr}) is {builder.constant(self.dict_type)}", f"tuple({expr}) == {keys}"]
 
     def get_py_type(self) -> type:
@@ -1240,4 +1274,4 @@ class TypedDictVariable(DictVariable):
         codegen.call(3)
 
     def __repr__(self) -> str:
-        return f"TypedDictVariable({self.dict_type.__name__}: {self.items!r})"
+        return f"TypedDictVariable({self.dict_type.__name__}: {self._items!r})"

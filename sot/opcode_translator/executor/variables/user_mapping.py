@@ -79,6 +79,9 @@ class MappingItemTracker(Tracker):
     def describe(self) -> str:
         return f"{self.base.__name__}.__getitem__({self.owner.tracker.describe()}, {self.key!r})"
 
+    def slot(self) -> tuple[VariableBase, Any] | None:
+        return getattr(self.owner, "content", None), self.key
+
 
 class MappingInstanceVariable(ObjectVariable):
     """An instance of a user class deriving from ``dict``/``OrderedDict``: ``value`` is the real object (from
@@ -105,10 +108,12 @@ class MappingInstanceVariable(ObjectVariable):
     @classmethod
     def from_real(cls, value: Any, graph: "FunctionGraph", tracker: Tracker, base: type) -> "MappingInstanceVariable":
         var = cls(value, graph, tracker, base)
+        if tracker.is_traceable():
+            var.content.unread_paths = []  # (its items are read through ``content``: see `ItemsReadTracked`)
         for key in base.keys(value):
             item_tracker = MappingItemTracker(var, base, key) if tracker.is_traceable() else DummyTracker((var,))
-            var.content.items[key] = VariableFactory.from_value(base.__getitem__(value, key), graph, item_tracker)
-        var.initial_keys = tuple(var.content.items)
+            var.content._items[key] = VariableFactory.from_value(base.__getitem__(value, key), graph, item_tracker)
+        var.initial_keys = tuple(var.content._items)
         return var
 
     # -- guards and reconstruction ---------------------------------------------------------------------
@@ -408,11 +413,9 @@ def _mapping_instance_rule(value: Any, graph: "FunctionGraph", tracker: Tracker)
     if base is None or not is_plain_instance(value) or not all(_is_constant_key(key) for key in base.keys(value)):
         return None  # (keys that are not constants: an opaque user object)
     known = graph.known_objects.get(id(value))
-    if known is not None and known[0] is value:
-        if tracker.is_traceable() and known[1].tracker.is_traceable() and \
-                known[1].tracker.describe() != tracker.describe():
-            graph.add_alias(known[1], tracker)
+    if known is not None and known[0] is value and (not known[1].tracker.is_traceable()
+                                                    or graph.reached_again(known[1], tracker)):
         return known[1]
     var = MappingInstanceVariable.from_real(value, graph, tracker, base)
-    graph.known_objects[id(value)] = (value, var)
+    graph.note_object(value, var)
     return var
