@@ -37,8 +37,20 @@ def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
     raise FallbackError("loop head not found")
 
 
-def check_loop_supported(code: types.CodeType, for_iter_offset: int) -> None:
-    """Loops inside ``try``/``with`` blocks (an exception would leave the body function) stay fallbacks."""
+def break_in_comprehension(cause: FallbackError | None) -> FallbackError:
+    """The fallback of a graph break inside a list, set or dict comprehension, whichever way the running
+    version compiles it (a function of its own on 3.10/3.11, inlined on 3.12+: `pyversion`)."""
+    if cause is None:
+        return FallbackError(pyversion.BREAK_IN_COMPREHENSION)
+    return FallbackError(f"{pyversion.BREAK_IN_COMPREHENSION} ({cause.reason})", cause.location)
+
+
+def check_loop_supported(code: types.CodeType, for_iter_offset: int, cause: FallbackError | None = None) -> None:
+    """Loops inside ``try``/``with`` blocks (an exception would leave the body function) stay fallbacks, and
+    so do comprehensions (``cause`` is the break inside the loop)."""
+    if pyversion.is_comprehension_function(code) or pyversion.comprehension_loop(code, for_iter_offset):
+        # (3.12+: before the check below, which the hidden handler restoring its variables would fail)
+        raise break_in_comprehension(cause)
     inside = any(start <= for_iter_offset < end for start, end, _ in pyversion.exception_table(code))
     if pyversion.HAS_BLOCK_STACK:  # 3.10: no exception table, a block stack
         from .executor.liveness import block_stacks

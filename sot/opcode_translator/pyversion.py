@@ -133,6 +133,12 @@ UNCONDITIONAL_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD
 NO_FALLTHROUGH = UNCONDITIONAL_JUMPS | {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
 #: Opcodes (numbers) whose argument is a jump target (``dis`` gives it as an offset in ``argval``).
 JUMP_OPCODES = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+#: 3.10, 3.11: the names of the code objects of list, set and dict comprehensions, each a function of its
+#: own called with the iterator; 3.12+ inline them into the enclosing code (PEP 709, `comprehension_loop`).
+COMPREHENSION_FUNCTION_NAMES = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"}) if PY < (3, 12) \
+    else frozenset()
+#: Why a graph break inside a comprehension makes the frame fall back (the same on every version).
+BREAK_IN_COMPREHENSION = "a graph break inside a list, set or dict comprehension is not supported yet"
 
 # -- objects -----------------------------------------------------------------------------------------------
 #: Up to 3.12, C types whose ``__setattr__`` is the generic one (``object.__setattr__``'s) still list it as a
@@ -207,6 +213,29 @@ def exception_table_entries(code: types.CodeType) -> list[tuple[int, int, int, i
     if parse is None:
         return []
     return [(entry.start, entry.end, entry.target, entry.depth, entry.lasti) for entry in parse(code)]
+
+
+def is_comprehension_function(code: types.CodeType) -> bool:
+    """Whether ``code`` is the function of a list, set or dict comprehension (3.10, 3.11; never on 3.12+)."""
+    return code.co_name in COMPREHENSION_FUNCTION_NAMES
+
+
+_COMPREHENSION_RESULTS = frozenset({"BUILD_LIST", "BUILD_SET", "BUILD_MAP"})
+
+
+def comprehension_loop(code: types.CodeType, for_iter_offset: int) -> bool:
+    """3.12+: whether the ``FOR_ITER`` at ``for_iter_offset`` is the loop of a comprehension inlined into
+    ``code`` (PEP 709). A ``for`` statement makes its iterator (``GET_ITER``) right before its loop; an
+    inlined comprehension made it before saving its variables (``LOAD_FAST_AND_CLEAR``), and swaps its
+    empty result (``BUILD_LIST 0``...) under it right before its loop: ``BUILD_LIST 0, SWAP 2, FOR_ITER``.
+    (On 3.10/3.11 the loop is in a function of its own: `is_comprehension_function`.)"""
+    if PY < (3, 12):
+        return False
+    instructions = list(dis.get_instructions(code))
+    offsets = [instr.offset for instr in instructions]
+    at = offsets.index(for_iter_offset)
+    return (at >= 2 and instructions[at - 1].opname == "SWAP" and instructions[at - 1].arg == 2
+            and instructions[at - 2].opname in _COMPREHENSION_RESULTS and instructions[at - 2].arg == 0)
 
 
 _qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()

@@ -29,7 +29,7 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay, written_ba
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
-from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
+from .loop import RETURN, break_in_comprehension, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
@@ -203,6 +203,9 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
+            if isinstance(brk.cause, BreakGraphError) and brk.cause.in_comprehension:  # (its begun iterator
+                # cannot be handed to a native call of the comprehension)
+                raise break_in_comprehension(brk.cause)
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
                 return _translate_native_with(frame, with_offset, brk)
@@ -333,7 +336,7 @@ def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> 
     """A break inside a ``for`` body: translate again up to the loop, then run the loop natively around a
     translated body function (loop.py), and continue after it in a resume function."""
     code = frame.code
-    check_loop_supported(code, for_iter_offset)
+    check_loop_supported(code, for_iter_offset, brk.cause)
     instructions = list(dis.get_instructions(code))
     offsets = [i.offset for i in instructions]
     get_iter = instructions[offsets.index(for_iter_offset) - 1]

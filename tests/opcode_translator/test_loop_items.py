@@ -14,6 +14,7 @@ import paddle
 import pytest
 
 import sot
+from sot.opcode_translator import pyversion
 
 from conftest import assert_same, counts
 
@@ -139,3 +140,57 @@ def objects_kept(x, objs):
 def test_loop_over_user_objects(compile_all, capsys):
     found = _counts_over(objects_kept, lambda n: (_tensor(0), [Affine(i) for i in range(n)]))
     _bounded(found)
+
+
+# -- a graph break inside a comprehension ---------------------------------------------------------------------
+# 3.10/3.11 make a comprehension a function of its own, called with the iterator it has begun; 3.12+ inline
+# it (PEP 709), with a hidden handler that puts its variables back. Either way the frame falls back, and says
+# why in the same words (not "an iterator cannot leave the frame", nor "a loop within a try block").
+def break_in_list_comprehension(x):
+    ys = [x * i for i in range(3) if print(i) is None]
+    return ys
+
+
+def break_in_dict_comprehension(x, xs):
+    return {i: t * 2 for i, t in enumerate(xs) if print(i) is None}
+
+
+def break_in_set_comprehension(x):
+    return len({i for i in range(3) if print(i) is None}) * x
+
+
+def break_in_nested_comprehension(x, xs):
+    return [[t * j for j in range(2) if print(j) is None] for t in xs]
+
+
+@pytest.mark.parametrize("fn", [break_in_list_comprehension, break_in_dict_comprehension,
+                                break_in_set_comprehension, break_in_nested_comprehension])
+def test_a_break_inside_a_comprehension_says_so(compile_all, capsys, fn):
+    x = _tensor(0)
+    args = (x,) if fn.__code__.co_argcount == 1 else (x, [_tensor(1), _tensor(2)])
+    expected = fn(*args)
+    report = sot.explain(fn, *args)
+    assert [t.failure.reason for t in report.fallbacks] == [
+        f"{pyversion.BREAK_IN_COMPREHENSION} (call of print runs natively (not simulated))"], str(report)
+    assert report.fallbacks[0].failure.location.lineno is not None
+    assert_same(sot.symbolic_translate(fn)(*args), expected)
+
+
+def comprehension_in_loop(x, xs):
+    for t in xs:
+        x = x + t
+        ys = [t * i for i in range(2) if print(i) is None]
+        x = x * 2 + ys[1]
+    return x
+
+
+def test_a_break_inside_a_comprehension_inside_a_loop(compile_all, capsys):
+    # The loop runs natively around its body function (the frame's code around the loop stays compiled); the
+    # body function falls back for the comprehension.
+    x, xs = _tensor(0), [_tensor(1), _tensor(2)]
+    expected = comprehension_in_loop(x, xs)
+    report = sot.explain(comprehension_in_loop, x, xs)
+    assert [t.failure.reason for t in report.fallbacks] == [
+        f"{pyversion.BREAK_IN_COMPREHENSION} (call of print runs natively (not simulated))"], str(report)
+    assert len(report.breaks) == 1, str(report)
+    assert_same(sot.symbolic_translate(comprehension_in_loop)(x, xs), expected)
