@@ -142,6 +142,104 @@ def test_loop_over_user_objects(compile_all, capsys):
     _bounded(found)
 
 
+# -- lists of layers ------------------------------------------------------------------------------------------
+# A built-in layer called as one ``layer`` statement is guarded by identity (its program holds the layer); a
+# body function called with each layer sees another one at every call. Once its path held a second layer of
+# the class, the layer's forward is simulated there (its parameters program inputs), and one entry serves
+# every layer of the class (dynamic_shape.is_varying_layer).
+class Stack(paddle.nn.Layer):
+    def __init__(self, make, n: int) -> None:
+        super().__init__()
+        self.layers = paddle.nn.LayerList([make(i) for i in range(n)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        return x
+
+
+class StackKept(Stack):
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        return x, len(self.layers), self.layers[0](x)
+
+
+class Block(paddle.nn.Layer):
+    """A user layer: guarded by class; the built-in layers it calls are reached through it."""
+
+    def __init__(self, i: int) -> None:
+        super().__init__()
+        self.fc = paddle.nn.Linear(4, 4)
+        self.norm = paddle.nn.LayerNorm(4)
+
+    def forward(self, x):
+        return paddle.nn.functional.relu(self.norm(self.fc(x))) + x
+
+
+LAYERS = {
+    "linear": (lambda i: paddle.nn.Linear(4, 4), [2, 4]),
+    "conv": (lambda i: paddle.nn.Conv2D(4, 4, 3, padding=1), [1, 4, 5, 5]),
+    "layer_norm": (lambda i: paddle.nn.LayerNorm(4), [2, 4]),
+    "batch_norm_eval": (lambda i: paddle.nn.BatchNorm2D(4), [2, 4, 3, 3]),
+    "gelu": (lambda i: paddle.nn.GELU(), [2, 4]),
+    "user_block": (Block, [2, 4]),
+}
+
+
+@pytest.mark.parametrize("stack", [Stack, StackKept])
+@pytest.mark.parametrize("kind", list(LAYERS))
+def test_loop_over_layers(compile_all, capsys, kind, stack):
+    make, shape = LAYERS[kind]
+    found = []
+    for n in (5, 9):
+        sot.reset()
+        paddle.seed(n)
+        net = stack(make, n)
+        if kind == "batch_norm_eval":
+            net.eval()
+        x = paddle.to_tensor(np.random.default_rng(n).standard_normal(shape).astype("float32"))
+        fast = sot.symbolic_translate(net)
+        for _ in range(2):
+            expected = net(x)
+            leaves = lambda out: out if isinstance(out, paddle.Tensor) else out[0] + out[2]
+            leaves(expected).sum().backward()
+            eager_grads = [p.grad.numpy().copy() for p in net.parameters() if p.grad is not None]
+            net.clear_gradients()
+            out = fast(x)
+            assert_same(out, expected)
+            leaves(out).sum().backward()
+            grads = [p.grad.numpy().copy() for p in net.parameters() if p.grad is not None]
+            net.clear_gradients()
+            assert len(grads) == len(eager_grads)
+            for got, want in zip(grads, eager_grads):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        found.append(counts())
+    _bounded(found)
+
+
+def call_layer(layer, x):
+    y = layer(x)
+    print("called")
+    return y * 2
+
+
+def test_one_function_called_with_many_layers(compile_all, capsys):
+    layers = [paddle.nn.Linear(4, 4) for _ in range(6)]
+    x = _tensor(0, 2, 4)
+    fast = sot.symbolic_translate(call_layer)
+    for layer in layers:
+        assert_same(fast(layer, x), call_layer(layer, x))
+    # the function with the first layer, once more for the second (its layer is then simulated), and its
+    # resume function: every later layer hits the cache.
+    assert counts()["translate_count"] == 3, counts()
+    # Another class at that path is another entry (guarded by class).
+    conv_like = paddle.nn.Linear(4, 4, bias_attr=False)  # (no bias: its forward reads None)
+    assert_same(fast(conv_like, x), call_layer(conv_like, x))
+
+
 # -- a graph break inside a comprehension ---------------------------------------------------------------------
 # 3.10/3.11 make a comprehension a function of its own, called with the iterator it has begun; 3.12+ inline
 # it (PEP 709), with a hidden handler that puts its variables back. Either way the frame falls back, and says

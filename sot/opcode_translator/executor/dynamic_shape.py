@@ -13,6 +13,13 @@ A numpy array input whose values were folded (``arr.sum()`` is a constant of the
 then seen with other contents (e.g. made by ``y.numpy()`` before a graph break, new at every call) is
 remembered as varying: the next translation runs its methods natively (a graph break) rather than
 translating again for every new content. (Learned whatever ``dynamic_shape`` says: only speed depends on it.)
+
+A built-in layer (``Linear``, ``Conv2D``...) called as one ``layer`` statement is guarded by identity (its
+program holds that layer). One input path seen holding another layer of the same class (the item of a loop
+over ``self.layers`` whose body breaks the graph, so that its body is a function called with each layer) is
+remembered as varying: the next translation simulates the layer's ``forward`` there instead, its parameters
+being program inputs, so that one entry serves every layer of the class (variables/layer.py). (Learned
+whatever ``dynamic_shape`` says too.)
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from ...config import config
 _dynamic: dict[tuple[types.CodeType, str], frozenset[int]] = {}
 _dynamic_ints: set[tuple[types.CodeType, str]] = set()
 _varying_arrays: set[tuple[types.CodeType, str]] = set()
+_varying_layers: set[tuple[types.CodeType, str]] = set()
 
 
 def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
@@ -37,6 +45,7 @@ def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
 def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any, args: tuple) -> None:
     """Mark the dimensions in which the new call's inputs differ from what existing entries were made for."""
     learn_arrays_from_miss(code, guards, globals_, closure, args)
+    learn_layers_from_miss(code, guards, globals_, closure, args)
     if not config.dynamic_shape:
         return
     learn_ints_from_miss(code, guards, globals_, closure, args)
@@ -94,6 +103,25 @@ def learn_arrays_from_miss(code: types.CodeType, guards: list[Any], globals_: di
                 _varying_arrays.add((code, path))
 
 
+def is_varying_layer(code: types.CodeType, path: str) -> bool:
+    """Whether the built-in layer at ``path`` was seen to be another layer of its class at a later call."""
+    return (code, path) in _varying_layers
+
+
+def learn_layers_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
+                           args: tuple) -> None:
+    """Mark the built-in layer inputs that are now another layer of the same class than an entry's."""
+    for guard in guards:
+        for path, expr, old in getattr(guard, "layer_checks", ()):
+            try:
+                new = guard.evaluate(expr, globals_, closure, args)
+            except Exception:
+                continue
+            layer = old()
+            if layer is not None and new is not layer and type(new) is type(layer):
+                _varying_layers.add((code, path))
+
+
 def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
     """The guard of a tensor with dynamic dims: same rank, equal static dims, dynamic dims not 0 or 1."""
     if len(shape) != len(pattern):
@@ -112,3 +140,4 @@ def forget() -> None:
     _dynamic.clear()
     _dynamic_ints.clear()
     _varying_arrays.clear()
+    _varying_layers.clear()

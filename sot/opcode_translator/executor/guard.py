@@ -244,6 +244,9 @@ class GuardBuilder:
         # (input path, expression, contents) of every numpy array whose values were folded: the same, for
         # arrays whose contents vary (their pure methods then run natively instead: dynamic_shape.py).
         self.array_checks: list[tuple[str, str, Any]] = []
+        # (input path, expression, weak reference) of every built-in layer guarded by identity: the same, for
+        # paths that hold another layer of the class at later calls.
+        self.layer_checks: list[tuple[str, str, Any]] = []
         self._seen: set[str] = set()
         self.tensor_arguments: set[str] = set()  # the arguments that are tensors (`Guard.reads_arguments`)
 
@@ -875,6 +878,7 @@ class Guard:
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
         self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
+        self.layer_checks = [(path, builder.expand(expr), ref) for path, expr, ref in builder.layer_checks]
         builder.forget_build_state()
 
     @functools.cached_property

@@ -8,6 +8,7 @@ layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain t
 from __future__ import annotations
 
 import collections
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import paddle
@@ -93,6 +94,9 @@ class LayerVariable(ObjectVariable):
 
     value: paddle.nn.Layer
     in_program = False  # called by a ``layer`` statement: its program holds the layer's tree as traced
+    # A built-in layer whose ``forward`` was simulated because its path holds other layers of its class at
+    # other calls (dynamic_shape.is_varying_layer): guarded by class, not identity.
+    simulated = False
     hook_counts: tuple[int, ...] | None = None  # when called: how many hooks of each `_HOOK_STORES` it had
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
@@ -101,8 +105,12 @@ class LayerVariable(ObjectVariable):
         # A built-in layer is part of the compiled program itself: its identity matters. A user layer is
         # only a path to its parameters and sublayers, each guarded on its own, so another instance of the
         # same class reuses the translation.
-        if self.needs_identity or is_builtin_layer(self.value) or isinstance(self.value, _CONTAINERS):
+        builtin = is_builtin_layer(self.value)
+        if self.needs_identity or (builtin and not self.simulated) or isinstance(self.value, _CONTAINERS):
             head = builder.identity(expr, self.value)
+            if builtin and not isinstance(self.value, _CONTAINERS) and self.tracker.is_traceable():
+                # (a miss finding another layer of the class there makes its forward simulated next time)
+                builder.layer_checks.append((self.tracker.describe(), expr, weakref.ref(self.value)))
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
         attributes: list[tuple[str, int, Any]] = [("training", ATTR_IS, bool(self.value.training))]
@@ -224,6 +232,10 @@ class LayerVariable(ObjectVariable):
         if is_builtin_layer(layer):
             if graph.layer_state_changed_in_frame(layer):
                 return simulate_forward(self, type(layer).forward, args, kwargs)
+            if self._path_varies():
+                simulated = self._try_simulated_forward(args, kwargs)
+                if simulated is not None:
+                    return simulated
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             self.needs_identity = True
@@ -231,6 +243,31 @@ class LayerVariable(ObjectVariable):
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
         return self.getattr("forward").call(args, kwargs)
+
+    def _path_varies(self) -> bool:
+        """This built-in layer's path held other layers of its class at other calls (a loop body function
+        called with each layer of a ``LayerList``): see `dynamic_shape.is_varying_layer`."""
+        from ..dynamic_shape import is_varying_layer
+
+        return (self.tracker.is_traceable() and not isinstance(self.value, _CONTAINERS)
+                and is_varying_layer(self.graph.frame.code, self.tracker.describe()))
+
+    def _try_simulated_forward(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase | None:
+        """The layer's ``forward`` simulated, its parameters and configuration read through its path (so one
+        translation serves every layer of the class there), or None when Paddle's code of it cannot be
+        simulated: what it recorded is dropped and the layer becomes a ``layer`` statement as usual."""
+        graph = self.graph
+        n_statements, n_inputs, effects = len(graph.statements), len(graph.inputs), graph.side_effects.checkpoint()
+        self.simulated = True
+        try:
+            return simulate_forward(self, type(self.value).forward, args, kwargs)
+        except UserCodeError:
+            raise  # (the user's error: the statement would raise it as well)
+        except FallbackError:  # (e.g. a training BatchNorm's warnings.warn: a break)
+            graph.truncate(n_statements, n_inputs)
+            graph.side_effects.rollback(effects)
+            self.simulated = False
+            return None
 
     def getattr(self, name: str) -> VariableBase:
         if name in STRUCTURE_METHODS and _is_paddles_own(self.value, name) and \
