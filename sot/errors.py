@@ -89,5 +89,3 @@ class BreakGraphError(FallbackError):
     """
 
     eager_before: bool = False
-    #: raised inside a comprehension inlined as a function (3.10/3.11), whose call cannot run natively
-    in_comprehension: bool = False

@@ -6,9 +6,15 @@ per item, and the code after the loop continues in a resume function. The body f
 code entered at the top of the body, with the loop head (``FOR_ITER``) and the loop exit rewritten into
 returns, so it is translated by the hook like any frame (its own breaks get their own resume functions).
 
-A body function receives ``(None, item, *live)``: ``None`` stands for the iterator the body never touches,
-and ``live`` are the locals live at the loop head. It returns ``(flag, value, live_values)``: flag 0 = next
-item, 1 = ``break``, 2 = ``return value``.
+A body function receives ``(*below, None, item, *live)``: ``None`` stands for the iterator the body never
+touches, ``below`` are the values under it on the stack (none for a ``for`` statement at the top of a
+function; an enclosing loop's iterator, in a body function; a 3.12+ inlined comprehension's result, into
+which its body appends, and the variables it saved), and ``live`` are the locals live at the loop head. It
+returns ``(flag, value, live_values)``: flag 0 = next item, 1 = ``break``, 2 = ``return value``.
+
+A comprehension's body function runs natively (`transform._emit_loop`): the comprehension runs as eager
+code between the compiled code before and after it, as on 3.10/3.11, where the hook runs the frame of a
+comprehension's own function natively.
 """
 from __future__ import annotations
 
@@ -37,32 +43,42 @@ def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
     raise FallbackError("loop head not found")
 
 
-def break_in_comprehension(cause: FallbackError | None) -> FallbackError:
-    """The fallback of a graph break inside a list, set or dict comprehension, whichever way the running
-    version compiles it (a function of its own on 3.10/3.11, inlined on 3.12+: `pyversion`)."""
+def break_in_comprehension(cause: FallbackError | None, which: str) -> FallbackError:
+    """The fallback of a graph break inside a list, set or dict comprehension (``which`` says what kind of
+    comprehension), with the break's reason and location."""
+    reason = f"a graph break inside a list, set or dict comprehension {which} is not supported yet"
     if cause is None:
-        return FallbackError(pyversion.BREAK_IN_COMPREHENSION)
-    return FallbackError(f"{pyversion.BREAK_IN_COMPREHENSION} ({cause.reason})", cause.location)
+        return FallbackError(reason)
+    return FallbackError(f"{reason} ({cause.reason})", cause.location)
 
 
-def check_loop_supported(code: types.CodeType, for_iter_offset: int, cause: FallbackError | None = None) -> None:
-    """Loops inside ``try``/``with`` blocks (an exception would leave the body function) stay fallbacks, and
-    so do comprehensions (``cause`` is the break inside the loop)."""
-    if pyversion.is_comprehension_function(code) or pyversion.comprehension_loop(code, for_iter_offset):
-        # (3.12+: before the check below, which the hidden handler restoring its variables would fail)
-        raise break_in_comprehension(cause)
-    inside = any(start <= for_iter_offset < end for start, end, _ in pyversion.exception_table(code))
+def check_loop_supported(code: types.CodeType, for_iter_offset: int,
+                         cause: FallbackError | None = None) -> pyversion.LoopEntry:
+    """How the loop is entered (`pyversion.loop_entry`). Loops inside ``try``/``with`` blocks (an exception
+    would leave the body function) stay fallbacks, and so do comprehensions whose variable a closure made
+    in them captures (``cause`` is the break inside the loop). The hidden handler of a 3.12+ inlined
+    comprehension is no ``try`` block: an exception leaving the comprehension leaves the frame."""
+    entry = pyversion.loop_entry(code, for_iter_offset)
+    if entry.cells:  # (3.12+: each body function would make a cell of its own)
+        raise break_in_comprehension(cause, "whose variable a closure made in it captures")
+    if entry.kind == "other":
+        raise FallbackError("a graph break in a loop whose iterator is not made right before it")
+    inside = any(start <= for_iter_offset < end for start, end, target in pyversion.exception_table(code)
+                 if not pyversion.comprehension_cleanup(code, target))
     if pyversion.HAS_BLOCK_STACK:  # 3.10: no exception table, a block stack
         from .executor.liveness import block_stacks
 
         inside = bool(block_stacks(code).get(for_iter_offset, (0, ()))[1])
     if inside:
         raise FallbackError("a graph break inside a for loop within a try/with block is not supported yet")
+    return entry
 
 
-def _result(flag: int, live: tuple[str, ...], lineno: int) -> list:
-    """Instructions returning ``(flag, None, (live...))`` (the dummy iterator was popped before)."""
-    out = [Instr("LOAD_CONST", flag, lineno=lineno), Instr("LOAD_CONST", None, lineno=lineno)]
+def _result(flag: int, live: tuple[str, ...], lineno: int, below: int = 0) -> list:
+    """Instructions returning ``(flag, None, (live...))`` (the dummy iterator was popped before), after
+    popping the ``below`` values under the loop's iterator."""
+    out = [Instr("POP_TOP", lineno=lineno) for _ in range(below)]
+    out += [Instr("LOAD_CONST", flag, lineno=lineno), Instr("LOAD_CONST", None, lineno=lineno)]
     out += [Instr("LOAD_FAST", name, lineno=lineno) for name in live]
     out += [Instr("BUILD_TUPLE", len(live), lineno=lineno), Instr("BUILD_TUPLE", 3, lineno=lineno),
             Instr("RETURN_VALUE", lineno=lineno)]
@@ -70,8 +86,13 @@ def _result(flag: int, live: tuple[str, ...], lineno: int) -> list:
 
 
 @lru_cache(maxsize=256)
-def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...]) -> types.CodeType:
-    """The loop body function of the loop at ``for_iter_offset``."""
+def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...],
+                         below: int = 0, native: bool = False) -> types.CodeType:
+    """The loop body function of the loop at ``for_iter_offset``, under whose iterator the stack holds
+    ``below`` values (an enclosing loop's iterator; a comprehension's result and the variables it saved):
+    they come first among its arguments (the values it never reads may be None).
+
+    ``native``: the function runs natively, never translated (a comprehension's body: `transform._emit_loop`)."""
     exit_offset = loop_exit(code, for_iter_offset)
     offsets = [i.offset for i in dis.get_instructions(code)]
     body_start = offsets[offsets.index(for_iter_offset) + 1]
@@ -81,10 +102,11 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
         head = body[index[for_iter_offset]]
         line = head.lineno or code.co_firstlineno
         # Back at the loop head: pop the stand-in iterator and hand the locals back for the next item.
-        body[index[for_iter_offset]] = _Block([Instr("POP_TOP", lineno=line), *_result(CONTINUE, live, line)])
+        body[index[for_iter_offset]] = _Block([Instr("POP_TOP", lineno=line),
+                                               *_result(CONTINUE, live, line, below)])
         # Reaching the exit inside the body means ``break`` (the iterator was already popped).
         exit_instr = body[index[exit_offset]]
-        body[index[exit_offset]] = _Block([*_result(BREAK, live, line), exit_instr])
+        body[index[exit_offset]] = _Block([*_result(BREAK, live, line, below), exit_instr])
         for offset in region:
             instr = body[index[offset]]
             if isinstance(instr, Instr) and instr.name in ("RETURN_VALUE", "RETURN_CONST"):
@@ -106,8 +128,12 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
                 body[index[offset]] = block
 
     role = f"for-loop body at line {_line(code, body_start)}"
-    body = build_entry_code(code, body_start, (False, False), live, role, _flatten(edit), len(live) + 4)
+    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role, _flatten(edit), len(live) + 4)
     derived_from(body, code)  # (its programs are chosen with the frame's: `frame_groups`)
+    if native:
+        from .skip_files import skip_code
+
+        skip_code(body)
     return body
 
 

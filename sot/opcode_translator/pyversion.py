@@ -56,7 +56,7 @@ import gc
 import sys
 import types
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 PY: tuple[int, int] = sys.version_info[:2]
 SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 10), (3, 11), (3, 12), (3, 13))
@@ -133,12 +133,6 @@ UNCONDITIONAL_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD
 NO_FALLTHROUGH = UNCONDITIONAL_JUMPS | {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
 #: Opcodes (numbers) whose argument is a jump target (``dis`` gives it as an offset in ``argval``).
 JUMP_OPCODES = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-#: 3.10, 3.11: the names of the code objects of list, set and dict comprehensions, each a function of its
-#: own called with the iterator; 3.12+ inline them into the enclosing code (PEP 709, `comprehension_loop`).
-COMPREHENSION_FUNCTION_NAMES = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"}) if PY < (3, 12) \
-    else frozenset()
-#: Why a graph break inside a comprehension makes the frame fall back (the same on every version).
-BREAK_IN_COMPREHENSION = "a graph break inside a list, set or dict comprehension is not supported yet"
 
 # -- objects -----------------------------------------------------------------------------------------------
 #: Up to 3.12, C types whose ``__setattr__`` is the generic one (``object.__setattr__``'s) still list it as a
@@ -215,27 +209,72 @@ def exception_table_entries(code: types.CodeType) -> list[tuple[int, int, int, i
     return [(entry.start, entry.end, entry.target, entry.depth, entry.lasti) for entry in parse(code)]
 
 
-def is_comprehension_function(code: types.CodeType) -> bool:
-    """Whether ``code`` is the function of a list, set or dict comprehension (3.10, 3.11; never on 3.12+)."""
-    return code.co_name in COMPREHENSION_FUNCTION_NAMES
-
-
 _COMPREHENSION_RESULTS = frozenset({"BUILD_LIST", "BUILD_SET", "BUILD_MAP"})
 
 
-def comprehension_loop(code: types.CodeType, for_iter_offset: int) -> bool:
-    """3.12+: whether the ``FOR_ITER`` at ``for_iter_offset`` is the loop of a comprehension inlined into
-    ``code`` (PEP 709). A ``for`` statement makes its iterator (``GET_ITER``) right before its loop; an
-    inlined comprehension made it before saving its variables (``LOAD_FAST_AND_CLEAR``), and swaps its
-    empty result (``BUILD_LIST 0``...) under it right before its loop: ``BUILD_LIST 0, SWAP 2, FOR_ITER``.
-    (On 3.10/3.11 the loop is in a function of its own: `is_comprehension_function`.)"""
+class LoopEntry(NamedTuple):
+    """How the loop whose head is a ``FOR_ITER`` is entered: ``setup`` is the offset of the instruction right
+    before the head (where a translation stops to run the loop natively), and ``kind`` what it leaves:
+
+    * ``"statement"``: ``GET_ITER`` of a ``for`` statement; the iterator is made from the value on top.
+    * ``"inlined"``: 3.12+, a list, set or dict comprehension inlined into the code (PEP 709): its
+      ``GET_ITER`` (at ``get_iter``) is followed by a ``LOAD_FAST_AND_CLEAR`` saving each of its variables
+      (``saved``, bottom first) and by the empty result; ``setup`` is the ``SWAP 2`` putting the result
+      under the iterator. (3.10/3.11 make a comprehension a function of its own, called with its iterator,
+      whose frame the hook runs natively: a break inside it is a break at that call.)
+    * ``"other"``: anything else (not supported).
+
+    ``cells``: a variable of the inlined comprehension is a cell (captured by a closure made in it)."""
+
+    setup: int
+    kind: str
+    saved: tuple[str, ...] = ()
+    get_iter: int | None = None
+    cells: bool = False
+
+
+def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
+    """The `LoopEntry` of the loop at ``for_iter_offset``."""
+    instructions = list(dis.get_instructions(code))
+    at = [instr.offset for instr in instructions].index(for_iter_offset)
+    before = instructions[at - 1]
+    if before.opname == "GET_ITER":
+        return LoopEntry(before.offset, "statement", get_iter=before.offset)
+    if PY >= (3, 12) and before.opname == "SWAP" and before.arg == 2 and at >= 4 \
+            and instructions[at - 2].opname in _COMPREHENSION_RESULTS and instructions[at - 2].arg == 0 \
+            and instructions[at - 3].opname == "SWAP":
+        saved: list[str] = []
+        cells = False
+        i = at - 4
+        while i >= 0 and instructions[i].opname in ("LOAD_FAST_AND_CLEAR", "MAKE_CELL"):
+            if instructions[i].opname == "MAKE_CELL":
+                cells = True
+            else:
+                saved.insert(0, instructions[i].argval)
+            i -= 1
+        if i >= 0 and instructions[i].opname == "GET_ITER" and saved:
+            return LoopEntry(before.offset, "inlined", tuple(saved), instructions[i].offset, cells)
+    return LoopEntry(before.offset, "other")
+
+
+def comprehension_cleanup(code: types.CodeType, target: int) -> bool:
+    """3.12+: whether the exception handler at ``target`` is the hidden one of an inlined comprehension, which
+    puts its saved variables back and re-raises (``SWAP 2, POP_TOP, SWAP n, STORE_FAST..., RERAISE 0``): no
+    ``try`` block of the user's."""
     if PY < (3, 12):
         return False
     instructions = list(dis.get_instructions(code))
-    offsets = [instr.offset for instr in instructions]
-    at = offsets.index(for_iter_offset)
-    return (at >= 2 and instructions[at - 1].opname == "SWAP" and instructions[at - 1].arg == 2
-            and instructions[at - 2].opname in _COMPREHENSION_RESULTS and instructions[at - 2].arg == 0)
+    at = [instr.offset for instr in instructions].index(target)
+    head = instructions[at:at + 3]
+    if [(i.opname, i.arg) for i in head[:2]] != [("SWAP", 2), ("POP_TOP", None)] or len(head) < 3 \
+            or head[2].opname != "SWAP":
+        return False
+    for instr in instructions[at + 3:]:
+        if instr.opname == "RERAISE":
+            return instr.arg == 0
+        if instr.opname not in ("STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_DEREF"):
+            return False
+    return False
 
 
 _qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()

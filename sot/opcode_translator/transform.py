@@ -29,7 +29,7 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay, written_ba
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
-from .loop import RETURN, break_in_comprehension, build_loop_body_code, check_loop_supported, loop_exit
+from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
@@ -203,9 +203,6 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
-            if isinstance(brk.cause, BreakGraphError) and brk.cause.in_comprehension:  # (its begun iterator
-                # cannot be handed to a native call of the comprehension)
-                raise break_in_comprehension(brk.cause)
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
                 return _translate_native_with(frame, with_offset, brk)
@@ -336,31 +333,43 @@ def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> 
     """A break inside a ``for`` body: translate again up to the loop, then run the loop natively around a
     translated body function (loop.py), and continue after it in a resume function."""
     code = frame.code
-    check_loop_supported(code, for_iter_offset, brk.cause)
-    instructions = list(dis.get_instructions(code))
-    offsets = [i.offset for i in instructions]
-    get_iter = instructions[offsets.index(for_iter_offset) - 1]
-    if get_iter.opname != "GET_ITER":
-        raise FallbackError("a graph break in a loop whose iterator is not made right before it")
+    how = check_loop_supported(code, for_iter_offset, brk.cause)
     graph = FunctionGraph(frame, code.co_name)
     executor = OpcodeExecutor.for_frame(frame, graph)
-    executor.stop_at = get_iter.offset
+    executor.stop_at = how.setup
     try:
         executor.run()
     except GraphBreak as entry:
         if entry.cause is not None:  # a break before the loop: handled as an ordinary break
             return _translate_break(frame, graph, entry)
-        return _emit_loop(frame, graph, entry, for_iter_offset, brk)
+        return _emit_loop(frame, graph, entry, for_iter_offset, brk, how)
     raise FallbackError("the loop was not reached again")
 
 
+def _loop_operands(code: types.CodeType, entry: GraphBreak, how: pyversion.LoopEntry,
+                   live_at: dict[int, frozenset[str]]) -> tuple[VariableBase, list[VariableBase]]:
+    """What the loop iterates over and the values under its iterator at its head, bottom first, from the
+    state right before the instruction that sets it up (`pyversion.LoopEntry`). A variable a 3.12+ inlined
+    comprehension saved that nothing reads after it is a NULL (as if unbound: it is never seen)."""
+    stack = list(entry.stack)
+    if how.kind == "statement":  # ``GET_ITER``: the iterable on top
+        return stack[-1], stack[:-1]
+    # ``SWAP 2``: [..., saved variables, iterator, empty result]
+    iterator, result = stack[-2], stack[-1]
+    below = stack[:-2]
+    first_saved = len(below) - len(how.saved)
+    for position, name in enumerate(how.saved, first_saved):
+        if name not in live_at[how.get_iter]:
+            below[position] = NullVariable(iterator.graph)
+    return iterator, below + [result]
+
+
 def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_iter_offset: int,
-               brk: GraphBreak) -> Translation:
+               brk: GraphBreak, how: pyversion.LoopEntry) -> Translation:
     code = frame.code
-    if len(entry.stack) != 1:
-        raise FallbackError("a graph break in a loop nested in an expression")
-    iterable = entry.stack[0]
     live_at = live_in(code)
+    iterable, below = _loop_operands(code, entry, how, live_at)
+    below_values = [var for var in below if not isinstance(var, NullVariable)]
     # (a free variable, e.g. the ``__class__`` that 3.12's ``super()`` reads, comes with the closure)
     live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in code.co_freevars))
     if any(name in code.co_cellvars for name in live):
@@ -371,7 +380,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     exit_offset = loop_exit(code, for_iter_offset)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals[name] for name in live]
-    plan, codegen = _begin_break_code(graph, code, entry.lineno, entry, [iterable, *values, *_cell_contents(entry)])
+    plan, codegen = _begin_break_code(graph, code, entry.lineno, entry,
+                                      [iterable, *below_values, *values, *_cell_contents(entry)])
     sir, program = plan.sir, plan.program
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
         codegen.reconstruct(var)
@@ -390,12 +400,20 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.add(head)
     codegen.emit("FOR_ITER", after)
     codegen.store_fast(item)
-    codegen.push_callable(lambda: codegen.make_function(build_loop_body_code(code, for_iter_offset, live)))
+    # A comprehension runs natively between compiled code, on every version (3.10/3.11 call its function,
+    # whose frame the hook runs natively: callback._is_comprehension_body): its body function too.
+    body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement")
+    codegen.push_callable(lambda: codegen.make_function(body))
+    for var in below:  # (the same objects at every item: a comprehension's result is appended to)
+        if isinstance(var, NullVariable):
+            codegen.load_const(None)  # (a slot the body never reads)
+        else:
+            codegen.reconstruct(var)
     codegen.load_const(None)
     codegen.emit("LOAD_FAST", item)
     for name in live:
         codegen.emit("LOAD_FAST", name)
-    codegen.call(2 + len(live))
+    codegen.call(len(below) + 2 + len(live))
     codegen.emit("UNPACK_SEQUENCE", 3)
     codegen.store_fast(flag)
     codegen.store_fast(value)
@@ -419,10 +437,13 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.add(after)
     pyversion.emit_for_iter_exit(codegen.emit)  # (3.12+: the END_FOR an exhausted FOR_ITER skips)
     codegen.add(done)
-    codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, (), live_exit)))
+    layout = tuple(isinstance(var, NullVariable) for var in below)
+    codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, layout, live_exit)))
+    for var in below_values:
+        codegen.reconstruct(var)
     for name in live_exit:
         codegen.emit("LOAD_FAST", name)
-    codegen.call(len(live_exit))
+    codegen.call(len(below_values) + len(live_exit))
     codegen.return_value()
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)

@@ -16,7 +16,6 @@ import paddle
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from bytecode import CellVar, FreeVar
 
-from ... import pyversion
 from ...pyversion import emit_load_closure
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
@@ -231,11 +230,6 @@ class FunctionVariableBase(VariableBase):
             return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}")
         try:
             return child.run()
-        except BreakGraphError as exc:
-            # The call runs natively at the break, unless it is a comprehension's (3.10/3.11: `_simulate_frame`;
-            # 3.12+ inline it: loop.check_loop_supported). Set by the outermost inlined call last.
-            exc.in_comprehension = pyversion.is_comprehension_function(self.code)
-            raise
         finally:
             graph.current_executor = parent
 

@@ -28,18 +28,35 @@ class IteratorVariable(VariableBase):
         # ``fn(*args)`` (e.g. ``enumerate(ys)``), when a loop over it runs natively.
         self.rebuild = rebuild
         self.consumed = False
+        self.spent = False  # consumed by a simulation rolled back since (`_consume`)
         self.loop_offset: int | None = None  # the FOR_ITER of the translated frame stepping it, if any
+
+    def _consume(self) -> None:
+        """Items are taken from now on. Undone when the simulation rolls back to before the first (a graph
+        break at a call that began iterating, e.g. 3.10/3.11's call of a comprehension's function with the
+        iterator: that call runs natively, on the iterator made again); the simulated one is then spent."""
+        if self.spent:
+            raise FallbackError(f"an iterator ({self.description}) is read again after a graph break")
+        if self.consumed:
+            return
+        self.consumed = True
+
+        def undo() -> None:
+            self.consumed = False
+            self.spent = True
+
+        self.graph.side_effects.on_rollback(undo)
 
     def next(self) -> VariableBase | None:
         """The next item, or None when exhausted."""
-        self.consumed = True
+        self._consume()
         return next(self._source, None)
 
     def step(self) -> tuple[VariableBase | None, VariableBase | None]:
         """One step as ``yield from`` drives its delegate: ``(item, None)`` while it yields, then
         ``(None, returned)`` once exhausted, ``returned`` being a simulated generator's return value
         (None for other iterators: ``yield from`` a list evaluates to None)."""
-        self.consumed = True
+        self._consume()
         try:
             return next(self._source), None
         except StopIteration as stop:
@@ -47,7 +64,7 @@ class IteratorVariable(VariableBase):
             return None, returned
 
     def unpack(self) -> list[VariableBase]:
-        self.consumed = True
+        self._consume()
         return list(self._source)
 
     def children(self) -> list[VariableBase]:
