@@ -13,6 +13,7 @@ from ..config import config
 from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
 from ..symbolic.compile import CompiledProgram, compile_sir
+from ..symbolic.made_differentiable import call_made_differentiable
 from ..symbolic.replay import compile_replay
 from ..symbolic.sir import StatementIR, Symbol
 from . import pyversion
@@ -88,6 +89,8 @@ class EagerProgram:
         self._replay = compile_replay(sir)
 
     def __call__(self, inputs: list) -> list:
+        if self.sir.made_differentiable:
+            return call_made_differentiable(self._replay, inputs, self.sir.made_differentiable)
         return self._replay(inputs)
 
     def __repr__(self) -> str:

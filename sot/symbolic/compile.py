@@ -31,6 +31,7 @@ from .cost_model import WARMUP_CALLS, CostModel
 from .higher_order import (constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
                            inputs_read_by_gradients, mark_outputs, needs_recomputed_backward, output_groups,
                            run_with_recomputed_backward, vjp_sir)
+from .made_differentiable import call_made_differentiable
 from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
 from .sir import LayerCall, MetaInfo, StatementIR, match_inplace_version, run_sir
@@ -162,6 +163,11 @@ class CompiledProgram:
             listener(self)
 
     def __call__(self, inputs: list) -> list:
+        if self.sir.made_differentiable:
+            return call_made_differentiable(self._call_in_grad_mode, inputs, self.sir.made_differentiable)
+        return self._call_in_grad_mode(inputs)
+
+    def _call_in_grad_mode(self, inputs: list) -> list:
         if self._turns_grad_on and not paddle.is_grad_enabled():
             with paddle.enable_grad():
                 return self._call_in_mode(inputs)
@@ -187,7 +193,7 @@ class CompiledProgram:
             return self._run_compiled(inputs)
         cost.settle()
         if cost.decide() is not None:  # (told through `_cost_chose`, with its group's other members)
-            return self(inputs)
+            return self._call_in_grad_mode(inputs)
         parameters = getattr(self._program, "_params", None) or []  # (built by the warm-up)
         if cost.next_is_eager():
             return cost.timed(True, self._replay, inputs, parameters)

@@ -222,6 +222,9 @@ class StatementIR:
     # its backward. What the backward keeps of it eager keeps as the caller's tensor: `version_check` watches
     # the caller's tensor for it.
     written_back: tuple[tuple[int, int, int, bool], ...] = ()
+    # Indexes of the inputs standing for a tensor that does not require grad, changed in place by an op with a
+    # differentiable operand: eager makes it require grad at the op (`made_differentiable`).
+    made_differentiable: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.statements)
@@ -236,7 +239,8 @@ class StatementIR:
 
     def dump(self) -> str:
         """A readable listing, one line per statement, like a tiny Python program."""
-        ins = ", ".join(f"{s.name}: {self.metas[s]}" for s in self.inputs)
+        ins = ", ".join(f"{s.name}: {self.metas[s]}" + (" (made to require grad)" if i in self.made_differentiable
+                                                          else "") for i, s in enumerate(self.inputs))
         lines = [f"SIR {self.name}({ins}):"]
         for stmt in self.statements:
             outs = _format_arg(stmt.outputs)
@@ -299,7 +303,7 @@ class StatementIR:
         )
         ins = tuple((s.name, self.metas[s]) for s in self.inputs)
         outs = tuple((s.name, self.metas[s]) for s in self.outputs)
-        return ins, stmts, outs, self.grad_enabled, self.written_back
+        return ins, stmts, outs, self.grad_enabled, self.written_back, self.made_differentiable
 
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:

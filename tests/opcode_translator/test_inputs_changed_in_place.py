@@ -231,12 +231,11 @@ def test_a_tensor_written_back_is_differentiated_twice_after_the_call(compile_al
 
 
 def test_a_constant_changed_in_place_gets_the_gradient_of_its_old_value(compile_all):
-    """Known bug (tests/known_bugs.txt). Eagerly, an in-place op with a differentiable operand on a leaf without
-    gradient makes the leaf require grad from then on, and the op's gradient for the leaf's old value
-    accumulates into the leaf's ``grad`` (after ``y.multiply_(w)`` and a backward, ``y.grad`` is the gradient
-    of the new ``y`` times ``w``). sot computes the new value from the old one as a constant (the program's
-    input does not require grad) and writes it back: ``y.grad`` stays None. (Only ``y.grad`` differs: the
-    gradients of everything else are eager's, test_an_input_changed_in_place_then_a_backward.)"""
+    """Eagerly, an in-place op with a differentiable operand on a leaf without gradient makes the leaf require
+    grad from then on, and the op's gradient for the leaf's old value accumulates into the leaf's ``grad`` (after
+    ``y.multiply_(w)`` and a backward, ``y.grad`` is the gradient of the new ``y`` times ``w``). The program
+    takes that old value as an input requiring grad, fed the leaf made to require grad
+    (`sot.symbolic.made_differentiable`); it stayed None when the program took it as a constant."""
 
     def gradient_of_the_constant(fn):
         x, y, w, _ = _inputs("constant", "leaf")
@@ -253,3 +252,109 @@ def test_a_constant_changed_in_place_gets_the_gradient_of_its_old_value(compile_
             actual = gradient_of_the_constant(sot.symbolic_translate(fn))
             assert actual is not None, (change, graph_break)
             np.testing.assert_allclose(actual, expected, rtol=1e-5, err_msg=f"{change}, break: {graph_break}")
+
+
+def _frozen_parameter() -> paddle.Tensor:
+    parameter = _parameter([1.0, 2.0, 3.0], trainable=True)
+    parameter.stop_gradient = True
+    return parameter
+
+
+def _stopped_by_hand(w: paddle.Tensor) -> paddle.Tensor:
+    tensor = w * 2.0  # (no leaf: made to stop gradients by hand, it keeps its gradient node)
+    tensor.stop_gradient = True
+    return tensor
+
+
+# The tensors without gradient a frame gets and changes in place with a differentiable operand: eager makes each
+# require grad at the op, the gradient of its value before the op going to a leaf's ``grad`` (a constant, a
+# frozen parameter) or on through the gradient node of a tensor made to stop gradients by hand.
+CONSTANTS: dict[str, Callable[[paddle.Tensor], paddle.Tensor]] = {
+    "constant": lambda w: paddle.to_tensor([1.0, 2.0, 3.0]),
+    "frozen parameter": lambda w: _frozen_parameter(),
+    "stopped by hand": _stopped_by_hand,
+}
+
+
+def _read_before(y, w):
+    z = y + w  # (a read of the constant before the change: no gradient for ``y`` from it)
+    y.add_(w * w * 3.0)
+    return z.sum() + (y * y).sum()
+
+
+def _changed_twice(y, w):
+    y.add_(w * w * 3.0)
+    y.subtract_(w)  # (``y`` requires grad by now: an ordinary in-place change)
+    return (y * y).sum()
+
+
+def _changed_before(y, w):
+    y.scale_(2.0)  # (no differentiable operand: ``y`` stays a constant, changed)
+    y.add_(w * w * 3.0)  # (the gradient of ``y`` before this op, not before the scale, goes to ``y``)
+    return (y * y).sum()
+
+
+FRAMES: dict[str, tuple[Callable[..., Any], int]] = {  # the frame, and its graph breaks
+    "read before": (_read_before, 0),
+    "changed twice": (_changed_twice, 0),
+    # (the value before the op is computed in the frame: the op runs natively, at a break)
+    "changed before": (_changed_before, 1),
+}
+
+
+@pytest.mark.parametrize("order", ["backward", "create_graph"])
+@pytest.mark.parametrize("frame", list(FRAMES))
+@pytest.mark.parametrize("kind", list(CONSTANTS))
+def test_a_tensor_without_gradient_made_to_require_it_by_an_in_place_change(compile_all, kind, frame, order):
+    """The result, the tensor's flags and inplace version after the call, its ``grad`` and the operand's, after
+    ``backward()`` or after a gradient taken with ``create_graph=True`` and a backward through it, as eager's;
+    at two calls, with the breaks listed (none but where the value before the op is computed in the frame)."""
+    fn, breaks = FRAMES[frame]
+
+    def pictures(run: Callable[..., Any]) -> list:
+        w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+        y = CONSTANTS[kind](w)
+        out = run(y, w)
+        found: list = [out.numpy(), y.stop_gradient, y.is_leaf, y._inplace_version()]
+        if order == "backward":
+            out.backward()
+        else:
+            (slope,) = paddle.grad(out, w, create_graph=True)
+            found += [slope.numpy(), _numpy(y.grad)]
+            (slope * slope).sum().backward()
+        return found + [_numpy(y.grad), _numpy(w.grad)]
+
+    expected = pictures(fn)
+    translated = sot.symbolic_translate(fn)
+    for call in (1, 2):
+        _assert_same_pictures(pictures(translated), expected, f"call {call}")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1 + breaks, breaks, 0), stats
+
+
+def _gathers_after_the_change(y, w, index):
+    y.add_(w * 2.0)
+    return paddle.gather(y, index).sum()
+
+
+def test_a_failing_call_leaves_the_constant_as_it_was_for_the_native_rerun(compile_all):
+    """The program makes the constant require grad for the call; when its kernel fails (an index out of range),
+    the frame reruns natively from the start: the constant must be one again there, or eager's in-place op would
+    refuse it as a leaf requiring grad instead of raising the user's error."""
+
+    def outcome(fn, position):
+        y = paddle.to_tensor([1.0, 2.0, 3.0])
+        w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+        try:
+            out = fn(y, w, paddle.to_tensor([position]))
+            out.backward()
+            result: Any = out.numpy()
+        except Exception as exc:  # noqa: BLE001 - the user's error, as eager raises it
+            result = _error(exc)
+        return [result, y.numpy(), y.stop_gradient, y.is_leaf, y._inplace_version(), _numpy(y.grad), _numpy(w.grad)]
+
+    translated = sot.symbolic_translate(_gathers_after_the_change)
+    for position in (1, 7, 2, 9):
+        _assert_same_pictures(outcome(translated, position), outcome(_gathers_after_the_change, position),
+                              f"index {position}")
+    assert (sot.stats().translate_count, sot.stats().fallbacks) == (1, 0), sot.stats()

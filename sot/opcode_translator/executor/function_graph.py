@@ -792,17 +792,28 @@ class FunctionGraph:
                                 original=exc) from None
 
     def build_sir(self, outputs: list[Symbol]) -> StatementIR:
+        from .variables.inplace import OldValueVariable
+
         inputs = list(self.inputs)
+        made_differentiable = tuple(i for i, symbol in enumerate(inputs)
+                                    if isinstance(self.inputs[symbol], OldValueVariable))
         return StatementIR(self.name, inputs, list(self.statements), outputs, dict(self.metas),
-                           grad_enabled=self.grad_enabled, written_back=self._written_back(inputs, outputs))
+                           grad_enabled=self.grad_enabled, written_back=self._written_back(inputs, outputs),
+                           made_differentiable=made_differentiable)
 
     def _written_back(self, inputs: list[Symbol], outputs: list[Symbol]) -> tuple[tuple[int, int, int, bool], ...]:
-        """`StatementIR.written_back`: the outputs that are final values of tensors from outside changed in place."""
-        from .variables.inplace import saver_in_graph
+        """`StatementIR.written_back`: the outputs that are final values of tensors from outside changed in place
+        (with the input the caller's tensor is given as: its constant one, or the one standing for it made to
+        require grad, `OldValueVariable`, when the op changing it is its only reader)."""
+        from .variables.inplace import OldValueVariable, saver_in_graph
 
         found = []
         for var in self.side_effects.changed_tensors():
-            if var.symbol in outputs and var.history[0] in inputs:
-                found.append((outputs.index(var.symbol), inputs.index(var.history[0]), len(var.history) - 1,
+            if var.symbol not in outputs:
+                continue
+            given = [i for i, symbol in enumerate(inputs) if symbol == var.history[0] or (
+                isinstance(self.inputs[symbol], OldValueVariable) and self.inputs[symbol].source is var)]
+            if given:
+                found.append((outputs.index(var.symbol), given[0], len(var.history) - 1,
                               saver_in_graph(var) is not None))
         return tuple(sorted(found))

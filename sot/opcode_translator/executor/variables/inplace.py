@@ -37,12 +37,14 @@ import paddle
 from ....errors import BreakGraphError, FallbackError
 from ....symbolic.pytree import leaves, map_structure
 from ....symbolic.sir import MetaInfo, Statement, Symbol
-from ..tracker import DummyTracker
+from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
 
 if TYPE_CHECKING:
+    from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
+    from ..guard import GuardBuilder
 
 
 _FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -196,14 +198,18 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
                             "backward refuses it, a program's would use the old value)", graph.location)
+    old_value = _old_value_made_differentiable(target, args, kwargs, views, op)
     if target.tracker.is_traceable() and not target.is_rebound:
         for _, other in list(graph.known_objects.values()):
             check_memory_apart(target, other)
-        args, kwargs = _read_through_a_copy(target, args, kwargs)
+        args, kwargs = _read_through_a_copy(target, args, kwargs, old_value)
     result = graph.call_tensor_op(kind, name, fn, args, kwargs)
     if not isinstance(result, TensorVariable):
         raise FallbackError(f"in-place {op} gave no single tensor")
     meta, before = result.meta, target.meta
+    if old_value is not None and meta.stop_gradient:
+        _break_natively(views, f"in-place {op} with a differentiable operand makes the tensor require grad, where "
+                               "its out-of-place form gives a tensor that does not: runs natively")
     if meta.shape != before.shape or meta.dtype != before.dtype:
         _break_natively(views, f"in-place {op} gives {meta}, not the {before} of the tensor it changes: runs "
                                "natively (eager raises or keeps the tensor's own)")
@@ -242,21 +248,101 @@ def check_memory_apart(changed: TensorVariable, other: VariableBase) -> None:
                             f"{other.tracker.describe()} (views are not simulated)", changed.graph.location)
 
 
-def _read_through_a_copy(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> \
+def _read_through_a_copy(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase],
+                         old_value: "OldValueVariable | None" = None) -> \
         tuple[list[VariableBase], dict[str, VariableBase]]:
-    """The op changing a tensor from outside the frame reads it through a copy made in the program.
+    """The op changing a tensor from outside the frame reads it through a copy made in the program (of
+    ``old_value``, the program input standing for the tensor made to require grad, when there is one).
 
     The caller's tensor is overwritten after the program (the write-back bumps its inplace version): what the
     program's backward saves of it must not be it, or the backward would read the new data (and refuse, see
     `CompiledProgram._watch_saved_tensors`). Eager's in-place op keeps what its own backward needs; only the
     ops that read the tensor before the change save it (and eager refuses their backward just the same)."""
     graph = target.graph
-    copy = graph.call_tensor_op("api", "paddle.assign", paddle.assign, [target], {})
+    copy = graph.call_tensor_op("api", "paddle.assign", paddle.assign, [old_value or target], {})
 
     def substitute(var: VariableBase) -> VariableBase:
         return copy if var is target else var
 
     return [substitute(arg) for arg in args], {key: substitute(value) for key, value in kwargs.items()}
+
+
+class OldValueTracker(Tracker):
+    """Where the generated code gets an `OldValueVariable`: the tensor it stands for, loaded as that tensor is
+    (the program makes it require grad, `made_differentiable`); guarded as that tensor is."""
+
+    def __init__(self, source: TensorVariable) -> None:
+        self.inputs = (source,)
+        self.source = source
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return builder.expr_of(self.source)
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        self.source.tracker.gen_load(codegen)
+
+    def describe(self) -> str:
+        return f"{self.source.tracker.describe()} (made to require grad)"
+
+
+class OldValueVariable(TensorVariable):
+    """The program input standing for a tensor from outside the frame that does not require grad (a constant)
+    at an in-place op with a differentiable operand: eager makes the tensor require grad there, so that the
+    gradient of its value before the op reaches the tensor itself (a leaf's ``grad`` accumulates it; a tensor
+    made to stop gradients by hand reconnects to its gradient node). Only that op reads it (through a copy,
+    `_read_through_a_copy`); earlier reads of the tensor read the constant input. The program gets the tensor
+    itself in both places, and makes it require grad for the call (`sot.symbolic.made_differentiable`):
+    ``StatementIR.made_differentiable`` lists the inputs of this kind."""
+
+    def __init__(self, source: TensorVariable) -> None:
+        meta = source.meta
+        super().__init__(MetaInfo(meta.shape, meta.dtype, False), source.graph, OldValueTracker(source))
+        self.source = source
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        return []  # (the tensor's own guards cover it)
+
+
+def _old_value_made_differentiable(target: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase],
+                                   views: list[Symbol], op: str) -> OldValueVariable | None:
+    """The input standing for the value of ``target`` before the op, when the op makes a tensor from outside
+    that does not require grad require it (`OldValueVariable`): under grad, an op reading ``target`` with
+    another operand requiring grad, as eager decides. Else None. The graph breaks (the op runs natively) when
+    that value is not one the program is given: ``target`` was changed in the frame before, or a statement
+    may have read the tensor other than as an input (a built-in layer holding it), which must go on seeing a
+    constant."""
+    graph = target.graph
+    if not (graph.grad_mode and target.meta.stop_gradient and target.tracker.is_traceable()
+            and target.value is not None):
+        return None
+    operands = _tensors_in([*args, *kwargs.values()])
+    if not any(operand is target for operand in operands) or \
+            all(operand.meta.stop_gradient for operand in operands if operand is not target):
+        return None
+    if target.is_rebound or graph.may_have_read(target):
+        _break_natively(views, f"in-place {op} with a differentiable operand makes {target.tracker.describe()} "
+                               "require grad, the gradient of its value before the op reaching it, a value the "
+                               "program is not given (changed in the frame before, or read by a built-in "
+                               "layer): runs natively")
+    return OldValueVariable(target)
+
+
+def _tensors_in(variables: list[VariableBase]) -> list[TensorVariable]:
+    """The tensors among ``variables`` and in the lists, tuples and dicts among them: the operands the op's
+    statement gets (`FunctionGraph._to_sir_arg`)."""
+    from .container import DictVariable, SequenceVariable
+
+    found: list[TensorVariable] = []
+    pending = list(variables)
+    while pending:
+        var = pending.pop()
+        if isinstance(var, TensorVariable):
+            found.append(var)
+        elif isinstance(var, SequenceVariable):
+            pending.extend(var.items)
+        elif isinstance(var, DictVariable):
+            pending.extend(var.items.values())
+    return found
 
 
 def _break_natively(views: list[Symbol], reason: str) -> None:
