@@ -169,12 +169,15 @@ class _RecomputedCall:
     """One group of outputs of a call run with a recomputing backward (`output_groups`), and what its hooks
     need to compute the gradients of the tensors those outputs depend on.
 
-    The hooks on the outputs note the gradients reaching them in a backward pass; the hook on the tensor packing
-    the differentiable tensors runs last in the pass (every output's gradient reaches it through the link) and
-    replaces the zeros it receives by the product program's result."""
+    The hooks on the outputs note the gradients reaching them in a backward pass; the hooks on the differentiable
+    tensors (each flattened, then packed into the link) run last in the pass (every output's gradient reaches
+    them through the link): the first computes the product program's results, and each replaces the zeros it
+    receives by its tensor's. (One hook per tensor, not one on the pack: the gradient returned for the pack
+    would reach each tensor through the pack's split, whose gradient, under ``create_graph``, links each
+    tensor's gradient to every other's, which then got zeros where eager gives None.)"""
 
     __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
-                 "forward_state")
+                 "forward_state", "results")
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
                  parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
@@ -186,6 +189,7 @@ class _RecomputedCall:
         self.output_shapes = output_shapes
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
         self.forward_state: ForwardState | None = forward_state  # None once released (`_release`)
+        self.results: list[paddle.Tensor] | None = None  # of the tensors, computed by the current pass
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
@@ -197,10 +201,23 @@ class _RecomputedCall:
 
         return note
 
-    def input_gradient(self, zeros: paddle.Tensor) -> paddle.Tensor:
-        """The hook on the packed tensors. Under ``create_graph``, the zeros it gets are made by recorded ops
-        (`_zero_of`: they have a grad node, they are no leaf), else by none: the only sign of it a hook has (it
-        runs in the ambient grad mode)."""
+    def tensor_hook(self, position: int) -> Callable[[paddle.Tensor], paddle.Tensor]:
+        """The hook on the flattened differentiable tensor at ``position`` among the call's (see the class)."""
+        def gradient(zeros: paddle.Tensor) -> paddle.Tensor:
+            if self.results is None:
+                self.results = self.input_gradients(zeros)
+                _add_backward_final_hook(self._forget_results)  # (a pass may not reach every tensor's hook)
+            return _C_ops.reshape(self.results[position], [-1])
+
+        return gradient
+
+    def _forget_results(self) -> None:
+        self.results = None
+
+    def input_gradients(self, zeros: paddle.Tensor) -> list[paddle.Tensor]:
+        """The gradients of the call's differentiable tensors in this pass. Under ``create_graph``, the zeros a
+        tensor's hook gets are made by recorded ops (`_zero_of`: they have a grad node, they are no leaf), else
+        by none: the only sign of it a hook has (it runs in the ambient grad mode)."""
         create_graph = not zeros.is_leaf
         output_grads = dict(self.output_grads)
         self.output_grads.clear()  # (the next pass notes its own)
@@ -223,8 +240,8 @@ class _RecomputedCall:
         with paddle.no_grad():
             state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
         try:
-            result = _packed(self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
-                                                          self.grad_positions, self.parameters, create_graph))
+            result = self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
+                                                  self.grad_positions, self.parameters, create_graph)
         finally:
             paddle.set_rng_state(state_now)
             with paddle.no_grad():
@@ -320,15 +337,21 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
     (output indexes, indexes into ``[inputs at grad_positions..., parameters...]``). Each group gets a link of
     its own: a tensor no output depends on gets no gradient (None, as in eager, not zeros), and ``paddle.grad``
     of an output does not reach what it does not depend on. A statement whose parameters are not known for sure
-    depends on all of them (zeros instead of None at worst, never a missing gradient)."""
+    depends on all of them (zeros instead of None at worst, never a missing gradient). The gradients a product
+    program computes depend on what eager's links of such gradients reach (`_GradientDependence`)."""
     parameter_index = {id(p): len(grad_positions) + i for i, p in enumerate(parameters)}
     depends: dict[Symbol, frozenset[int]] = {sir.inputs[position]: frozenset([k])
                                               for k, position in enumerate(grad_positions)}
-    for stmt in sir.statements:
-        found = parameters_read(stmt, parameter_index)
-        for symbol in stmt.inputs():
-            found = found | depends.get(symbol, frozenset())
-        for symbol in stmt.output_symbols():
+    analysis = _GradientDependence(sir, parameter_index)
+    for position, stmt in enumerate(sir.statements):
+        if isinstance(stmt.target, _GradientOfOutputs):  # (of a product program: `_GradientDependence`)
+            found_by_output = analysis.of_gradients(position, depends)
+        else:
+            found = parameters_read(stmt, parameter_index)
+            for symbol in stmt.inputs():
+                found = found | depends.get(symbol, frozenset())
+            found_by_output = [found] * len(stmt.output_symbols())
+        for symbol, found in zip(stmt.output_symbols(), found_by_output):
             depends[symbol] = frozenset() if sir.metas[symbol].stop_gradient else found
     groups: dict[frozenset[int], list[int]] = {}
     every_tensor = frozenset(range(len(grad_positions) + len(parameters)))
@@ -339,20 +362,126 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
     return [(outputs, sorted(members)) for members, outputs in groups.items()]
 
 
-def _packed(tensors: list) -> paddle.Tensor:
-    """The tensors flattened into one (a new node, even for one tensor: its hook must see only this call's
-    gradient). (Here and below ``_C_ops``: their Python wrappers would cost several times more.)"""
-    if len(tensors) == 1:
-        return _C_ops.reshape(tensors[0], [-1])
-    return _C_ops.concat([_C_ops.reshape(t, [-1]) for t in tensors], 0)
+# Statements whose gradient's own derivative with respect to the cotangent (the Jacobian-vector product of the
+# double-backward trick) is not linked to the cotangent by eager autograd (no gradient, None), beyond those whose
+# gradient reads no operand (`_operands_read`): checked against eager's by
+# tests/symbolic/test_higher_order_gradients.py::test_the_tables_of_gradient_dependence_agree_with_eager.
+# (Not here: ``tanh``, whose eager third-order node links the cotangent, which then gets zeros.)
+_JVP_NOT_LINKED_TO_THE_COTANGENT: frozenset = frozenset([
+    operator.mul, operator.imul, "__mul__", "__rmul__", "__imul__", paddle.multiply, "multiply",
+    operator.matmul, "__matmul__", paddle.matmul, "matmul", paddle.exp, "exp", paddle.log, "log",
+])
+
+
+def _jvp_not_linked_to_the_cotangent(stmt: Statement) -> bool:
+    """Whether eager leaves the cotangent of ``stmt``'s gradient without gradient through the derivative of that
+    gradient with respect to the cotangent (see `_JVP_NOT_LINKED_TO_THE_COTANGENT`)."""
+    if stmt.kind not in ("api", "method"):
+        return False
+    try:
+        if stmt.target in _JVP_NOT_LINKED_TO_THE_COTANGENT or stmt.target in _EVERY_OPERAND_IS_DATA or \
+                stmt.target in _FIRST_OPERAND_IS_DATA:
+            return True
+    except TypeError:  # (an unhashable target)
+        return False
+    return stmt.target in _DIVIDED_BY_A_NUMBER and not _operands_read(stmt)
+
+
+class _GradientDependence:
+    """Which differentiable tensors the outputs of a product statement (`_GradientOfOutputs`: the gradients of a
+    forward's outputs with respect to its targets, in a product program) depend on, as eager autograd links the
+    gradients it computes with ``create_graph=True``, so that `output_groups` links a gradient only to those: a
+    tensor it does not depend on then gets None from a backward through it, as in eager (it got zeros).
+
+    The gradient of target ``t`` is the sum over the forward's outputs ``o`` reached from ``t`` of the cotangent of
+    ``o`` times the Jacobians of the statements on the paths from ``t`` to ``o``. Eager records each statement's
+    gradient as a node linked to the operands its gradient reads (and to the cotangent), so the gradient of ``t``
+    depends on the cotangents of the outputs ``t`` reaches, and on what the operands read by the statements on
+    those paths depend on (`_operands_read`: none for ``x + y`` or ``x.sum()``, whose eager double-gradient nodes
+    give no gradient to their operands; both for ``x * y``). A statement whose operands are not known is read
+    whole, its parameters too: a link too many gives zeros where eager gives None, never a missing gradient.
+
+    A product statement on such a path (in the product of a product program) is linear in its cotangents: its
+    gradient with respect to a cotangent (a Jacobian-vector product) reads what the forward's statements read,
+    not the cotangents, unless eager links them (`_jvp_not_linked_to_the_cotangent` of each statement on its
+    paths); with respect to anything else, it is read whole."""
+
+    def __init__(self, sir: StatementIR, parameter_index: dict[int, int]) -> None:
+        self.sir = sir
+        self.parameter_index = parameter_index
+        self.producer = producers(sir)
+        self._jacobian_reads: dict[int, tuple[frozenset[Symbol], frozenset[int]]] = {}
+
+    def of_gradients(self, position: int, depends: dict[Symbol, frozenset[int]]) -> list[frozenset[int]]:
+        """Per output of the product statement at ``position``: what it depends on (`output_groups`'s indexes),
+        given ``depends`` of the symbols before it."""
+        stmt = self.sir.statements[position]
+        forward_outputs, targets, cotangents = stmt.args
+        found_by_output = []
+        for sources, parameters in [*(({t}, ()) for t in targets), *((set(), (p,)) for p in stmt.target.parameters)]:
+            path, reached = self._paths(position, sources, parameters, forward_outputs)
+            found = frozenset().union(*(depends.get(cotangents[o], frozenset()) for o in reached))
+            for at, step, on_path in path:
+                read, parameters_read_ = self._read(at, step, on_path)
+                found = found.union(parameters_read_, *(depends.get(symbol, frozenset()) for symbol in read))
+            found_by_output.append(found)
+        return found_by_output
+
+    def _paths(self, end: int, sources: set[Symbol], parameters: tuple[paddle.Tensor, ...], ends: list[Symbol]
+               ) -> tuple[list[tuple[int, Statement, list[Symbol]]], list[int]]:
+        """The statements before ``end`` on a differentiable path from ``sources`` or ``parameters`` to one of
+        ``ends`` (with the operands on the path), and the indexes of the ``ends`` reached."""
+        sir = self.sir
+        toward_ends = {id(stmt) for symbol in ends for stmt in statements_reached(sir, symbol, self.producer)}
+        own_index = {id(p): k for k, p in enumerate(parameters)}
+        reach = set(symbol for symbol in sources if not sir.metas[symbol].stop_gradient)
+        path = []
+        for at, stmt in enumerate(sir.statements[:end]):
+            on_path = [symbol for symbol in stmt.inputs() if symbol in reach]
+            if not on_path and not (own_index and parameters_read(stmt, own_index)):
+                continue
+            reach.update(symbol for symbol in stmt.output_symbols() if not sir.metas[symbol].stop_gradient)
+            if id(stmt) in toward_ends:
+                path.append((at, stmt, on_path))
+        return path, [o for o, symbol in enumerate(ends) if symbol in reach]
+
+    def _read(self, at: int, stmt: Statement, on_path: list[Symbol]) -> tuple[frozenset[Symbol], frozenset[int]]:
+        """The symbols and the parameters (indexes) whose values the gradient of ``stmt`` with respect to its
+        operands ``on_path`` (or to parameters it reads) reads."""
+        if isinstance(stmt.target, _GradientOfOutputs):
+            _, targets, cotangents = stmt.args
+            if on_path and set(on_path) <= set(cotangents) - set(targets) - set(stmt.args[0]):
+                return self._jacobian_read(at, stmt)
+            return frozenset(stmt.inputs()), frozenset(self.parameter_index.values())
+        return frozenset(_operands_read(stmt)), parameters_read(stmt, self.parameter_index)
+
+    def _jacobian_read(self, at: int, stmt: Statement) -> tuple[frozenset[Symbol], frozenset[int]]:
+        """What the gradient of the product statement at ``at`` with respect to its cotangents reads: what its
+        forward's statements on the paths from its targets to its outputs read (its cotangents too, when eager
+        links them: `_jvp_not_linked_to_the_cotangent`)."""
+        known = self._jacobian_reads.get(id(stmt))
+        if known is None:
+            forward_outputs, targets, cotangents = stmt.args
+            path, _ = self._paths(at, set(targets), tuple(stmt.target.parameters), forward_outputs)
+            read: frozenset[Symbol] = frozenset()
+            parameters: frozenset[int] = frozenset()
+            for step_at, step, on_path in path:
+                step_read, step_parameters = self._read(step_at, step, on_path)
+                read, parameters = read | step_read, parameters | step_parameters
+                if not _jvp_not_linked_to_the_cotangent(step):
+                    read |= frozenset(cotangents)
+            known = self._jacobian_reads[id(stmt)] = (read, parameters)
+        return known
 
 
 def _zero_of(packed: paddle.Tensor) -> paddle.Tensor:
-    """+0.0 computed from ``packed`` so that gradients reach it: subtracted, it leaves every value as it is (an
-    added +0.0 would turn -0.0 into +0.0). The square of the sum of none of its values: the gradient of the
-    square depends on the value itself, so under ``create_graph`` the ops making the gradient are recorded
-    (`_RecomputedCall.input_gradient` reads that). (The square is of the sum, a tensor of its own: the empty
-    slice is a view of the inputs, whose later in-place changes would make a multiply keeping it refuse.)"""
+    """+0.0 computed from ``packed`` (the differentiable tensors of a call flattened, each a new node whose hook
+    sees only this call's gradient, and concatenated) so that gradients reach it: subtracted, it leaves every
+    value as it is (an added +0.0 would turn -0.0 into +0.0). The square of the sum of none of its values: the
+    gradient of the square depends on the value itself, so under ``create_graph`` the ops making the gradient
+    are recorded (`_RecomputedCall.input_gradients` reads that). (The square is of the sum, a tensor of its own:
+    the empty slice is a view of the inputs, whose later in-place changes would make a multiply keeping it
+    refuse. Here and below ``_C_ops``: their Python wrappers would cost several times more.)"""
     nothing = _C_ops.sum(_C_ops.slice(packed, [0], [0], [0], [1], []), [], None, False)
     return _C_ops.multiply(nothing, nothing)
 
@@ -380,9 +509,10 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in pack if k < len(grad_positions)),
                                    tuple(parameters[k - len(grad_positions)] for k in pack
                                          if k >= len(grad_positions)), output_shapes, forward_state)
-            packed = _packed([differentiable[k] for k in pack])
-            packed._register_grad_hook(call.input_gradient)
-            links.append((call, _zero_of(packed)))
+            flat = [_C_ops.reshape(differentiable[k], [-1]) for k in pack]  # (new nodes: see `_zero_of`)
+            for position, tensor in enumerate(flat):
+                tensor._register_grad_hook(call.tensor_hook(position))
+            links.append((call, _zero_of(flat[0] if len(flat) == 1 else _C_ops.concat(flat, 0))))
         for index in grouped:
             output = outputs[index]
             linked = output

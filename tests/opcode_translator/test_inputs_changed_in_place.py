@@ -192,14 +192,14 @@ def test_an_input_changed_in_place_then_a_backward(compile_all, change, y_kind, 
 
 # The changes whose eager gradients of gradients sot gives. Not here: ``multiply_`` of an activation (eager's
 # double gradient of ``multiply_`` drops the path to the tensor's old value: the activation's leaf gets no
-# gradient, where ``y = y * w`` gives one; sot gives the latter); ``scale_`` and ``tanh_`` of a constant, whose
-# ``w`` only ``w.sum()`` reaches after a break (eager leaves ``w.grad`` None, sot gives zeros: the limit of
-# test_higher_order_gradients.py::test_the_double_backward_trick_leaves_its_vector_without_gradient); a
-# parameter ``w`` (test_a_hessian_vector_product_with_respect_to_parameters there); ``assign`` with ``output``
-# (eager's ``assign_out_`` has no double gradient and refuses; sot's write-back has one).
+# gradient, where ``y = y * w`` gives one; sot gives the latter); a parameter ``w``
+# (test_higher_order_gradients.py::test_a_hessian_vector_product_with_respect_to_parameters); ``assign`` with
+# ``output`` (eager's ``assign_out_`` has no double gradient and refuses; sot's write-back has one). (``scale_``
+# and ``tanh_`` of a constant: ``w`` only ``w.sum()`` reaches, whose gradient does not depend on ``w``: eager
+# leaves ``w.grad`` None, which sot gave zeros before `higher_order._GradientDependence`.)
 @pytest.mark.parametrize("graph_break", [True, False], ids=["break", "no break"])
 @pytest.mark.parametrize("y_kind", ["constant", "activation"])
-@pytest.mark.parametrize("change", ["rebind", "subtract", "add", "set_item"])
+@pytest.mark.parametrize("change", ["rebind", "subtract", "add", "set_item", "scale", "tanh"])
 def test_an_input_changed_in_place_then_a_gradient_of_a_gradient(compile_all, change, y_kind, graph_break):
     """After a break, the next graph reads the written-back tensor: the write-back must have a gradient of
     its gradient (it failed: ``assign_out__grad doesn't have any grad op``). ``y[0] = ...`` raises

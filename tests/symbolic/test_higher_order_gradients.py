@@ -16,6 +16,7 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from sot.symbolic import higher_order
 from sot.symbolic.compile import compile_sir
 from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward, output_groups
 from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol, layer_call
@@ -528,9 +529,10 @@ def test_third_derivatives_by_the_double_backward_trick(compile_all, function):
 
 
 def test_the_double_backward_trick_leaves_its_vector_without_gradient(compile_all):
-    """Known bug (tests/known_bugs.txt): J u does not depend on the vector v of the trick, so eager leaves
-    ``v.grad`` None after a backward through J u; sot cannot see that J u is linear in v from the graph's
-    statements and gives v a zero gradient."""
+    """J u does not depend on the vector v of the trick, so eager leaves ``v.grad`` None after a backward through
+    J u. The product program computing J u is linked only to what J u depends on
+    (`higher_order._GradientDependence`: a product is linear in its cotangents); it was linked to v too, which
+    got zeros."""
 
     def vector_gradient(function):
         x = paddle.to_tensor(np.array([-1.0, 0.5, 2.0], dtype="float32"))
@@ -762,3 +764,182 @@ def test_output_gradients_reach_the_product_program_by_output_index(compile_all)
     grad_a, grad_b = program.input_gradients(inputs, cotangents, (0, 1), (), False)
     np.testing.assert_allclose(grad_a.numpy(), [11.0] * 3, rtol=1e-6)  # 1 + 30 / 3
     np.testing.assert_allclose(grad_b.numpy(), [10.0] * 3, rtol=1e-6)  # 5 * 2
+
+
+def _times(x, w):
+    return x * w
+
+
+def _plus(x, w):
+    return x + w
+
+
+def _scaled_by_sum_plus(x, w):
+    return x * x.sum() + w
+
+
+def _tanh_times(x, w):
+    return paddle.tanh(x) * w
+
+
+def _minus_twice(x, w):
+    return x - 2.0 * w
+
+
+def _squares(x, w):
+    return x * x + w * w
+
+
+def _times_sum(x, w):
+    return x * w.sum()
+
+
+def _reshaped_halves(x, w):
+    return paddle.concat([x[:2] * w[1:], (x.reshape([1, 3]) + w).sum(axis=0)])
+
+
+@pytest.mark.parametrize("function", [_times, _plus, _scaled_by_sum_plus, _tanh_times, _minus_twice, _squares,
+                                      _times_sum, _reshaped_halves], ids=lambda f: f.__name__[1:])
+def test_a_gradient_leaves_what_it_does_not_depend_on_without_gradient(compile_all, function):
+    """``paddle.grad(f(x, w), [x, w], v, create_graph=True)`` then the gradient of each first gradient with
+    respect to ``x``, ``w`` and ``v`` (values, and None where eager gives None: ``x + w``'s gradients depend on
+    ``v`` only, ``x * x.sum() + w``'s gradient of ``x`` not on ``w``; zeros where eager gives zeros: ``x * w``'s
+    gradient of ``x`` with respect to ``x``), and ``backward()`` through one of them. Each product program is
+    linked to what its gradients depend on (`higher_order._GradientDependence`); zeros came out for all."""
+
+    def pictures(fn):
+        x, w = _sample(1, (3,)), _sample(2, (3,))
+        v = _sample(3, fn(x, w).shape)
+        found = []
+        for first in paddle.grad(fn(x, w), [x, w], v, create_graph=True):
+            found.append(first.numpy())
+            found += [None if g is None else g.numpy()
+                      for g in paddle.grad((first * first).sum(), [x, w, v], allow_unused=True)]
+        (first,) = paddle.grad(fn(x, w), [x], v, create_graph=True)
+        (first * first).sum().backward()
+        return found + [None if t.grad is None else t.grad.numpy() for t in (x, w, v)]
+
+    translated = sot.symbolic_translate(function)
+    expected = pictures(function)
+    for _ in range(2):
+        _assert_close_lists(pictures(translated), expected)
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
+
+
+def test_the_links_of_a_product_program_follow_what_its_gradients_read():
+    """`output_groups` of the product programs of ``x * x.sum() + w`` (`higher_order.vjp_sir`): the gradient
+    of ``x`` depends on ``x`` (read by the product) and on the cotangent ``v``, not on ``w`` (an addition reads
+    nothing); the gradient of ``w`` on ``v`` only. In the product of that product, the gradient with respect to
+    ``v`` (J u) depends on ``x`` only: a product is linear in its cotangents."""
+    x, w, total, product, out = (Symbol(name) for name in ("x", "w", "total", "product", "out"))
+    metas = {symbol: MetaInfo((3,), paddle.float32, False) for symbol in (x, w, product, out)}
+    metas[total] = MetaInfo((), paddle.float32, False)
+    sir = StatementIR("f", [x, w], [Statement("method", "sum", "sum", (x,), {}, total),
+                                    Statement("api", "mul", operator.mul, (x, total), {}, product),
+                                    Statement("api", "add", operator.add, (product, w), {}, out)], [out], metas)
+    cotangent = [MetaInfo((3,), paddle.float32, False)]
+    first = higher_order.vjp_sir(sir, [0, 1], [0], cotangent, [], True)
+    assert output_groups(first, (0, 1, 2), ()) == [([0], [0, 2]), ([1], [2])]
+    second = higher_order.vjp_sir(first, [0, 1, 2], [0, 1], cotangent * 2, [], True)
+    groups = output_groups(second, (0, 1, 2), ())
+    assert ([2], [0]) in groups, groups
+
+
+# For every statement `higher_order` takes as reading no operand's value in its gradient, or as giving a
+# Jacobian-vector product eager does not link to the cotangent: a call of it on the data operand ``x`` (and
+# ``w``). None: a name that is no method of Paddle's tensors (never a statement of a frame).
+_TABLE_EXAMPLES = {
+    operator.add: lambda x, w: x + w, operator.iadd: lambda x, w: operator.iadd(x, w),
+    operator.sub: lambda x, w: x - w, operator.isub: lambda x, w: operator.isub(x, w),
+    operator.neg: lambda x, w: -x, operator.pos: lambda x, w: +x * 1.0, paddle.add: paddle.add,
+    paddle.subtract: paddle.subtract, paddle.concat: lambda x, w: paddle.concat([x, w]),
+    paddle.stack: lambda x, w: paddle.stack([x, w]), paddle.cast: lambda x, w: paddle.cast(x, "float64"),
+    paddle.assign: lambda x, w: paddle.assign(x), paddle.clone: lambda x, w: paddle.clone(x),
+    "__add__": lambda x, w: x.__add__(w), "__radd__": lambda x, w: x.__radd__(w), "__iadd__": None,
+    "__sub__": lambda x, w: x.__sub__(w), "__rsub__": lambda x, w: x.__rsub__(w), "__isub__": None,
+    "__neg__": lambda x, w: x.__neg__(), "astype": lambda x, w: x.astype("float64"),
+    "cast": lambda x, w: x.cast("float64"), "clone": lambda x, w: x.clone(),
+    operator.getitem: lambda x, w: x[paddle.to_tensor([2, 0])], paddle.reshape: lambda x, w: paddle.reshape(x, [2, 3]),
+    paddle.transpose: lambda x, w: paddle.transpose(x.reshape([2, 3]), [1, 0]), paddle.sum: lambda x, w: paddle.sum(x),
+    paddle.mean: lambda x, w: paddle.mean(x), paddle.flatten: lambda x, w: paddle.flatten(x.reshape([2, 3])),
+    paddle.squeeze: lambda x, w: paddle.squeeze(x.reshape([1, 6]), 0), paddle.unsqueeze: lambda x, w: paddle.unsqueeze(x, 0),
+    paddle.split: lambda x, w: paddle.split(x, 2)[1], paddle.chunk: lambda x, w: paddle.chunk(x, 3)[0],
+    paddle.scale: lambda x, w: paddle.scale(x, 3.0, 1.0), paddle.expand: lambda x, w: paddle.expand(x, [2, 6]),
+    paddle.broadcast_to: lambda x, w: paddle.broadcast_to(x, [2, 6]), paddle.tile: lambda x, w: paddle.tile(x, [2]),
+    "__getitem__": lambda x, w: x.__getitem__(slice(1, 3)), "reshape": lambda x, w: x.reshape([2, 3]),
+    "transpose": lambda x, w: x.reshape([2, 3]).transpose([1, 0]), "sum": lambda x, w: x.sum(axis=0),
+    "mean": lambda x, w: x.mean(), "flatten": lambda x, w: x.reshape([2, 3]).flatten(),
+    "squeeze": lambda x, w: x.reshape([1, 6]).squeeze(0), "unsqueeze": lambda x, w: x.unsqueeze(0),
+    "expand": lambda x, w: x.expand([2, 6]), "broadcast_to": lambda x, w: x.broadcast_to([2, 6]),
+    "tile": lambda x, w: x.tile([2]), "scale": lambda x, w: x.scale(2.0), "split": lambda x, w: x.split(2)[0],
+    "chunk": lambda x, w: x.chunk(2)[1], operator.mul: lambda x, w: x * w, operator.imul: lambda x, w: operator.imul(x, 3.0),
+    "__mul__": lambda x, w: x.__mul__(w), "__rmul__": lambda x, w: x.__rmul__(2.0), "__imul__": None,
+    operator.truediv: lambda x, w: x / 3.0, operator.itruediv: lambda x, w: operator.itruediv(x, 3.0),
+    "__truediv__": lambda x, w: x.__truediv__(3.0), "__itruediv__": None, paddle.multiply: paddle.multiply,
+    "multiply": lambda x, w: x.multiply(w), operator.matmul: lambda x, w: x.reshape([2, 3]) @ w.reshape([3, 2]),
+    "__matmul__": lambda x, w: x.reshape([2, 3]).__matmul__(w.reshape([3, 2])),
+    paddle.matmul: lambda x, w: paddle.matmul(x.reshape([2, 3]), w.reshape([3, 2])),
+    "matmul": lambda x, w: x.reshape([2, 3]).matmul(w.reshape([3, 2])), paddle.exp: lambda x, w: paddle.exp(x),
+    "exp": lambda x, w: x.exp(), paddle.log: lambda x, w: paddle.log(x), "log": lambda x, w: x.log(),
+}
+
+
+def _none_or_kind(tensor: paddle.Tensor | None) -> str:
+    return "None" if tensor is None else "a tensor"
+
+
+def test_the_tables_of_gradient_dependence_agree_with_eager():
+    """`higher_order._GradientDependence` leaves out the links eager autograd does not make, by tables: eager
+    must give no gradient (None) where they say so, or sot's None would be a missing zero tensor. For the
+    statements whose gradient reads no operand's value (`_EVERY_OPERAND_IS_DATA`, `_FIRST_OPERAND_IS_DATA`, a
+    product or quotient by a number: `_operands_read`): the first-order gradient of the data operand has none
+    with respect to it. For those and `_JVP_NOT_LINKED_TO_THE_COTANGENT`: the gradient of that gradient with
+    respect to the cotangent (J u) has none with respect to the cotangent. (An op without an eager double
+    gradient, ``flatten``, raises: no claim to check.)"""
+    tables = higher_order._EVERY_OPERAND_IS_DATA | higher_order._FIRST_OPERAND_IS_DATA | \
+        higher_order._TIMES_A_NUMBER | higher_order._DIVIDED_BY_A_NUMBER | higher_order._JVP_NOT_LINKED_TO_THE_COTANGENT
+    assert set(_TABLE_EXAMPLES) == set(tables)
+    for entry, example in _TABLE_EXAMPLES.items():
+        if example is None:
+            assert isinstance(entry, str) and not hasattr(paddle.Tensor, entry), entry
+            continue
+        x = paddle.to_tensor(np.random.default_rng(1).uniform(1.0, 2.0, [6]).astype("float32"), stop_gradient=False)
+        w = paddle.to_tensor(np.random.default_rng(2).uniform(1.0, 2.0, [6]).astype("float32"), stop_gradient=False)
+        out = example(x, w)
+        v = paddle.to_tensor(np.random.default_rng(3).standard_normal(out.shape), dtype=out.dtype,
+                             stop_gradient=False)
+        try:
+            (first,) = paddle.grad(out, x, v, create_graph=True)
+        except RuntimeError:
+            assert entry in (paddle.flatten, "flatten"), entry  # (no double gradient in eager)
+            continue
+        reads_no_data = not _reads_operands(entry, x, w, example)
+        if reads_no_data and not first.stop_gradient:
+            (second,) = paddle.grad((first * first).sum(), x, allow_unused=True)
+            assert second is None, (entry, _none_or_kind(second))
+        if first.stop_gradient:
+            continue
+        u = paddle.to_tensor(np.random.default_rng(4).standard_normal(first.shape), dtype=first.dtype)
+        (jvp,) = paddle.grad(first, v, u, create_graph=True, allow_unused=True)
+        if jvp is not None and not jvp.stop_gradient:
+            (third,) = paddle.grad((jvp * jvp).sum(), v, allow_unused=True)
+            assert third is None, (entry, _none_or_kind(third))
+
+
+def _reads_operands(entry, x, w, example) -> bool:
+    """Whether `higher_order._operands_read` takes the statement ``example`` records (a call of ``entry`` on
+    ``x``, and ``w`` when the example passes it) as reading the values of its tensor operands."""
+    x_symbol, w_symbol = Symbol("x"), Symbol("w")
+    passes_w = _passes_second_tensor(example, x, w)
+    operands = (x_symbol, w_symbol) if passes_w else (x_symbol, 3.0)
+    kind = "method" if isinstance(entry, str) else "api"
+    stmt = Statement(kind, str(entry), entry, operands, {}, Symbol("out"))
+    return bool(higher_order._operands_read(stmt))
+
+
+def _passes_second_tensor(example, x, w) -> bool:
+    """Whether ``example(x, w)``'s result depends on ``w`` (found by its gradient)."""
+    out = example(x, w)
+    (grad,) = paddle.grad(out.sum() if out.dtype == x.dtype else out.astype(x.dtype).sum(), w, allow_unused=True)
+    return grad is not None
