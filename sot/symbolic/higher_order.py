@@ -51,6 +51,7 @@ from paddle.base.core import _set_has_grad
 from paddle.base.framework import EagerParamBase
 
 from ..errors import SotError
+from . import backward_pass
 from .backward_pass import pass_keeps_graph
 from .pytree import leaves
 from .recompute_plan import ForwardState, released_error
@@ -189,7 +190,8 @@ class _RecomputedCall:
         self.output_shapes = output_shapes
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
         self.forward_state: ForwardState | None = forward_state  # None once released (`_release`)
-        self.results: list[paddle.Tensor] | None = None  # of the tensors, computed by the current pass
+        # The pass that computed the tensors' gradients, and those gradients (`tensor_hook`).
+        self.results: tuple[backward_pass.BackwardPass | None, list[paddle.Tensor]] | None = None
 
     def output_hook(self, index: int) -> Callable[[paddle.Tensor], None]:
         def note(grad: paddle.Tensor) -> None:
@@ -204,14 +206,17 @@ class _RecomputedCall:
     def tensor_hook(self, position: int) -> Callable[[paddle.Tensor], paddle.Tensor]:
         """The hook on the flattened differentiable tensor at ``position`` among the call's (see the class)."""
         def gradient(zeros: paddle.Tensor) -> paddle.Tensor:
-            if self.results is None:
-                self.results = self.input_gradients(zeros)
+            running = backward_pass.current()
+            if self.results is None or self.results[0] is not running:
+                self.results = (running, self.input_gradients(zeros))
                 _add_backward_final_hook(self._forget_results)  # (a pass may not reach every tensor's hook)
-            return _C_ops.reshape(self.results[position], [-1])
+            return _C_ops.reshape(self.results[1][position], [-1])
 
         return gradient
 
     def _forget_results(self) -> None:
+        """(At the end of the pass; a pass that raised has its final hooks run at the end of the next one: the
+        results also name their pass, when it is recorded.)"""
         self.results = None
 
     def input_gradients(self, zeros: paddle.Tensor) -> list[paddle.Tensor]:
