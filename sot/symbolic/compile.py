@@ -72,6 +72,7 @@ class CompiledProgram:
         self._lock = threading.Lock()
         self._saved: version_check.SavedByOutput | None = None  # see saved_plan()
         self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
+        self._held_split: tuple[tuple[paddle.Tensor, ...], tuple[paddle.Tensor, ...]] | None = None  # see there
         self._recompute_plans: dict[tuple[int, ...], RecomputePlan] = {}  # see recompute_plan()
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._keeper: kept_scope.ScopeKeeper | None = None  # see _watch_new_scopes
@@ -84,6 +85,8 @@ class CompiledProgram:
         # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
         self._vjp_programs: dict[tuple, CompiledProgram] = {}
         self._differentiates: str | None = None  # for a product program: the name of the graph it differentiates
+        # For a product program: the held parameters eager's gradient nodes keep (see `saved_plan`).
+        self._parameters_eager_keeps: list[paddle.Tensor] | None = None
         self._output_groups: dict[tuple, list[tuple[list[int], list[int]]]] = {}  # see output_groups()
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
@@ -99,6 +102,7 @@ class CompiledProgram:
         self._program = None
         self._replay_function = None
         self._saved_parameters = []
+        self._held_split = None
         self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
@@ -323,6 +327,18 @@ class CompiledProgram:
         calls), rather than takes as inputs."""
         return tuple(p for p in getattr(self._program, "_params", None) or () if not p.stop_gradient)
 
+    def held_tensors_kept_and_copied(self) -> tuple[tuple[paddle.Tensor, ...], tuple[paddle.Tensor, ...]]:
+        """The tensors the (built) program holds, split for a recomputing backward (`recompute_plan.ForwardState`):
+        the parameters requiring grad its own backward reads (eager's keeps them too: version-checked), and the
+        others (copied)."""
+        if self._held_split is None:
+            self.saved_plan()
+            saved = {id(p) for p in self._saved_parameters}
+            held = [t for t in getattr(self._program, "_params", None) or () if t._is_initialized()]
+            self._held_split = (tuple(p for p in held if id(p) in saved and not p.stop_gradient),
+                                tuple(t for t in held if id(t) not in saved))
+        return self._held_split
+
     def state_its_forward_may_update(self) -> list[paddle.Tensor]:
         """The tensors without gradient of the built-in layers in training mode that the program calls (a batch
         norm's running statistics, which their forward updates in place)."""
@@ -353,6 +369,8 @@ class CompiledProgram:
                                               list(parameters), create_graph))
             program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
             program._differentiates = self.sir.name
+            self.saved_plan()
+            program._parameters_eager_keeps = list(self._saved_parameters)
             self._vjp_programs[key] = program
         # (Hooks run in the ambient grad mode. Under no_grad, a program's values would not require grad, and
         # ``paddle.grad`` inside would find none.)
@@ -419,6 +437,13 @@ class CompiledProgram:
         what eager's backward would keep of the call, and refuse to use after an in-place change."""
         if self._saved is None:
             inputs, outputs, self._saved_parameters = _saved_for_backward(self._program, self.sir)
+            if self._parameters_eager_keeps is not None:
+                # A product program: its static backward (of the next order, from decomposed gradients) reads
+                # parameters eager's nodes never keep (a bias). Eager's nodes of every order keep what the
+                # first-order gradients read: the parameters the differentiated program's backward reads.
+                kept = {id(p) for p in self._parameters_eager_keeps}
+                self._saved_parameters = [p for p in getattr(self._program, "_params", None) or ()
+                                          if id(p) in kept]
             self._saved = version_check.saved_by_reach(self.sir, inputs, outputs, self._saved_parameters)
             version_check.prepare()
         return self._saved

@@ -245,8 +245,9 @@ class _RecomputedCall:
         with paddle.no_grad():
             state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
         try:
-            result = self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
-                                                  self.grad_positions, self.parameters, create_graph)
+            with forward_state.held_values():
+                result = self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
+                                                      self.grad_positions, self.parameters, create_graph)
         finally:
             paddle.set_rng_state(state_now)
             with paddle.no_grad():
@@ -500,8 +501,8 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)
     groups = program.output_groups(grad_positions, parameters)
-    forward_state = ForwardState(inputs, program.recompute_plan(tuple(index for grouped, _ in groups
-                                                                      for index in grouped)), parameters)
+    plan = program.recompute_plan(tuple(index for grouped, _ in groups for index in grouped))
+    forward_state = ForwardState(inputs, plan, *program.held_tensors_kept_and_copied())
     _set_has_grad(False)  # (``paddle.no_grad()``'s work, without its Python frames)
     try:
         outputs = list(run(inputs))

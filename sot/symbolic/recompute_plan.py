@@ -19,18 +19,25 @@ What a call keeps (its inputs, the copies, the versions) is let go by its recomp
 that does not keep the graph (`backward_pass.pass_keeps_graph`), as eager clears its nodes' saved tensors; a later
 pass through it then raises, as eager's does.
 
-Known gap: the parameters a program holds are read by the product program where they are, not as inputs, so no
-copy can stand in for one: a held parameter eager's backward does not keep (a linear layer's bias), changed in
-place between the call and the backward, makes the recomputation refuse with sot's error where eager gives the
-gradients (one it keeps, the weight, is refused with eager's error, as eager does).
+The tensors a program holds itself (the parameters and buffers of the built-in layers it calls) are read by the
+product program where they are, not as inputs. Those the program's own backward reads (a linear layer's weight:
+eager's matmul keeps it) are version-checked, a change refused as eager refuses it. The others (a linear layer's
+bias, a frozen parameter, a batch norm's statistics) are copied at the call too (`HeldCopies`: one copy per
+tensor and inplace version, shared by the calls that see the same values, and dropped with the last of them); one
+changed in place before the backward lends the copy's memory to the tensor while the product program runs
+(`ForwardState.held_values`: the tensor's own data and inplace version are left as they are), so the gradient is
+eager's, at the values of the call.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Iterable
+import weakref
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import paddle
 from paddle import _C_ops
+from paddle.base import core
 from paddle.base.core import _set_has_grad
 
 from ..errors import SotError
@@ -61,14 +68,82 @@ class _Copy:
     version: int
 
 
+class HeldCopies:
+    """The values of tensors a program holds (see the module's docstring), each copied once per inplace version:
+    the calls made while a tensor keeps its values share one copy, which lives as long as one of them keeps it.
+    While the product program of a recomputation runs, a changed tensor holds its copy's memory (`lend`); a call
+    made meanwhile (a product program recorded under ``create_graph``) saw the copy's values: it gets that copy,
+    with no version (the tensor's own version says nothing of them)."""
+
+    def __init__(self) -> None:
+        self._copies: dict[int, tuple[weakref.ref, int, weakref.ref]] = {}  # id -> (tensor, version, copy)
+        self._lent: dict[int, paddle.Tensor] = {}  # id of a tensor holding a copy's memory now -> that copy
+
+    def values_now(self, tensor: paddle.Tensor) -> tuple[int | None, paddle.Tensor]:
+        """``tensor``'s inplace version (None while it holds a copy's memory) and a copy of its values now."""
+        lent = self._lent.get(id(tensor))
+        if lent is not None:
+            return None, lent
+        version = tensor._inplace_version()
+        known = self._copies.get(id(tensor))
+        if known is not None and known[0]() is tensor and known[1] == version:
+            copy = known[2]()
+            if copy is not None:
+                return version, copy
+        _set_has_grad(False)  # (a copy of the values, outside any graph)
+        try:
+            copy = _C_ops.assign(tensor)
+        finally:
+            _set_has_grad(True)  # (only a call recording gradients comes here)
+        key = id(tensor)
+
+        def forget(reference: weakref.ref, key: int = key) -> None:
+            if self._copies.get(key, (None,))[0] is reference:
+                del self._copies[key]
+
+        self._copies[key] = (weakref.ref(tensor, forget), version, weakref.ref(copy))
+        return version, copy
+
+    def is_lent(self, tensor: paddle.Tensor) -> bool:
+        return id(tensor) in self._lent
+
+    @contextlib.contextmanager
+    def lend(self, lent: list[tuple[paddle.Tensor, paddle.Tensor]]) -> Iterator[None]:
+        """Each tensor of ``lent`` holds its copy's memory (the copy's values) meanwhile; its own memory, with
+        its values now, is given back after. Neither its data nor its inplace version changes."""
+        given: list[tuple[paddle.Tensor, object, paddle.Tensor | None]] = []
+        try:
+            for tensor, copy in lent:
+                own = core.DenseTensor()
+                own._share_data_with(tensor.get_tensor())
+                tensor.get_tensor()._share_data_with(copy.get_tensor())
+                given.append((tensor, own, self._lent.get(id(tensor))))
+                self._lent[id(tensor)] = copy
+            yield
+        finally:
+            for tensor, own, before in reversed(given):
+                tensor.get_tensor()._share_data_with(own)
+                if before is None:
+                    del self._lent[id(tensor)]
+                else:
+                    self._lent[id(tensor)] = before
+
+
+HELD_COPIES = HeldCopies()
+
+
 class ForwardState:
     """What the recomputation of one call needs to find as the forward left it: the random generators' state (the
     same dropout masks; put back after, as eager's backward draws nothing), the inputs of its `RecomputePlan` (the
-    versions of those kept by gradients, copies of the others) and the versions of the held parameters."""
+    versions of those kept by gradients, copies of the others), the versions of the held parameters its program's
+    backward reads and copies of the other held tensors (`HeldCopies`)."""
 
-    __slots__ = ("random_state", "versions", "copies", "parameter_versions")
+    __slots__ = ("random_state", "versions", "copies", "parameter_versions", "held")
 
-    def __init__(self, inputs: list, plan: RecomputePlan, parameters: tuple[paddle.Tensor, ...]) -> None:
+    def __init__(self, inputs: list, plan: RecomputePlan, parameters: tuple[paddle.Tensor, ...],
+                 held: tuple[paddle.Tensor, ...] = ()) -> None:
+        """``parameters``: the held parameters requiring grad that the program's backward reads (version-checked);
+        ``held``: the other tensors the program holds (copied)."""
         self.random_state = paddle.get_rng_state()
         self.versions = {index: (inputs[index], inputs[index]._inplace_version())
                          for index in plan.inputs_kept_by_gradients}
@@ -80,7 +155,14 @@ class ForwardState:
                                for index in plan.copied}
             finally:
                 _set_has_grad(True)  # (only a call recording gradients comes here)
-        self.parameter_versions = [(p, p._inplace_version()) for p in parameters]
+        lent = [p for p in parameters if HELD_COPIES.is_lent(p)]  # (its values now are a copy's: see HeldCopies)
+        self.parameter_versions = [(p, p._inplace_version()) for p in parameters if not HELD_COPIES.is_lent(p)]
+        self.held = [(tensor, *HELD_COPIES.values_now(tensor)) for tensor in (*held, *lent)]
+
+    def held_values(self) -> contextlib.AbstractContextManager:
+        """Meanwhile, the held tensors changed in place since the call hold their values at the call."""
+        return HELD_COPIES.lend([(tensor, copy) for tensor, version, copy in self.held
+                                 if version is None or tensor._inplace_version() != version])
 
     def check_unchanged(self, program: "CompiledProgram", outputs_reached: list[int]) -> None:
         """Refuse a recomputation from a kept input or a held parameter changed in place since the call (the
