@@ -527,20 +527,51 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int], list[paddle.Tensor]]:
     """Indexes of the inputs and of the outputs whose data the backward program reads (its ``bx``/``bo``
     values, minus those it needs only the shape of), and the held parameters it reads (``bp``: a linear
-    layer's weight, not its bias)."""
+    layer's weight, not its bias; or through an in-place op's output, `_held_read_through_in_place_outputs`:
+    a batch norm's statistics)."""
     try:
         attrs = program.train_program.program_attr
         no_need = set(attrs.get("no_need_buffers_names", ()))
         needed = (set(attrs["bx_names"]) | set(attrs["bo_names"])) - no_need
         needed_parameters = set(attrs.get("bp_names", ())) - no_need
         output_names = list(attrs["fo_names"])
+        middles = set(attrs.get("bm_names", ())) - no_need
     except (AttributeError, KeyError, TypeError):  # another Paddle version: nothing to watch
         return [], [], []
+    needed_parameters |= _held_read_through_in_place_outputs(program, middles)
     inputs = [i for i, symbol in enumerate(sir.inputs) if symbol.name in needed]
     outputs = [i for i, name in enumerate(output_names) if name in needed] \
         if len(output_names) == len(sir.outputs) else []
     parameters = [p for p in getattr(program, "_params", None) or () if p.name in needed_parameters]
     return inputs, outputs, parameters
+
+
+def _held_read_through_in_place_outputs(program: Any, middles: set[str]) -> set[str]:
+    """The names of the held tensors whose memory the backward program reads as an output of an in-place op of
+    the forward (the statistics of a batch norm: ``batch_norm_`` writes ``mean_out`` into ``mean``, and its
+    gradient reads ``mean_out``): ``middles`` are the forward's intermediate values the backward reads. An
+    output ``<name>_out`` of an in-place op is the op's input ``<name>`` (Paddle's naming of in-place outputs).
+    Eager's op keeps that tensor (its backward refuses once it changed in place), and the program's backward
+    would read its new values. (Empty when the program cannot be read.)"""
+    found: set[str] = set()
+    try:
+        for op in program.train_program.forward_program.global_block().ops:
+            if op.name() != "builtin.shadow_output" or op.attrs().get("output_name") not in middles:
+                continue
+            value = op.operand_source(0)
+            producer = value.get_defining_op()
+            if producer is None or not producer.name().endswith("_"):
+                continue
+            output_name = producer.get_output_names()[value.index()]
+            input_names = producer.get_input_names()
+            if not output_name.endswith("_out") or output_name[:-4] not in input_names:
+                continue
+            source = producer.operand_source(input_names.index(output_name[:-4])).get_defining_op()
+            if source is not None and source.name() == "builtin.parameter":
+                found.add(source.attrs()["parameter_name"])
+    except Exception:  # noqa: BLE001 - another Paddle version: what the backward reads directly only
+        return set()
+    return found
 
 
 @dataclasses.dataclass(eq=False)

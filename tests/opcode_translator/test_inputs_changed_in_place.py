@@ -358,3 +358,42 @@ def test_a_failing_call_leaves_the_constant_as_it_was_for_the_native_rerun(compi
         _assert_same_pictures(outcome(translated, position), outcome(_gathers_after_the_change, position),
                               f"index {position}")
     assert (sot.stats().translate_count, sot.stats().fallbacks) == (1, 0), sot.stats()
+
+
+def _read_by_a_layer_then_changed(norm, x, w):
+    y = norm(x)
+    norm._mean.add_(w)  # (the program holds the statistics the layer read: a constant there)
+    return y.sum() + (norm._mean * norm._mean).sum()
+
+
+def _changed_then_read_by_a_layer(norm, x, w):
+    norm._mean.add_(w)
+    y = norm(x)
+    return y.sum() + (norm._mean * norm._mean).sum()
+
+
+@pytest.mark.parametrize("fn, breaks", [(_read_by_a_layer_then_changed, True), (_changed_then_read_by_a_layer, False)],
+                         ids=["read then changed", "changed then read"])
+def test_a_layer_statistic_changed_in_place_with_a_differentiable_operand(compile_all, fn, breaks):
+    """A batch norm's running mean (a constant the layer holds) changed in place with a differentiable operand:
+    the change runs natively (the program reading the mean before the change holds it: it must stay a constant
+    there). Read before the change, the mean is kept by eager's batch norm, whose backward then refuses (as the
+    program's does); read after it (no break: the layer's forward is simulated), the mean's gradient (and
+    ``w``'s) is eager's. (A new layer at each call: each call translates again.)"""
+
+    def outcome(run):
+        paddle.seed(1)
+        norm = paddle.nn.BatchNorm1D(3)
+        norm.eval()
+        w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
+        out = run(norm, paddle.ones([2, 3]), w)
+        try:
+            out.backward()
+        except RuntimeError as exc:
+            return [_error(exc)]
+        return [out.numpy(), norm._mean.stop_gradient, _numpy(norm._mean.grad), _numpy(w.grad)]
+
+    expected = outcome(fn)
+    for _ in range(2):
+        _assert_same_pictures(outcome(sot.symbolic_translate(fn)), expected, fn.__name__)
+    assert sot.stats().fallbacks == 0 and (sot.stats().graph_breaks > 0) == breaks, sot.stats()

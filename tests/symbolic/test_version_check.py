@@ -200,3 +200,44 @@ def test_an_input_changed_in_place_in_the_frame_and_kept_by_an_op_is_watched(fn,
             program._choice = "eager"
         for change in (None, _change_the_input, _change_the_input, None):
             assert _backward(translated, change) == expected[change is not None], change
+
+
+def _normalized(x: paddle.Tensor, model: paddle.nn.Layer) -> paddle.Tensor:
+    return model(x) * 2.0
+
+
+def _statistics_changed(fn: Callable[..., Any], model: paddle.nn.Layer, grad_input: bool, calls: int,
+                        change: bool) -> Any:
+    """``calls`` calls of ``fn`` on a batch norm, its running mean then changed in place or not, one backward
+    through all; the input's and the scale's gradients, or eager's refusal (type, message)."""
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([4, 3]).astype("float32"))
+    x.stop_gradient = not grad_input
+    outs = [fn(x, model) for _ in range(calls)]
+    if change:
+        with paddle.no_grad():
+            model._mean.add_(paddle.ones([3]))
+    try:
+        paddle.add_n([out.sum() for out in outs]).backward()
+    except RuntimeError as exc:
+        return type(exc).__name__, str(exc).split(" (at ")[0]
+    return [None if t.grad is None else np.round(t.grad.numpy(), 4).tolist() for t in (x, model.weight)]
+
+
+@pytest.mark.parametrize("grad_input", [False, True], ids=["program backward", "recomputed"])
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_the_statistics_of_a_batch_norm_changed_in_place_are_refused_as_eager(compile_all, training, grad_input):
+    """Eager's batch norm keeps its running statistics (the program's backward reads them through the outputs
+    ``batch_norm_`` writes into them, not as parameters): changed in place before the backward, eager refuses,
+    and so does the compiled call (its backward read the new statistics in eval mode). The forward's own update of
+    the statistics (training) bumps no version: two calls before one backward are no refusal."""
+    for calls, change in ((1, True), (2, False)):
+        paddle.seed(2)
+        model = paddle.nn.BatchNorm1D(3)
+        model.train() if training else model.eval()
+        eager = _statistics_changed(_normalized, model, grad_input, calls, change)
+        assert (eager[0] == "RuntimeError") == change, eager
+        paddle.seed(2)
+        model = paddle.nn.BatchNorm1D(3)
+        model.train() if training else model.eval()
+        actual = _statistics_changed(sot.symbolic_translate(_normalized), model, grad_input, calls, change)
+        assert actual == eager, (calls, change)
