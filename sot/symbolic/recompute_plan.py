@@ -21,8 +21,8 @@ pass through it then raises, as eager's does.
 
 The tensors a program holds itself (the parameters and buffers of the built-in layers it calls) are read by the
 product program where they are, not as inputs. Those the program's own backward reads (a linear layer's weight:
-eager's matmul keeps it) are version-checked, a change refused as eager refuses it. The others (a linear layer's
-bias, a frozen parameter, a batch norm's statistics) are copied at the call too (`HeldCopies`: one copy per
+eager's matmul keeps it; a batch norm's statistics) are version-checked, a change refused as eager refuses it.
+The others (a linear layer's bias, a frozen parameter, an embedding table) are copied at the call too (`HeldCopies`: one copy per
 tensor and inplace version, shared by the calls that see the same values, and dropped with the last of them); one
 changed in place before the backward lends the copy's memory to the tensor while the product program runs
 (`ForwardState.held_values`: the tensor's own data and inplace version are left as they are), so the gradient is
