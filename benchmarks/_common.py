@@ -36,6 +36,11 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout this script is in, not an installed (editable) ``sot`` elsewhere: a script's own folder is
+# ``sys.path[0]``, so without this a benchmark run from a git worktree imported the main checkout's package.
+# After the PYTHONPATH entries, which still choose (first_call.py's ``--trees`` runs its children so).
+if REPO not in sys.path:
+    sys.path.insert(1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]), REPO)
 
 
 # -- variants and timing ----------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ import paddle  # noqa: E402
 import paddle.jit.sot  # noqa: E402  (not imported by `import paddle`)
 import paddle.nn as nn  # noqa: E402
 
+import _common  # noqa: E402,F401  (first: puts this checkout's sot on sys.path)
 import sot  # noqa: E402
 from sot.eval_frame_ext import cache_entries  # noqa: E402
 

@@ -67,6 +67,7 @@ import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 import paddle.nn as nn  # noqa: E402
 
+import _common  # noqa: E402,F401  (first: puts this checkout's sot on sys.path)
 import sot  # noqa: E402
 
 from _common import (  # noqa: E402

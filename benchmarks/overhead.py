@@ -52,6 +52,7 @@ warnings.filterwarnings("ignore", message="No ccache found")
 import paddle  # noqa: E402
 import paddle.jit.sot  # noqa: E402  (not imported by `import paddle`)
 
+import _common  # noqa: E402,F401  (first: puts this checkout's sot on sys.path)
 import sot  # noqa: E402
 from sot.eval_frame_ext import get_callback  # noqa: E402
 
