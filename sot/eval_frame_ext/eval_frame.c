@@ -40,17 +40,38 @@
 /* State                                                               */
 /* ------------------------------------------------------------------ */
 
-/* Per thread. The callback reference is owned by the thread's CallbackSlot
- * (kept in the thread-state dict, so that it is released when the thread
- * ends); these are borrowed copies for a cheap check. */
-static SOT_THREAD_LOCAL PyObject *tls_callback = NULL;
-static SOT_THREAD_LOCAL PyObject *tls_slot = NULL;
-/* Non-zero while this thread runs the callback or a guard. */
-static SOT_THREAD_LOCAL int tls_busy = 0;
-/* The thread's callback while it is suspended for a hook-free entry (see
- * callback_suspend), else NULL. Borrowed: the suspending C call holds a
- * reference until the suspension ends. */
-static SOT_THREAD_LOCAL PyObject *tls_suspended = NULL;
+/* Per thread, in one thread-local struct: in a shared library every access
+ * to a thread-local variable computes its address through __tls_get_addr
+ * (a call), so each function takes the struct's address once (`T`) and
+ * reads and writes the fields through it. */
+typedef struct {
+    /* The callback reference is owned by the thread's CallbackSlot (kept in
+     * the thread-state dict, so that it is released when the thread ends);
+     * these are borrowed copies for a cheap check. */
+    PyObject *callback;
+    PyObject *slot;
+    /* The thread's callback while it is suspended for a hook-free entry
+     * (see callback_suspend), else NULL. Borrowed: the suspending C call
+     * holds a reference until the suspension ends. */
+    PyObject *suspended;
+    /* Non-zero while this thread runs the callback or a guard. */
+    int busy;
+} sot_thread_state;
+
+static SOT_THREAD_LOCAL sot_thread_state tls_state = {NULL, NULL, NULL, 0};
+
+static inline sot_thread_state *
+sot_tls(void)
+{
+    sot_thread_state *t = &tls_state;
+#if defined(__GNUC__)
+    /* Hide where the pointer comes from: GCC would otherwise recompute the
+     * address (another __tls_get_addr call) after every call it makes
+     * rather than keep it in a register. */
+    __asm__("" : "+r"(t));
+#endif
+    return t;
+}
 
 /* Global; only touched with the GIL held. */
 static Py_ssize_t extra_index = -1;
@@ -152,17 +173,30 @@ record_free(void *p)
     PyMem_Free(r);
 }
 
+static sot_record *record_get_slow(PyCodeObject *code, sot_record *r, int create);
+
 /* The current-generation record of `code`. With create == 0, returns NULL
  * (no exception) for a code never seen. Returns NULL with an exception set
- * on failure. */
-static sot_record *
+ * on failure. Inline: the hook looks up every new frame's record, and most
+ * of them are found as they are (a SKIP mark, or entries). */
+static inline sot_record *
 record_get(PyCodeObject *code, int create)
 {
     void *p = NULL;
-    if (SOT_CODE_GET_EXTRA((PyObject *)code, extra_index, &p) < 0) {
+    if (SOT_UNLIKELY(SOT_CODE_GET_EXTRA((PyObject *)code, extra_index, &p) < 0)) {
         return NULL;
     }
     sot_record *r = (sot_record *)p;
+    if (SOT_LIKELY(r != NULL && r->generation == cache_generation)) {
+        return r;
+    }
+    return record_get_slow(code, r, create);
+}
+
+/* record_get for a code never seen or whose record is of an older generation. */
+static SOT_NOINLINE sot_record *
+record_get_slow(PyCodeObject *code, sot_record *r, int create)
+{
     if (r == NULL) {
         if (!create) {
             return NULL;
@@ -346,8 +380,9 @@ clear_recursion_error(void)
 static int
 guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
 {
-    int saved = tls_busy;
-    tls_busy = 1;
+    sot_thread_state *T = sot_tls();
+    int saved = T->busy;
+    T->busy = 1;
     PyObject *res = PyObject_Vectorcall(guard, argv,
                                         (size_t)argc | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     int ok;
@@ -364,7 +399,7 @@ guard_call(PyObject *guard, PyObject **argv, Py_ssize_t argc)
         ok = PyObject_IsTrue(res);
     }
     Py_XDECREF(res);
-    tls_busy = saved;
+    T->busy = saved;
     if (ok < 0) {
         ok = clear_recursion_error() ? SOT_GUARD_OUT_OF_STACK : 0;
         PyErr_Clear();
@@ -425,8 +460,8 @@ guard_scan(sot_record *r, PyObject **argv, Py_ssize_t argc, int *out_of_stack)
                                thread's callback suspended (a hook-free
                                identity entry passed its guard) */
 
-static PyObject *callback_suspend(void);
-static PyObject *callback_resume(PyObject *callback, PyObject *result);
+static PyObject *callback_suspend(sot_thread_state *T);
+static PyObject *callback_resume(sot_thread_state *T, PyObject *callback, PyObject *result);
 
 /* Run an entry's code in a shadow of `frame`; a hook-free entry's with the
  * thread's callback suspended. */
@@ -436,8 +471,9 @@ shadow_run_entry(PyThreadState *tstate, sot_frame_t *frame, sot_entry *e)
     if (!e->hook_free) {
         return sot_shadow_run(tstate, frame, e->code, e->map, e->nargs);
     }
-    PyObject *callback = callback_suspend();
-    return callback_resume(callback, sot_shadow_run(tstate, frame, e->code, e->map, e->nargs));
+    sot_thread_state *T = sot_tls();
+    PyObject *callback = callback_suspend(T);
+    return callback_resume(T, callback, sot_shadow_run(tstate, frame, e->code, e->map, e->nargs));
 }
 
 static PyObject *
@@ -452,17 +488,18 @@ call_callback(PyCodeObject *co, sot_frame_t *frame, PyObject *closure,
         Py_INCREF(args[i]);
         PyTuple_SET_ITEM(tuple, i, args[i]);
     }
-    PyObject *callback = tls_callback;
+    sot_thread_state *T = sot_tls();
+    PyObject *callback = T->callback;
     Py_INCREF(callback);
     PyObject *cargs[6] = {
         NULL, (PyObject *)co, sot_frame_globals(frame), sot_frame_builtins(frame),
         closure, tuple,
     };
-    int saved = tls_busy;
-    tls_busy = 1;
+    int saved = T->busy;
+    T->busy = 1;
     PyObject *res = PyObject_Vectorcall(callback, cargs + 1,
                                         5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    tls_busy = saved;
+    T->busy = saved;
     Py_DECREF(callback);
     Py_DECREF(tuple);
     return res;
@@ -544,19 +581,12 @@ sot_eval_miss(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
     return SOT_DONE;
 }
 
+/* The frame of `co`, whose record `r` has no SKIP mark: its cache lookup,
+ * or the callback on a miss. */
 static SOT_NOINLINE int
 sot_eval_hooked(PyThreadState *tstate, sot_frame_t *frame, PyCodeObject *co,
-                PyObject **result)
+                sot_record *r, PyObject **result)
 {
-    sot_record *r = record_get(co, 1);
-    if (r == NULL) {
-        *result = NULL;
-        return SOT_DONE;
-    }
-    if (r->skipped) {
-        return SOT_RUN_DEFAULT;
-    }
-
     int nargs = sot_code_nargs(co);
     PyObject *stack_buf[SOT_STACK_ARGS + 3];
     PyObject **buf = stack_buf;
@@ -630,7 +660,8 @@ done:
 static PyObject *
 sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
 {
-    if (tls_callback == NULL || tls_busy || throwflag || sot_thread_is_traced(tstate)) {
+    sot_thread_state *T = sot_tls();
+    if (T->callback == NULL || T->busy || throwflag || sot_thread_is_traced(tstate)) {
         return sot_eval_default(tstate, frame, throwflag);
     }
     PyCodeObject *co = sot_frame_code(frame);
@@ -639,7 +670,20 @@ sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
         return sot_eval_default(tstate, frame, throwflag);
     }
     PyObject *result;
-    int outcome = sot_eval_hooked(tstate, frame, co, &result);
+    int outcome;
+    sot_record *r = record_get(co, 1);
+    if (SOT_UNLIKELY(r == NULL)) {
+        result = NULL;
+        outcome = SOT_DONE;
+    }
+    else if (r->skipped) {
+        /* Most frames a translated call makes are library code marked SKIP:
+         * decided here, without sot_eval_hooked's argument buffer. */
+        return sot_eval_default(tstate, frame, throwflag);
+    }
+    else {
+        outcome = sot_eval_hooked(tstate, frame, co, r, &result);
+    }
     if (outcome == SOT_DONE) {
         /* The original frame was not evaluated (its shadow ran instead, or
          * the callback failed): release it. */
@@ -647,8 +691,8 @@ sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
         return result;
     }
     if (outcome == SOT_RUN_HOOK_FREE) {
-        PyObject *callback = callback_suspend();
-        return callback_resume(callback, sot_eval_default(tstate, frame, throwflag));
+        PyObject *callback = callback_suspend(T);
+        return callback_resume(T, callback, sot_eval_default(tstate, frame, throwflag));
     }
     return sot_eval_default(tstate, frame, throwflag);
 }
@@ -695,18 +739,18 @@ static int callback_set(PyObject *callback);
  * the suspension: its choice stays. Returns a new reference to the
  * suspended callback for callback_resume, or NULL when there is none. */
 static PyObject *
-callback_suspend(void)
+callback_suspend(sot_thread_state *T)
 {
-    CallbackSlot *s = (CallbackSlot *)tls_slot;
-    if (tls_callback == NULL || s == NULL) {
+    CallbackSlot *s = (CallbackSlot *)T->slot;
+    if (T->callback == NULL || s == NULL) {
         return NULL;
     }
     PyObject *callback = s->callback;   /* the slot's reference moves to the caller */
     PyInterpreterState *interp = s->interp;
     s->callback = NULL;
     s->interp = NULL;
-    tls_callback = NULL;
-    tls_suspended = callback;
+    T->callback = NULL;
+    T->suspended = callback;
     if (interp != NULL) {
         hook_release(interp);
     }
@@ -739,12 +783,25 @@ callback_set_after(PyObject *callback, PyObject *result)
  * set_callback already ended it), on any exit path of the frame: `result`
  * is the frame's result (NULL with its exception pending), returned. */
 static PyObject *
-callback_resume(PyObject *callback, PyObject *result)
+callback_resume(sot_thread_state *T, PyObject *callback, PyObject *result)
 {
     if (callback == NULL) {
         return result;
     }
-    if (tls_suspended == callback) {
+    if (T->suspended == callback) {
+        CallbackSlot *s = (CallbackSlot *)T->slot;
+        if (SOT_LIKELY(s != NULL && s->callback == NULL && s->interp == NULL)) {
+            /* The slot is as callback_suspend left it (the usual case): the
+             * reference the suspension held goes back to it, and nothing can
+             * fail, so a pending exception stays as it is. What callback_set
+             * does, without its checks. */
+            T->suspended = NULL;
+            s->callback = callback;
+            T->callback = callback;
+            s->interp = PyInterpreterState_Get();
+            hook_acquire(s->interp);
+            return result;
+        }
         result = callback_set_after(callback, result);
     }
     Py_DECREF(callback);
@@ -754,10 +811,11 @@ callback_resume(PyObject *callback, PyObject *result)
 static void
 slot_dealloc(PyObject *self)
 {
+    sot_thread_state *T = sot_tls();
     CallbackSlot *s = (CallbackSlot *)self;
-    if (s->thread_id == PyThread_get_thread_ident() && tls_slot == self) {
-        tls_callback = NULL;
-        tls_slot = NULL;
+    if (s->thread_id == PyThread_get_thread_ident() && T->slot == self) {
+        T->callback = NULL;
+        T->slot = NULL;
     }
     PyObject *callback = s->callback;
     s->callback = NULL;
@@ -781,6 +839,7 @@ static PyTypeObject CallbackSlot_Type = {
 static int
 callback_set(PyObject *callback)
 {
+    sot_thread_state *T = sot_tls();
     if (callback == Py_None) {
         callback = NULL;
     }
@@ -789,18 +848,18 @@ callback_set(PyObject *callback)
                      Py_TYPE(callback)->tp_name);
         return -1;
     }
-    tls_suspended = NULL;  /* an explicit choice ends a suspension */
+    T->suspended = NULL;  /* an explicit choice ends a suspension */
     /* The slot stays in the thread-state dict once made: symbolic_translate sets and clears the
      * callback around every call, and making a slot and a dict entry each time cost more than the
      * rest of a cache hit. Clearing only empties it and gives up its share of the hook. */
     if (callback == NULL) {
-        if (tls_slot == NULL) {
+        if (T->slot == NULL) {
             return 0;
         }
-        CallbackSlot *s = (CallbackSlot *)tls_slot;
+        CallbackSlot *s = (CallbackSlot *)T->slot;
         PyObject *old = s->callback;
         PyInterpreterState *interp = s->interp;
-        tls_callback = NULL;
+        T->callback = NULL;
         s->callback = NULL;
         s->interp = NULL;
         if (interp != NULL) {
@@ -809,12 +868,12 @@ callback_set(PyObject *callback)
         Py_XDECREF(old);
         return 0;
     }
-    if (tls_slot != NULL) {
-        CallbackSlot *s = (CallbackSlot *)tls_slot;
+    if (T->slot != NULL) {
+        CallbackSlot *s = (CallbackSlot *)T->slot;
         PyObject *old = s->callback;
         Py_INCREF(callback);
         s->callback = callback;
-        tls_callback = callback;
+        T->callback = callback;
         if (s->interp == NULL) {
             s->interp = PyInterpreterState_Get();
             hook_acquire(s->interp);
@@ -844,8 +903,8 @@ callback_set(PyObject *callback)
     /* The dict owns the slot now. */
     s->interp = PyInterpreterState_Get();
     hook_acquire(s->interp);
-    tls_slot = (PyObject *)s;
-    tls_callback = callback;
+    T->slot = (PyObject *)s;
+    T->callback = callback;
     Py_DECREF(s);
     return 0;
 }
@@ -867,10 +926,11 @@ PyDoc_STRVAR(set_callback_doc,
 static PyObject *
 logical_callback(void)
 {
-    if (tls_callback != NULL) {
-        return tls_callback;
+    sot_thread_state *T = sot_tls();
+    if (T->callback != NULL) {
+        return T->callback;
     }
-    return tls_suspended != NULL ? tls_suspended : Py_None;
+    return T->suspended != NULL ? T->suspended : Py_None;
 }
 
 static PyObject *
@@ -906,7 +966,7 @@ PyDoc_STRVAR(callback_active_doc,
 static PyObject *
 m_callback_active(PyObject *module, PyObject *unused)
 {
-    return PyBool_FromLong(tls_callback != NULL);
+    return PyBool_FromLong(sot_tls()->callback != NULL);
 }
 
 PyDoc_STRVAR(call_with_callback_doc,
@@ -923,7 +983,8 @@ m_call_with_callback(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "call_with_callback expects a callable");
         return NULL;
     }
-    PyObject *callback = tls_suspended;
+    sot_thread_state *T = sot_tls();
+    PyObject *callback = T->suspended;
     if (callback == NULL) {
         return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
     }
@@ -933,9 +994,9 @@ m_call_with_callback(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
-    if (tls_callback == callback) {
+    if (T->callback == callback) {
         /* The suspending frame still holds its own reference. */
-        Py_XDECREF(callback_suspend());
+        Py_XDECREF(callback_suspend(T));
     }
     Py_DECREF(callback);
     return result;
@@ -1255,7 +1316,38 @@ cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
                      Py_TYPE(op)->tp_name);
         return NULL;
     }
-    PyObject *previous = m_set_callback(NULL, self->callback);
+    PyObject *callback = self->callback;
+    sot_thread_state *T = sot_tls();
+    CallbackSlot *s = (CallbackSlot *)T->slot;
+    if (SOT_LIKELY(s != NULL && s->callback == NULL && s->interp == NULL && T->suspended == NULL
+                   && callback != Py_None)) {
+        /* The usual call: no callback before it (neither set nor suspended),
+         * and the thread's slot made by an earlier call. What set_callback
+         * does on the way in and out, without its checks (the callback was
+         * checked when bound). */
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        Py_INCREF(callback);
+        s->callback = callback;
+        T->callback = callback;
+        s->interp = interp;
+        hook_acquire(interp);
+        PyObject *result = PyObject_Call(self->target, args, kwargs);
+        if (SOT_LIKELY(result != NULL && T->slot == (PyObject *)s && T->callback == callback
+                       && s->callback == callback && s->interp == interp && T->suspended == NULL)) {
+            /* Nothing changed it meanwhile: back to no callback. (A failed
+             * call takes the general way, which keeps its exception aside
+             * while the callback's reference is dropped.) */
+            s->callback = NULL;
+            T->callback = NULL;
+            s->interp = NULL;
+            hook_release(interp);
+            Py_DECREF(callback);  /* the slot's reference */
+            return result;
+        }
+        /* (the slot's reference is dropped there, whichever callback it holds now) */
+        return callback_set_after(Py_None, result);
+    }
+    PyObject *previous = m_set_callback(NULL, callback);
     if (previous == NULL) {
         return NULL;
     }

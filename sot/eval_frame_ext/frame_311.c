@@ -1,9 +1,10 @@
 /*
  * frame_311.c -- CPython 3.11 only: shadow frames and frame objects.
  *
- * A shadow frame is a heap-allocated _PyInterpreterFrame that runs a new
- * code object in place of a frame the hook was handed before that frame
- * executed anything. It borrows the original frame's function (for the
+ * A shadow frame is an _PyInterpreterFrame (on the thread's data stack when
+ * its chunk has room, else on the heap) that runs a new code object in
+ * place of a frame the hook was handed before that frame executed
+ * anything. It borrows the original frame's function (for the
  * closure, which the new code's COPY_FREE_VARS prologue reads), globals
  * and builtins, and gets copies of the argument values.
  *
@@ -119,8 +120,8 @@ sot_hand_over_to_frame_object(PyFrameObject *fo, _PyInterpreterFrame *sh)
     }
 }
 
-/* Release everything the shadow frame holds, then free it. The shadow is
- * no longer linked into the thread's frame chain. */
+/* Release everything the shadow frame holds (its memory is the caller's).
+ * The shadow is no longer linked into the thread's frame chain. */
 static void
 sot_shadow_clear(_PyInterpreterFrame *sh)
 {
@@ -131,7 +132,6 @@ sot_shadow_clear(_PyInterpreterFrame *sh)
             /* Still referenced (traceback, sys._getframe(), ...). */
             sot_hand_over_to_frame_object(fo, sh);
             Py_DECREF(fo);
-            PyMem_Free(sh);
             return;
         }
         /* Only we hold it; the frame data is not owned by it. */
@@ -144,7 +144,6 @@ sot_shadow_clear(_PyInterpreterFrame *sh)
     Py_XDECREF(sh->f_locals);
     Py_DECREF(sh->f_func);
     Py_DECREF(sh->f_code);
-    PyMem_Free(sh);
 }
 
 PyObject *
@@ -152,10 +151,25 @@ sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
                PyCodeObject *target, const int *map, int nargs)
 {
     int nlocals = target->co_nlocalsplus;
-    _PyInterpreterFrame *sh =
-        (_PyInterpreterFrame *)PyMem_Malloc(SOT_FRAME_BYTES(nlocals + target->co_stacksize));
-    if (sh == NULL) {
-        return PyErr_NoMemory();
+    /* The shadow goes on the thread's data stack, above the original frame,
+     * as the interpreter pushes a frame (cheaper than an allocation, and in
+     * memory the cache holds), when the current chunk has room; else on the
+     * heap. libpython 3.11 exports neither the push that makes a new chunk
+     * nor the pop, so only the bump within a chunk is done here. Every frame
+     * the shadow calls is popped when it returns, so the top is back at the
+     * shadow's end then, and moves back to its start. */
+    size_t slots = (size_t)(nlocals + target->co_stacksize) + FRAME_SPECIALS_SIZE;
+    int on_stack = _PyThreadState_HasStackSpace(tstate, slots);
+    _PyInterpreterFrame *sh;
+    if (SOT_LIKELY(on_stack)) {
+        sh = (_PyInterpreterFrame *)tstate->datastack_top;
+        tstate->datastack_top += slots;
+    }
+    else {
+        sh = (_PyInterpreterFrame *)PyMem_Malloc(SOT_FRAME_BYTES(nlocals + target->co_stacksize));
+        if (sh == NULL) {
+            return PyErr_NoMemory();
+        }
     }
     Py_INCREF(orig->f_func);
     sh->f_func = orig->f_func;
@@ -177,5 +191,12 @@ sot_shadow_run(PyThreadState *tstate, sot_frame_t *orig,
 
     PyObject *result = _PyEval_EvalFrameDefault(tstate, sh, 0);
     sot_shadow_clear(sh);
+    if (SOT_LIKELY(on_stack)) {
+        assert(tstate->datastack_top == (PyObject **)sh + slots);
+        tstate->datastack_top = (PyObject **)sh;
+    }
+    else {
+        PyMem_Free(sh);
+    }
     return result;
 }

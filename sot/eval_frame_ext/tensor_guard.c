@@ -151,11 +151,19 @@ typedef struct {
 static dtype_entry_t dtype_entries[SOT_DTYPE_ENTRIES];
 static int dtype_entry_count = 0;
 
+/* The entry found last: a model's tensors mostly want one dtype, which would otherwise be searched for
+ * in every check (float32 is the 11th entry). Reset with the table. */
+static int dtype_entry_last = 0;
+
 static const dtype_entry_t *
 find_dtype(PyObject *want)
 {
+    if (dtype_entry_last < dtype_entry_count && dtype_entries[dtype_entry_last].dtype == want) {
+        return &dtype_entries[dtype_entry_last];
+    }
     for (int i = 0; i < dtype_entry_count; i++) {
         if (dtype_entries[i].dtype == want) {
+            dtype_entry_last = i;
             return &dtype_entries[i];
         }
     }
@@ -366,6 +374,7 @@ forget_meta_reader(void)
         Py_CLEAR(dtype_entries[i].dtype);
     }
     dtype_entry_count = 0;
+    dtype_entry_last = 0;
     memset(meta_getters, 0, sizeof(meta_getters));  /* (`native` depends on the reader) */
 }
 

@@ -288,3 +288,38 @@ def test_another_threads_callback_keeps_working_while_one_is_suspended():
     assert rec_b.saw(leaf) == 1
     # A, suspended: its frames stay out of the callback even while B's callback installs the hook
     assert seen_in_a == [False, (False, False)]
+
+
+def shadow_original(x):
+    raise AssertionError("the entry's own code runs instead")
+
+
+def shadow_returns(x):
+    return x
+
+
+def shadow_raises(x):
+    raise ValueError(x)
+
+
+@pytest.mark.parametrize("replacement", [shadow_returns, shadow_raises])
+def test_a_hook_free_shadow_entry_keeps_reference_counts(replacement):
+    """A hook-free entry with its own code (run in a shadow frame) suspends and resumes the callback on every
+    call: the callback's and the argument's reference counts stay as they were, also when the code raises."""
+    rec = Recorder({shadow_original.__code__: (always, replacement.__code__, 0, True)})
+    arg = object()
+
+    def call():
+        try:
+            assert shadow_original(arg) is arg
+        except ValueError:
+            pass
+
+    with callback_installed(rec):
+        call()
+        before = (sys.getrefcount(rec), sys.getrefcount(arg))
+        for _ in range(1000):
+            call()
+        assert (sys.getrefcount(rec), sys.getrefcount(arg)) == before
+        assert efx.callback_active() and efx._ext._hook_installed()
+    assert rec.saw(shadow_original) == 1
