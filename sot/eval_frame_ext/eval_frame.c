@@ -1347,11 +1347,19 @@ cwc_call(PyObject *op, PyObject *args, PyObject *kwargs)
         /* (the slot's reference is dropped there, whichever callback it holds now) */
         return callback_set_after(Py_None, result);
     }
+    /* Called from a frame that runs with its callback suspended (a hook-free
+     * entry): borrowed, that frame holds a reference. */
+    PyObject *suspended = T->suspended;
     PyObject *previous = m_set_callback(NULL, callback);
     if (previous == NULL) {
         return NULL;
     }
     PyObject *result = callback_set_after(previous, PyObject_Call(self->target, args, kwargs));
+    if (suspended != NULL && previous == suspended && T->callback == suspended && T->suspended == NULL) {
+        /* Suspended again, as call_with_callback leaves it: the rest of that
+         * frame keeps running without the hook. */
+        Py_XDECREF(callback_suspend(T));
+    }
     Py_DECREF(previous);
     return result;
 }

@@ -290,6 +290,31 @@ def test_another_threads_callback_keeps_working_while_one_is_suspended():
     assert seen_in_a == [False, (False, False)]
 
 
+class Bound(efx.CallWithCallback):
+    def __init__(self, callback, target):
+        self._sot_bind(callback, target)
+
+
+def calls_through_a_bound_object(obj):
+    probe()
+    obj()
+    probe()
+
+
+def test_a_call_with_its_own_callback_inside_a_suspended_frame():
+    """A `CallWithCallback` called while the frame's callback is suspended (a translated layer called from
+    a hook-free entry) sets its own for the call, and the suspension goes on after it."""
+    rec = Recorder(hook_free(calls_through_a_bound_object))
+    other = Recorder({})
+    obj = Bound(other, probe)
+    with callback_installed(rec):
+        for _ in range(3):
+            STATES.clear()
+            calls_through_a_bound_object(obj)
+            assert STATES == [(False, rec, False), (True, other, True), (False, rec, False)]
+            assert efx.callback_active() and efx.get_callback() is rec
+
+
 def shadow_original(x):
     raise AssertionError("the entry's own code runs instead")
 
