@@ -57,14 +57,18 @@ sot_thread_is_monitored(PyThreadState *tstate)
     /* The events some sys.monitoring tool asked for in every code object:
      * cProfile, coverage's sysmon core and (internally) sys.settrace and
      * sys.setprofile register here. */
-    /* (asked on every hooked frame: the bytes or-ed together, which the
-     * compiler unrolls, instead of a call of memcmp) */
     const unsigned char *tools = (const unsigned char *)&tstate->interp->monitors;
-    unsigned char any = 0;
-    for (size_t i = 0; i < sizeof(_Py_GlobalMonitors); i++) {
-        any |= tools[i];
+    size_t n = sizeof(_Py_GlobalMonitors);
+    if (n >= 8 && n <= 16) {
+        /* (asked on every hooked frame: two overlapping 8-byte words, 15
+         * bytes on 3.12 and 3.13, instead of a call of memcmp) */
+        uint64_t head, tail;
+        memcpy(&head, tools, 8);
+        memcpy(&tail, tools + n - 8, 8);
+        return (head | tail) != 0;
     }
-    return any != 0;
+    static const _Py_GlobalMonitors none;
+    return memcmp(tools, &none, sizeof(none)) != 0;
 }
 
 int
