@@ -379,7 +379,10 @@ def test_a_layer_statistic_changed_in_place_with_a_differentiable_operand(compil
     the change runs natively (the program reading the mean before the change holds it: it must stay a constant
     there). Read before the change, the mean is kept by eager's batch norm, whose backward then refuses (as the
     program's does); read after it (no break: the layer's forward is simulated), the mean's gradient (and
-    ``w``'s) is eager's. (A new layer at each call: each call translates again.)"""
+    ``w``'s) is eager's. (A new layer at each call: each call translates again. At the second, the layer path
+    holding another layer of its class, the layer's forward is simulated: read before the change, the mean is
+    then saved by the simulated ``batch_norm``, whose program's backward would not refuse the change, so that
+    frame runs natively.)"""
 
     def outcome(run):
         paddle.seed(1)
@@ -396,4 +399,4 @@ def test_a_layer_statistic_changed_in_place_with_a_differentiable_operand(compil
     expected = outcome(fn)
     for _ in range(2):
         _assert_same_pictures(outcome(sot.symbolic_translate(fn)), expected, fn.__name__)
-    assert sot.stats().fallbacks == 0 and (sot.stats().graph_breaks > 0) == breaks, sot.stats()
+    assert sot.stats().fallbacks == (1 if breaks else 0) and (sot.stats().graph_breaks > 0) == breaks, sot.stats()
