@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import sys
 import threading
 import warnings
 import weakref
@@ -91,8 +92,10 @@ class CompiledProgram:
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
+        # (``release`` bound now: at interpreter exit, the module's globals may be gone when a layer is freed)
         this = weakref.ref(self)
-        self._layer_watches = [call.watch(lambda _, this=this: _release(this)) for call in sir.layer_calls()]
+        self._layer_watches = [call.watch(lambda _, this=this, release=_release: release(this))
+                               for call in sir.layer_calls()]
 
     def release(self) -> None:
         """Drop the static program (and the parameters it holds); it must not be called again."""
@@ -779,7 +782,12 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
     return program
 
 
-def _release(program_ref: "weakref.ref[CompiledProgram]") -> None:
+def _release(program_ref: "weakref.ref[CompiledProgram]", is_finalizing: Callable[[], bool] = sys.is_finalizing
+             ) -> None:
+    """Release the program when a layer it calls is freed; not at interpreter exit, where the modules it would
+    use may already be torn down (and the process frees everything anyway)."""
+    if is_finalizing():
+        return
     program = program_ref()
     if program is not None:
         BUILD_LOCK.run_outside_builds(program.release)
