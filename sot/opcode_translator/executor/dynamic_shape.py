@@ -24,7 +24,7 @@ whatever ``dynamic_shape`` says too.)
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, Iterator
 
 import paddle
 
@@ -42,6 +42,20 @@ def dynamic_dims(code: types.CodeType, path: str) -> frozenset[int]:
     return _dynamic.get((code, path), frozenset())
 
 
+def _checked_values(guards: list[Any], checks: str, globals_: dict, closure: Any, args: tuple
+                    ) -> Iterator[tuple[str, Any, Any]]:
+    """``(path, recorded, new)`` for each of the guards' ``checks`` (``shape_checks``, ``int_checks``...): the
+    value an entry was made for and the one the missed call has there (checks that cannot be evaluated on the
+    new call are left out)."""
+    for guard in guards:
+        for path, expr, recorded in getattr(guard, checks, ()):
+            try:
+                new = guard.evaluate(expr, globals_, closure, args)
+            except Exception:
+                continue
+            yield path, recorded, new
+
+
 def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any, args: tuple) -> None:
     """Mark the dimensions in which the new call's inputs differ from what existing entries were made for."""
     learn_arrays_from_miss(code, guards, globals_, closure, args)
@@ -49,19 +63,14 @@ def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, clo
     if not config.dynamic_shape:
         return
     learn_ints_from_miss(code, guards, globals_, closure, args)
-    for guard in guards:
-        for path, expr, shape in getattr(guard, "shape_checks", ()):
-            try:
-                value = guard.evaluate(expr, globals_, closure, args)
-            except Exception:
-                continue
-            if not isinstance(value, paddle.Tensor) or len(value.shape) != len(shape):
-                continue
-            changed = {i for i, (old, new) in enumerate(zip(shape, value.shape))
-                       if old != -1 and old != new and old not in (0, 1) and new not in (0, 1)}
-            if changed:
-                key = (code, path)
-                _dynamic[key] = _dynamic.get(key, frozenset()) | frozenset(changed)
+    for path, shape, value in _checked_values(guards, "shape_checks", globals_, closure, args):
+        if not isinstance(value, paddle.Tensor) or len(value.shape) != len(shape):
+            continue
+        changed = {i for i, (old, new) in enumerate(zip(shape, value.shape))
+                   if old != -1 and old != new and old not in (0, 1) and new not in (0, 1)}
+        if changed:
+            key = (code, path)
+            _dynamic[key] = _dynamic.get(key, frozenset()) | frozenset(changed)
 
 
 def is_dynamic_int(code: types.CodeType, path: str) -> bool:
@@ -72,14 +81,9 @@ def is_dynamic_int(code: types.CodeType, path: str) -> bool:
 def learn_ints_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
                          args: tuple) -> None:
     """Mark the int inputs whose value differs from what an existing entry was made for (0 and 1 aside)."""
-    for guard in guards:
-        for path, expr, old in getattr(guard, "int_checks", ()):
-            try:
-                new = guard.evaluate(expr, globals_, closure, args)
-            except Exception:
-                continue
-            if type(new) is int and new != old and old not in (0, 1) and new not in (0, 1):
-                _dynamic_ints.add((code, path))
+    for path, old, new in _checked_values(guards, "int_checks", globals_, closure, args):
+        if type(new) is int and new != old and old not in (0, 1) and new not in (0, 1):
+            _dynamic_ints.add((code, path))
 
 
 def is_varying_array(code: types.CodeType, path: str) -> bool:
@@ -92,15 +96,10 @@ def learn_arrays_from_miss(code: types.CodeType, guards: list[Any], globals_: di
     """Mark the array inputs (of the same shape and dtype) whose contents differ from an entry's."""
     import numpy as np
 
-    for guard in guards:
-        for path, expr, old in getattr(guard, "array_checks", ()):
-            try:
-                new = guard.evaluate(expr, globals_, closure, args)
-            except Exception:
-                continue
-            if type(new) is np.ndarray and new.shape == old.shape and new.dtype == old.dtype \
-                    and not np.array_equal(new, old, equal_nan=old.dtype.kind in "fc"):
-                _varying_arrays.add((code, path))
+    for path, old, new in _checked_values(guards, "array_checks", globals_, closure, args):
+        if type(new) is np.ndarray and new.shape == old.shape and new.dtype == old.dtype \
+                and not np.array_equal(new, old, equal_nan=old.dtype.kind in "fc"):
+            _varying_arrays.add((code, path))
 
 
 def is_varying_layer(code: types.CodeType, path: str) -> bool:
@@ -111,15 +110,10 @@ def is_varying_layer(code: types.CodeType, path: str) -> bool:
 def learn_layers_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
                            args: tuple) -> None:
     """Mark the built-in layer inputs that are now another layer of the same class than an entry's."""
-    for guard in guards:
-        for path, expr, old in getattr(guard, "layer_checks", ()):
-            try:
-                new = guard.evaluate(expr, globals_, closure, args)
-            except Exception:
-                continue
-            layer = old()
-            if layer is not None and new is not layer and type(new) is type(layer):
-                _varying_layers.add((code, path))
+    for path, old, new in _checked_values(guards, "layer_checks", globals_, closure, args):
+        layer = old()
+        if layer is not None and new is not layer and type(new) is type(layer):
+            _varying_layers.add((code, path))
 
 
 def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
