@@ -384,10 +384,13 @@ def test_a_layer_statistic_changed_in_place_with_a_differentiable_operand(compil
     then saved by the simulated ``batch_norm``, whose program's backward would not refuse the change, so that
     frame runs natively.)"""
 
+    layers = []  # (kept alive: the second call sees another live layer of the class where the first was)
+
     def outcome(run):
         paddle.seed(1)
         norm = paddle.nn.BatchNorm1D(3)
         norm.eval()
+        layers.append(norm)
         w = paddle.to_tensor([-1.5, 0.5, 0.5], stop_gradient=False)
         out = run(norm, paddle.ones([2, 3]), w)
         try:
