@@ -21,7 +21,7 @@ from paddle.static import InputSpec
 
 from ..config import config
 from ..errors import SotError
-from ..eval_frame_ext import get_callback
+from ..eval_frame_ext import get_callback, set_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
@@ -285,9 +285,7 @@ class CompiledProgram:
                 recomputed = records_grad and self._differentiable_outputs and \
                     (self._forward_only or needs_recomputed_backward(inputs, self._grad_inputs))
                 if recomputed and self._eager_refusals is None and self._differentiates is None:
-                    self._eager_refusals = probe_eager_refusals(
-                        self._replay_program(), inputs, self._grad_inputs, self.held_parameters(),
-                        self.state_its_forward_may_update())
+                    self._eager_refusals = self._probe_eager_refusals(inputs)
                 if recomputed and self._written_back:
                     # The recomputing backward would recompute from inputs the call changed in place, and the
                     # program's own backward gives gradients without gradients: the eager replay, whose
@@ -359,6 +357,21 @@ class CompiledProgram:
         if groups is None:
             groups = self._output_groups[key] = output_groups(self.sir, grad_positions, parameters)
         return groups
+
+    def _probe_eager_refusals(self, inputs: list) -> EagerRefusals:
+        """`higher_order.probe_eager_refusals` of a call, without this thread's callback (the eager replay must
+        not be translated). Not of a SIR running the user's Python code (a PyLayer, whose backward the probe
+        would run too; a nested call; a layer's forward hooks): its side effects would run once more, so nothing
+        is refused there."""
+        if any(stmt.kind in ("pylayer", "call") or (isinstance(stmt.target, LayerCall) and (
+                not stmt.target.is_alive() or stmt.target.runs_forward_hooks())) for stmt in self.sir.statements):
+            return EagerRefusals()
+        previous = set_callback(None)
+        try:
+            return probe_eager_refusals(self._replay_program(), inputs, self._grad_inputs, self.held_parameters(),
+                                        self.state_its_forward_may_update())
+        finally:
+            set_callback(previous)
 
     @property
     def eager_refusals(self) -> EagerRefusals | None:
