@@ -44,6 +44,11 @@ class BackwardPass:
     create_graph: bool
     # Filled by the pass's hooks, read by the listeners at its end (graph names, see `kept_scope`).
     undifferentiable: list[str] = dataclasses.field(default_factory=list)
+    # The error eager autograd raises in this pass, raised by a hook (`refuse_as_eager`): the pass raises it
+    # itself, not Paddle's wrapping of what a hook raised (an OSError "(External) ValueError: ...").
+    eager_error: BaseException | None = None
+    # Of a ``paddle.grad`` pass: the ids of the tensors it computes the gradients of (its ``inputs``).
+    targets: frozenset[int] = frozenset()
 
     @property
     def consumes_graph(self) -> bool:
@@ -79,13 +84,15 @@ def _running(backward_pass: BackwardPass, run: Callable[[], Any]) -> Any:
     stack.append(backward_pass)
     try:
         result = run()
-    except BaseException:
+    except BaseException as failure:
         stack.pop()
         for listener in PASS_LISTENERS:
             try:
                 listener(backward_pass, False)
             except Exception:  # (the pass's own error is the one to report)
                 pass
+        if backward_pass.eager_error is not None and isinstance(failure, Exception):
+            raise backward_pass.eager_error from None
         raise
     stack.pop()
     for listener in PASS_LISTENERS:
@@ -105,7 +112,8 @@ def _run_backward(tensors: Any, grad_tensors: Any, retain_graph: bool = False, *
 def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool = False,
                       create_graph: bool = False, *rest: Any) -> Any:
     original = _ORIGINALS["run_partial_grad"]
-    return _running(BackwardPass(True, bool(retain_graph), bool(create_graph)),
+    targets = frozenset(id(t) for t in (inputs if isinstance(inputs, (list, tuple)) else [inputs]))
+    return _running(BackwardPass(True, bool(retain_graph), bool(create_graph), targets=targets),
                     lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
 
 
@@ -135,3 +143,16 @@ def pass_keeps_graph() -> bool:
     the graph, never too early."""
     running = current()
     return running is None or not running.consumes_graph
+
+
+def refuse_as_eager(error: BaseException) -> None:
+    """Raise ``error`` (a new one of its type and arguments), eager's, from a hook of the running pass: the pass
+    raises it as it is (see `BackwardPass.eager_error`)."""
+    try:
+        fresh = type(error)(*error.args)
+    except Exception:  # (a type that cannot be made again from its arguments)
+        fresh = error
+    running = current()
+    if running is not None:
+        running.eager_error = fresh
+    raise fresh

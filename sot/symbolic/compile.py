@@ -16,12 +16,13 @@ import weakref
 from typing import Any, Callable, Iterator
 
 import paddle
+from paddle.base import core
 from paddle.base.framework import EagerParamBase
 from paddle.static import InputSpec
 
 from ..config import config
 from ..errors import SotError
-from ..eval_frame_ext import get_callback
+from ..eval_frame_ext import get_callback, set_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
@@ -29,9 +30,9 @@ from . import backward_pass, kept_scope, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
+from .higher_order import (EagerRefusals, constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
                            inputs_read_by_gradients, mark_outputs, needs_recomputed_backward, output_groups,
-                           run_with_recomputed_backward, vjp_sir)
+                           probe_eager_refusals, run_with_recomputed_backward, vjp_sir)
 from .made_differentiable import call_made_differentiable
 from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
@@ -50,15 +51,10 @@ class CompiledProgram:
         # ``paddle.set_grad_enabled(True)``) records statements that track gradients: each statement holds its
         # own mode, so the program runs with grad on (the caller's mode is back once it returns).
         self._turns_grad_on = not sir.grad_enabled and any(not stmt.no_grad for stmt in sir.statements)
-        specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
-                           stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
-
-        @paddle.jit.not_to_static
-        def sir_runner(inputs: list) -> list:
-            return run_sir(sir, inputs)
-
-        sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
-        self.static_function = paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
+        # A product program (`higher_order.vjp_sir`) of ops some of which have no gradient of their own is
+        # built without a backward (`_without_own_backward`): it always runs with a recomputing backward.
+        self._forward_only = False
+        self.static_function = self._static_function()
         self._program: Any = None
         self._built_modes: set[bool] = set()
         # Outputs eager mode would not track gradients for (the program marks every output as differentiable).
@@ -89,6 +85,9 @@ class CompiledProgram:
         # For a product program: the held parameters eager's gradient nodes keep (see `saved_plan`).
         self._parameters_eager_keeps: list[paddle.Tensor] | None = None
         self._output_groups: dict[tuple, list[tuple[list[int], list[int]]]] = {}  # see output_groups()
+        # What eager refuses when a call is differentiated twice (probed at the first call with a recomputing
+        # backward); for a first-order product program under ``create_graph``: its program's second refusal.
+        self._eager_refusals: EagerRefusals | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -96,6 +95,45 @@ class CompiledProgram:
         this = weakref.ref(self)
         self._layer_watches = [call.watch(lambda _, this=this, release=_release: release(this))
                                for call in sir.layer_calls()]
+
+    def _static_function(self) -> Any:
+        """``run_sir`` of the SIR as a ``paddle.jit.to_static`` function; when `_forward_only`, its outputs
+        do not require grad in the program, which then has no backward of its own to build."""
+        sir = self.sir
+        forward_only = self._forward_only
+        specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
+                           stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
+
+        @paddle.jit.not_to_static
+        def sir_runner(inputs: list) -> list:
+            outputs = run_sir(sir, inputs)
+            if forward_only:
+                for output in outputs:
+                    output.stop_gradient = True
+            return outputs
+
+        sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
+        return paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
+
+    def _without_own_backward(self, inputs: list) -> None:
+        """A product program whose differentiable outputs come from an op without a gradient op of its own
+        (``pd_op.exp_grad``, ``pd_op.embedding_grad`` in Paddle 3.3) is built again without a backward: the
+        program runner builds one at its first run in training mode, which fails on such an op
+        (`ops_without_gradient`), where eager autograd goes through the eager gradient's own node, or never
+        differentiates it. Its gradients are those of its recomputing backward (`higher_order`: a product
+        program of the next order, built from decomposed gradients), which every call of such a product
+        program recording gradients takes (`_run_compiled_locked`). Decided once, from the built program's
+        ops."""
+        if self._differentiates is None or self._forward_only or not self._differentiable_outputs:
+            return
+        missing = ops_without_gradient(self._program)
+        if not missing:
+            return
+        log(2, f"graph {self.sir.name}: ops without a gradient op ({', '.join(sorted(missing))}): built without "
+               f"a backward of its own, differentiated by recomputation")
+        self._forward_only = True
+        self.static_function = self._static_function()
+        _, self._program = self.static_function.get_concrete_program(inputs)
 
     def release(self) -> None:
         """Drop the static program (and the parameters it holds); it must not be called again."""
@@ -232,6 +270,7 @@ class CompiledProgram:
                         shallow_op_callstacks():
                     warnings.simplefilter("ignore")
                     _, self._program = self.static_function.get_concrete_program(inputs)
+                    self._without_own_backward(inputs)
             finally:
                 leave_room()
             self._build_flags = build_flags(_bytes_made_per_run(self._program))
@@ -247,7 +286,9 @@ class CompiledProgram:
                 records_grad = training and paddle.is_grad_enabled()
                 fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
                 recomputed = records_grad and self._differentiable_outputs and \
-                    needs_recomputed_backward(inputs, self._grad_inputs)
+                    (self._forward_only or needs_recomputed_backward(inputs, self._grad_inputs))
+                if recomputed and self._eager_refusals is None and self._differentiates is None:
+                    self._eager_refusals = self._probe_eager_refusals(inputs)
                 if recomputed and self._written_back:
                     # The recomputing backward would recompute from inputs the call changed in place, and the
                     # program's own backward gives gradients without gradients: the eager replay, whose
@@ -320,6 +361,26 @@ class CompiledProgram:
             groups = self._output_groups[key] = output_groups(self.sir, grad_positions, parameters)
         return groups
 
+    def _probe_eager_refusals(self, inputs: list) -> EagerRefusals:
+        """`higher_order.probe_eager_refusals` of a call, without this thread's callback (the eager replay must
+        not be translated). Not of a SIR running the user's Python code (a PyLayer, whose backward the probe
+        would run too; a nested call; a layer's forward hooks): its side effects would run once more, so nothing
+        is refused there."""
+        if any(stmt.kind in ("pylayer", "call") or (isinstance(stmt.target, LayerCall) and (
+                not stmt.target.is_alive() or stmt.target.runs_forward_hooks())) for stmt in self.sir.statements):
+            return EagerRefusals()
+        previous = set_callback(None)
+        try:
+            return probe_eager_refusals(self._replay_program(), inputs, self._grad_inputs, self.held_parameters(),
+                                        self.state_its_forward_may_update())
+        finally:
+            set_callback(previous)
+
+    @property
+    def eager_refusals(self) -> EagerRefusals | None:
+        """What eager refuses when a call is differentiated twice (`higher_order.EagerRefusals`), once probed."""
+        return self._eager_refusals
+
     @functools.cached_property
     def inputs_read_by_gradients(self) -> list[frozenset[int]]:
         """`higher_order.inputs_read_by_gradients` of the SIR."""
@@ -361,17 +422,29 @@ class CompiledProgram:
         (`higher_order.vjp_sir`): differentiable in turn if ``create_graph``. (Keyed by index, not a list: the
         product program pairs each cotangent with its output by position, and a list in another order, with
         outputs of equal shapes, would give wrong gradients silently.)"""
-        grad_outputs = [i for i in range(len(self.sir.outputs)) if i not in self._stop_gradient_outputs]
+        # Only the outputs a gradient reached in this pass: eager's backward never runs the gradient of what
+        # the others were computed by (a gradient of an embedding's table, which has no gradient of its own:
+        # a product program differentiating it would not build), and adds no zero term (0 * inf).
+        if self._differentiates is not None and self._eager_refusals is not None and \
+                self._eager_refusals.second is not None:
+            backward_pass.refuse_as_eager(self._eager_refusals.second)  # (see `EagerRefusals`)
+        grad_outputs = [i for i in range(len(self.sir.outputs))
+                        if i not in self._stop_gradient_outputs and i in output_grads]
+        if not grad_outputs:
+            return [paddle.zeros_like(inputs[i]) for i in grad_positions] + [paddle.zeros_like(p) for p in parameters]
         cotangents = [output_grads[i] for i in grad_outputs]
         cotangent_metas = [MetaInfo(self.sir.metas[self.sir.outputs[i]].shape, c.dtype, c.stop_gradient)
                            for i, c in zip(grad_outputs, cotangents)]
-        key = (grad_positions, tuple(cotangent_metas), tuple(id(p) for p in parameters), create_graph)
+        key = (grad_positions, tuple(grad_outputs), tuple(cotangent_metas), tuple(id(p) for p in parameters),
+               create_graph)
         program = self._vjp_programs.get(key)
         if program is None:
             program = CompiledProgram(vjp_sir(self.sir, list(grad_positions), grad_outputs, cotangent_metas,
                                               list(parameters), create_graph))
             program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
             program._differentiates = self.sir.name
+            if create_graph and self._differentiates is None and self._eager_refusals is not None:
+                program._eager_refusals = EagerRefusals(second=self._eager_refusals.second)
             self.saved_plan()
             program._parameters_eager_keeps = list(self._saved_parameters)
             self._vjp_programs[key] = program
@@ -525,6 +598,28 @@ def _fed(inputs: list, grad_inputs: list[int]) -> list:
         if not tensor.stop_gradient and tensor.is_leaf and not isinstance(tensor, EagerParamBase):
             fed[index] = _reshape(tensor, tensor.shape)
     return fed
+
+
+def ops_without_gradient(program: Any) -> set[str]:
+    """The names of the ops of the built ``program`` (its blocks too) that compute a value requiring grad and
+    have no gradient op: Paddle's static backward refuses them ("op ... has no grad op"), as it decides (not
+    builtin, not forward-only). Empty when the program cannot be read (another Paddle version)."""
+    found: set[str] = set()
+    try:
+        pending = list(program._origin_main_program.global_block().ops)
+        while pending:
+            op = pending.pop()
+            for block in op.blocks():
+                pending.extend(block.ops)
+            name = op.name()
+            if name.startswith("builtin.") or core.has_vjp(op) or name == "pd_op.pylayer" or \
+                    core.is_forward_only(op):
+                continue
+            if any(not result.stop_gradient for result in op.results()):
+                found.add(name)
+    except Exception:  # noqa: BLE001 - another Paddle version: as before, the runner decides
+        return set()
+    return found
 
 
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int], list[paddle.Tensor]]:

@@ -19,7 +19,11 @@ read, refused as eager refuses when one it reads changed in place). A fresh run 
 time, it can run in any number of passes. In a ``create_graph`` pass it is itself a recorded call of a compiled
 program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
 stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
-Paddle's static ops lack raises naming the op, as eager does).
+Paddle's static ops lack raises naming the op, as eager does). A product program is differentiated only for the
+outputs a gradient reached in the pass, as eager's backward runs only the nodes it reaches; and one computed by
+an op without a gradient op of its own (``exp_grad``, ``embedding_grad``) is built without a backward
+(`CompiledProgram._without_own_backward`): Paddle's program runner would build one at its first run, and
+refuse such an op, where eager differentiates the gradient through its own node or not at all.
 
 Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
 PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
@@ -54,7 +58,7 @@ from ..errors import SotError
 from . import backward_pass
 from .backward_pass import pass_keeps_graph
 from .pytree import leaves
-from .recompute_plan import ForwardState, released_error
+from .recompute_plan import HELD_COPIES, ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
 from .version_check import parameters_read, producers, statements_reached
 
@@ -177,17 +181,12 @@ class _RecomputedCall:
     would reach each tensor through the pack's split, whose gradient, under ``create_graph``, links each
     tensor's gradient to every other's, which then got zeros where eager gives None.)"""
 
-    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_shapes", "output_grads",
-                 "forward_state", "results")
+    __slots__ = ("program", "inputs", "grad_positions", "parameters", "output_grads", "forward_state", "results")
 
     def __init__(self, program: "CompiledProgram", inputs: list, grad_positions: tuple[int, ...],
-                 parameters: tuple[paddle.Tensor, ...], output_shapes: dict[int, list[int]],
-                 forward_state: ForwardState) -> None:
+                 parameters: tuple[paddle.Tensor, ...], forward_state: ForwardState) -> None:
         self.program, self.inputs, self.grad_positions, self.parameters = program, inputs, grad_positions, \
             parameters
-        # Of every differentiable output of the call, by output index (shared by its groups; in the order of
-        # the groups, which interleave: ``(a.sum(), b.sum(), a.mean())`` has groups [0, 2] and [1]).
-        self.output_shapes = output_shapes
         self.output_grads: dict[int, paddle.Tensor] = {}  # of the group's outputs, noted in the current pass
         self.forward_state: ForwardState | None = forward_state  # None once released (`_release`)
         # The pass that computed the tensors' gradients, and those gradients (`tensor_hook`).
@@ -206,6 +205,8 @@ class _RecomputedCall:
     def tensor_hook(self, position: int) -> Callable[[paddle.Tensor], paddle.Tensor]:
         """The hook on the flattened differentiable tensor at ``position`` among the call's (see the class)."""
         def gradient(zeros: paddle.Tensor) -> paddle.Tensor:
+            if not zeros.is_leaf:  # (under ``create_graph``: see `input_gradients`)
+                self._refuse_as_eager(position)
             running = backward_pass.current()
             if self.results is None or self.results[0] is not running:
                 self.results = (running, self.input_gradients(zeros))
@@ -213,6 +214,26 @@ class _RecomputedCall:
             return _C_ops.reshape(self.results[1][position], [-1])
 
         return gradient
+
+    def _refuse_as_eager(self, position: int) -> None:
+        """Raise what eager raises when the gradient of the tensor at ``position`` is taken with
+        ``create_graph`` (`EagerRefusals`), if anything."""
+        refusals = self.program.eager_refusals
+        if refusals is None or not refusals.first:
+            return
+        inputs = len(self.grad_positions)
+        if position < inputs and not self.inputs:
+            return  # (released: `input_gradients` raises eager's error of a second pass)
+        if position < inputs:
+            key, tensor = ("input", self.grad_positions[position]), self.inputs[self.grad_positions[position]]
+        else:
+            tensor = self.parameters[position - inputs]
+            key = ("parameter", id(tensor))
+        refused = refusals.first.get(key)
+        running = backward_pass.current()
+        if refused is None or (running is not None and tensor.is_leaf and id(tensor) not in running.targets):
+            return  # (a leaf whose gradient the pass does not ask for: eager never runs the nodes refusing)
+        backward_pass.refuse_as_eager(refused)
 
     def _forget_results(self) -> None:
         """(At the end of the pass; a pass that raised has its final hooks run at the end of the next one: the
@@ -229,15 +250,11 @@ class _RecomputedCall:
         forward_state = self.forward_state
         if forward_state is None:
             raise released_error(self.program.sir.name)
-        forward_state.check_unchanged(
-            self.program, [i for i, grad in output_grads.items() if grad is not None and grad._is_initialized()])
-        grads: dict[int, paddle.Tensor] = {}
-        metas = self.program.sir.metas
-        for index, shape in self.output_shapes.items():
-            grad = output_grads.get(index)
-            if grad is None or not grad._is_initialized():  # (not in the group, or no gradient in this pass)
-                grad = paddle.zeros(shape, metas[self.program.sir.outputs[index]].dtype)
-            grads[index] = grad
+        # By output index (the groups interleave: ``(a.sum(), b.sum(), a.mean())`` has groups [0, 2] and [1]).
+        # Outputs without gradient in this pass are left out: `CompiledProgram.input_gradients` differentiates
+        # only those a gradient reached.
+        grads = {index: grad for index, grad in output_grads.items() if grad is not None and grad._is_initialized()}
+        forward_state.check_unchanged(self.program, list(grads))
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(forward_state.random_state)
         # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them
@@ -508,13 +525,12 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
         outputs = list(run(inputs))
     finally:
         _set_has_grad(True)  # (only a call recording gradients comes here)
-    output_shapes = {index: outputs[index].shape for grouped, _ in groups for index in grouped}
     for grouped, members in groups:
         links = []  # (the call computing the gradients of one pack, +0.0 computed from the pack)
         for pack in _by_dtype(members, differentiable):
             call = _RecomputedCall(program, inputs, tuple(grad_positions[k] for k in pack if k < len(grad_positions)),
                                    tuple(parameters[k - len(grad_positions)] for k in pack
-                                         if k >= len(grad_positions)), output_shapes, forward_state)
+                                         if k >= len(grad_positions)), forward_state)
             flat = [_C_ops.reshape(differentiable[k], [-1]) for k in pack]  # (new nodes: see `_zero_of`)
             for position, tensor in enumerate(flat):
                 tensor._register_grad_hook(call.tensor_hook(position))
@@ -530,7 +546,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
             for call, _ in links:
                 linked._register_grad_hook(call.output_hook(index))
             outputs[index] = _C_ops.assign(linked)
-    forward_state.watch_kept_inputs(program, outputs, list(output_shapes))
+    forward_state.watch_kept_inputs(program, outputs, [index for grouped, _ in groups for index in grouped])
     mark_outputs(outputs, recomputed=True)
     return outputs
 
@@ -542,3 +558,72 @@ def _by_dtype(members: list[int], differentiable: list) -> list[list[int]]:
     for k in members:
         packs.setdefault(differentiable[k].dtype, []).append(k)
     return list(packs.values())
+
+
+class EagerRefusals:
+    """What eager autograd refuses when a call of a program is differentiated twice, found once by doing it
+    eagerly (`probe_eager_refusals`): per differentiable tensor of the call (``("input", index)`` or
+    ``("parameter", id)``), the error of ``paddle.grad(..., create_graph=True)`` of the call's outputs with
+    respect to it (an op on its path whose gradient has no gradient of its own: ``dropout_grad``, an embedding's
+    table), and the error of a backward through the gradients of all of them (a kernel refusing: the double
+    gradient of a batch norm in eval mode). The compiled path computes both orders from decomposed gradients,
+    which never refuse: the hook computing a tensor's gradient under ``create_graph`` raises its ``first``
+    (`_RecomputedCall.tensor_hook`, reached in the passes eager's nodes of that tensor run in), the product
+    program differentiating that gradient ``second`` (`CompiledProgram.input_gradients`), with eager's type and
+    message (`backward_pass.refuse_as_eager`)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: dict[tuple[str, int], BaseException] | None = None,
+                 second: BaseException | None = None) -> None:
+        self.first = first or {}
+        self.second = second
+
+
+def probe_eager_refusals(replay: Callable[[list], list], inputs: list, grad_inputs: list[int],
+                         parameters: tuple[paddle.Tensor, ...], state: list[paddle.Tensor]) -> EagerRefusals:
+    """Differentiate the eager ``replay`` of a call twice on the call's ``inputs`` (those of ``grad_inputs``
+    requiring grad, detached, and ``parameters`` as the targets; ``paddle.grad`` only, so no ``grad`` is
+    accumulated), and note what eager raises (`EagerRefusals`; the first order with respect to each target
+    alone only when it raises for all of them). The random state and the tensors of ``state`` (statistics a
+    batch norm in training mode updates) are put back. Outside a backward pass only (``paddle.grad`` inside one
+    corrupts Paddle's engine): nothing is found there."""
+    if backward_pass.current() is not None:
+        return EagerRefusals()
+    random_state = paddle.get_rng_state()
+    with paddle.no_grad():
+        copies = [(tensor, tensor.clone()) for tensor in state]
+    found = EagerRefusals()
+    try:
+        # (the statistics updated in copies lent to them: their values and inplace versions stay as they are)
+        with HELD_COPIES.lend(copies), paddle.enable_grad():
+            probe = list(inputs)
+            targets: dict[tuple[str, int], paddle.Tensor] = {("parameter", id(p)): p for p in parameters}
+            for index in grad_inputs:
+                if not inputs[index].stop_gradient:
+                    probe[index] = inputs[index].detach()
+                    probe[index].stop_gradient = False
+                    targets["input", index] = probe[index]
+            outputs = [out for out in replay(probe) if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+            if not outputs or not targets:
+                return found
+            try:
+                grads = paddle.grad(outputs, list(targets.values()), create_graph=True, allow_unused=True)
+            except Exception:  # noqa: BLE001 - eager's refusal, whatever it is: which tensors it is for
+                for key, target in targets.items():
+                    try:
+                        paddle.grad(outputs, [target], create_graph=True, allow_unused=True, retain_graph=True)
+                    except Exception as error:  # noqa: BLE001
+                        found.first[key] = error
+                return found
+            second = [grad.sum() for grad in grads if grad is not None and not grad.stop_gradient]
+            if second:
+                try:
+                    paddle.grad(second, list(targets.values()), allow_unused=True)
+                except Exception as error:  # noqa: BLE001
+                    found.second = error
+    except Exception:  # noqa: BLE001 - the forward itself failed (the call raises that as eager does)
+        return EagerRefusals()
+    finally:
+        paddle.set_rng_state(random_state)
+    return found

@@ -312,12 +312,19 @@ def _old_value_made_differentiable(target: TensorVariable, args: list[VariableBa
     may have read the tensor other than as an input (a built-in layer holding it), which must go on seeing a
     constant."""
     graph = target.graph
-    if not (graph.grad_mode and target.meta.stop_gradient and target.tracker.is_traceable()
-            and target.value is not None):
+    if not (graph.grad_mode and target.meta.stop_gradient):
         return None
     operands = _tensors_in([*args, *kwargs.values()])
     if not any(operand is target for operand in operands) or \
             all(operand.meta.stop_gradient for operand in operands if operand is not target):
+        return None
+    if not target.tracker.is_traceable():
+        # Made in the frame: eager's tensor is a leaf (or keeps its own gradient node) whose ``grad`` gets the
+        # gradient of its value before the op; the program has no tensor of its own to give it to.
+        _break_natively(views, f"in-place {op} with a differentiable operand makes a tensor made in the frame "
+                               "without gradient require grad, the gradient of its value before the op going to "
+                               "its own grad: runs natively")
+    if target.value is None:
         return None
     if target.is_rebound or graph.may_have_read(target):
         _break_natively(views, f"in-place {op} with a differentiable operand makes {target.tracker.describe()} "
