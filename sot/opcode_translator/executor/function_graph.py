@@ -427,6 +427,14 @@ class FunctionGraph:
             return True
         if id(known) in self._unread_only:
             return False
+        if not known.tracker.is_traceable() and not isinstance(known, TensorVariable):
+            # A real container met first through a computed value (no path the guard could check it by, e.g.
+            # read from a class reached without one): the path found now becomes its path.
+            was_guarded = self._guarded.pop(id(known), None) is not None
+            known.tracker = tracker
+            if was_guarded:
+                self.add_guard(known)
+            return True
         self.add_alias(known, tracker)
         return True
 
@@ -434,6 +442,7 @@ class FunctionGraph:
         """``var`` is the variable of the real object ``value`` (see `reached_again`)."""
         previous = self.known_objects.get(id(value))
         self.known_objects[id(value)] = (value, var)
+        var.outside_object = True  # (see SideEffects.mutate)
         if previous is not None and previous[0] is value and previous[1] is not var:
             replaced = self._unread_only.pop(id(previous[1]), None)
             if replaced is not None:  # it stood only in unread containers: ``var`` takes its places there

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..tracker import ConstTracker, DummyTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
@@ -565,7 +565,19 @@ def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
         raise FallbackError("type() with three arguments creates a class: not supported")
     (obj,) = args
     graph.add_guard(obj)
-    return VariableFactory.from_value(obj.get_py_type(), graph, DummyTracker((obj,)))
+    cls = obj.get_py_type()
+    # The class of an object from outside is reached by a path (``obj.__class__``): the containers read from
+    # it (``type(self).registry``) are then the real ones, their mutations replayed and their identity kept,
+    # as through ``self.__class__``. (Not when ``__class__`` is overridden to lie about the type.)
+    tracker: Tracker = DummyTracker((obj,))
+    if obj.tracker.is_traceable() and _reports_own_class(obj.get_py_value(), cls):
+        tracker = GetAttrTracker(obj, "__class__")
+    return VariableFactory.from_value(cls, graph, tracker)
+
+
+def _reports_own_class(value: Any, cls: type) -> bool:
+    """``value.__class__`` is ``type(value)`` through ``object``'s own descriptor (no Python code runs)."""
+    return inspect.getattr_static(cls, "__class__", None) is object.__dict__["__class__"]
 
 
 @builtin_rule(id)
@@ -1317,8 +1329,8 @@ class SuperVariable(VariableBase):
                 base_method = self._builtin_base_method(klass, name, attr)
                 if base_method is not None:
                     return base_method
-                if not hasattr(type(attr), "__get__"):
-                    return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
+                if not hasattr(type(attr), "__get__"):  # (by its path: a container read is the real one)
+                    return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
                             original=AttributeError(f"'super' object has no attribute '{name}'"))
