@@ -1068,11 +1068,18 @@ def _builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Varia
 _PURE_MODULES = ("math", "cmath", "operator", "_operator")
 
 
+# Paddle functions of known values only, without effects: folded (``paddle.finfo(x.dtype).min`` in an
+# attention mask; their results are constants, see basic.CONSTANT_TYPES).
+_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo})
+
+
 @VariableFactory.register(75)
 def _pure_builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     import types
 
     if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in _PURE_MODULES:
+        return PureFunctionVariable(value, graph, tracker)
+    if member_of(_PURE_PADDLE_FUNCTIONS, value):
         return PureFunctionVariable(value, graph, tracker)
     return None
 
