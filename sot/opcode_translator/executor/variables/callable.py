@@ -1327,6 +1327,9 @@ class SuperVariable(VariableBase):
                 if isinstance(attr, types.FunctionType):
                     from .layer import BuiltinForwardVariable, LayerVariable, is_builtin_forward
 
+                    if attr is paddle.nn.Layer.__getattr__ and isinstance(self.self_var, LayerVariable):
+                        return LayerOwnGetattrVariable(self.self_var)  # (in a layer's own ``__getattr__``)
+
                     if name == "forward" and isinstance(self.self_var, LayerVariable) and is_builtin_forward(attr):
                         return BuiltinForwardVariable(self.self_var, klass)  # one statement, not inlined
                     fn = UserFunctionVariable(attr, self.graph, self._member_tracker(owner, index, name))
@@ -1374,6 +1377,24 @@ class SuperVariable(VariableBase):
         klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
         members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
         return GetItemTracker(members, name)
+
+
+class LayerOwnGetattrVariable(CallableVariable):
+    """``super().__getattr__`` of a layer reaching Paddle's ``Layer.__getattr__`` (a wrapper layer's own
+    ``__getattr__`` delegating to another object when the layer has no such member, as LoRA/PEFT wrappers do):
+    the layer's members and its ordinary attributes, an AttributeError otherwise, without the class's own
+    ``__getattr__`` again."""
+
+    def __init__(self, layer: VariableBase) -> None:
+        super().__init__(paddle.nn.Layer.__getattr__, layer.graph, DummyTracker((layer,)))
+        self.layer = layer
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .attribute import load_attribute
+
+        if len(args) != 1 or kwargs or not isinstance(args[0], ConstantVariable) or type(args[0].value) is not str:
+            raise FallbackError("Layer.__getattr__ called with other than one attribute name")
+        return load_attribute(self.layer, args[0].value, user_getattr=False)  # type: ignore[arg-type]
 
 
 @builtin_rule(super)
