@@ -927,7 +927,46 @@ def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: Variab
     _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
     for k in keys:
         graph.add_guard(k)
-    return [k.get_py_value() for k in keys]
+    stand_ins: dict[int, _TensorInKey] = {}
+    return [_comparable(k, stand_ins) for k in keys]
+
+
+class _ComparesTensor(Exception):
+    """An ordering compared a tensor inside a key (a tuple whose earlier items were equal)."""
+
+
+class _TensorInKey:
+    """Stands for a tensor inside a key tuple (``sorted(d.items())`` of a dict of tensors): the order is
+    usually decided by the items before it (tuples compare item by item, equal ones by identity first, so
+    one stand-in per tensor); comparing it would read the tensor's values, which the ordering refuses."""
+
+    def _refuse(self, other: Any) -> bool:
+        raise _ComparesTensor
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse  # type: ignore[assignment]
+    __hash__ = object.__hash__
+
+
+def _comparable(var: VariableBase, stand_ins: dict[int, "_TensorInKey"]) -> Any:
+    """The Python value of a key, tensors inside tuples and lists replaced by `_TensorInKey` stand-ins."""
+    from .container import SequenceVariable
+
+    if isinstance(var, TensorVariable):
+        return stand_ins.setdefault(id(var), _TensorInKey())
+    if isinstance(var, SequenceVariable) and var.get_py_type() in (tuple, list):
+        return var.get_py_type()(_comparable(item, stand_ins) for item in var.items)
+    return var.get_py_value()
+
+
+def run_ordering(graph: "FunctionGraph", fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``sorted``/``min``/``max`` over `ordering_keys`: a tensor compared inside a key breaks the graph there
+    (the call runs natively); any other error is the user's, as `run_user_python` says."""
+    try:
+        return fn(*args, **kwargs)
+    except _ComparesTensor:
+        raise BreakGraphError("ordering compares tensors inside the keys as Python bools: runs natively") from None
+    except Exception:
+        return graph.run_user_python(fn, args, kwargs)  # (raises the same error, as the user's)
 
 
 def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict[str, VariableBase],
@@ -942,7 +981,7 @@ def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict
         graph.add_guard(kwargs["reverse"])
         reverse = bool(kwargs["reverse"].get_py_value())
     values = ordering_keys(graph, items, kwargs.get("key"))
-    order = graph.run_user_python(sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
+    order = run_ordering(graph, sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
     return [items[i] for i in order]
 
 
@@ -956,7 +995,7 @@ def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
                 return kwargs["default"]
             graph.run_user_python(fn, [[]], {})  # the eager ValueError (its message differs by version)
         values = ordering_keys(graph, items, kwargs.get("key"))
-        best = graph.run_user_python(fn, [range(len(items))], {"key": values.__getitem__})
+        best = run_ordering(graph, fn, [range(len(items))], {"key": values.__getitem__})
         return items[best]
 
     return rule
