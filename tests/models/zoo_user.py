@@ -7,8 +7,9 @@ embeddings, an attention mask built from the input ids, a pooler, dict outputs),
 of tensors, one built from `nn.LayerDict` and `nn.ParameterList`, one with custom initialisation through
 `ParamAttr` and initializers, one written with `F.*` calls and `x.shape[...]` arithmetic; a LLaMA-style decoder,
 attention code ported from another framework, running statistics kept by hand, greedy decoding, a top-1 MoE,
-a Conv1D audio model, a two-tower recommender, a GPT returning an HF-style ``ModelOutput`` and a bare
-`nn.Sequential`.
+a Conv1D audio model, a two-tower recommender, a GPT returning an HF-style ``ModelOutput``, an encoder with
+PEFT-style LoRA adapters (their own ``__getattr__``), a ``finfo`` padding mask and ``hasattr`` lookups, and a
+bare `nn.Sequential`.
 """
 from __future__ import annotations
 
@@ -670,6 +671,75 @@ def model_output_loss(output: CausalLMOutput, inputs: tuple) -> paddle.Tensor:
     return output.loss + output["logits"].mean() * 0.1 + output[2][-1].pow(2).mean() * 0.01
 
 
+# -- a LoRA-adapted encoder ---------------------------------------------------------------------------------------
+class LoRAAdapter(nn.Layer):
+    """A PEFT-style adapter around a frozen linear layer: attributes it lacks (``weight``, ``bias``) are the
+    wrapped layer's, through its own ``__getattr__`` asking ``super().__getattr__`` first."""
+
+    def __init__(self, base: nn.Linear, rank: int = 2, alpha: float = 4.0) -> None:
+        super().__init__()
+        self.base = base
+        self.base.weight.stop_gradient = True
+        self.lora_a = nn.Linear(base.weight.shape[0], rank, bias_attr=False)
+        self.lora_b = nn.Linear(rank, base.weight.shape[1], bias_attr=False,
+                                weight_attr=paddle.ParamAttr(initializer=init.Constant(0.05)))
+        self.scaling = alpha / rank
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.base, name)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.base(x) + self.lora_b(self.lora_a(x)) * self.scaling
+
+
+class LoRAEncoder(nn.Layer):
+    """Attention whose projections are adapted, a padding mask filled with ``paddle.finfo(dtype).min``,
+    optional parts looked up with ``hasattr``/``getattr(self, name, None)``, and the registry of adapted
+    layers kept on the class and read through ``type(self)``."""
+
+    adapted: dict = {}
+
+    def __init__(self, vocab: int = 30, dim: int = 16, heads: int = 2, num_classes: int = 3) -> None:
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim)
+        self.q = LoRAAdapter(nn.Linear(dim, dim))
+        self.v = LoRAAdapter(nn.Linear(dim, dim))
+        self.k = nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+        type(self).adapted[id(self)] = ["q", "v"]
+
+    def split(self, x: paddle.Tensor) -> paddle.Tensor:
+        batch, tokens, dim = x.shape
+        return x.reshape([batch, tokens, self.heads, dim // self.heads]).transpose([0, 2, 1, 3])
+
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
+        h = self.embed(ids)
+        q, k, v = self.split(self.q(h)), self.split(self.k(h)), self.split(self.v(h))
+        scores = q @ k.transpose([0, 1, 3, 2]) / math.sqrt(q.shape[-1])
+        pad = (ids == 0)[:, None, None, :]
+        scores = scores.masked_fill(pad, paddle.finfo(scores.dtype).min)
+        out = (F.softmax(scores, axis=-1) @ v).transpose([0, 2, 1, 3]).reshape(h.shape)
+        if hasattr(self, "out_proj"):
+            out = self.out_proj(out)
+        dropout = getattr(self, "dropout", None)
+        if dropout is not None:
+            out = dropout(out)
+        h = self.norm(h + out + self.q.bias * 0.0)
+        n_adapted = len(type(self).adapted.get(id(self), []))
+        return self.head(h.mean(1)) * (1.0 + 0.0 * n_adapted)
+
+
+def lora_inputs(batch: int = 2, seed: int = 14) -> tuple:
+    ids = randint(1, 30, (batch, 6), seed=seed)
+    ids[0, -2:] = 0  # padding
+    return (ids,)
+
+
 def image_batch(batch: int = 2, size: int = 16, seed: int = 0) -> tuple:
     return (randn(batch, 3, size, size, seed=seed),)
 
@@ -704,6 +774,7 @@ USER = {
               lambda: (randn(3, 4, 16, seed=6),)),
         _spec("two_tower", TwoTower, two_tower_inputs, mean_square_loss, lambda: two_tower_inputs(3)),
         _spec("gpt_model_output", GPTWithModelOutput, gpt_inputs, model_output_loss, lambda: gpt_inputs(3, seed=13)),
+        _spec("lora_encoder", LoRAEncoder, lora_inputs, classification_loss(3), lambda: lora_inputs(3, seed=15)),
         # An ``nn.Sequential`` translated as the model itself (its forward is Paddle's code).
         _spec("sequential_mlp", lambda: nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Dropout(0.1),
                                                       nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 4)),

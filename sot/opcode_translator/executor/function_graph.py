@@ -289,6 +289,7 @@ class FunctionGraph:
         # (a tensor changed in place, a built-in layer called after the change): they must share no memory
         self._apart_from_layers: list[tuple[TensorVariable, LayerCall]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
+        self._rendered_guards: list[tuple[VariableBase, Callable[[GuardBuilder, str], str]]] = []
         self.known_objects: dict[int, tuple[Any, VariableBase]] = {}  # id -> (object kept alive, variable)
         # One CellVariable per real closure cell, however it is reached (the frame's own free variables,
         # the closure of an inlined function): a ``nonlocal`` store through one must be read through all.
@@ -378,6 +379,9 @@ class FunctionGraph:
             builder.add(f"{builder.expr_of(tensor)}.shape[{dim}] == {size}")
         for render, template in self._symbolic_guards:
             builder.add(template.format(render(builder)))
+        for var, render_check in self._rendered_guards:
+            if var.tracker.is_traceable():
+                builder.add(render_check(builder, builder.expr_of(var)))
         for query, answer in self._query_guards:
             builder.add(f"{builder.constant(query)}() == {builder.constant(answer)}")
         return builder.build()
@@ -427,6 +431,14 @@ class FunctionGraph:
             return True
         if id(known) in self._unread_only:
             return False
+        if not known.tracker.is_traceable() and not isinstance(known, TensorVariable):
+            # A real container met first through a computed value (no path the guard could check it by, e.g.
+            # read from a class reached without one): the path found now becomes its path.
+            was_guarded = self._guarded.pop(id(known), None) is not None
+            known.tracker = tracker
+            if was_guarded:
+                self.add_guard(known)
+            return True
         self.add_alias(known, tracker)
         return True
 
@@ -434,6 +446,7 @@ class FunctionGraph:
         """``var`` is the variable of the real object ``value`` (see `reached_again`)."""
         previous = self.known_objects.get(id(value))
         self.known_objects[id(value)] = (value, var)
+        var.outside_object = True  # (see SideEffects.mutate)
         if previous is not None and previous[0] is value and previous[1] is not var:
             replaced = self._unread_only.pop(id(previous[1]), None)
             if replaced is not None:  # it stood only in unread containers: ``var`` takes its places there
@@ -536,6 +549,12 @@ class FunctionGraph:
         """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""
         self.add_guard(var)
         self._expr_guards.append((var, template))
+
+    def add_rendered_guard(self, var: VariableBase, render: Callable[[GuardBuilder, str], str]) -> None:
+        """A check of ``var`` that needs the guard's constants (a helper function): ``render(builder, expr)``
+        writes it around ``var``'s expression."""
+        self.add_guard(var)
+        self._rendered_guards.append((var, render))
 
     def add_symbolic_guard(self, render: Callable[[GuardBuilder], str], template: str,
                            *symbolic: SymbolicIntVariable) -> None:

@@ -114,7 +114,15 @@ class SideEffects:
             codegen.emit("POP_TOP")
 
     def mutate(self, container: "VariableBase", undo: Callable[[], None]) -> None:
-        """``container`` is about to change; ``undo`` restores its simulated content."""
+        """``container`` is about to change; ``undo`` restores its simulated content.
+
+        A real container from outside the frame reached only through a computed value (no path) could not
+        be written back: its change would be lost, so the frame runs natively instead."""
+        if getattr(container, "outside_object", False) and not container.tracker.is_traceable():
+            from ...errors import FallbackError
+
+            raise FallbackError(f"changing a {type(container).__name__} from outside the frame reached "
+                                "without a path (it could not be written back) is not supported")
         if container.tracker.is_traceable():
             self.outside_changes += 1
         if container.tracker.is_traceable() and id(container) not in self.mutated:

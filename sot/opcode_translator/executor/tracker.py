@@ -185,20 +185,33 @@ class GetAttrTracker(Tracker):
         self.base = base
         self.attr = attr
 
+    def _member_store(self) -> str | None:
+        """The table of a layer's sublayers, parameters or buffers holding ``attr``: read from it directly (the
+        layer's Python ``__getattr__`` costs a call per access, and a user layer's own ``__getattr__``, such
+        as an adapter's delegating one, would run, and be translated, at every load)."""
+        owner = getattr(self.base, "value", None)
+        if owner is None or not _is_layer(owner):
+            return None
+        for store in ("_sub_layers", "_parameters", "_buffers"):
+            members = owner.__dict__.get(store)
+            if isinstance(members, dict) and self.attr in members:
+                return store
+        return None
+
     def guard_expr(self, builder: "GuardBuilder") -> str:
         base = builder.expr_of(self.base)
-        owner = getattr(self.base, "value", None)
-        # A layer's sublayers, parameters and buffers: read from their dicts (the layer's Python
-        # ``__getattr__`` costs a call per access).
-        for store in ("_sub_layers", "_parameters", "_buffers"):
-            members = getattr(owner, "__dict__", {}).get(store) if owner is not None else None
-            if isinstance(members, dict) and self.attr in members and _is_layer(owner):
-                return f"{base}.{store}[{self.attr!r}]"
-        return f"{base}.{self.attr}"
+        store = self._member_store()
+        return f"{base}.{store}[{self.attr!r}]" if store is not None else f"{base}.{self.attr}"
 
     def gen_load(self, codegen: "CodeGen") -> None:
         codegen.reconstruct(self.base)
-        codegen.load_attr(self.attr)
+        store = self._member_store()
+        if store is None:
+            codegen.load_attr(self.attr)
+            return
+        codegen.load_attr(store)
+        codegen.load_const(self.attr)
+        codegen.binary_subscr()
 
     def describe(self) -> str:
         return f"{self.base.tracker.describe()}.{self.attr}"

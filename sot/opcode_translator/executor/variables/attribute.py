@@ -54,8 +54,29 @@ def _class_of(var: "ObjectVariable") -> VariableBase:
     return ObjectVariable(type(var.value), var.graph, _value_tracker(var, "__class__"))
 
 
-def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
-    """The variable for ``var.value.<name>``."""
+def layer_lookup_fails(layer: paddle.nn.Layer, name: str) -> bool:
+    """Paddle's own ``Layer.__getattr__`` finds nothing for ``name`` (neither in the layer's tables of
+    parameters, sublayers and buffers nor by the ordinary lookup): the guard of a missing layer attribute."""
+    try:
+        paddle.nn.Layer.__getattr__(layer, name)
+    except AttributeError:
+        return True
+    return False
+
+
+def _missing_layer_attribute(var: "ObjectVariable", name: str) -> UserCodeError:
+    """``layer.name`` that Paddle's ``Layer.__getattr__`` would not find (its tables were searched already):
+    the AttributeError it raises, guarded to stay missing. (Simulating Paddle's own ``__getattr__`` instead
+    would read the layer's ``__dict__``, a graph break for every ``hasattr(self, ...)``.)"""
+    if var.tracker.is_traceable():
+        var.graph.add_rendered_guard(var, lambda builder, expr: f"{builder.constant(layer_lookup_fails)}"
+                                                                f"({expr}, {name!r})")
+    return _no_attribute(f"{type(var.value).__name__!r} object has no attribute {name!r}")
+
+
+def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) -> VariableBase:
+    """The variable for ``var.value.<name>``. ``user_getattr=False``: without the class's own ``__getattr__``
+    (``super().__getattr__(name)`` inside it, reaching Paddle's ``Layer.__getattr__``)."""
     obj = var.value
     graph = var.graph
     stored = graph.side_effects.lookup_attr(obj, name)
@@ -106,6 +127,8 @@ def load_attribute(var: "ObjectVariable", name: str) -> VariableBase:
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
         fallback = inspect.getattr_static(type(obj), "__getattr__", None)
+        if isinstance(obj, paddle.nn.Layer) and (fallback is paddle.nn.Layer.__getattr__ or not user_getattr):
+            raise _missing_layer_attribute(var, name)
         if isinstance(fallback, types.FunctionType) and not is_class:
             # A Python __getattr__ computes the missing attribute: inlined (its AttributeError is the user's)
             from .function import UserFunctionVariable

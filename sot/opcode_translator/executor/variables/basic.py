@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from ..guard import GuardBuilder
 
 CONSTANT_TYPES: tuple[type, ...] = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
-                                    slice, range, frozenset)
+                                    slice, range, frozenset,
+                                    # what ``paddle.finfo``/``paddle.iinfo`` return (read-only numbers)
+                                    type(paddle.finfo(paddle.float32)), type(paddle.iinfo(paddle.int32)))
 
 
 class ConstantVariable(VariableBase):

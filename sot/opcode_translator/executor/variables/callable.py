@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..tracker import ConstTracker, DummyTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
@@ -565,7 +565,19 @@ def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
         raise FallbackError("type() with three arguments creates a class: not supported")
     (obj,) = args
     graph.add_guard(obj)
-    return VariableFactory.from_value(obj.get_py_type(), graph, DummyTracker((obj,)))
+    cls = obj.get_py_type()
+    # The class of an object from outside is reached by a path (``obj.__class__``): the containers read from
+    # it (``type(self).registry``) are then the real ones, their mutations replayed and their identity kept,
+    # as through ``self.__class__``. (Not when ``__class__`` is overridden to lie about the type.)
+    tracker: Tracker = DummyTracker((obj,))
+    if obj.tracker.is_traceable() and _reports_own_class(obj.get_py_value(), cls):
+        tracker = GetAttrTracker(obj, "__class__")
+    return VariableFactory.from_value(cls, graph, tracker)
+
+
+def _reports_own_class(value: Any, cls: type) -> bool:
+    """``value.__class__`` is ``type(value)`` through ``object``'s own descriptor (no Python code runs)."""
+    return inspect.getattr_static(cls, "__class__", None) is object.__dict__["__class__"]
 
 
 @builtin_rule(id)
@@ -915,7 +927,46 @@ def ordering_keys(graph: "FunctionGraph", items: list[VariableBase], key: Variab
     _check_no_hidden_user_code(sorted, keys)  # comparing instances would run their Python __lt__ natively
     for k in keys:
         graph.add_guard(k)
-    return [k.get_py_value() for k in keys]
+    stand_ins: dict[int, _TensorInKey] = {}
+    return [_comparable(k, stand_ins) for k in keys]
+
+
+class _ComparesTensor(Exception):
+    """An ordering compared a tensor inside a key (a tuple whose earlier items were equal)."""
+
+
+class _TensorInKey:
+    """Stands for a tensor inside a key tuple (``sorted(d.items())`` of a dict of tensors): the order is
+    usually decided by the items before it (tuples compare item by item, equal ones by identity first, so
+    one stand-in per tensor); comparing it would read the tensor's values, which the ordering refuses."""
+
+    def _refuse(self, other: Any) -> bool:
+        raise _ComparesTensor
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse  # type: ignore[assignment]
+    __hash__ = object.__hash__
+
+
+def _comparable(var: VariableBase, stand_ins: dict[int, "_TensorInKey"]) -> Any:
+    """The Python value of a key, tensors inside tuples and lists replaced by `_TensorInKey` stand-ins."""
+    from .container import SequenceVariable
+
+    if isinstance(var, TensorVariable):
+        return stand_ins.setdefault(id(var), _TensorInKey())
+    if isinstance(var, SequenceVariable) and var.get_py_type() in (tuple, list):
+        return var.get_py_type()(_comparable(item, stand_ins) for item in var.items)
+    return var.get_py_value()
+
+
+def run_ordering(graph: "FunctionGraph", fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``sorted``/``min``/``max`` over `ordering_keys`: a tensor compared inside a key breaks the graph there
+    (the call runs natively); any other error is the user's, as `run_user_python` says."""
+    try:
+        return fn(*args, **kwargs)
+    except _ComparesTensor:
+        raise BreakGraphError("ordering compares tensors inside the keys as Python bools: runs natively") from None
+    except Exception:
+        return graph.run_user_python(fn, args, kwargs)  # (raises the same error, as the user's)
 
 
 def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict[str, VariableBase],
@@ -930,7 +981,7 @@ def sorted_items(graph: "FunctionGraph", items: list[VariableBase], kwargs: dict
         graph.add_guard(kwargs["reverse"])
         reverse = bool(kwargs["reverse"].get_py_value())
     values = ordering_keys(graph, items, kwargs.get("key"))
-    order = graph.run_user_python(sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
+    order = run_ordering(graph, sorted, [range(len(items))], {"key": values.__getitem__, "reverse": reverse})
     return [items[i] for i in order]
 
 
@@ -944,7 +995,7 @@ def _min_max(fn: Callable[..., Any]) -> BuiltinRule:
                 return kwargs["default"]
             graph.run_user_python(fn, [[]], {})  # the eager ValueError (its message differs by version)
         values = ordering_keys(graph, items, kwargs.get("key"))
-        best = graph.run_user_python(fn, [range(len(items))], {"key": values.__getitem__})
+        best = run_ordering(graph, fn, [range(len(items))], {"key": values.__getitem__})
         return items[best]
 
     return rule
@@ -1056,11 +1107,18 @@ def _builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Varia
 _PURE_MODULES = ("math", "cmath", "operator", "_operator")
 
 
+# Paddle functions of known values only, without effects: folded (``paddle.finfo(x.dtype).min`` in an
+# attention mask; their results are constants, see basic.CONSTANT_TYPES).
+_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo})
+
+
 @VariableFactory.register(75)
 def _pure_builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
     import types
 
     if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in _PURE_MODULES:
+        return PureFunctionVariable(value, graph, tracker)
+    if member_of(_PURE_PADDLE_FUNCTIONS, value):
         return PureFunctionVariable(value, graph, tracker)
     return None
 
@@ -1308,6 +1366,9 @@ class SuperVariable(VariableBase):
                 if isinstance(attr, types.FunctionType):
                     from .layer import BuiltinForwardVariable, LayerVariable, is_builtin_forward
 
+                    if attr is paddle.nn.Layer.__getattr__ and isinstance(self.self_var, LayerVariable):
+                        return LayerOwnGetattrVariable(self.self_var)  # (in a layer's own ``__getattr__``)
+
                     if name == "forward" and isinstance(self.self_var, LayerVariable) and is_builtin_forward(attr):
                         return BuiltinForwardVariable(self.self_var, klass)  # one statement, not inlined
                     fn = UserFunctionVariable(attr, self.graph, self._member_tracker(owner, index, name))
@@ -1317,8 +1378,8 @@ class SuperVariable(VariableBase):
                 base_method = self._builtin_base_method(klass, name, attr)
                 if base_method is not None:
                     return base_method
-                if not hasattr(type(attr), "__get__"):
-                    return VariableFactory.from_value(attr, self.graph, DummyTracker((self,)))
+                if not hasattr(type(attr), "__get__"):  # (by its path: a container read is the real one)
+                    return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
                             original=AttributeError(f"'super' object has no attribute '{name}'"))
@@ -1355,6 +1416,24 @@ class SuperVariable(VariableBase):
         klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
         members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
         return GetItemTracker(members, name)
+
+
+class LayerOwnGetattrVariable(CallableVariable):
+    """``super().__getattr__`` of a layer reaching Paddle's ``Layer.__getattr__`` (a wrapper layer's own
+    ``__getattr__`` delegating to another object when the layer has no such member, as LoRA/PEFT wrappers do):
+    the layer's members and its ordinary attributes, an AttributeError otherwise, without the class's own
+    ``__getattr__`` again."""
+
+    def __init__(self, layer: VariableBase) -> None:
+        super().__init__(paddle.nn.Layer.__getattr__, layer.graph, DummyTracker((layer,)))
+        self.layer = layer
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        from .attribute import load_attribute
+
+        if len(args) != 1 or kwargs or not isinstance(args[0], ConstantVariable) or type(args[0].value) is not str:
+            raise FallbackError("Layer.__getattr__ called with other than one attribute name")
+        return load_attribute(self.layer, args[0].value, user_getattr=False)  # type: ignore[arg-type]
 
 
 @builtin_rule(super)

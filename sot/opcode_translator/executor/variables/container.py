@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError, UserCodeError
 from ....eval_frame_ext import clone_set_layout
-from ..tracker import DummyTracker, GetItemTracker, Tracker
+from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable
 
@@ -1155,7 +1155,9 @@ class NamedTupleVariable(TupleVariable):
         if name in ("count", "index"):
             return super().getattr(name)
         if found is not None and not hasattr(type(found), "__get__"):  # a class attribute (``_fields``...)
-            return VariableFactory.from_value(found, graph, DummyTracker((self,)))
+            # (by its path when the tuple has one: a container read is then the real one, its changes replayed)
+            tracker = GetAttrTracker(self, name) if self.tracker.is_traceable() else DummyTracker((self,))
+            return VariableFactory.from_value(found, graph, tracker)
         raise FallbackError(f"attribute {name!r} of a namedtuple is not supported yet")
 
 
