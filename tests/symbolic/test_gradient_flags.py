@@ -90,3 +90,9 @@ def test_eager_gradients_and_later_hooks_keep_their_flags_and_values() -> None:
     assert (parameter.grad.stop_gradient, detached.grad.stop_gradient) == (False, True)
     for tensor in (parameter, detached):
         np.testing.assert_array_equal(tensor.grad.numpy(), np.full([2, 3], 6.0, np.float32))
+
+
+def test_the_hook_passes_a_missing_gradient_on() -> None:
+    """A hook may be called with None for a gradient that did not flow: the hook gives None back (Paddle then
+    keeps what it had) instead of failing inside the backward pass."""
+    assert gradient_flags._with_eager_flag(None) is None
