@@ -871,6 +871,22 @@ def test_gradients_through_chained_compiled_layers_keep_eager_flags(compile_all)
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
 
 
+def test_an_activation_fed_through_a_view_changed_in_place_is_still_refused(compile_all):
+    """The view an activation is fed through shares its inplace version: changed in place after the call that
+    reads it, the backward is refused as eager's is (same error and message)."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        h = translate(encoder)(T(2, 3))
+        loss = translate(decoder)(h).sum()
+        h.scale_(2.0)
+        with pytest.raises(RuntimeError) as raised:
+            loss.backward()
+        return str(raised.value).split("\n")[0]
+
+    assert run(sot.symbolic_translate) == run(lambda layer: layer)
+
+
 def _activation_hooked_across_a_break(x, w, seen):
     h = paddle.tanh(x @ w)
     h.register_hook(lambda g: seen.append(observe(g)))
