@@ -15,6 +15,7 @@ import pytest
 
 import sot
 from sot import psdb
+from sot.symbolic import gradient_flags
 
 from _conformance import T, assert_observed_same, case, check, observe, table_tests
 
@@ -869,6 +870,67 @@ def test_gradients_through_chained_compiled_layers_keep_eager_flags(compile_all)
     assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "chained layers")
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+def test_an_activation_retained_or_hooked_after_the_call_keeps_eager_flags(compile_all):
+    """``retain_grads()`` and a hook registered on an activation after the compiled call that reads it (before
+    the backward): nothing observed its gradient at the call, so it was not fed through a view; the flag hook
+    the call gave its slot runs before them, so they see eager's values and flags, at every step."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        encode, decode = translate(encoder), translate(decoder)
+        pictures = []
+        for step in range(2):
+            h = encode(T(2, 3, seed=step))
+            loss = decode(h).sum()
+            h.retain_grads()
+            seen = []
+            h.register_hook(lambda g: seen.append(observe(g)))
+            loss.backward()
+            pictures.append(observe([h.grad, encoder.weight.grad, decoder.weight.grad]) + tuple(seen))
+        return pictures
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "retained after the call")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+def test_activations_read_by_two_compiled_calls_keep_eager_flags(compile_all):
+    """Two activations, each read by two calls of a compiled layer: ``h`` retained before both (fed through a
+    view each time), ``g`` retained between them (the first call gave its slot the flag hook, which runs
+    before the retain hook). The retained gradients sum both calls' gradients, with eager's flags."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        encode, decode = translate(encoder), translate(decoder)
+        h, g = encode(T(2, 3)), encode(T(2, 3, seed=1))
+        h.retain_grads()
+        first = decode(g).sum()
+        g.retain_grads()
+        (decode(h).sum() + decode(h).mean() + first + decode(g).mean()).backward()
+        return observe([h.grad, g.grad, encoder.weight.grad, decoder.weight.grad])
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "two calls")
+
+
+@pytest.mark.skipif(not gradient_flags.installed(), reason="the Python hook flags a detached gradient too")
+def test_a_parameter_hook_returning_a_detached_gradient_keeps_eager_flags(compile_all):
+    """A hook on a parameter registered before its first compiled call returns the gradient detached: eager
+    stores a gradient reading stop_gradient=True, and so does the compiled program's backward (the flag hook,
+    registered after it, flags only a gradient without metadata)."""
+
+    def run(translate):
+        layer = _layer(_Scaled)
+        layer.linear.weight._register_grad_hook(lambda g: g.detach())
+        fast = translate(layer)
+        pictures = []
+        for _ in range(2):
+            fast(T(2, 3)).backward()
+            pictures.append(observe([layer.linear.weight.grad, layer.linear.bias.grad]))
+        return pictures
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "detached by a hook")
 
 
 def test_an_activation_fed_through_a_view_changed_in_place_is_still_refused(compile_all):

@@ -1,12 +1,32 @@
-"""`sot.symbolic.gradient_flags`: what each kind of input is fed as, and the parameters' hook (given once)."""
+"""`sot.symbolic.gradient_flags`: what each kind of input is fed as, and the parameters' hook (given once), with
+the C++ extension (``native``, when it is built and installed) and the Python way (``python``, its fallback)."""
 from __future__ import annotations
 
 import copy
 
 import numpy as np
 import paddle
+import paddle.nn as nn
+import pytest
 
+import sot
 from sot.symbolic import gradient_flags
+
+NATIVE = gradient_flags.installed()
+
+
+@pytest.fixture(params=["native", "python"])
+def way(request) -> str:  # noqa: ANN001
+    """Each test runs both ways (the native one when the extension is used); the state is put back after."""
+    if request.param == "native" and not NATIVE:
+        pytest.skip(f"C++ extension not used: {gradient_flags.status()}")
+    if request.param == "python":
+        gradient_flags.uninstall()
+    try:
+        yield request.param
+    finally:
+        if NATIVE:
+            gradient_flags.install()
 
 
 def _parameter() -> paddle.Tensor:
@@ -21,43 +41,51 @@ def _leaf(stop_gradient: bool = False) -> paddle.Tensor:
     return leaf
 
 
-def _next_hook_id(parameter: paddle.Tensor) -> int:
-    """The id the next gradient hook of the parameter's accumulation node gets (a counter of every hook it was
-    given), taken by registering and removing a probe."""
-    probe = parameter._register_grad_hook(lambda grad: grad)
-    parameter._remove_grad_hook(probe)
+def _next_hook_id(tensor: paddle.Tensor) -> int:
+    """The id the next gradient hook of the tensor's grad node gets (a counter of every hook it was given),
+    taken by registering and removing a probe."""
+    probe = tensor._register_grad_hook(lambda grad: grad)
+    tensor._remove_grad_hook(probe)
     return probe + 1
 
 
-def _hooks_added(parameter: paddle.Tensor, action) -> int:  # noqa: ANN001
-    """How many gradient hooks ``action()`` registers on ``parameter``."""
-    before = _next_hook_id(parameter)
+def _hooks_added(tensor: paddle.Tensor, action) -> int:  # noqa: ANN001
+    """How many gradient hooks ``action()`` registers on ``tensor``'s grad node."""
+    before = _next_hook_id(tensor)
     action()
-    return _next_hook_id(parameter) - before - 1
+    return _next_hook_id(tensor) - before - 1
 
 
-def test_what_each_input_is_fed_as() -> None:
-    """A leaf requiring grad that is not a parameter: a view (same values, new object); a non-leaf: a view only
-    for a call run with the program's own backward (``non_leaves``); a parameter and a tensor that stops
+def test_what_each_input_is_fed_as(way: str) -> None:
+    """A leaf requiring grad that is not a parameter: a view (same values, new object); a non-leaf, only for a
+    call run with the program's own backward (``non_leaves``): a view when its gradient is retained, and the
+    Python way for any; else (native) the flag hook on its slot, once; a parameter and a tensor that stops
     gradients: as they are, the parameter given the hook (once); only ``grad_inputs`` are looked at."""
     leaf, parameter, constant, other = _leaf(), _parameter(), _leaf(stop_gradient=True), _leaf()
-    non_leaf = leaf * 2
-    inputs = [leaf, non_leaf, parameter, constant, other]
-    added = []
-    for non_leaves in (True, False):
+    non_leaf, retained = leaf * 2, leaf * 3
+    retained.retain_grads()
+    inputs = [leaf, non_leaf, parameter, constant, other, retained]
+    added, added_to_non_leaf = [], []
+    for non_leaves in (True, False, True):
         fed: list = []
-        added.append(_hooks_added(parameter, lambda: fed.extend(gradient_flags.fed(inputs, [0, 1, 2, 3],
-                                                                                   non_leaves))))
+
+        def feed() -> None:
+            fed.extend(gradient_flags.fed(inputs, [0, 1, 2, 3, 5], non_leaves))  # noqa: B023
+
+        added_to_non_leaf.append(_hooks_added(non_leaf, lambda: added.append(_hooks_added(parameter, feed))))
         assert fed[0] is not leaf and not fed[0].is_leaf
         np.testing.assert_array_equal(fed[0].numpy(), leaf.numpy())
-        assert (fed[1] is not non_leaf) is non_leaves
-        np.testing.assert_array_equal(fed[1].numpy(), non_leaf.numpy())
-        assert all(a is b for a, b in zip(fed[2:], inputs[2:]))
-    assert added == [1, 0]
+        assert (fed[1] is not non_leaf) is (non_leaves and way == "python")
+        assert (fed[5] is not retained) is non_leaves
+        for index in (1, 5):
+            np.testing.assert_array_equal(fed[index].numpy(), inputs[index].numpy())
+        assert all(a is b for a, b in zip(fed[2:5], inputs[2:5]))
+    assert added == [1, 0, 0]
+    assert added_to_non_leaf == ([1, 0, 0] if way == "native" else [0, 0, 0])
     assert gradient_flags.fed(inputs, [], True) is inputs
 
 
-def test_a_parameter_gets_the_hook_once() -> None:
+def test_a_parameter_gets_the_hook_once(way: str) -> None:
     """Building programs (or feeding a parameter) again registers nothing more: one hook per parameter."""
     parameter = _parameter()
 
@@ -70,15 +98,16 @@ def test_a_parameter_gets_the_hook_once() -> None:
     assert _hooks_added(parameter, again) == 0
 
 
-def test_a_deep_copy_of_a_hooked_parameter_gets_its_own_hook() -> None:
-    """A deep copy carries the parameter's attributes (the note that it is hooked) but not its hooks."""
+def test_a_deep_copy_of_a_hooked_parameter_gets_its_own_hook(way: str) -> None:
+    """A deep copy carries the parameter's attributes (the Python way's note that it is hooked) but not its
+    hooks."""
     parameter = _parameter()
     gradient_flags.keep_eager_flags([parameter])
     clone = copy.deepcopy(parameter)
     assert _hooks_added(clone, lambda: gradient_flags.keep_eager_flags([clone])) == 1
 
 
-def test_eager_gradients_and_later_hooks_keep_their_flags_and_values() -> None:
+def test_eager_gradients_and_later_hooks_keep_their_flags_and_values(way: str) -> None:
     """On an eager gradient the hook changes nothing (values accumulated over two passes, flag False); a hook
     registered after it still decides what is stored, as eager's (a detached gradient: True)."""
     parameter, detached = _parameter(), _parameter()
@@ -93,6 +122,31 @@ def test_eager_gradients_and_later_hooks_keep_their_flags_and_values() -> None:
 
 
 def test_the_hook_passes_a_missing_gradient_on() -> None:
-    """A hook may be called with None for a gradient that did not flow: the hook gives None back (Paddle then
-    keeps what it had) instead of failing inside the backward pass."""
+    """A Python hook may be called with None for a gradient that did not flow: the hook gives None back (Paddle
+    then keeps what it had) instead of failing inside the backward pass."""
     assert gradient_flags._with_eager_flag(None) is None
+
+
+def _chained(translate) -> list:  # noqa: ANN001
+    """Two layers, the second reading the first's output (retained), two steps: the gradients' flags and
+    values."""
+    paddle.seed(3)
+    encoder, decoder = nn.Linear(3, 4), nn.Linear(4, 2)
+    encode, decode = translate(encoder), translate(decoder)
+    pictures = []
+    for step in range(2):
+        h = encode(paddle.full([2, 3], float(step + 1)))
+        h.retain_grads()
+        decode(h).sum().backward()
+        pictures += [(t.stop_gradient, t.numpy()) for t in (h.grad, encoder.weight.grad, decoder.bias.grad)]
+    return pictures
+
+
+def test_both_ways_give_eager_flags_through_chained_compiled_layers(way: str) -> None:
+    """End to end, each way: parameters held by the programs and a retained activation between them get
+    eager's flags and values."""
+    with sot.config.patch(min_graph_size=0):
+        got = _chained(sot.symbolic_translate)
+    for (flag, value), (want_flag, want_value) in zip(got, _chained(lambda layer: layer), strict=True):
+        assert flag == want_flag
+        np.testing.assert_allclose(value, want_value, rtol=1e-6)
