@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable
 import paddle
 from paddle.base.framework import EagerParamBase
 
+from . import kept_scope
 from .version_check import PermissionDeniedHook
 
 try:
@@ -48,9 +49,11 @@ _HOOKED = "_sot_eager_gradient_flag"
 
 _reshape = paddle._C_ops.reshape
 
-# The hooks sot registers that do not look at the flag of the gradient (the version check of saved tensors):
-# a non-leaf hooked only by these needs no view.
-INTERNAL_HOOK_TYPES: tuple[type, ...] = (PermissionDeniedHook,) if PermissionDeniedHook is not None else ()
+# The hooks sot registers on a program's outputs that do not look at the flag of the gradient (the version
+# check of saved tensors, the hook that keeps a run's scope for its backward): a non-leaf hooked only by these
+# needs no view. (Exact types.)
+INTERNAL_HOOK_TYPES: tuple[type, ...] = \
+    ((PermissionDeniedHook,) if PermissionDeniedHook is not None else ()) + (kept_scope._CallScope,)
 
 _installed = False
 _reason = "not tried"

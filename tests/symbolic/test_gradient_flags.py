@@ -150,3 +150,43 @@ def test_both_ways_give_eager_flags_through_chained_compiled_layers(way: str) ->
     for (flag, value), (want_flag, want_value) in zip(got, _chained(lambda layer: layer), strict=True):
         assert flag == want_flag
         np.testing.assert_allclose(value, want_value, rtol=1e-6)
+
+
+def _activations_across_a_break(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+    first, second = paddle.split(paddle.tanh(layer(x)), 2, axis=1)
+    sot.psdb.breakgraph()
+    return (first * second).mean()
+
+
+def test_activations_across_a_break_are_not_viewed_when_nothing_observes_them(monkeypatch) -> None:  # noqa: ANN001
+    """With the extension, the activations a resume function gets are fed as they are at every step after the
+    first: the hooks sot itself puts on the first graph's outputs at every call (its version check, the hook keeping the run's scope for the
+    backward) are no observers. The parameters' gradients are eager's, flags and values."""
+    if not NATIVE:
+        pytest.skip(f"C++ extension not used: {gradient_flags.status()}")
+    viewed = []
+    native_fed = gradient_flags._fed
+
+    def recording_fed(inputs: list, grad_inputs: list[int], non_leaves: bool) -> list:
+        fed = native_fed(inputs, grad_inputs, non_leaves)
+        viewed.append(sum(fed[i] is not inputs[i] for i in grad_inputs if not inputs[i].is_leaf))
+        return fed
+
+    monkeypatch.setattr(gradient_flags, "_fed", recording_fed)
+
+    def run(function) -> list:  # noqa: ANN001
+        paddle.seed(5)
+        layer = nn.Linear(4, 6)
+        pictures = []
+        for step in range(4):
+            function(layer, paddle.full([3, 4], float(step))).backward()
+            pictures += [(p.grad.stop_gradient, p.grad.numpy().copy()) for p in (layer.weight, layer.bias)]
+        return pictures
+
+    with sot.config.patch(min_graph_size=0):
+        got = run(sot.symbolic_translate(_activations_across_a_break))
+    for (flag, value), (want_flag, want_value) in zip(got, run(_activations_across_a_break), strict=True):
+        assert flag == want_flag
+        np.testing.assert_allclose(value, want_value, rtol=1e-6)
+    # (at the first step a one-time hook on the first graph's outputs builds its backward: viewed then)
+    assert len(viewed) == 8 and not any(viewed[2:]), viewed
