@@ -26,6 +26,10 @@ hook. Without it, the
 hook is a Python function (Paddle calls it through its Python hook machinery: about 1-2 us per parameter per
 backward pass) and every non-leaf input is viewed (Paddle keeps no note of ``retain_grads()`` Python can
 read): an eager op and a backward node per input and call.
+
+Measured with callgrind (benchmarks/README.md, ``gradient_flags.py``): per parameter per backward pass about
+1,500 instructions with the extension (most of it Paddle's own cost of applying any gradient hook) against
+5,800 for the Python hook; per activation crossing a graph break about 1,700 against 36,000 for the view.
 """
 from __future__ import annotations
 
