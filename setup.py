@@ -9,14 +9,17 @@ file per family of CPython frame layouts, picked here from the running
 interpreter's version. To support a new Python version, add its file to
 FRAME_SOURCES (and its section to frame_compat.h).
 
-Two optional extensions (C++) need Paddle's C++ headers, shipped in the
+Three optional extensions (C++) need Paddle's C++ headers, shipped in the
 paddlepaddle wheel: ``sot.eval_frame_ext._autograd_errors`` lets a gradient hook
-fail with Paddle's own error type (see autograd_errors.cpp), and
+fail with Paddle's own error type (see autograd_errors.cpp),
 ``sot.eval_frame_ext._tensor_meta`` reads a tensor's dtype and shape from its C++
-tensor for the guards (see tensor_meta.cpp). They are built when Paddle is
-installed in the building interpreter, and skipped (with a warning) otherwise or
-when they fail to compile; sot then raises the same message as Paddle's wrapped
-OSError, and its guards read the Python attributes.
+tensor for the guards (see tensor_meta.cpp), and
+``sot.eval_frame_ext._gradient_flags`` gives the gradients of compiled programs
+eager's autograd flags with C++ gradient hooks (see gradient_flags.cpp). They are
+built when Paddle is installed in the building interpreter, and skipped (with a
+warning) otherwise or when they fail to compile; sot then raises the same message
+as Paddle's wrapped OSError, its guards read the Python attributes, and the flags
+are given by Python hooks and eager views.
 
 Environment:
     SOT_EXT_DEBUG=1   build the extension without optimisation, with C asserts.
@@ -156,21 +159,25 @@ def extensions():
 
 AUTOGRAD_ERRORS = "sot.eval_frame_ext._autograd_errors"
 TENSOR_META = "sot.eval_frame_ext._tensor_meta"
+GRADIENT_FLAGS = "sot.eval_frame_ext._gradient_flags"
 # The optional extensions (built against Paddle's C++ headers) and what is lost without each.
 OPTIONAL_EXTENSIONS = {
     AUTOGRAD_ERRORS: "a refused backward raises Paddle's OSError instead of eager's RuntimeError",
     TENSOR_META: "tensor guards read dtype and shape through the Python getters (slower cache hits)",
+    GRADIENT_FLAGS: "gradient flags are given by a Python hook per parameter and views of non-leaf inputs "
+                    "(slower train steps)",
 }
-# name -> (source file, libraries of Paddle's libs/ it links)
+# name -> (source file, libraries it links, as paths in the paddle package: libs/ or base/ for libpaddle)
 PADDLE_EXTENSION_SOURCES = {
-    AUTOGRAD_ERRORS: ("autograd_errors.cpp", ["libcommon.so"]),
-    TENSOR_META: ("tensor_meta.cpp", ["libcommon.so"]),
+    AUTOGRAD_ERRORS: ("autograd_errors.cpp", ["libs/libcommon.so"]),
+    TENSOR_META: ("tensor_meta.cpp", ["libs/libcommon.so"]),
+    GRADIENT_FLAGS: ("gradient_flags.cpp", ["base/libpaddle.so", "libs/libphi_core.so"]),
 }
 
 
 def paddle_cpp_build():
-    """Paddle's C++ include and library directories and the commit it was built from, found without importing
-    Paddle (None when missing)."""
+    """The paddle package's directory (its C++ headers in include/, its libraries in libs/ and base/) and the
+    commit it was built from, found without importing Paddle (None when missing)."""
     spec = importlib.util.find_spec("paddle")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -184,7 +191,7 @@ def paddle_cpp_build():
             commit = re.search(r"^commit\s*=\s*'([0-9a-f]+)'", version_file.read(), re.MULTILINE)
     except OSError:
         return None
-    return (include, libs, commit.group(1)) if commit else None
+    return (paddle_dir, commit.group(1)) if commit else None
 
 
 def paddle_extensions():
@@ -195,7 +202,8 @@ def paddle_extensions():
         print("warning: Paddle's C++ headers not found: the optional extensions %s are not built"
               % ", ".join(OPTIONAL_EXTENSIONS), file=sys.stderr)
         return []
-    include, libs, commit = found
+    paddle_dir, commit = found
+    include = os.path.join(paddle_dir, "include")
     debug = ["-O0", "-g3"] if os.environ.get("SOT_EXT_DEBUG") else []
     return [
         Extension(
@@ -207,13 +215,21 @@ def paddle_extensions():
             # (the C++ classes it shares with Paddle are laid out by this Paddle's headers: used with it only)
             define_macros=[("SOT_PADDLE_COMMIT", '"%s"' % commit)],
             extra_compile_args=["-std=c++17"] + debug,
-            # the libraries are loaded by Paddle before sot imports these modules (matched by their sonames);
-            # the run paths find them for a standalone import: installed next to paddle, or where built.
-            extra_link_args=["-L" + libs] + ["-l:" + lib for lib in linked]
-            + ["-Wl,-rpath,$ORIGIN/../../paddle/libs", "-Wl,-rpath," + libs],
+            extra_link_args=_paddle_link_args(paddle_dir, linked),
         )
         for name, (source, linked) in PADDLE_EXTENSION_SOURCES.items()
     ]
+
+
+def _paddle_link_args(paddle_dir, linked):
+    """Linker arguments for libraries of the paddle package (paths in it). They are loaded by Paddle before
+    sot imports these modules (matched by their sonames); the run paths find them for a standalone import:
+    installed next to paddle, or where built."""
+    args = []
+    for folder in sorted({os.path.dirname(lib) for lib in linked}):
+        args += ["-L" + os.path.join(paddle_dir, folder), "-Wl,-rpath,$ORIGIN/../../paddle/" + folder,
+                 "-Wl,-rpath," + os.path.join(paddle_dir, folder)]
+    return args + ["-l:" + os.path.basename(lib) for lib in linked]
 
 
 setup(

@@ -17,7 +17,6 @@ from typing import Any, Callable, Iterator
 
 import paddle
 from paddle.base import core
-from paddle.base.framework import EagerParamBase
 from paddle.static import InputSpec
 
 from ..config import config
@@ -26,7 +25,7 @@ from ..eval_frame_ext import get_callback, set_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
-from . import backward_pass, kept_scope, version_check
+from . import backward_pass, gradient_flags, kept_scope, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
@@ -65,7 +64,7 @@ class CompiledProgram:
                     for symbol in stmt.output_symbols()}
         self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
         self._written_back = version_check.written_back_map(sir)
-        self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]  # see _fed
+        self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]
         self._lock = threading.Lock()
         self._saved: version_check.SavedByOutput | None = None  # see saved_plan()
         self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
@@ -277,6 +276,8 @@ class CompiledProgram:
             self._watch_new_scopes()
             # (before any backward through a run of it: what it keeps is let go by the pass that frees its graph)
             backward_pass.install()
+            # The parameters the program holds: their gradients are flagged where they are accumulated.
+            gradient_flags.keep_eager_flags(getattr(self._program, "_params", None) or ())
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
         training = get_callback() is not INFERENCE_CALLBACK[0]
         if self._program.training is not training:
@@ -284,7 +285,6 @@ class CompiledProgram:
         try:
             try:
                 records_grad = training and paddle.is_grad_enabled()
-                fed = _fed(inputs, self._grad_inputs) if records_grad else inputs
                 recomputed = records_grad and self._differentiable_outputs and \
                     (self._forward_only or needs_recomputed_backward(inputs, self._grad_inputs))
                 if recomputed and self._eager_refusals is None and self._differentiates is None:
@@ -294,6 +294,10 @@ class CompiledProgram:
                     # program's own backward gives gradients without gradients: the eager replay, whose
                     # autograd is eager's.
                     return self._replay(inputs)
+                # (Through views, the gradients get eager's autograd flags: `gradient_flags`. No output
+                # requiring grad, no gradient.)
+                fed = gradient_flags.fed(inputs, self._grad_inputs, non_leaves=not recomputed) \
+                    if records_grad and self._differentiable_outputs else inputs
                 if self._scopes.made >= MAX_BUSY_SCOPES and records_grad and not recomputed and \
                         training in self._built_modes and self._may_replay_when_busy() and \
                         _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES):
@@ -543,8 +547,6 @@ class CompiledProgram:
         return f"<CompiledProgram {self.sir.name}: {len(self.sir)} statements>"
 
 
-_reshape = paddle._C_ops.reshape
-
 # A run recording gradients holds its scope (the values its backward reads) until its backward has run or its
 # outputs are gone; a run finding every scope of the program held makes a new one, and with it new forward and
 # backward interpreters, which Paddle's global interpreter cache keeps for the life of the process (about 2 MB
@@ -568,36 +570,6 @@ def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:
         return len(scopes) >= limit and not any(scope._can_reused for scope in scopes)
     except Exception:  # another Paddle version: as Paddle does
         return False
-
-
-def _fed(inputs: list, grad_inputs: list[int]) -> list:
-    """The tensors the program is run on: each input requiring grad through an eager view of itself.
-
-    The gradients the program's backward hands to its inputs are tensors without autograd metadata. Stored as a
-    leaf's ``grad`` (or a retained one), such a tensor reads ``stop_gradient=True``, and no write to the flag
-    sticks (every ``x.grad`` is a new wrapper, making metadata of its own). Eager gradients are made by eager
-    gradient nodes and carry metadata (``stop_gradient=False``), which the stored ``grad`` keeps. Through the
-    view, the program's gradient reaches the input's own node (or its accumulation) by way of the view's eager
-    gradient node, which makes it such a tensor (a view of it, no copy). The view shares the input's memory and
-    inplace version, so the saved-tensor checks (`_watch_saved_tensors`) see the input's changes.
-
-    ``reshape`` to its own shape: a view for any strides and size (empty too), and its gradient has a gradient
-    in turn (``paddle.grad(..., create_graph=True)``), where ``view_dtype``'s has none. Fed at every call: the
-    first gradient accumulated after ``clear_grad`` decides the flag again.
-
-    Only leaves that are not parameters are fed so (~1.8 us and one backward node each, at every call). A
-    parameter's gradient keeps the difference, as do those of the parameters the program holds itself (of
-    built-in layers): fed, a model of raw parameters would pay at every step for a flag no optimizer reads. A
-    non-leaf input (the activations a resume function gets after a graph break) keeps no gradient unless
-    ``retain_grads()`` was called on it, which cannot be read back: its retained gradient keeps the difference."""
-    if not grad_inputs:
-        return inputs
-    fed = list(inputs)
-    for index in grad_inputs:
-        tensor = fed[index]
-        if not tensor.stop_gradient and tensor.is_leaf and not isinstance(tensor, EagerParamBase):
-            fed[index] = _reshape(tensor, tensor.shape)
-    return fed
 
 
 def ops_without_gradient(program: Any) -> set[str]:

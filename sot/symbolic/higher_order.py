@@ -513,7 +513,7 @@ def run_with_recomputed_backward(program: "CompiledProgram", inputs: list, fed: 
     """``run(inputs)`` without the program's grad node: each group of outputs (`output_groups`) reaches the
     tensors it depends on through a link subtracting 0.0 (`_zero_of` those tensors packed, one pack per dtype
     among them), whose gradient, zeros, the hooks replace by the product program's. ``fed``: the inputs as the
-    program is fed them (the views of `compile._fed`, through which gradients reach the inputs)."""
+    program is fed them (the views of `gradient_flags.fed`, through which gradients reach the inputs)."""
     grad_positions = tuple(i for i in program.grad_inputs if not fed[i].stop_gradient)
     parameters = program.held_parameters()
     differentiable = [fed[i] for i in grad_positions] + list(parameters)

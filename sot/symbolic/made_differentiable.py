@@ -11,7 +11,7 @@ The simulation gives such a program an input standing for ``c`` requiring grad, 
 them), besides the constant input of ``c`` that earlier reads of ``c`` read. The generated code passes ``c``
 itself in both places; `made_differentiable` makes ``c`` require grad for the call, and gives the constant
 places a detached alias of it (same memory and inplace version, no gradient). The program's gradient for the
-input then reaches ``c`` as eager's op's does (through `compile._fed`'s view of a leaf), and the write-back of
+input then reaches ``c`` as eager's op's does (through `gradient_flags.fed`'s view of a leaf), and the write-back of
 ``c``'s new value (`runtime.write_back_tensor`) gives ``c`` its new history, as the in-place op did.
 
 If the call fails (a user error the program's kernel raises), the original code reruns natively: ``c``'s flag is

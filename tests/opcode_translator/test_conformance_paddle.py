@@ -15,6 +15,7 @@ import pytest
 
 import sot
 from sot import psdb
+from sot.symbolic import gradient_flags
 
 from _conformance import T, assert_observed_same, case, check, observe, table_tests
 
@@ -622,7 +623,7 @@ def test_parameter_name_and_state_dict(compile_all):
 def test_grad_of_a_leaf_after_backward_inside_the_function(compile_all):
     """Fixed (kept as a regression test); was: the gradient a leaf got from the backward of a compiled program
     had ``stop_gradient=True`` where eager's has False (the program's gradients carry no autograd metadata; see
-    `sot.symbolic.compile._fed`). (The fallback when reading ``x.grad`` after ``y.backward()``, "tensor attribute
+    `sot.symbolic.gradient_flags`). (The fallback when reading ``x.grad`` after ``y.backward()``, "tensor attribute
     'grad' is not supported yet", is fixed: it is read as a guarded input, see
     executor/test_tensor_python_values.py.)"""
 
@@ -741,12 +742,11 @@ class _Scaled(nn.Layer):
 
 
 def test_retained_gradient_of_a_non_leaf_input_keeps_eager_flags(compile_all):
-    """Known difference: a non-leaf input on which ``retain_grads()`` was called gets its retained gradient from
-    the compiled program's backward with ``stop_gradient=True`` (eager: False; values are equal). Whether
-    ``retain_grads()`` was called cannot be read back, and feeding every non-leaf input through an eager view
-    would cost each resume function after a graph break ~1.8 us per activation at every call
-    (`sot.symbolic.compile._fed`). ``h`` here is an activation from another compiled program (of a parameter):
-    an input made by eager ops from a leaf requiring grad gets the right flag, see the test after this one."""
+    """Fixed (kept as a regression test); was: a non-leaf input on which ``retain_grads()`` was called got its
+    retained gradient from the compiled program's backward with ``stop_gradient=True`` (eager: False; values
+    were equal). ``h`` here is an activation from another compiled program (of a parameter), which the call runs
+    with the program's own backward: the input is fed through an eager view (`sot.symbolic.gradient_flags`).
+    An input made by eager ops from a leaf requiring grad: see the test after this one."""
     doubled = sot.symbolic_translate(_doubled)
     assert_observed_same(*_retained_gradient_of_a_non_leaf(lambda base: doubled(_parameter_of(base)), False),
                          "h.grad")
@@ -785,19 +785,192 @@ def test_retained_gradient_of_a_non_leaf_input_made_from_a_leaf(compile_all):
 
 
 def test_parameter_gradients_of_a_built_in_layer_keep_eager_flags(compile_all):
-    """Known difference: ``linear.weight.grad.stop_gradient`` is True after a backward through a compiled program
-    where eager gives False (values are equal). The parameters of a built-in layer called in the graph are held
-    by Paddle's program itself, not fed as inputs, so they cannot get the eager view that gives the inputs'
-    gradients their metadata (`sot.symbolic.compile._fed`): that would mean calling Paddle's private program
-    runner with views of every parameter (~1.5 us each at every call); raw parameters fed as inputs are not fed
-    through views either, for the same cost. (The flag of a gradient is that of the first one accumulated into
-    it, again after ``clear_grad``.)"""
+    """Fixed (kept as a regression test); was: ``linear.weight.grad.stop_gradient`` was True after a backward
+    through a compiled program where eager gives False (values were equal): the parameters a program holds get
+    their gradients from its backward, without autograd metadata. Each is given, once, a gradient hook that
+    flags the gradient where it is accumulated (`sot.symbolic.gradient_flags`)."""
     eager, translated = _layer(_Scaled), _layer(_Scaled)
     fast = sot.symbolic_translate(translated)
     x = T(2, 3)
     eager(x).backward()
     fast(x).backward()
     assert_observed_same(observe(translated.linear.weight.grad), observe(eager.linear.weight.grad), "weight.grad")
+
+
+def _scaled_by_a_raw_parameter(layer, x, w):
+    return (layer(x @ w) * 2.0).sum()
+
+
+def test_parameter_gradients_keep_eager_flags_across_steps(compile_all):
+    """Held parameters (of a built-in layer) and a raw parameter given as an input: their gradients equal
+    eager's in values and flags after a backward, a second one (accumulated), ``clear_grad`` (zeroed, the next
+    gradient decides the flag again), ``clear_gradient(False)`` (released) and an optimizer step; ``paddle.grad``
+    too. One translation per layer (the guard holds the layer), no break."""
+    clear = {2: lambda layer, w: layer.clear_gradients(), 3: lambda layer, w: w.clear_gradient(False)}
+
+    def run(function):
+        layer = _layer(lambda: nn.Linear(3, 2))
+        w = _parameter_of(T(3, 3, seed=4))
+        optimizer = paddle.optimizer.SGD(0.1, parameters=[*layer.parameters(), w])
+        x = T(4, 3)
+        pictures = []
+        for step in range(5):
+            if step in clear:
+                clear[step](layer, w)
+            function(layer, x, w).backward()
+            pictures.append(observe([layer.weight.grad, layer.bias.grad, w.grad]))
+            if step == 4:
+                optimizer.step()
+        pictures.append(observe(paddle.grad(function(layer, x, w), [layer.weight, w])))
+        pictures.append(observe([layer.weight, w]))
+        return pictures
+
+    expected = run(_scaled_by_a_raw_parameter)
+    fast = sot.symbolic_translate(_scaled_by_a_raw_parameter)
+    for attempt in range(2):
+        assert_observed_same(run(fast), expected, f"run {attempt + 1}")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+def test_a_deep_copy_of_a_translated_layer_keeps_eager_flags(compile_all):
+    """A deep copy of a layer already run compiled copies its parameters' attributes, not their hooks: the
+    copy's parameters get the hook of their own when the copy's program is built."""
+    import copy
+
+    original = _layer(_Scaled)
+    sot.symbolic_translate(original)(T(2, 3)).backward()
+    eager, translated = copy.deepcopy(original), copy.deepcopy(original)
+    eager(T(2, 3)).backward()
+    sot.symbolic_translate(translated)(T(2, 3)).backward()
+    assert_observed_same(observe(translated.linear.weight.grad), observe(eager.linear.weight.grad), "weight.grad")
+
+
+def test_gradients_through_chained_compiled_layers_keep_eager_flags(compile_all):
+    """One translated layer's output given to another (each with its program's own backward): the retained
+    gradient of the activation, the gradient a hook on it sees and both layers' parameter gradients have
+    eager's values and flags, at every step; ``paddle.grad`` with respect to the activation too."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        encode, decode = translate(encoder), translate(decoder)
+        x = T(2, 3)
+        pictures = []
+        for step in range(2):
+            h = encode(x)
+            h.retain_grads()
+            seen = []
+            h.register_hook(lambda g: seen.append(observe(g)))
+            decode(h).sum().backward()
+            pictures.append(observe([h.grad, encoder.weight.grad, decoder.weight.grad]) + tuple(seen))
+        h = encode(x)
+        pictures.append(observe(paddle.grad(decode(h).sum(), h)))
+        return pictures
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "chained layers")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+def test_an_activation_retained_or_hooked_after_the_call_keeps_eager_flags(compile_all):
+    """``retain_grads()`` and a hook registered on an activation after the compiled call that reads it (before
+    the backward): nothing observed its gradient at the call, so it was not fed through a view; the flag hook
+    the call gave its slot runs before them, so they see eager's values and flags, at every step."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        encode, decode = translate(encoder), translate(decoder)
+        pictures = []
+        for step in range(2):
+            h = encode(T(2, 3, seed=step))
+            loss = decode(h).sum()
+            h.retain_grads()
+            seen = []
+            h.register_hook(lambda g: seen.append(observe(g)))
+            loss.backward()
+            pictures.append(observe([h.grad, encoder.weight.grad, decoder.weight.grad]) + tuple(seen))
+        return pictures
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "retained after the call")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 0, 0), stats
+
+
+def test_activations_read_by_two_compiled_calls_keep_eager_flags(compile_all):
+    """Two activations, each read by two calls of a compiled layer: ``h`` retained before both (fed through a
+    view each time), ``g`` retained between them (the first call gave its slot the flag hook, which runs
+    before the retain hook). The retained gradients sum both calls' gradients, with eager's flags."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        encode, decode = translate(encoder), translate(decoder)
+        h, g = encode(T(2, 3)), encode(T(2, 3, seed=1))
+        h.retain_grads()
+        first = decode(g).sum()
+        g.retain_grads()
+        (decode(h).sum() + decode(h).mean() + first + decode(g).mean()).backward()
+        return observe([h.grad, g.grad, encoder.weight.grad, decoder.weight.grad])
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "two calls")
+
+
+@pytest.mark.skipif(not gradient_flags.installed(), reason="the Python hook flags a detached gradient too")
+def test_a_parameter_hook_returning_a_detached_gradient_keeps_eager_flags(compile_all):
+    """A hook on a parameter registered before its first compiled call returns the gradient detached: eager
+    stores a gradient reading stop_gradient=True, and so does the compiled program's backward (the flag hook,
+    registered after it, flags only a gradient without metadata)."""
+
+    def run(translate):
+        layer = _layer(_Scaled)
+        layer.linear.weight._register_grad_hook(lambda g: g.detach())
+        fast = translate(layer)
+        pictures = []
+        for _ in range(2):
+            fast(T(2, 3)).backward()
+            pictures.append(observe([layer.linear.weight.grad, layer.linear.bias.grad]))
+        return pictures
+
+    assert_observed_same(run(sot.symbolic_translate), run(lambda layer: layer), "detached by a hook")
+
+
+def test_an_activation_fed_through_a_view_changed_in_place_is_still_refused(compile_all):
+    """The view an activation is fed through shares its inplace version: changed in place after the call that
+    reads it, the backward is refused as eager's is (same error and message)."""
+
+    def run(translate):
+        encoder, decoder = _layer(lambda: nn.Linear(3, 4)), _layer(lambda: nn.Linear(4, 2), seed=8)
+        h = translate(encoder)(T(2, 3))
+        loss = translate(decoder)(h).sum()
+        h.scale_(2.0)
+        with pytest.raises(RuntimeError) as raised:
+            loss.backward()
+        return str(raised.value).split("\n")[0]
+
+    assert run(sot.symbolic_translate) == run(lambda layer: layer)
+
+
+def _activation_hooked_across_a_break(x, w, seen):
+    h = paddle.tanh(x @ w)
+    h.register_hook(lambda g: seen.append(observe(g)))
+    print("a graph break")
+    return (h * h).sum()
+
+
+def test_a_hook_on_an_activation_across_a_graph_break_sees_eager_flags(compile_all, capsys):
+    """An activation of a raw parameter handed across a graph break to the resume function's graph (run with
+    its program's own backward): the gradient a hook on it sees has eager's values and flags, as has the
+    parameter's. The breaks are those of the translation before the fix."""
+
+    def run(function):
+        w, x, seen = _parameter_of(T(3, 2, seed=5)), T(4, 3), []
+        for _ in range(2):
+            function(x, w, seen).backward()
+        return seen, observe(w.grad)
+
+    expected = run(_activation_hooked_across_a_break)
+    assert_observed_same(run(sot.symbolic_translate(_activation_hooked_across_a_break)), expected, "hooked")
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (3, 2, 0), stats
 
 
 def test_a_second_backward_through_a_compiled_program_with_retain_graph(compile_all):
