@@ -31,20 +31,31 @@ import contextlib
 from typing import Any, Iterator
 
 
+_OWNERS: list[tuple[Any, str]] | None = None  # (registry object, name of its dictionary keyed by program id)
+
+
+def _owners() -> list[tuple[Any, str]]:
+    global _OWNERS
+    if _OWNERS is None:
+        try:
+            from paddle.jit.dy2static.parameter_recorder import _global_inplace_map, _global_parameter_recorder
+        except ImportError:  # another Paddle: nothing to clean
+            _OWNERS = []
+        else:
+            _OWNERS = [(_global_parameter_recorder, "params_dict"), (_global_parameter_recorder, "tensor2value"),
+                       (_global_inplace_map, "params_dict")]
+    return _OWNERS
+
+
 def _tables() -> list[dict[Any, Any]]:
-    """The registries' dictionaries keyed by ``id(program)`` (read every time: the in-place map replaces its
+    """The registries' dictionaries keyed by ``id(program)``, read every time (the in-place map replaces its
     dictionary when a checkpoint is restored); none on a Paddle without them."""
-    try:
-        from paddle.jit.dy2static.parameter_recorder import _global_inplace_map, _global_parameter_recorder
-    except ImportError:
-        return []
-    found = []
-    for owner, name in ((_global_parameter_recorder, "params_dict"), (_global_parameter_recorder, "tensor2value"),
-                        (_global_inplace_map, "params_dict")):
+    tables = []
+    for owner, name in _owners():
         table = getattr(owner, name, None)
         if isinstance(table, dict):
-            found.append(table)
-    return found
+            tables.append(table)
+    return tables
 
 
 def snapshot() -> list[tuple[dict[Any, Any], frozenset]]:
