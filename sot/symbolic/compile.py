@@ -25,7 +25,7 @@ from ..eval_frame_ext import get_callback, set_callback
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
-from . import backward_pass, gradient_flags, kept_scope, version_check
+from . import backward_pass, gradient_flags, kept_scope, program_registries, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
@@ -777,18 +777,25 @@ class _BuildLock:
 
     It also defers actions that must not run in the middle of a build (`run_outside_builds`): the release of
     a program whose layer was deleted can come from a garbage collection that starts inside Paddle's program
-    building, and freeing one static program while Paddle applies passes to another one is not safe."""
+    building, and freeing one static program while Paddle applies passes to another one is not safe.
+
+    And when the outermost section ends, it drops what Paddle's per-program registries still hold of the
+    programs made inside it (`program_registries`: a failed build's, a throwaway meta-inference program's),
+    which a later program allocated at the same address would otherwise inherit."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0  # (changed by the holder only)
         self._deferred: list[Callable[[], None]] = []
+        self._registries: list = []  # `program_registries.snapshot` at the start of the outermost section
 
     # (Either bookkeeping call can raise, a RecursionError near the limit: the lock is never kept by a failed
     # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever.)
     def acquire(self) -> bool:
         self._lock.acquire()
         try:
+            if self._depth == 0:
+                self._registries = program_registries.snapshot()
             enter_static_section()
         except BaseException:
             self._lock.release()
@@ -799,8 +806,12 @@ class _BuildLock:
     def release(self) -> None:
         try:
             if self._depth == 1:
-                while self._deferred:
-                    self._deferred.pop()()
+                try:
+                    program_registries.forget_added_since(self._registries)
+                finally:
+                    self._registries = []
+                    while self._deferred:
+                        self._deferred.pop()()
         finally:
             self._depth -= 1
             try:
