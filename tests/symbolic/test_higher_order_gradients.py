@@ -16,6 +16,7 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from _conformance import assert_observed_same
 from sot.symbolic import higher_order
 from sot.symbolic.compile import compile_sir
 from sot.symbolic.higher_order import inputs_read_by_gradients, needs_recomputed_backward, output_groups
@@ -91,14 +92,6 @@ def test_a_physics_informed_loss_through_a_translated_model(compile_all):
 
 
 
-def _assert_close_lists(actual: list, expected: list) -> None:
-    assert len(actual) == len(expected)
-    for index, (a, e) in enumerate(zip(actual, expected)):
-        assert (a is None) == (e is None), index
-        if e is not None:
-            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5, err_msg=f"value {index}")
-
-
 def _sample(seed: int = 0, shape: tuple = (3, 4)) -> paddle.Tensor:
     x = paddle.to_tensor(np.random.default_rng(seed).standard_normal(shape).astype("float32"))
     x.stop_gradient = False
@@ -123,7 +116,7 @@ def _compare_steps(model: nn.Layer, pictures, steps: int = 2) -> None:  # noqa: 
     for _ in range(steps):
         model.clear_gradients()
         eager.clear_gradients()
-        _assert_close_lists(pictures(fast), pictures(eager))
+        assert_observed_same(pictures(fast), pictures(eager), "values", atol=1e-5)
 
 
 def test_a_gradient_penalty_reaches_the_sample_and_the_parameters(compile_all):
@@ -148,7 +141,7 @@ def test_a_hessian_vector_product_with_respect_to_the_input(compile_all):
     fast = sot.symbolic_translate(_energy)
     v = paddle.to_tensor(np.random.default_rng(3).standard_normal((3, 4)).astype("float32"))
     for _ in range(2):
-        _assert_close_lists(_hessian_vector_pictures(fast, _sample(), v), _hessian_vector_pictures(_energy, _sample(), v))
+        assert_observed_same(_hessian_vector_pictures(fast, _sample(), v), _hessian_vector_pictures(_energy, _sample(), v), "values", atol=1e-5)
 
 
 def test_a_third_derivative_with_paddle_grad_only(compile_all):
@@ -164,7 +157,7 @@ def test_a_third_derivative_with_paddle_grad_only(compile_all):
     def cubic(x):
         return (paddle.tanh(x) * x * x).sum()
 
-    _assert_close_lists(derivatives(sot.symbolic_translate(cubic)), derivatives(cubic))
+    assert_observed_same(derivatives(sot.symbolic_translate(cubic)), derivatives(cubic), "values", atol=1e-5)
 
 
 class _Broken(nn.Layer):
@@ -235,7 +228,7 @@ def test_a_second_backward_with_retain_graph_through_a_layer(compile_all):
         loss.backward()
         return [x.grad.numpy()] + [p.grad.numpy() for p in network.parameters()]
 
-    _assert_close_lists(pictures(fast), pictures(eager))
+    assert_observed_same(pictures(fast), pictures(eager), "values", atol=1e-5)
 
 
 def test_an_output_of_a_program_changed_in_place_is_no_program_output_any_more(compile_all):
@@ -299,7 +292,7 @@ def test_a_second_backward_through_a_call_of_parameters_only(compile_all):
         loss.backward()
         return [p.grad.numpy() for p in network.parameters()]
 
-    _assert_close_lists(pictures(fast), pictures(eager))
+    assert_observed_same(pictures(fast), pictures(eager), "values", atol=1e-5)
 
 
 def test_a_gradient_penalty_on_a_leaf_met_after_a_call_of_parameters_only(compile_all):
@@ -318,7 +311,7 @@ def test_a_gradient_penalty_on_a_leaf_met_after_a_call_of_parameters_only(compil
         (slope * slope).sum().backward()
         return [slope.numpy()] + [p.grad.numpy() for p in network.parameters()]
 
-    _assert_close_lists(pictures(fast), pictures(eager))
+    assert_observed_same(pictures(fast), pictures(eager), "values", atol=1e-5)
 
 
 def test_paddle_grad_of_an_output_alone_then_a_backward(compile_all):
@@ -335,7 +328,7 @@ def test_paddle_grad_of_an_output_alone_then_a_backward(compile_all):
     def two(x):
         return paddle.tanh(x) * 2.0, x * x
 
-    _assert_close_lists(pictures(sot.symbolic_translate(two)), pictures(two))
+    assert_observed_same(pictures(sot.symbolic_translate(two)), pictures(two), "values", atol=1e-5)
 
 
 class _Dropped(nn.Layer):
@@ -380,7 +373,7 @@ def test_a_second_backward_through_dropout_uses_the_forward_mask(compile_all):
     for _ in range(2):
         model.clear_gradients()
         eager.clear_gradients()
-        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+        assert_observed_same(scenario(fast, model), scenario(eager, eager), "values", atol=1e-5)
 
 
 def test_an_input_changed_in_place_after_the_call_refuses_the_backward(compile_all):
@@ -449,7 +442,7 @@ def test_a_hessian_vector_product_with_respect_to_parameters(compile_all):
         hv = paddle.grad(grads, parameters, [paddle.ones_like(p) for p in parameters], allow_unused=True)
         return [g.numpy() for g in grads] + [None if h is None else h.numpy() for h in hv]
 
-    _assert_close_lists(pictures(fast), pictures(eager))
+    assert_observed_same(pictures(fast), pictures(eager), "values", atol=1e-5)
 
 
 def test_create_graph_through_a_call_of_parameters_only_raises_naming_a_workaround(compile_all):
@@ -470,8 +463,8 @@ def test_create_graph_through_a_call_of_parameters_only_raises_naming_a_workarou
         pictures(fast, list(model.parameters()), paddle.ones([3, 4]))
     workaround = paddle.ones([3, 4])
     workaround.stop_gradient = False
-    _assert_close_lists(pictures(fast, list(model.parameters()), workaround),
-                        pictures(eager, list(eager.parameters()), paddle.ones([3, 4])))
+    assert_observed_same(pictures(fast, list(model.parameters()), workaround),
+                        pictures(eager, list(eager.parameters()), paddle.ones([3, 4])), "values", atol=1e-5)
 
 
 def _separate(x, y):
@@ -494,7 +487,7 @@ def test_an_input_no_output_reached_gets_no_gradient(compile_all):
         (a.sum() + c).backward()
         return first + [unused, x.grad.numpy(), y.grad.numpy()]
 
-    _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
+    assert_observed_same(pictures(sot.symbolic_translate(_separate)), pictures(_separate), "values", atol=1e-5)
 
 
 def _scaled_by_sum(x):
@@ -524,8 +517,8 @@ def _tanh_scaled_by_sum(x):
 def test_third_derivatives_by_the_double_backward_trick(compile_all, function):
     """Static third derivatives of some ops are wrong in Paddle 3.3 (``x * x.sum()``: 7 for eager's 12): the
     product programs of second order and more are built from decomposed gradients."""
-    _assert_close_lists(_jacobian_vector_pictures(sot.symbolic_translate(function)),
-                        _jacobian_vector_pictures(function))
+    assert_observed_same(_jacobian_vector_pictures(sot.symbolic_translate(function)),
+                        _jacobian_vector_pictures(function), "values", atol=1e-5)
 
 
 def test_the_double_backward_trick_leaves_its_vector_without_gradient(compile_all):
@@ -563,7 +556,7 @@ def test_an_input_changed_in_place_without_grad_before_the_backward(compile_all)
         out.sum().backward()
         return [x.grad.numpy()]
 
-    _assert_close_lists(gradient(sot.symbolic_translate(shifted)), gradient(shifted))
+    assert_observed_same(gradient(sot.symbolic_translate(shifted)), gradient(shifted), "values", atol=1e-5)
 
 
 def test_an_input_changed_in_place_before_a_gradient_of_its_gradient(compile_all):
@@ -584,7 +577,7 @@ def test_an_input_changed_in_place_before_a_gradient_of_its_gradient(compile_all
         (slope * slope).sum().backward()
         return [slope.numpy(), x.grad.numpy()]
 
-    _assert_close_lists(pictures(sot.symbolic_translate(shifted)), pictures(shifted))
+    assert_observed_same(pictures(sot.symbolic_translate(shifted)), pictures(shifted), "values", atol=1e-5)
 
 
 def test_an_input_eager_keeps_changed_in_place_refuses_the_backward_as_eager(compile_all):
@@ -624,7 +617,7 @@ def test_inputs_of_two_dtypes_reaching_one_output_are_differentiated_twice(compi
         ((slope * slope).sum() + out).backward()
         return [out.numpy(), x.grad.numpy(), y.grad.numpy()]
 
-    _assert_close_lists(pictures(sot.symbolic_translate(mixed)), pictures(mixed))
+    assert_observed_same(pictures(sot.symbolic_translate(mixed)), pictures(mixed), "values", atol=1e-5)
 
 
 def test_a_call_changing_an_input_in_place_is_differentiated_twice(compile_all):
@@ -643,8 +636,8 @@ def test_a_call_changing_an_input_in_place_is_differentiated_twice(compile_all):
         return [out.numpy(), x.grad.numpy(), counter.numpy()]
 
     translated = sot.symbolic_translate(counted)
-    _assert_close_lists(pictures(translated), pictures(counted))
-    _assert_close_lists(pictures(translated), pictures(counted))
+    assert_observed_same(pictures(translated), pictures(counted), "values", atol=1e-5)
+    assert_observed_same(pictures(translated), pictures(counted), "values", atol=1e-5)
 
 
 def test_an_index_changed_in_place_after_the_call_refuses_the_backward(compile_all):
@@ -679,7 +672,7 @@ def test_a_hook_the_caller_registers_on_an_output_changes_the_input_gradient(com
         out.sum().backward()
         return [x.grad.numpy()]
 
-    _assert_close_lists(pictures(sot.symbolic_translate(_separate)), pictures(_separate))
+    assert_observed_same(pictures(sot.symbolic_translate(_separate)), pictures(_separate), "values", atol=1e-5)
 
 
 def test_a_layer_statement_reading_a_tensor_constant_links_every_held_parameter():
@@ -738,7 +731,7 @@ def test_outputs_of_interleaved_groups_get_their_own_gradients(compile_all, caps
     translated = sot.symbolic_translate(function)
     expected = pictures(function)
     for _ in range(2):
-        _assert_close_lists(pictures(translated), expected)
+        assert_observed_same(pictures(translated), expected, "values", atol=1e-5)
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1 + breaks, breaks, 0), stats
 
@@ -822,7 +815,7 @@ def test_a_gradient_leaves_what_it_does_not_depend_on_without_gradient(compile_a
     translated = sot.symbolic_translate(function)
     expected = pictures(function)
     for _ in range(2):
-        _assert_close_lists(pictures(translated), expected)
+        assert_observed_same(pictures(translated), expected, "values", atol=1e-5)
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
@@ -979,7 +972,7 @@ def test_create_graph_through_an_op_whose_gradient_has_no_gradient_op(compile_al
     translated = sot.symbolic_translate(_exp_weighted)
     expected = pictures(_exp_weighted)
     for _ in range(2):
-        _assert_close_lists(pictures(translated), expected)
+        assert_observed_same(pictures(translated), expected, "values", atol=1e-5)
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
@@ -1048,7 +1041,7 @@ def test_a_double_gradient_through_a_batch_norm_raises_or_not_as_eager(compile_a
         eager.clear_gradients()
         expected, actual = outcome(eager), outcome(fast)
         if training:
-            _assert_close_lists(actual, expected)
+            assert_observed_same(actual, expected, "values", atol=1e-5)
         else:
             assert expected[1] is ValueError and "is_test = True" in expected[2], expected[1:]
             np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5, atol=1e-6)

@@ -14,6 +14,7 @@ import paddle.nn as nn
 import pytest
 
 import sot
+from _conformance import assert_observed_same
 from sot.symbolic import backward_pass, compile as compile_module, kept_scope
 
 
@@ -26,14 +27,6 @@ def _grads(network: nn.Layer) -> list:
     return [None if p.grad is None else p.grad.numpy() for p in network.parameters()]
 
 
-def _assert_close_lists(actual: list, expected: list) -> None:
-    assert len(actual) == len(expected)
-    for index, (a, e) in enumerate(zip(actual, expected)):
-        assert (a is None) == (e is None), index
-        if e is not None:
-            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6, err_msg=f"value {index}")
-
-
 def _compare(scenario, steps: int = 2) -> None:  # noqa: ANN001
     """``scenario(network)`` (returning a list of arrays) on the translated model and on an eager copy, equal
     at each step (the first translates, the others hit the cache)."""
@@ -43,7 +36,7 @@ def _compare(scenario, steps: int = 2) -> None:  # noqa: ANN001
     for _ in range(steps):
         model.clear_gradients()
         eager.clear_gradients()
-        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+        assert_observed_same(scenario(fast, model), scenario(eager, eager), "values", atol=1e-6)
 
 
 def _ones(scale: float = 1.0) -> paddle.Tensor:
@@ -246,7 +239,7 @@ def test_a_gan_loop_with_retain_graph_trains_as_eager(compile_all):
             g_opt.step()
         return [p.numpy() for p in (*generator.parameters(), *discriminator.parameters())]
 
-    _assert_close_lists(train(True), train(False))
+    assert_observed_same(train(True), train(False), "values", atol=1e-6)
 
 
 class _TwoGraphs(nn.Layer):
@@ -280,7 +273,7 @@ def test_later_passes_through_two_graphs_around_a_break(compile_all):
     for _ in range(2):
         model.clear_gradients()
         eager.clear_gradients()
-        _assert_close_lists(scenario(fast, model), scenario(eager, eager))
+        assert_observed_same(scenario(fast, model), scenario(eager, eager), "values", atol=1e-6)
     assert sot.stats().graph_breaks >= 1
     with pytest.raises(sot.SotError, match="create_graph=True"):
         paddle.grad((fast(_ones()) ** 2).sum(), [model.fc1.weight], create_graph=True)
