@@ -32,6 +32,7 @@
 #include <memory>
 
 #include "paddle/phi/api/include/tensor.h"
+#include "paddle/phi/core/dense_tensor.h"
 #include "paddle/phi/core/tensor_base.h"
 
 extern "C" {
@@ -57,6 +58,20 @@ struct ExposeMember {
 };
 
 template struct ExposeMember<ImplMember, &paddle::Tensor::impl_>;
+
+/* `phi::DenseTensor::inplace_version_counter_` is protected: reached the same way, to give a tensor a counter
+ * of its own (`fresh_inplace_versions`). */
+struct CounterMember {
+    using type = std::shared_ptr<phi::DenseTensor::InplaceVersion> phi::DenseTensor::*;
+    friend type counter_member(CounterMember);
+};
+
+template <typename Tag, typename Tag::type Member>
+struct ExposeCounter {
+    friend typename Tag::type counter_member(Tag) { return Member; }
+};
+
+template struct ExposeCounter<CounterMember, &phi::DenseTensor::inplace_version_counter_>;
 
 /* Paddle's eager tensor object (paddle/fluid/pybind/eager.h, not shipped with the wheel): checked against
  * the type's __basicsize__, __dictoffset__ and __weakrefoffset__ by `calibrate`. */
@@ -183,6 +198,41 @@ PyObject *calibrate(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* fresh_inplace_versions(tensor_type, tensors): give each dense tensor of the list an inplace-version counter of
+ * its own, at 0, as a new eager tensor starts. Only for tensors nothing has saved yet (a snapshot of the old
+ * counter would then differ): the outputs of a program run, straight from it. Why: the outputs of Paddle's run_program share the data of the program
+ * runner's scope variables, and with it their counter (`DenseTensor::ShareDataWith`), which every later run's
+ * output of that variable shares again: an in-place change of one call's output bumped the version of every
+ * other call's, and an eager op that saved one of them (a snapshot of its version) refused a backward eager
+ * allows. Returns how many tensors got one (0 until calibrated). */
+PyObject *fresh_inplace_versions(PyObject *module, PyObject *args)
+{
+    PyObject *type_obj = nullptr;
+    PyObject *tensors = nullptr;
+    if (!PyArg_ParseTuple(args, "O!O!:fresh_inplace_versions", &PyType_Type, &type_obj, &PyList_Type, &tensors)) {
+        return nullptr;
+    }
+    auto *type = reinterpret_cast<PyTypeObject *>(type_obj);
+    long done = 0;
+    if (dense_vtable != nullptr) {
+        Py_ssize_t count = PyList_GET_SIZE(tensors);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *x = PyList_GET_ITEM(tensors, i);
+            if (!PyObject_TypeCheck(x, type)) {
+                continue;
+            }
+            phi::TensorBase *base = tensor_impl(x);
+            if (base == nullptr || vtable_of(base) != dense_vtable) {
+                continue;
+            }
+            auto *dense = static_cast<phi::DenseTensor *>(base);
+            dense->*counter_member(CounterMember{}) = std::make_shared<phi::DenseTensor::InplaceVersion>();
+            done++;
+        }
+    }
+    return PyLong_FromLong(done);
+}
+
 /* read(x) -> (dtype code or None, dims list or None): what `read` tells of x, for tests. */
 PyObject *py_read(PyObject *module, PyObject *args)
 {
@@ -225,6 +275,9 @@ PyMethodDef methods[] = {
     {"calibrate", calibrate, METH_VARARGS,
      "calibrate(tensor_type, samples): check the layout and the readings of (tensor, dtype, dims) samples "
      "before the reader tells anything (RuntimeError when they differ)."},
+    {"fresh_inplace_versions", fresh_inplace_versions, METH_VARARGS,
+     "fresh_inplace_versions(tensor_type, tensors) -> count: give each dense tensor an inplace-version counter of "
+     "its own, at 0 (see tensor_meta.cpp)."},
     {"read", py_read, METH_VARARGS,
      "read(tensor_type, x) -> (dtype code or None, dims or None): what the reader tells of x (for tests)."},
     {nullptr, nullptr, 0, nullptr},

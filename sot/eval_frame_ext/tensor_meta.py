@@ -26,10 +26,11 @@ from typing import Any
 
 from . import _eval_frame as _ext
 
-__all__ = ["canonical_dtype", "install", "installed", "uninstall"]
+__all__ = ["canonical_dtype", "fresh_inplace_versions", "install", "installed", "uninstall"]
 
 _installed = False
 _reason = "not tried"
+_fresh_counters: Any = None  # (the C++ function and the tensor type, once calibrated)
 
 
 def _dtype_table(paddle: Any) -> dict[Any, tuple[int, bool]]:
@@ -87,6 +88,8 @@ def install() -> bool:
                 tensor = paddle.zeros(shape, dtype=dtype)
                 samples.append((tensor, codes[canonical_dtype(tensor.dtype)], list(tensor.shape)))
         _tensor_meta.calibrate(paddle.Tensor, samples)
+        global _fresh_counters
+        _fresh_counters = (_tensor_meta.fresh_inplace_versions, paddle.Tensor)
         _ext._set_tensor_meta(_tensor_meta.api, paddle.Tensor, table)
     except Exception as exc:  # a layout or a reading that differs: keep the getters
         _reason = f"calibration failed ({type(exc).__name__}: {exc})"
@@ -109,3 +112,12 @@ def installed() -> bool:
 def status() -> str:
     """Why the reader is or is not installed."""
     return _reason
+
+
+def fresh_inplace_versions(tensors: list) -> None:
+    """Give each tensor an inplace-version counter of its own, at 0 (tensor_meta.cpp says why: the outputs of a
+    program run share their counter with the runner's scope variables, and so with every other run's outputs).
+    Nothing to do without the calibrated reader: the versions then stay shared, as Paddle makes them."""
+    if _fresh_counters is not None:
+        function, tensor_type = _fresh_counters
+        function(tensor_type, tensors)

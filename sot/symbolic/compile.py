@@ -22,6 +22,7 @@ from paddle.static import InputSpec
 from ..config import config
 from ..errors import SotError
 from ..eval_frame_ext import get_callback, set_callback
+from ..eval_frame_ext.tensor_meta import fresh_inplace_versions
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
@@ -319,6 +320,9 @@ class CompiledProgram:
             # A kernel failed at run time (e.g. an index out of range). Replay the ops eagerly so the user
             # gets exactly the eager exception and message; if eager succeeds, its result is the answer.
             return self._replay_after_failure(failure, inputs)
+        if not recomputed:
+            # (each output a counter of its own, as a new eager tensor: Paddle's share the scope variable's)
+            fresh_inplace_versions([out for out in outputs if all(out is not given for given in fed)])
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
         for index, version in self._output_versions:  # (before the versions of saved outputs are noted)

@@ -258,7 +258,8 @@ class _RecomputedCall:
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(forward_state.random_state)
         # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them
-        # as they are (put back: those it changed, others, frozen weights, keep their inplace versions).
+        # as they are, values and inplace versions (put back by a copy that bumps no version: an eager batch
+        # norm node of the same layer, from an earlier call, checks the statistics' version in its backward).
         with paddle.no_grad():
             state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
         try:
@@ -270,7 +271,7 @@ class _RecomputedCall:
             with paddle.no_grad():
                 for tensor, value in state:
                     if not bool(paddle.equal_all(tensor, value)):
-                        paddle.assign(value, output=tensor)
+                        tensor.copy_(value, False)
         if not pass_keeps_graph():
             self._release()
         return result

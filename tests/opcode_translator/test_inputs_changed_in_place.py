@@ -494,11 +494,11 @@ def _made_then_printed(x):
 
 
 def test_an_output_changed_in_place_after_the_call_leaves_the_next_output_at_version_zero(compile_all, capsys):
-    """Known bug (tests/known_bugs.txt): a program's outputs share the inplace-version counter of the program
-    runner's scope variable they come from (Paddle 3.3's ``run_program`` shares the variable's data, counter
-    included, and the next run allocates new memory, not a new counter): a change in place of one call's output
-    (here at the graph break, and by the caller) shows in the version of the next call's output, which eager
-    starts at 0 (after the change: 1)."""
+    """A program's outputs share the inplace-version counter of the program runner's scope variable they come
+    from (Paddle 3.3's ``run_program`` shares the variable's data, counter included, and the next run allocates
+    new memory, not a new counter): each output gets a counter of its own (`tensor_meta.fresh_inplace_versions`),
+    or a change in place of one call's output (here at the graph break, and by the caller) shows in the version
+    of the next call's output, which eager starts at 0 (after the change: 1)."""
 
     def versions(fn):
         found = []

@@ -47,3 +47,26 @@ def test_a_recomputed_batch_norm_updates_its_statistics_in_backward_as_eager(com
         f(e_model, e_x).sum().backward()
         np.testing.assert_allclose(model[1]._mean.numpy(), e_model[1]._mean.numpy(), rtol=1e-6)
         np.testing.assert_allclose(x.grad.numpy(), e_x.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_statistics_put_back_keep_the_inplace_version_an_eager_batch_norm_saw(compile_all: None) -> None:
+    """The layer's batch norm runs eagerly first (its node keeps the running statistics and checks their version
+    in backward), then in a translated call with a recomputing backward, which puts the statistics back after
+    recomputing: by a copy bumping no version, or the eager node refuses a backward eager allows."""
+    def f(norm: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+        return norm(x) * 2.0
+
+    def run(call) -> list:  # noqa: ANN001
+        paddle.seed(5)
+        norm = nn.BatchNorm1D(3)
+        x = paddle.to_tensor(np.arange(12, dtype="float32").reshape(4, 3), stop_gradient=False)
+        first = norm(x * 1.5)
+        out = call(norm, x)
+        (first.sum() + (out * out).sum()).backward()
+        return [out.numpy(), x.grad.numpy(), norm._mean.numpy(), norm._mean._inplace_version()]
+
+    translated = sot.symbolic_translate(f)
+    for _ in range(2):
+        for got, want in zip(run(translated), run(f)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0, sot.stats()
