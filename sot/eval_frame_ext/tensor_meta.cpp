@@ -198,38 +198,58 @@ PyObject *calibrate(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* fresh_inplace_versions(tensor_type, tensors): give each dense tensor of the list an inplace-version counter of
- * its own, at 0, as a new eager tensor starts. Only for tensors nothing has saved yet (a snapshot of the old
- * counter would then differ): the outputs of a program run, straight from it. Why: the outputs of Paddle's run_program share the data of the program
- * runner's scope variables, and with it their counter (`DenseTensor::ShareDataWith`), which every later run's
- * output of that variable shares again: an in-place change of one call's output bumped the version of every
- * other call's, and an eager op that saved one of them (a snapshot of its version) refused a backward eager
- * allows. Returns how many tensors got one (0 until calibrated). */
+/* fresh_inplace_versions(tensor_type, tensors, given): give each dense tensor of the sequence `tensors` that is
+ * not one of `given` (the run's inputs, handed back as they are) an inplace-version counter of its own, at 0, as
+ * a new eager tensor starts. Only for tensors nothing has saved yet (a snapshot of the old counter would then
+ * differ): the outputs of a program run, straight from it. Why: the outputs of Paddle's run_program share the
+ * data of the program runner's scope variables, and with it their counter (`DenseTensor::ShareDataWith`),
+ * which every later run's output of that variable shares again: an in-place change of one call's output
+ * bumped the version of every other call's, and an eager op that saved one of them (a snapshot of its
+ * version) refused a backward eager allows. Returns how many tensors got one (0 until calibrated). On every
+ * compiled call: the filtering is done here rather than in Python. */
 PyObject *fresh_inplace_versions(PyObject *module, PyObject *args)
 {
     PyObject *type_obj = nullptr;
     PyObject *tensors = nullptr;
-    if (!PyArg_ParseTuple(args, "O!O!:fresh_inplace_versions", &PyType_Type, &type_obj, &PyList_Type, &tensors)) {
+    PyObject *given = nullptr;
+    if (!PyArg_ParseTuple(args, "O!OO:fresh_inplace_versions", &PyType_Type, &type_obj, &tensors, &given)) {
+        return nullptr;
+    }
+    if (dense_vtable == nullptr) {
+        return PyLong_FromLong(0);
+    }
+    PyObject *outs = PySequence_Fast(tensors, "fresh_inplace_versions: tensors must be a sequence");
+    if (outs == nullptr) {
+        return nullptr;
+    }
+    PyObject *ins = PySequence_Fast(given, "fresh_inplace_versions: given must be a sequence");
+    if (ins == nullptr) {
+        Py_DECREF(outs);
         return nullptr;
     }
     auto *type = reinterpret_cast<PyTypeObject *>(type_obj);
+    Py_ssize_t n_outs = PySequence_Fast_GET_SIZE(outs), n_ins = PySequence_Fast_GET_SIZE(ins);
+    PyObject **out_items = PySequence_Fast_ITEMS(outs), **in_items = PySequence_Fast_ITEMS(ins);
     long done = 0;
-    if (dense_vtable != nullptr) {
-        Py_ssize_t count = PyList_GET_SIZE(tensors);
-        for (Py_ssize_t i = 0; i < count; i++) {
-            PyObject *x = PyList_GET_ITEM(tensors, i);
-            if (!PyObject_TypeCheck(x, type)) {
-                continue;
-            }
-            phi::TensorBase *base = tensor_impl(x);
-            if (base == nullptr || vtable_of(base) != dense_vtable) {
-                continue;
-            }
-            auto *dense = static_cast<phi::DenseTensor *>(base);
-            dense->*counter_member(CounterMember{}) = std::make_shared<phi::DenseTensor::InplaceVersion>();
-            done++;
+    for (Py_ssize_t i = 0; i < n_outs; i++) {
+        PyObject *x = out_items[i];
+        bool handed_back = false;
+        for (Py_ssize_t k = 0; k < n_ins && !handed_back; k++) {
+            handed_back = in_items[k] == x;
         }
+        if (handed_back || !PyObject_TypeCheck(x, type)) {
+            continue;
+        }
+        phi::TensorBase *base = tensor_impl(x);
+        if (base == nullptr || vtable_of(base) != dense_vtable) {
+            continue;
+        }
+        auto *dense = static_cast<phi::DenseTensor *>(base);
+        dense->*counter_member(CounterMember{}) = std::make_shared<phi::DenseTensor::InplaceVersion>();
+        done++;
     }
+    Py_DECREF(ins);
+    Py_DECREF(outs);
     return PyLong_FromLong(done);
 }
 
@@ -276,8 +296,8 @@ PyMethodDef methods[] = {
      "calibrate(tensor_type, samples): check the layout and the readings of (tensor, dtype, dims) samples "
      "before the reader tells anything (RuntimeError when they differ)."},
     {"fresh_inplace_versions", fresh_inplace_versions, METH_VARARGS,
-     "fresh_inplace_versions(tensor_type, tensors) -> count: give each dense tensor an inplace-version counter of "
-     "its own, at 0 (see tensor_meta.cpp)."},
+     "fresh_inplace_versions(tensor_type, tensors, given) -> count: give each dense tensor not in given an "
+     "inplace-version counter of its own, at 0 (see tensor_meta.cpp)."},
     {"read", py_read, METH_VARARGS,
      "read(tensor_type, x) -> (dtype code or None, dims or None): what the reader tells of x (for tests)."},
     {nullptr, nullptr, 0, nullptr},

@@ -114,10 +114,11 @@ def status() -> str:
     return _reason
 
 
-def fresh_inplace_versions(tensors: list) -> None:
-    """Give each tensor an inplace-version counter of its own, at 0 (tensor_meta.cpp says why: the outputs of a
-    program run share their counter with the runner's scope variables, and so with every other run's outputs).
-    Nothing to do without the calibrated reader: the versions then stay shared, as Paddle makes them."""
+def fresh_inplace_versions(tensors: list, given: list) -> None:
+    """Give each tensor of ``tensors`` that is not one of ``given`` (a run's inputs, handed back as they are) an
+    inplace-version counter of its own, at 0 (tensor_meta.cpp says why: the outputs of a program run share their
+    counter with the runner's scope variables, and so with every other run's outputs). Nothing to do without the
+    calibrated reader: the versions then stay shared, as Paddle makes them."""
     if _fresh_counters is not None:
         function, tensor_type = _fresh_counters
-        function(tensor_type, tensors)
+        function(tensor_type, tensors, given)

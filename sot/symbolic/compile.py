@@ -322,7 +322,7 @@ class CompiledProgram:
             return self._replay_after_failure(failure, inputs)
         if not recomputed:
             # (each output a counter of its own, as a new eager tensor: Paddle's share the scope variable's)
-            fresh_inplace_versions([out for out in outputs if all(out is not given for given in fed)])
+            fresh_inplace_versions(outputs, fed)
         for index in self._stop_gradient_outputs:
             outputs[index].stop_gradient = True
         for index, version in self._output_versions:  # (before the versions of saved outputs are noted)

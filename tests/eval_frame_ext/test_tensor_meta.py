@@ -197,3 +197,18 @@ def test_commit_mismatch_keeps_the_getters(monkeypatch):
     finally:
         monkeypatch.undo()
         assert tensor_meta.install(), tensor_meta.status()
+
+
+def test_fresh_inplace_versions_restart_the_others_at_zero_and_leave_the_given_alone():
+    """`tensor_meta.fresh_inplace_versions`: each tensor not given gets a counter of its own at 0; a given one (an
+    input handed back by a run) keeps its counter. (The shared counters of program outputs:
+    test_inputs_changed_in_place.py.)"""
+    if not tensor_meta.install():
+        pytest.skip(f"the C++ tensor-meta reader is not installed: {tensor_meta.status()}")
+    fresh, given = paddle.ones([3]), paddle.ones([2])
+    for tensor in (fresh, fresh, given):
+        tensor._bump_inplace_version()
+    tensor_meta.fresh_inplace_versions([fresh, given], [given])
+    assert (fresh._inplace_version(), given._inplace_version()) == (0, 1)
+    fresh._bump_inplace_version()
+    assert fresh._inplace_version() == 1
