@@ -21,14 +21,13 @@ the memory holds something else. Reproduced with Paddle alone (a raising ``to_st
 traces of the same layer: an abort "Destroyed a op_result that is still in use" or a wrong broadcast shape
 within a few builds), see tests/reliability/stress_failed_builds.py.
 
-`forget_programs_made_inside` drops, when a section ends however it ends, the entries of every program made
-inside it: sot's sections (`compile.BUILD_LOCK`: translation with its meta inference, program builds, export)
+`compile.BUILD_LOCK` takes a `snapshot` when its outermost section starts and drops what was added since
+(`forget_added_since`) when it ends, however it ends: the entries of every program made inside it. sot's sections (`compile.BUILD_LOCK`: translation with its meta inference, program builds, export)
 are done with their programs by then, and Paddle pops what it still needs before.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 
 _OWNERS: list[tuple[Any, str]] | None = None  # (registry object, name of its dictionary keyed by program id)
@@ -69,13 +68,3 @@ def forget_added_since(before: list[tuple[dict[Any, Any], frozenset]]) -> None:
         for key in [key for key in table if key not in keys]:
             table.pop(key, None)
 
-
-@contextlib.contextmanager
-def forget_programs_made_inside() -> Iterator[None]:
-    """Drop, when the block ends (also by an exception), the entries added meanwhile: those of the programs
-    made inside it. (Not for a block that starts a trace Paddle continues after it.)"""
-    before = snapshot()
-    try:
-        yield
-    finally:
-        forget_added_since(before)

@@ -12,7 +12,6 @@ from paddle.jit.dy2static.parameter_recorder import _global_inplace_map, _global
 from paddle.static import InputSpec
 
 import sot
-from sot.symbolic import program_registries
 from sot.symbolic.compile import BUILD_LOCK
 
 
@@ -69,10 +68,10 @@ def test_entries_from_before_the_section_and_of_nested_sections_are_handled():
         table.pop("inner", None)
 
 
-def test_forget_programs_made_inside_also_when_the_block_raises():
+def test_a_build_section_forgets_what_was_added_also_when_it_raises():
     table = _global_inplace_map.params_dict
     with pytest.raises(RuntimeError):
-        with program_registries.forget_programs_made_inside():
+        with BUILD_LOCK:
             table["made inside"] = None
             raise RuntimeError
     assert "made inside" not in table
