@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import math
 import sys
 import threading
@@ -785,13 +786,22 @@ class _BuildLock:
 
     And when the outermost section ends, it drops what Paddle's per-program registries still hold of the
     programs made inside it (`program_registries`: a failed build's, a throwaway meta-inference program's),
-    which a later program allocated at the same address would otherwise inherit."""
+    which a later program allocated at the same address would otherwise inherit.
+
+    Automatic garbage collection is off inside the outermost section (as it was before, after it): a
+    collection started by an allocation inside Paddle's program building frees whatever static programs
+    unreachable cycles hold, in the middle of the build. Observed on Python 3.12/3.13 (whose collector runs at
+    other moments than 3.11's): building a train program (``RunnableProgram.program_name_attr``) read a value
+    of its ``no_need_buffers`` list as freed memory, a segfault in about one run in four of
+    tests/symbolic/test_recompute_plan.py's held-tensor tests, none in 20 with collection held off, nor with
+    ``gc.disable()`` for the whole run. The cycles are collected by the first collection after the section."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0  # (changed by the holder only)
         self._deferred: list[Callable[[], None]] = []
         self._registries: list = []  # `program_registries.snapshot` at the start of the outermost section
+        self._gc_was_enabled = False  # (whether the outermost section turned automatic collection off)
 
     # (Either bookkeeping call can raise, a RecursionError near the limit: the lock is never kept by a failed
     # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever.)
@@ -800,8 +810,12 @@ class _BuildLock:
         try:
             if self._depth == 0:
                 self._registries = program_registries.snapshot()
+                self._gc_was_enabled = gc.isenabled()
+                gc.disable()
             enter_static_section()
         except BaseException:
+            if self._depth == 0:
+                self._restore_gc()
             self._lock.release()
             raise
         self._depth += 1
@@ -814,6 +828,7 @@ class _BuildLock:
                     program_registries.forget_added_since(self._registries)
                 finally:
                     self._registries = []
+                    self._restore_gc()
                     while self._deferred:
                         self._deferred.pop()()
         finally:
@@ -822,6 +837,12 @@ class _BuildLock:
                 leave_static_section()
             finally:
                 self._lock.release()
+
+    def _restore_gc(self) -> None:
+        """Collection back on if the outermost section turned it off (its acquire failed, or it ends)."""
+        if self._gc_was_enabled:
+            self._gc_was_enabled = False
+            gc.enable()
 
     def run_outside_builds(self, action: Callable[[], None]) -> None:
         """Run ``action`` now if no thread is building, else when the build ends (by its thread)."""

@@ -13,6 +13,10 @@ where normally a collection lands there only by chance. ``faulthandler`` is on.
 
 Result when added: tests/reliability and tests/symbolic up to test_higher_order_gradients.py pass under it on
 3.13 (about 11 minutes); the CI crash was not reproduced. Its patches rely on Paddle 3.3's module layout.
+Later (2026-12-02) the crash was reproduced without this script, in about one run in four of
+``pytest tests/symbolic/test_recompute_plan.py -k held_tensor`` on 3.13, and went away with ``gc.disable()``:
+`compile.BUILD_LOCK` now holds automatic collection off inside its sections, so this script forces a
+collection at a point that no longer gets one by itself (a stricter check than normal runs).
 """
 from __future__ import annotations
 
