@@ -304,11 +304,15 @@ class CompiledProgram:
                         _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES):
                     return self._replay(inputs)  # (see MAX_BUSY_SCOPES)
                 if training not in self._built_modes:
-                    # The first run in a mode builds the runnable programs and their interpreters.
+                    # The first run in a mode builds the runnable programs and their interpreters (and the
+                    # backward of the train program, whose Paddle code warns of its own static values: not
+                    # the user's warnings, which eager code never shows).
                     self._built_modes.add(training)
                     enter_room()
                     try:
-                        with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
+                        with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks(), \
+                                warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
                             outputs = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
