@@ -162,13 +162,37 @@ def objects_with_their_own_scale(x, objs):
 
 
 def test_loop_over_objects_whose_floats_differ(compile_all, capsys):
-    # A float read by the body is baked into its program (an op's attribute or scalar operand, computed the
-    # way eager computes with a Python float) and guarded by value: the body function translates once per
-    # distinct value, and the cache limit bounds that (later values run the body eagerly, hitting the entries
-    # of the values met first). Whatever the number of items, the same translations; results are eager's.
+    # A float operand of ``x * s`` seen with a second value becomes a program input (a 0-D tensor cast to x's
+    # dtype, as eager computes): the body function translates twice (the first value baked, then any value),
+    # whatever the number of items and of distinct values; results are eager's.
+    found = _counts_over(objects_with_their_own_scale,
+                         lambda n: (_tensor(0), [ScaledAffine(i, 0.5 + i / 8) for i in range(n)]), sizes=(6, 11))
+    _bounded(found)
+    # the frame, 2 body functions, the resume function after the print, the code after the loop
+    assert found[0]["translate_count"] == 5, found
+
+
+class ScaledDropout:
+    def __init__(self, seed: int, p: float) -> None:
+        self.w = _tensor(seed)
+        self.p = p
+
+
+def objects_with_their_own_rate(x, objs):
+    for obj in objs:
+        x = paddle.nn.functional.dropout(x * obj.w, p=obj.p, training=False)
+        print("obj")
+    return x
+
+
+def test_loop_over_objects_whose_op_attributes_differ(compile_all, capsys):
+    # A float the callee reads as a Python value (Paddle's dropout checks the rate's range, and its op takes
+    # it as an attribute) is baked into the program and guarded by value: the body function
+    # translates once per distinct value, up to the cache limit (later values run the body eagerly, hitting
+    # the entries of the values met first). Whatever the number of items, the same translations.
     with sot.config.patch(cache_limit=4):
-        found = _counts_over(objects_with_their_own_scale,
-                             lambda n: (_tensor(0), [ScaledAffine(i, 0.5 + i / 8) for i in range(n)]), sizes=(6, 11))
+        found = _counts_over(objects_with_their_own_rate,
+                             lambda n: (_tensor(0), [ScaledDropout(i, 0.05 + i / 100) for i in range(n)]), sizes=(6, 11))
     _bounded(found)
     # the frame, 4 body functions (the limit), the resume function after the print, the code after the loop
     assert found[0]["translate_count"] == 7, found

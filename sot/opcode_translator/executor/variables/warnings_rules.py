@@ -15,8 +15,8 @@ between them, which nothing but a user ``showwarning`` reading tensors could tel
 The one action that is not a mere side effect is ``"error"``: the warning is raised there, before the ops that
 follow (a batch norm's update of its statistics). The filters are therefore read at translation: a warning they
 make an error runs natively (a graph break, eager's exception), and the translation is guarded by the filters
-it read (a copy of ``warnings.filters``: equal filters, the same decision; a ``catch_warnings`` block that makes
-an equal copy still hits).
+it read (a copy of ``warnings.filters`` and ``warnings.defaultaction``: equal filters, the same decision; a
+``catch_warnings`` block that makes an equal copy still hits).
 """
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ _KEYWORD_ONLY = ("skip_file_prefixes",)  # (3.12+)
 
 
 def warning_filters() -> tuple:
-    """The warnings filters now: what a simulated ``warn`` is guarded by."""
-    return tuple(warnings.filters)
+    """The warnings filters and the action of a warning none matches, now: what a simulated ``warn`` is
+    guarded by."""
+    return tuple(warnings.filters), warnings.defaultaction
 
 
 class WarningReplay:
