@@ -255,13 +255,7 @@ class LayerVariable(ObjectVariable):
     def _try_simulated_forward(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase | None:
         """The layer's ``forward`` simulated, its parameters and configuration read through its path (so one
         translation serves every layer of the class there), or None when Paddle's code of it cannot be
-        simulated: what it recorded is dropped and the layer becomes a ``layer`` statement as usual. Nor a layer in
-        training mode holding tensors without gradient (a batch norm's running statistics): its forward updates
-        them in place, which a ``layer`` statement's program keeps as eager's when its call is recomputed in
-        backward or probed eagerly (`CompiledProgram.state_its_forward_may_update`); simulated ops would update
-        them again."""
-        if _updates_state_in_training(self.value):
-            return None
+        simulated: what it recorded is dropped and the layer becomes a ``layer`` statement as usual."""
         graph = self.graph
         n_statements, n_inputs, effects = len(graph.statements), len(graph.inputs), graph.side_effects.checkpoint()
         self.simulated = True
@@ -507,11 +501,3 @@ def _layer_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Variabl
     if isinstance(value, paddle.nn.Layer):
         return LayerVariable(value, graph, tracker)
     return None
-
-
-def _updates_state_in_training(layer: paddle.nn.Layer) -> bool:
-    """Whether ``layer`` (or a sublayer) is in training mode and holds tensors without gradient, which its
-    forward may update in place (a batch norm's running statistics)."""
-    return any(sub.training and any(t is not None and t.stop_gradient
-                                    for table in (sub._parameters, sub._buffers) for t in table.values())
-               for sub in layer.sublayers(include_self=True))
