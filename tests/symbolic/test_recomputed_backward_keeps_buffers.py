@@ -10,6 +10,7 @@ import paddle.nn as nn
 from paddle.distributed.fleet.utils import recompute
 
 import sot
+from sot.symbolic.compile import _compiled, changed_in_place
 
 
 def model_and_input() -> tuple:
@@ -95,3 +96,31 @@ def test_an_api_batch_norm_updates_the_statistics_it_is_given_once(compile_all: 
     for got, want in zip(run(translated), run(f)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0, sot.stats()
+
+
+def test_the_tensors_changed_in_place_are_read_from_the_program(compile_all: None) -> None:
+    """`changed_in_place`: the inputs an ``api`` statement's in-place op writes (``F.batch_norm``'s running
+    statistics, not its input or its affine parameters), the tensors a layer statement's program holds and
+    writes (a batch norm layer's statistics), and nothing of a program without in-place ops."""
+    def functional(x: paddle.Tensor, mean: paddle.Tensor, variance: paddle.Tensor, weight: paddle.Tensor
+                   ) -> paddle.Tensor:
+        return paddle.nn.functional.batch_norm(x, mean, variance, weight=weight, training=True) + 1.0
+
+    def layer(norm: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+        return norm(x) + 1.0
+
+    def plain(x: paddle.Tensor) -> paddle.Tensor:
+        return x * 2.0 + 1.0
+
+    x = paddle.ones([4, 3])
+    norm = nn.BatchNorm1D(3)
+    sot.symbolic_translate(functional)(x, paddle.zeros([3]), paddle.ones([3]), paddle.ones([3]))
+    sot.symbolic_translate(layer)(norm, x)
+    sot.symbolic_translate(plain)(x)
+    programs = {program.sir.name: program for program in _compiled.values()}
+    found = {name: changed_in_place(programs[name]._program, programs[name].sir)
+             for name in ("functional", "layer", "plain")}
+    sir = programs["functional"].sir
+    assert [sir.inputs[i] for i in found["functional"][0]] == sir.inputs[1:3] and found["functional"][1] == ()
+    assert found["layer"][0] == () and {id(t) for t in found["layer"][1]} == {id(norm._mean), id(norm._variance)}
+    assert found["plain"] == ((), ())
