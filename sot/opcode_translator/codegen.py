@@ -164,10 +164,14 @@ class CodeGen:
         """Append an already built instruction or label."""
         self.instructions.append(item)
 
-    def make_function(self, code: types.CodeType) -> None:
-        """Push a new function of ``code`` with this frame's globals and free-variable cells."""
+    def make_function(self, code: types.CodeType, cells: dict[str, str] | None = None) -> None:
+        """Push a new function of ``code`` with this frame's globals and free-variable cells; ``cells`` maps
+        a free variable of ``code`` to the temporary holding the cell it gets instead of this frame's."""
         if code.co_freevars:
             for name in code.co_freevars:
+                if cells and name in cells:
+                    self.emit("LOAD_FAST", cells[name])
+                    continue
                 pyversion.emit_load_closure(
                     self.emit, FreeVar(name) if name in self.original.co_freevars else CellVar(name))
             self.build("BUILD_TUPLE", len(code.co_freevars))

@@ -30,6 +30,10 @@ from .frame_groups import derived_from
 from .resume import build_entry_code
 
 CONTINUE, BREAK, RETURN = 0, 1, 2
+# Instructions reaching a 3.12+ cell variable's slot as a plain local (3.13's LOAD_FAST of a cell for a closure
+# is decoded back to the cell: `pyversion.restore_cell_loads`).
+_PLAIN_LOCAL_USES = frozenset({"LOAD_FAST_AND_CLEAR", "STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST",
+                               "LOAD_FAST_CHECK", "DELETE_FAST"})
 
 
 def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
@@ -43,24 +47,13 @@ def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
     raise FallbackError("loop head not found")
 
 
-def break_in_comprehension(cause: FallbackError | None, which: str) -> FallbackError:
-    """The fallback of a graph break inside a list, set or dict comprehension (``which`` says what kind of
-    comprehension), with the break's reason and location."""
-    reason = f"a graph break inside a list, set or dict comprehension {which} is not supported yet"
-    if cause is None:
-        return FallbackError(reason)
-    return FallbackError(f"{reason} ({cause.reason})", cause.location)
-
-
 def check_loop_supported(code: types.CodeType, for_iter_offset: int,
                          cause: FallbackError | None = None) -> pyversion.LoopEntry:
     """How the loop is entered (`pyversion.loop_entry`). Loops inside ``try``/``with`` blocks (an exception
-    would leave the body function) stay fallbacks, and so do comprehensions whose variable a closure made
-    in them captures (``cause`` is the break inside the loop). The hidden handler of a 3.12+ inlined
-    comprehension is no ``try`` block: an exception leaving the comprehension leaves the frame."""
+    would leave the body function) stay fallbacks (``cause`` is the break inside the loop). The hidden
+    handler of a 3.12+ inlined comprehension is no ``try`` block: an exception leaving the comprehension
+    leaves the frame."""
     entry = pyversion.loop_entry(code, for_iter_offset)
-    if entry.cells:  # (3.12+: each body function would make a cell of its own)
-        raise break_in_comprehension(cause, "whose variable a closure made in it captures")
     if entry.kind == "other":
         raise FallbackError("a graph break in a loop whose iterator is not made right before it")
     inside = any(start <= for_iter_offset < end for start, end, target in pyversion.exception_table(code)
@@ -85,18 +78,44 @@ def _result(flag: int, live: tuple[str, ...], lineno: int, below: int = 0) -> li
     return out
 
 
+def _body_region(code: types.CodeType, for_iter_offset: int) -> set[int]:
+    exit_offset = loop_exit(code, for_iter_offset)
+    return {i.offset for i in dis.get_instructions(code) if for_iter_offset < i.offset < exit_offset}
+
+
+def shared_loop_cells(code: types.CodeType, how: pyversion.LoopEntry, for_iter_offset: int) -> tuple[str, ...]:
+    """The cells a 3.12+ inlined comprehension makes before its loop that every item shares (given to its
+    body function in the closure). Not those its body makes again (``MAKE_CELL``): 3.12 saves and makes the
+    variables of a comprehension nested in it there too, and the nested comprehension makes its own at each
+    of its runs, which the body function then does as well."""
+    region = _body_region(code, for_iter_offset)
+    remade = {i.argval for i in dis.get_instructions(code) if i.offset in region and i.opname == "MAKE_CELL"}
+    return tuple(name for name in how.cells if name not in remade)
+
+
 @lru_cache(maxsize=256)
 def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...],
-                         below: int = 0, native: bool = False) -> types.CodeType:
+                         below: int = 0, native: bool = False, loop_cells: tuple[str, ...] = ()) -> types.CodeType:
     """The loop body function of the loop at ``for_iter_offset``, under whose iterator the stack holds
     ``below`` values (an enclosing loop's iterator; a comprehension's result and the variables it saved):
     they come first among its arguments (the values it never reads may be None).
+
+    Its closure holds the frame's cells (`resume.build_entry_code`'s ``cells_from_closure``), then the
+    ``loop_cells``: those a 3.12+ inlined comprehension makes for its variables before its loop, one per run
+    of the comprehension, so every item (every closure made in the body) shares it, as in eager code.
 
     ``native``: the function runs natively, never translated (a comprehension's body: `transform._emit_loop`)."""
     exit_offset = loop_exit(code, for_iter_offset)
     offsets = [i.offset for i in dis.get_instructions(code)]
     body_start = offsets[offsets.index(for_iter_offset) + 1]
-    region = {o for o in offsets if for_iter_offset < o < exit_offset}
+    region = _body_region(code, for_iter_offset)
+    for instr in dis.get_instructions(code):
+        if instr.offset in region and instr.opname in _PLAIN_LOCAL_USES and \
+                set(instr.argval if isinstance(instr.argval, tuple) else (instr.argval,)) & set(loop_cells):
+            # (the body would reach a local slot of that name, not the cell: `shared_loop_cells` leaves out
+            # the cells the body makes again, which are the ones it saves)
+            raise FallbackError(f"a graph break in a comprehension whose body uses its cell {instr.argval!r} as a "
+                                "plain local")
 
     def edit(body: list, index: dict[int, int]) -> None:
         head = body[index[for_iter_offset]]
@@ -128,7 +147,8 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
                 body[index[offset]] = block
 
     role = f"for-loop body at line {_line(code, body_start)}"
-    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role, _flatten(edit), len(live) + 4)
+    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role, _flatten(edit), len(live) + 4,
+                            cells_from_closure=True, closure_cells=loop_cells)
     derived_from(body, code)  # (its programs are chosen with the frame's: `frame_groups`)
     if native:
         from .skip_files import skip_code

@@ -224,13 +224,15 @@ class LoopEntry(NamedTuple):
       whose frame the hook runs natively: a break inside it is a break at that call.)
     * ``"other"``: anything else (not supported).
 
-    ``cells``: a variable of the inlined comprehension is a cell (captured by a closure made in it)."""
+    ``cells``: the variables of the inlined comprehension that are cells (captured by a closure made in it),
+    each made anew by a ``MAKE_CELL`` after its save: one cell per run of the comprehension, shared by every
+    item (3.10/3.11: the cells of the comprehension's own function)."""
 
     setup: int
     kind: str
     saved: tuple[str, ...] = ()
     get_iter: int | None = None
-    cells: bool = False
+    cells: tuple[str, ...] = ()
 
 
 def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
@@ -244,16 +246,13 @@ def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
             and instructions[at - 2].opname in _COMPREHENSION_RESULTS and instructions[at - 2].arg == 0 \
             and instructions[at - 3].opname == "SWAP":
         saved: list[str] = []
-        cells = False
+        cells: list[str] = []
         i = at - 4
         while i >= 0 and instructions[i].opname in ("LOAD_FAST_AND_CLEAR", "MAKE_CELL"):
-            if instructions[i].opname == "MAKE_CELL":
-                cells = True
-            else:
-                saved.insert(0, instructions[i].argval)
+            (cells if instructions[i].opname == "MAKE_CELL" else saved).insert(0, instructions[i].argval)
             i -= 1
         if i >= 0 and instructions[i].opname == "GET_ITER" and saved:
-            return LoopEntry(before.offset, "inlined", tuple(saved), instructions[i].offset, cells)
+            return LoopEntry(before.offset, "inlined", tuple(saved), instructions[i].offset, tuple(cells))
     return LoopEntry(before.offset, "other")
 
 

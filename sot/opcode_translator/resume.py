@@ -110,7 +110,8 @@ Edit = Callable[[list, dict[int, int]], None]
 
 def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
                      role: str, edit: Edit | None = None, extra_stack: int = 0,
-                     raise_at_entry: bool = False, cells_from_closure: bool = False) -> types.CodeType:
+                     raise_at_entry: bool = False, cells_from_closure: bool = False,
+                     closure_cells: tuple[str, ...] = ()) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
@@ -121,7 +122,10 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     ``cells_from_closure``: the original's cell variables (`cells_shared_across_breaks`) become free variables
     (after its own), so the function is made with the very cells of the frame it continues (closures made
     before the entry share them, as in the original frame); they are then never received as ``live``
-    arguments."""
+    arguments. ``closure_cells``: more cell variables received in the closure, after those (a 3.12+ inlined
+    comprehension's, which the original makes again at each run of the comprehension: see
+    `loop.build_loop_body_code`), whose plain-local uses (their save and restore around the comprehension)
+    the caller must keep out of what the function runs."""
     if pyversion.super_without_positional_parameter(code):
         raise FallbackError(f"{code.co_name} calls super() without positional parameters (a RuntimeError in "
                             f"eager): entered at an offset, it would take its first local as the instance")
@@ -134,6 +138,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     freevars = list(abstract.freevars)
     if cells_from_closure:
         shared = [name for name in cellvars if name in cells_shared_across_breaks(code)]
+        shared += [name for name in closure_cells if name not in shared]
         if set(live) & set(shared):
             raise ValueError(f"cells {sorted(set(live) & set(shared))} passed as arguments of {role}")
         _cells_to_free_variables(body, set(shared))

@@ -14,6 +14,7 @@ from ..errors import SotError
 _full = paddle.full
 _assign = paddle._C_ops.assign
 _INT64 = paddle.int64
+_FLOAT64 = paddle.float64
 
 
 def write_back_list(target: list, content: list) -> None:
@@ -244,6 +245,11 @@ def set_grad_mode(enabled: bool) -> None:
 def int_tensor(value: int) -> Any:
     """A symbolic int input handed to a compiled program: a 0-D int64 tensor."""
     return _full([], value, _INT64)
+
+
+def float_tensor(value: float) -> Any:
+    """A symbolic float input handed to a compiled program: a 0-D float64 tensor (the value exactly)."""
+    return _full([], value, _FLOAT64)
 
 
 def enter_grad_mode(enabled: bool) -> Any:

@@ -21,7 +21,7 @@ from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import is_protected, live_in
+from .executor.liveness import cells_shared_across_breaks, is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
@@ -30,7 +30,7 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay, written_ba
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
-from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit
+from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit, shared_loop_cells
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import leave_block, without_own_frame
 
@@ -373,9 +373,13 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live_at = live_in(code)
     iterable, below = _loop_operands(code, entry, how, live_at)
     below_values = [var for var in below if not isinstance(var, NullVariable)]
-    # (a free variable, e.g. the ``__class__`` that 3.12's ``super()`` reads, comes with the closure)
-    live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in code.co_freevars))
-    if any(name in code.co_cellvars for name in live):
+    # The body function's closure holds the frame's free variables (e.g. the ``__class__`` that 3.12's
+    # ``super()`` reads) and cells, and the cells a 3.12+ inlined comprehension makes for this loop: none is
+    # passed or returned as a local.
+    loop_cell_names = shared_loop_cells(code, how, for_iter_offset)
+    in_closure = set(code.co_freevars) | cells_shared_across_breaks(code) | set(loop_cell_names)
+    live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in in_closure))
+    if any(name in code.co_cellvars for name in live):  # (a cell another comprehension makes: not at the loop)
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     unbound = [name for name in live if name not in entry.locals]
     if unbound:
@@ -398,6 +402,13 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         for name in live:
             codegen.store_fast(name)
 
+    # One new cell per comprehension variable a closure captures, for this run of the comprehension (as its
+    # MAKE_CELL makes), shared by every item's body function.
+    loop_cells = {name: codegen.new_temp() for name in loop_cell_names}
+    for temp in loop_cells.values():
+        codegen.load_callable_const(types.CellType)
+        codegen.call(0)
+        codegen.store_fast(temp)
     codegen.reconstruct(iterable)
     codegen.emit("GET_ITER")
     codegen.add(head)
@@ -405,8 +416,9 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.store_fast(item)
     # A comprehension runs natively between compiled code, on every version (3.10/3.11 call its function,
     # whose frame the hook runs natively: callback._is_comprehension_body): its body function too.
-    body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement")
-    codegen.push_callable(lambda: codegen.make_function(body))
+    body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement",
+                                loop_cells=loop_cell_names)
+    codegen.push_callable(lambda: codegen.make_function(body, loop_cells))
     for var in below:  # (the same objects at every item: a comprehension's result is appended to)
         if isinstance(var, NullVariable):
             codegen.load_const(None)  # (a slot the body never reads)

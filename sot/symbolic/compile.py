@@ -71,6 +71,9 @@ class CompiledProgram:
         self._saved: version_check.SavedByOutput | None = None  # see saved_plan()
         self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
         self._held_split: tuple[tuple[paddle.Tensor, ...], tuple[paddle.Tensor, ...]] | None = None  # see there
+        # (input indexes, held tensors) the built program changes in place (see state_its_forward_may_update);
+        # False when the program cannot be read
+        self._changed_in_place: tuple[tuple[int, ...], tuple[paddle.Tensor, ...]] | bool | None = None
         self._recompute_plans: dict[tuple[int, ...], RecomputePlan] = {}  # see recompute_plan()
         self._scopes = _ScopeWatch()  # see _watch_new_scopes
         self._keeper: kept_scope.ScopeKeeper | None = None  # see _watch_new_scopes
@@ -145,6 +148,7 @@ class CompiledProgram:
         self._replay_function = None
         self._saved_parameters = []
         self._held_split = None
+        self._changed_in_place = None
         self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
@@ -305,11 +309,15 @@ class CompiledProgram:
                         _scopes_all_busy(self._program, fed, MAX_BUSY_SCOPES):
                     return self._replay(inputs)  # (see MAX_BUSY_SCOPES)
                 if training not in self._built_modes:
-                    # The first run in a mode builds the runnable programs and their interpreters.
+                    # The first run in a mode builds the runnable programs and their interpreters (and the
+                    # backward of the train program, whose Paddle code warns of its own static values: not
+                    # the user's warnings, which eager code never shows).
                     self._built_modes.add(training)
                     enter_room()
                     try:
-                        with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks():
+                        with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks(), \
+                                warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
                             outputs = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
@@ -381,7 +389,7 @@ class CompiledProgram:
         previous = set_callback(None)
         try:
             return probe_eager_refusals(self._replay_program(), inputs, self._grad_inputs, self.held_parameters(),
-                                        self.state_its_forward_may_update())
+                                        self.state_its_forward_may_update(inputs))
         finally:
             set_callback(previous)
 
@@ -412,9 +420,22 @@ class CompiledProgram:
                                 tuple(t for t in held if id(t) not in saved))
         return self._held_split
 
-    def state_its_forward_may_update(self) -> list[paddle.Tensor]:
-        """The tensors without gradient of the built-in layers in training mode that the program calls (a batch
-        norm's running statistics, which their forward updates in place)."""
+    def state_its_forward_may_update(self, inputs: list) -> list[paddle.Tensor]:
+        """The tensors the (built) program's forward changes in place, of the call's ``inputs`` (the running
+        statistics an ``api`` statement ``F.batch_norm`` in training mode updates) and of those it holds (a
+        batch norm layer's): eager's backward leaves them as the forward did, so what recomputes the forward (a
+        recomputing backward, the eager refusal probe) puts them back. Read from the program's in-place ops
+        (`changed_in_place`), whatever the op; when the program cannot be read, the tensors without gradient of
+        the built-in layers in training mode that it calls, as a layer's forward is all it can know of."""
+        if self._changed_in_place is None and self._program is not None:
+            self._changed_in_place = changed_in_place(self._program, self.sir) or False
+        if not self._changed_in_place:
+            return self._layer_state_in_training()
+        indexes, held = self._changed_in_place
+        return [inputs[i] for i in indexes] + list(held)
+
+    def _layer_state_in_training(self) -> list[paddle.Tensor]:
+        """The tensors without gradient of the built-in layers in training mode that the program calls."""
         found: dict[int, paddle.Tensor] = {}
         for stmt in self.sir.statements:
             if isinstance(stmt.target, LayerCall) and stmt.target.is_alive():
@@ -619,6 +640,40 @@ def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list
         if len(output_names) == len(sir.outputs) else []
     parameters = [p for p in getattr(program, "_params", None) or () if p.name in needed_parameters]
     return inputs, outputs, parameters
+
+
+def changed_in_place(program: Any, sir: StatementIR) -> tuple[tuple[int, ...], tuple[paddle.Tensor, ...]] | None:
+    """The indexes of ``sir``'s inputs and the held tensors whose memory an in-place op of the built ``program``
+    (any block) writes: Paddle's own table of each op's in-place outputs (``get_op_inplace_info``: output index
+    -> operand index; ``batch_norm_`` writes ``mean_out`` into ``mean``), each operand followed back through
+    earlier in-place ops to the value it started as, a program input (``pd_op.data``, named as the SIR's input)
+    or a held tensor (``builtin.parameter``). None when the program cannot be read (another Paddle version)."""
+    try:
+        inplace_info = core.pir.get_op_inplace_info
+        forward = program._origin_main_program
+        written: list[Any] = []
+        pending = list(forward.global_block().ops)
+        while pending:
+            op = pending.pop()
+            for block in op.blocks():
+                pending.extend(block.ops)
+            written.extend(op.operand_source(operand) for operand in inplace_info(op).values())
+        input_names, held_names = set(), set()
+        for value in written:
+            source = value.get_defining_op()
+            while source is not None and value.index() in inplace_info(source):  # (an earlier in-place op)
+                value = source.operand_source(inplace_info(source)[value.index()])
+                source = value.get_defining_op()
+            if source is None:
+                continue
+            if source.name() == "pd_op.data":
+                input_names.add(source.attrs()["name"])
+            elif source.name() == "builtin.parameter":
+                held_names.add(source.attrs()["parameter_name"])
+    except Exception:  # noqa: BLE001 - another Paddle version: the caller's fallback
+        return None
+    return (tuple(i for i, symbol in enumerate(sir.inputs) if symbol.name in input_names),
+            tuple(t for t in getattr(program, "_params", None) or () if t.name in held_names))
 
 
 def _held_read_through_in_place_outputs(program: Any, middles: set[str]) -> set[str]:

@@ -257,15 +257,17 @@ class _RecomputedCall:
         forward_state.check_unchanged(self.program, list(grads))
         state_now = paddle.get_rng_state()
         paddle.set_rng_state(forward_state.random_state)
-        # The recomputed forward updates a batch norm's running statistics again: eager's backward leaves them
-        # as they are, values and inplace versions (put back by a copy that bumps no version: an eager batch
-        # norm node of the same layer, from an earlier call, checks the statistics' version in its backward).
+        # The recomputed forward updates a batch norm's running statistics again (held by a layer statement's
+        # program, or inputs of an ``F.batch_norm`` statement): eager's backward leaves them as they are, values
+        # and inplace versions (put back by a copy that bumps no version: an eager batch norm node of the same
+        # layer, from an earlier call, checks the statistics' version in its backward).
+        inputs = forward_state.recomputation_inputs(self.inputs)
         with paddle.no_grad():
-            state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update()]
+            state = [(tensor, tensor.clone()) for tensor in self.program.state_its_forward_may_update(inputs)]
         try:
             with forward_state.held_values():
-                result = self.program.input_gradients(forward_state.recomputation_inputs(self.inputs), grads,
-                                                      self.grad_positions, self.parameters, create_graph)
+                result = self.program.input_gradients(inputs, grads, self.grad_positions, self.parameters,
+                                                      create_graph)
         finally:
             paddle.set_rng_state(state_now)
             with paddle.no_grad():

@@ -148,6 +148,56 @@ def test_loop_over_user_objects(compile_all, capsys):
     _bounded(found)
 
 
+class ScaledAffine:
+    def __init__(self, seed: int, scale: float) -> None:
+        self.w = _tensor(seed)
+        self.scale = scale
+
+
+def objects_with_their_own_scale(x, objs):
+    for obj in objs:
+        x = x * obj.w * obj.scale
+        print("obj")
+    return x
+
+
+def test_loop_over_objects_whose_floats_differ(compile_all, capsys):
+    # A float operand of ``x * s`` seen with a second value becomes a program input (a 0-D tensor cast to x's
+    # dtype, as eager computes): the body function translates twice (the first value baked, then any value),
+    # whatever the number of items and of distinct values; results are eager's.
+    found = _counts_over(objects_with_their_own_scale,
+                         lambda n: (_tensor(0), [ScaledAffine(i, 0.5 + i / 8) for i in range(n)]), sizes=(6, 11))
+    _bounded(found)
+    # the frame, 2 body functions, the resume function after the print, the code after the loop
+    assert found[0]["translate_count"] == 5, found
+
+
+class ScaledDropout:
+    def __init__(self, seed: int, p: float) -> None:
+        self.w = _tensor(seed)
+        self.p = p
+
+
+def objects_with_their_own_rate(x, objs):
+    for obj in objs:
+        x = paddle.nn.functional.dropout(x * obj.w, p=obj.p, training=False)
+        print("obj")
+    return x
+
+
+def test_loop_over_objects_whose_op_attributes_differ(compile_all, capsys):
+    # A float the callee reads as a Python value (Paddle's dropout checks the rate's range, and its op takes
+    # it as an attribute) is baked into the program and guarded by value: the body function
+    # translates once per distinct value, up to the cache limit (later values run the body eagerly, hitting
+    # the entries of the values met first). Whatever the number of items, the same translations.
+    with sot.config.patch(cache_limit=4):
+        found = _counts_over(objects_with_their_own_rate,
+                             lambda n: (_tensor(0), [ScaledDropout(i, 0.05 + i / 100) for i in range(n)]), sizes=(6, 11))
+    _bounded(found)
+    # the frame, 4 body functions (the limit), the resume function after the print, the code after the loop
+    assert found[0]["translate_count"] == 7, found
+
+
 # -- lists of layers ------------------------------------------------------------------------------------------
 # A built-in layer called as one ``layer`` statement is guarded by identity (its program holds the layer); a
 # body function called with each layer sees another one at every call. Once its path held a second layer of
@@ -190,6 +240,8 @@ LAYERS = {
     "conv": (lambda i: paddle.nn.Conv2D(4, 4, 3, padding=1), [1, 4, 5, 5]),
     "layer_norm": (lambda i: paddle.nn.LayerNorm(4), [2, 4]),
     "batch_norm_eval": (lambda i: paddle.nn.BatchNorm2D(4), [2, 4, 3, 3]),
+    # (training: Paddle's forward warns at every call, simulated as a warning issued after the graph)
+    "batch_norm_train": (lambda i: paddle.nn.BatchNorm2D(4), [2, 4, 3, 3]),
     "gelu": (lambda i: paddle.nn.GELU(), [2, 4]),
     "user_block": (Block, [2, 4]),
 }
@@ -314,21 +366,99 @@ def closure_over_comprehension_variable(x):
     return [f() for f in fs]
 
 
-def test_a_break_inside_a_comprehension_whose_variable_a_closure_captures(compile_all, capsys):
-    # Every closure shares the comprehension's one cell (all see its last value). On 3.10/3.11 the
-    # comprehension's own function runs natively; 3.12+ make that cell in the frame, and a body function per
-    # item would make one each: the frame falls back, saying why.
+def closures_over_comprehension_and_frame_variables(x, xs):
+    k = x + 1  # a cell of the frame (the lambdas capture it): the one cell the code after sees
+    fs = [lambda: t * k for t in xs if print("t") is None]
+    k = k * 2
+    return [f() for f in fs], k
+
+
+def closure_called_in_comprehension(x, xs):
+    return [(lambda y: y * t)(x) for t in xs if print("t") is None]
+
+
+def nested_comprehensions_with_closures(x, xs):
+    return [[lambda: t * j for j in range(2) if print(j) is None] for t in xs]
+
+
+def called_closures(out):  # (the lambdas made by `nested_comprehensions_with_closures`)
+    return [[f() for f in row] for row in out]
+
+
+@pytest.mark.parametrize("fn", [closure_over_comprehension_variable, closures_over_comprehension_and_frame_variables,
+                                closure_called_in_comprehension, nested_comprehensions_with_closures])
+def test_a_break_inside_a_comprehension_whose_variable_a_closure_captures(compile_all, capsys, fn):
+    # Every closure shares the comprehension's one cell (all see its last value). On 3.10/3.11 that is the
+    # cell of the comprehension's own function, which runs natively; 3.12+ make it in the frame before the
+    # loop, and the generated code makes it once for the comprehension's run and gives it, with the frame's
+    # cells, to the body function of every item: a graph break as on 3.10/3.11, no fallback.
+    args = (_tensor(0),) if fn.__code__.co_argcount == 1 else (_tensor(0), [_tensor(1), _tensor(2), _tensor(3)])
+    expected = fn(*args)
+    eager_output = capsys.readouterr().out
+    fast = sot.symbolic_translate(fn)
+    for _ in range(2):
+        out = fast(*args)
+        if fn is nested_comprehensions_with_closures:
+            assert_same(called_closures(out), called_closures(expected))
+        else:
+            assert_same(out, expected)
+        assert capsys.readouterr().out == eager_output
+        # the frame (its code before the comprehension, then the comprehension natively) and its resume
+        # function (and a lambda called by the comprehension, an ordinary frame of its own); the second call
+        # hits them all
+        found = counts()
+        translations = 3 if fn is closure_called_in_comprehension else 2
+        assert (found["translate_count"], found["graph_breaks"], found["fallbacks"]) == (translations, 1, 0), found
+    sot.reset()
+    capsys.readouterr()
+    report = sot.explain(fn, *args)
+    assert [t.failure.reason for t in report.fallbacks] == [] and len(report.breaks) == 1, str(report)
+
+
+def closures_without_a_break(x):
+    getters = [lambda: x * i for i in range(3)]
+    scaled = [(lambda y: y * i)(x) for i in range(3)]
+    return [g() for g in getters], scaled
+
+
+def test_comprehensions_making_closures_over_their_variable_are_translated(compile_all):
+    # 3.12+: MAKE_CELL, LOAD_CLOSURE and STORE_DEREF of the inlined comprehension's variable are simulated
     x = _tensor(0)
-    expected = closure_over_comprehension_variable(x)
-    report = sot.explain(closure_over_comprehension_variable, x)
-    reasons = [t.failure.reason for t in report.fallbacks]
-    if sys.version_info >= (3, 12):
-        assert reasons == ["a graph break inside a list, set or dict comprehension whose variable a closure made "
-                           "in it captures is not supported yet (call of print runs natively (not simulated))"], \
-            str(report)
-    else:
-        assert reasons == [] and len(report.breaks) == 1, str(report)
-    assert_same(sot.symbolic_translate(closure_over_comprehension_variable)(x), expected)
+    expected = closures_without_a_break(x)
+    fast = sot.symbolic_translate(closures_without_a_break)
+    for _ in range(2):
+        assert_same(fast(x), expected)
+    assert counts() == {"translate_count": 1, "graph_breaks": 0, "fallbacks": 0, "compiled_graphs": 1}, counts()
+
+
+def loop_closures_share_a_frame_cell(x, xs):
+    fs = []
+    for t in xs:
+        x = x + t
+        fs.append(lambda: t * 2)  # ``t`` is a cell of the frame: every lambda sees its last value
+        print("t")
+    return x, [f() for f in fs]
+
+
+def loop_body_reads_a_frame_cell(x, xs):
+    scale = x * 0 + 2
+
+    def times(y):
+        return y * scale
+
+    for t in xs:
+        x = times(x) + t
+        print("t")
+        scale = scale + 1  # (the body writes the frame's cell: ``times`` sees it at the next item)
+    return x, times(x)
+
+
+@pytest.mark.parametrize("fn", [loop_closures_share_a_frame_cell, loop_body_reads_a_frame_cell])
+def test_a_loop_whose_body_uses_a_cell_of_the_frame(compile_all, capsys, fn):
+    # The body function receives the frame's cells in its closure (as a resume function does): the one cell
+    # per variable eager code has, whatever the number of items.
+    found = _counts_over(fn, lambda n: (_tensor(0), [_tensor(i + 1) for i in range(n)]))
+    _bounded(found)
 
 
 def comprehension_in_loop(x, xs):

@@ -32,6 +32,7 @@ from ...config import config
 
 _dynamic: dict[tuple[types.CodeType, str], frozenset[int]] = {}
 _dynamic_ints: set[tuple[types.CodeType, str]] = set()
+_dynamic_floats: set[tuple[types.CodeType, str]] = set()
 _varying_arrays: set[tuple[types.CodeType, str]] = set()
 _varying_layers: set[tuple[types.CodeType, str]] = set()
 
@@ -63,6 +64,7 @@ def learn_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, clo
     if not config.dynamic_shape:
         return
     learn_ints_from_miss(code, guards, globals_, closure, args)
+    learn_floats_from_miss(code, guards, globals_, closure, args)
     for path, shape, value in _checked_values(guards, "shape_checks", globals_, closure, args):
         if not isinstance(value, paddle.Tensor) or len(value.shape) != len(shape):
             continue
@@ -84,6 +86,22 @@ def learn_ints_from_miss(code: types.CodeType, guards: list[Any], globals_: dict
     for path, old, new in _checked_values(guards, "int_checks", globals_, closure, args):
         if type(new) is int and new != old and old not in (0, 1) and new not in (0, 1):
             _dynamic_ints.add((code, path))
+
+
+def is_dynamic_float(code: types.CodeType, path: str) -> bool:
+    """Whether the float input at ``path`` was seen with a second value: then, where it is an operand of
+    ``+ - * /`` with a float tensor, it is a program input (`symbolic_int.float_input`); any other use of it
+    still bakes (and guards) its value."""
+    return config.dynamic_shape and (code, path) in _dynamic_floats
+
+
+def learn_floats_from_miss(code: types.CodeType, guards: list[Any], globals_: dict, closure: Any,
+                           args: tuple) -> None:
+    """Mark the float inputs whose value differs from what an existing entry was made for (a value of a
+    use that bakes it: an op's attribute, a Python computation)."""
+    for path, old, new in _checked_values(guards, "float_checks", globals_, closure, args):
+        if type(new) is float and new != old:
+            _dynamic_floats.add((code, path))
 
 
 def is_varying_array(code: types.CodeType, path: str) -> bool:
@@ -133,5 +151,6 @@ def forget() -> None:
     """``sot.reset()``."""
     _dynamic.clear()
     _dynamic_ints.clear()
+    _dynamic_floats.clear()
     _varying_arrays.clear()
     _varying_layers.clear()

@@ -23,7 +23,7 @@ from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
 from .variables.base import VariableBase
 from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
-                                     contains_symbolic, pin_all, pin_direct)
+                                     contains_symbolic, pin_all, pin_direct, pin_floats)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
 
 
@@ -612,6 +612,8 @@ class FunctionGraph:
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
         op_amp = self._op_amp()
+        # (a symbolic float is a tensor only as an operator's operand, made so by `apply_operator`)
+        args, kwargs = pin_floats(list(args)), pin_floats(dict(kwargs))
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
         if symbolic and kind not in ("api", "method"):
             # A layer's own code would see a 0-D tensor where the user passed an int: pass the int.

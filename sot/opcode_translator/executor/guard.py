@@ -241,6 +241,8 @@ class GuardBuilder:
         self.shape_checks: list[tuple[str, str, tuple[int, ...]]] = []
         # (input path, expression, value) of every int value guard: the same, for ints that vary.
         self.int_checks: list[tuple[str, str, int]] = []
+        # ... and of every finite float value guard, for floats that vary (`dynamic_shape.learn_floats_from_miss`)
+        self.float_checks: list[tuple[str, str, float]] = []
         # (input path, expression, contents) of every numpy array whose values were folded: the same, for
         # arrays whose contents vary (their pure methods then run natively instead: dynamic_shape.py).
         self.array_checks: list[tuple[str, str, Any]] = []
@@ -877,6 +879,7 @@ class Guard:
         self._namespace = builder.namespace
         self.shape_checks = [(path, builder.expand(expr), shape) for path, expr, shape in builder.shape_checks]
         self.int_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.int_checks]
+        self.float_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.float_checks]
         self.array_checks = [(path, builder.expand(expr), value) for path, expr, value in builder.array_checks]
         self.layer_checks = [(path, builder.expand(expr), ref) for path, expr, ref in builder.layer_checks]
         builder.forget_build_state()

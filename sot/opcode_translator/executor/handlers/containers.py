@@ -9,7 +9,7 @@ from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
                                    dict_key)
-from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable
+from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable, pin_float
 from ..variables.user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
 
@@ -75,7 +75,7 @@ def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 @handles("BUILD_SLICE")
 def build_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    parts = executor.pop_n(instr.arg)
+    parts = [pin_float(part) for part in executor.pop_n(instr.arg)]
     for part in parts:
         if not isinstance(part, ConstantVariable):
             raise FallbackError("slice bounds that are not Python constants are not supported yet")

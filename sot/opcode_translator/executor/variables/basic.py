@@ -48,6 +48,8 @@ class ConstantVariable(VariableBase):
                     f"{builder.constant(math.copysign)}(1.0, {expr}) == {math.copysign(1.0, self.value)!r}"]
         if type(self.value) is int:  # compared with a missing call's inputs to find ints that vary
             builder.int_checks.append((self.tracker.describe(), expr, self.value))
+        if type(self.value) is float and math.isfinite(self.value):  # the same, for floats
+            builder.float_checks.append((self.tracker.describe(), expr, self.value))
         if type(self.value) is frozenset:  # its elements in iteration order: an equal one may iterate otherwise
             return [f"type({expr}) is frozenset", f"tuple({expr}) == {builder.constant(tuple(self.value))}"]
         return [f"type({expr}) is {builder.constant(type(self.value))}",
@@ -642,6 +644,13 @@ def _constant_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> Vari
             from .symbolic_int import int_input
 
             return int_input(value, graph, tracker)
+    if type(value) is float and value != 0.0 and math.isfinite(value) and tracker.is_traceable():
+        from ..dynamic_shape import is_dynamic_float
+
+        if is_dynamic_float(graph.frame.code, tracker.describe()):
+            from .symbolic_int import float_input
+
+            return float_input(value, graph, tracker)
     if type(value) in CONSTANT_TYPES or isinstance(value, np.generic):
         return ConstantVariable(value, graph, tracker)
     return None

@@ -316,7 +316,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
     # A symbolic int operand computes in the tensor's dtype, as a Python int would.
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
-                                  [tensor_operand(tensor, o) for o in operands], {})
+                                  [tensor_operand(tensor, o, fn) for o in operands], {})
     return with_eager_scale_bias(fn, operands, result)
 
 
@@ -549,7 +549,8 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
 
     if isinstance(obj, SymbolicIntVariable):  # an int whatever its value (not pinned; an input's type guarded)
         graph.add_guard(obj)
-        return ConstantVariable(issubclass(int, classes.get_py_value()), graph, DummyTracker((obj, classes)))
+        return ConstantVariable(issubclass(obj.get_py_type(), classes.get_py_value()), graph,
+                                DummyTracker((obj, classes)))
     if not isinstance(obj, (ObjectVariable, ConstantVariable)):
         graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
         result = issubclass(obj.get_py_type(), classes.get_py_value())

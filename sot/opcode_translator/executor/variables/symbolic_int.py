@@ -165,6 +165,73 @@ def int_input(value: int, graph: "FunctionGraph", tracker: Tracker) -> SymbolicI
     return var
 
 
+class SymbolicFloatVariable(SymbolicIntVariable):
+    """A float input seen with a second value (`dynamic_shape.is_dynamic_float`): a program input (a 0-D
+    float64 tensor) where it is an operand of ``+ - * /`` with a float32 or float64 tensor, which eager Paddle
+    computes as with that tensor cast to the operand's dtype (checked against eager, the sign of zeros too:
+    a product gets eager's ``+ 0.0``, `with_eager_scale_bias`). Every other use pins it (its value baked and
+    guarded, as a plain float): an op's attribute (a dropout rate) must be, and float arithmetic in Python
+    (``1 - p``) is not kept in the graph."""
+
+    def get_py_type(self) -> type:
+        return float
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        # Any finite float but 0.0 (whose sign matters): uses of the value added their own guards (pins).
+        return [f"type({expr}) is float", f"{expr} != 0.0", f"{expr} - {expr} == 0.0"]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.call_helper(float, [self.tensor])
+
+    def __repr__(self) -> str:
+        return f"SymbolicFloatVariable({self.tensor.symbol.name}, known={self.known})"
+
+
+class FloatInputTensorTracker(IntInputTensorTracker):
+    """The 0-D float64 tensor the generated code makes from a float input, to feed it to the program."""
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        from ...runtime import float_tensor
+
+        codegen.call_helper(float_tensor, [self.source])
+
+    def describe(self) -> str:
+        return f"float_tensor({self.source.tracker.describe()})"
+
+
+def float_input(value: float, graph: "FunctionGraph", tracker: Tracker) -> SymbolicFloatVariable:
+    """A symbolic float for a float input read from the frame (``tracker`` leads back to it)."""
+    var = SymbolicFloatVariable.__new__(SymbolicFloatVariable)
+    meta = MetaInfo((), paddle.float64, True)
+    tensor = IntInputTensorVariable(meta, graph, FloatInputTensorTracker(var))
+    SymbolicIntVariable.__init__(var, tensor, value, ((var, None),), graph, ("input",), tracker)
+    return var
+
+
+def pin_float(var: VariableBase) -> VariableBase:
+    """``var``, or its value (pinned) when it is a symbolic float."""
+    if isinstance(var, SymbolicFloatVariable):
+        return ConstantVariable(var.get_py_value(), var.graph, DummyTracker((var,)))
+    return var
+
+
+def pin_floats(tree: Any) -> Any:
+    """``tree`` (a variable, or a list/tuple/dict of them) with every symbolic float in it pinned."""
+    from .container import DictVariable, SequenceVariable
+
+    if isinstance(tree, SymbolicFloatVariable):
+        return pin_float(tree)
+    if isinstance(tree, list):
+        return [pin_floats(item) for item in tree]
+    if isinstance(tree, dict):
+        return {key: pin_floats(item) for key, item in tree.items()}
+    if isinstance(tree, SequenceVariable) and any(isinstance(i, SymbolicFloatVariable) for i in tree.items):
+        return type(tree)(pin_floats(list(tree.items)), tree.graph, DummyTracker((tree,)))
+    if isinstance(tree, DictVariable) and any(isinstance(i, SymbolicFloatVariable) for i in tree.items.values()):
+        return DictVariable(pin_floats(dict(tree.items)), tree.graph, DummyTracker((tree,)))
+    return tree
+
+
 def dimension(tensor: TensorVariable, dim: int) -> VariableBase:
     """``tensor.shape[dim]``: a plain int, or a symbolic one for a dynamic dimension."""
     graph = tensor.graph
@@ -184,8 +251,9 @@ def _is_int_constant(var: VariableBase) -> bool:
 
 
 def _symbolic_operands(operands: list[VariableBase]) -> bool:
-    """At least one symbolic int, the rest symbolic ints or plain int constants."""
+    """At least one symbolic int, the rest symbolic ints or plain int constants (no symbolic float)."""
     return (any(isinstance(o, SymbolicIntVariable) for o in operands)
+            and not any(isinstance(o, SymbolicFloatVariable) for o in operands)
             and all(isinstance(o, SymbolicIntVariable) or _is_int_constant(o) for o in operands))
 
 
@@ -252,13 +320,24 @@ def _symbolic_comparison(fn: Callable[..., Any], operands: list[VariableBase]) -
     return ConstantVariable(answer, graph, DummyTracker(tuple(operands)))
 
 
-def tensor_operand(tensor: TensorVariable, other: VariableBase) -> VariableBase:
-    """``other`` as the operand of an operator with ``tensor``: a symbolic int becomes its 0-D tensor cast
-    to the tensor's dtype, which is what eager Paddle does with a Python int (``x * 3`` stays in x's dtype,
-    ``int32 // 3`` stays int32); for other dtypes (bool, complex) it is pinned to a Python int."""
+# The operators whose float operand eager Paddle casts to a float32/float64 tensor's dtype (a product is a
+# ``scale`` with bias 0.0: `with_eager_scale_bias`).
+_FLOAT_OPERAND_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv})
+_FLOAT_OPERAND_DTYPES = frozenset({paddle.float32, paddle.float64})
+
+
+def tensor_operand(tensor: TensorVariable, other: VariableBase, fn: Callable[..., Any] | None = None) -> VariableBase:
+    """``other`` as the operand of the operator ``fn`` with ``tensor``: a symbolic int becomes its 0-D tensor
+    cast to the tensor's dtype, which is what eager Paddle does with a Python int (``x * 3`` stays in x's
+    dtype, ``int32 // 3`` stays int32); for other dtypes (bool, complex) it is pinned to a Python int. A
+    symbolic float is cast the same way for `_FLOAT_OPERAND_OPERATORS` on `_FLOAT_OPERAND_DTYPES`, else
+    pinned."""
     if not isinstance(other, SymbolicIntVariable):
         return other
     graph = tensor.graph
+    if isinstance(other, SymbolicFloatVariable) and (fn not in _FLOAT_OPERAND_OPERATORS
+                                                      or tensor.meta.dtype not in _FLOAT_OPERAND_DTYPES):
+        return pin_float(other)
     if tensor.meta.dtype not in _CASTABLE_DTYPES:  # (an unknown value breaks the graph here)
         return ConstantVariable(other.get_py_value(), graph, DummyTracker((other,)))
     from .basic import ObjectVariable
@@ -278,6 +357,7 @@ def checked_index(tensor: TensorVariable, key: VariableBase) -> VariableBase:
     from .container import TupleVariable
 
     shape = tensor.meta.shape
+    key = pin_floats(key)
     if isinstance(key, TupleVariable):
         items = [_pinned(item) for item in key.items]
         for dim, item in enumerate(items):  # (the leading int indices, one dimension each)
