@@ -15,6 +15,7 @@ from . import counter_rules  # noqa: F401  (registers collections.Counter)
 from . import tensor_values  # noqa: F401  (registers the Paddle predicates answered from metas)
 from . import recompute  # noqa: F401  (registers Paddle's activation recomputation)
 from . import user_mapping  # noqa: F401  (registers the rule of user dict subclasses' instances)
+from . import user_sequence  # noqa: F401  (registers the rule of user list subclasses' instances)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",

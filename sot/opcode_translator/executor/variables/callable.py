@@ -1276,6 +1276,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     base = mapping_base(obj)
     if base is not None:
         return instantiate_mapping(var, base, args, kwargs)
+    from .user_sequence import instantiate_sequence, sequence_base
+
+    if sequence_base(obj) is not None:
+        return instantiate_sequence(var, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
@@ -1387,7 +1391,8 @@ class SuperVariable(VariableBase):
     def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
         """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,
         past the class's own ``__setattr__``) and the methods of a mapping base acting on the instance's
-        simulated items (``super().__setitem__`` in a ``ModelOutput``); None for anything else."""
+        simulated items (``super().__setitem__`` in a ``ModelOutput``), and those of ``list`` on a list
+        subclass instance's; None for anything else."""
         from .function import BoundMethodVariable
         from .user_mapping import MAPPING_BASES, MappingInstanceVariable
 
@@ -1395,6 +1400,10 @@ class SuperVariable(VariableBase):
             function = BuiltinVariable(attr, self.graph, DummyTracker((self,)))
             return BoundMethodVariable(function, self.self_var, self.graph, DummyTracker((function, self.self_var)))
         if klass in MAPPING_BASES and isinstance(self.self_var, MappingInstanceVariable):
+            return self.self_var.base_method(name)
+        from .user_sequence import SequenceInstanceVariable
+
+        if klass is list and isinstance(self.self_var, SequenceInstanceVariable):
             return self.self_var.base_method(name)
         return None
 
