@@ -510,22 +510,10 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         # ``last`` and words its error its own way.
         if name == "copy":
             return TypedDictVariable(dict(items), graph, DummyTracker((var,)), var.dict_type, var.default_factory)
-        if name == "popitem" and var.dict_type is collections.OrderedDict:
-            last_var = args[0] if args else kwargs.get("last")
-            if len(args) + len(kwargs) > 1 or (kwargs and "last" not in kwargs) or \
-                    (last_var is not None and not isinstance(last_var, ConstantVariable)):
-                raise FallbackError("OrderedDict.popitem() with unusual arguments")
-            if not items:
-                error = KeyError("dictionary is empty")
-                raise UserCodeError(f"user code raised KeyError: {error}", original=error)
-            if last_var is not None:
-                graph.add_guard(last_var)
-                if not last_var.value:  # the first item
-                    _record_mutation(var)
-                    key = next(iter(items))
-                    value = items.pop(key)
-                    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph,
-                                         DummyTracker((var,)))
+        if var.dict_type is collections.OrderedDict:
+            ordered = ordered_dict_method(var, name, args, kwargs)
+            if ordered is not None:
+                return ordered
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
@@ -568,6 +556,75 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     if name == "copy":
         return DictVariable(dict(items), graph, DummyTracker((var,)))
     raise FallbackError(f"dict.{name}() is not supported yet")
+
+
+def ordered_dict_method(var: DictVariable, name: str, args: list[VariableBase],
+                        kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """The methods ``OrderedDict`` has, or has otherwise than ``dict``, on the simulated items ``var`` of an
+    OrderedDict (or of a user OrderedDict subclass instance): ``move_to_end`` and ``popitem(last=...)`` (its
+    error worded its own way); None for the others (dict's)."""
+    graph = var.graph
+    items = var.items
+    if name == "move_to_end":
+        return _move_to_end(var, args, kwargs)
+    if name != "popitem":
+        return None
+    bound = _bind_arguments("popitem", ["last"], args, kwargs, {"last": None})
+    last = True if bound["last"] is None else _constant_value(bound["last"], "popitem(last=)")
+    graph.add_guard(var)
+    if not items:
+        error = KeyError("dictionary is empty")
+        raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+    _record_mutation(var)
+    key = next(reversed(items)) if last else next(iter(items))
+    value = items.pop(key)
+    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph, DummyTracker((var,)))
+
+
+def _move_to_end(var: DictVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``OrderedDict.move_to_end(key, last=True)``: the item moves to the end (``last=False``: the front); a
+    missing key is the eager KeyError, with nothing changed. The order of the simulated items is the
+    order the write-back (or the rebuilt object) gets."""
+    graph = var.graph
+    bound = _bind_arguments("move_to_end", ["key", "last"], args, kwargs, {"last": None})
+    key = dict_key(bound["key"])
+    last = True if bound["last"] is None else _constant_value(bound["last"], "move_to_end(last=)")
+    if key not in var.items:
+        raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
+    _record_mutation(var)
+    items = var.items
+    value = items.pop(key)
+    if last:
+        items[key] = value
+    else:
+        rest = dict(items)
+        items.clear()
+        items[key] = value
+        items.update(rest)
+    return _none(graph)
+
+
+def _bind_arguments(name: str, params: list[str], args: list[VariableBase], kwargs: dict[str, VariableBase],
+                    defaults: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a builtin method by parameter name; a wrong call is the eager TypeError."""
+    bound: dict[str, Any] = dict(zip(params, args))
+    error = None
+    if len(args) > len(params):
+        error = f"{name}() takes at most {len(params)} arguments ({len(args)} given)"
+    for key, value in kwargs.items():
+        if key not in params:
+            error = f"{name}() got an unexpected keyword argument '{key}'"
+        elif key in bound:
+            error = f"{name}() got multiple values for argument '{key}'"
+        bound[key] = value
+    for param in params:
+        if param not in bound:
+            if param not in defaults:
+                error = f"{name}() missing required argument '{param}'"
+            bound[param] = defaults.get(param)
+    if error is not None:
+        raise FallbackError(f"{error} (the eager TypeError is raised natively)")
+    return bound
 
 
 class ContainerMethodVariable(VariableBase):

@@ -41,7 +41,7 @@ _READING_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "
                               "__iter__"})
 # ... and those that change them.
 _CHANGING_METHODS = frozenset({"__setitem__", "__delitem__", "update", "pop", "setdefault", "clear", "popitem",
-                               "__init__"})
+                               "__init__", "move_to_end"})
 
 
 def mapping_base(cls: Any) -> type | None:
@@ -322,8 +322,12 @@ def mapping_operation(owner: MappingInstanceVariable, name: str, args: list[Vari
     if name in ("keys", "values", "items"):
         _expect(name, args, kwargs, 0)
         return DictViewVariable(content, name, owner, owner.base)
-    from .container import ContainerMethodVariable
+    from .container import ContainerMethodVariable, ordered_dict_method
 
+    if owner.base is collections.OrderedDict:  # (``content`` is a plain dict: OrderedDict's own methods first)
+        ordered = ordered_dict_method(content, name, args, kwargs)
+        if ordered is not None:
+            return ordered
     return ContainerMethodVariable(content, name).call(args, kwargs)
 
 
