@@ -212,6 +212,11 @@ class FunctionVariableBase(VariableBase):
 
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
+            from .logging_rules import library_call
+
+            answered = library_call(self, args, kwargs)  # (a ``log.debug(...)`` the logger filters out)
+            if answered is not None:
+                return answered
             error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
             error.eager_before = self._differentiates_twice(args, kwargs)
             raise error
