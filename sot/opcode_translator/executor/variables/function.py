@@ -232,7 +232,11 @@ class FunctionVariableBase(VariableBase):
             from ..opcode_executor import simulate_generator
             from .iterator import IteratorVariable
 
-            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}")
+            # Until its first item is taken, the same generator is made again by calling the function with the
+            # same arguments (a break at a call consuming it, ``sum(float(t) for t in ts)``, runs that call
+            # natively on it).
+            rebuild = (self, list(args)) if not kwargs else None
+            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}", rebuild)
         try:
             return child.run()
         finally:
