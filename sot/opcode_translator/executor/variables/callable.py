@@ -844,8 +844,13 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
         elif is_mapping_like(source):
             items.update(protocol_items(source))
         else:
+            from .container import _is_key_variable, dict_key
+
             for pair in _items_of(source):
                 key, value = pair.unpack()
+                if _is_key_variable(key, tensors=True) and not _is_key_variable(key):  # (a tensor in the key)
+                    items[dict_key(key, tensors=True)] = value
+                    continue
                 graph.add_guard(key)
                 items[key.get_py_value()] = value
     items.update(kwargs)
@@ -1042,7 +1047,7 @@ def _dict_fromkeys(graph: "FunctionGraph", args: list[VariableBase], kwargs: dic
     if kwargs or not 1 <= len(args) <= 2:
         raise FallbackError("dict.fromkeys with unusual arguments")  # (the eager TypeError)
     value = args[1] if len(args) == 2 else ConstantVariable(None, graph, DummyTracker())
-    items = {dict_key(key): value for key in _items_of(args[0])}
+    items = {dict_key(key, tensors=True): value for key in _items_of(args[0])}
     return DictVariable(items, graph, DummyTracker(tuple(args)))
 
 

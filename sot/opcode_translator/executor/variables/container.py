@@ -204,7 +204,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
     def get_py_value(self) -> Any:
         for item in self.items.values():  # the whole value is read: every item is guarded
             self.graph.add_guard(item)
-        return {key: item.get_py_value() for key, item in self.items.items()}
+        return {py_key(key): item.get_py_value() for key, item in self.items.items()}
 
     def get_py_type(self) -> type:
         return dict
@@ -219,7 +219,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for key, item in self.items.items():
-            codegen.load_const(key)
+            load_key(codegen, key)
             codegen.reconstruct(item)
         codegen.build("BUILD_MAP", len(self.items))
 
@@ -233,9 +233,9 @@ class DictVariable(ItemsReadTracked, VariableBase):
     unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if not isinstance(key, (ConstantVariable, TupleVariable)):
+        if not isinstance(key, (ConstantVariable, TupleVariable)) and type(key).__name__ != "TensorVariable":
             raise FallbackError(f"dict lookup with {key!r} is not supported yet")
-        value = dict_key(key, "dict lookup with")
+        value = dict_key(key, "dict lookup with", tensors=True)
         self.graph.add_guard(self)
         if value not in self._items:
             raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
@@ -244,7 +244,11 @@ class DictVariable(ItemsReadTracked, VariableBase):
         return self._items[value]
 
     def children(self) -> list[VariableBase]:
-        return list(self.items.values())
+        return [*self.key_variables(), *self.items.values()]
+
+    def key_variables(self) -> list[VariableBase]:
+        """The variables of its tensor keys (which generated code needs, to rebuild the dict)."""
+        return [part for key in self._items if has_tensor_key(key) for part in _tensor_key_vars(key)]
 
     def getattr(self, name: str) -> VariableBase:
         return ContainerMethodVariable(self, name)
@@ -256,7 +260,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
         _dict_write_back(self, codegen)
 
     def write_back_values(self) -> list[VariableBase]:
-        return list(self.items.values())
+        return [*self.key_variables(), *self.items.values()]
 
     def __repr__(self) -> str:
         return f"DictVariable({self._items!r})"
@@ -318,8 +322,9 @@ class DictViewVariable(VariableBase):
         and set operations of ``keys()`` included, behave as on the real one)."""
         self.graph.add_guard(self.mapping)
         if self.kind == "keys":  # (the values are not read: they may be tensors computed in the frame)
-            return dict.fromkeys(self.mapping.items).keys()
-        content = dict(zip(self.mapping.items, (item.get_py_value() for item in self.mapping.items.values())))
+            return dict.fromkeys(py_key(key) for key in self.mapping.items).keys()
+        content = dict(zip((py_key(key) for key in self.mapping.items),
+                           (item.get_py_value() for item in self.mapping.items.values())))
         return getattr(content, self.kind)()
 
     def get_py_type(self) -> type:
@@ -425,19 +430,99 @@ def _constant_value(var: VariableBase, what: str) -> Any:
     return var.value
 
 
-def dict_key(var: VariableBase, what: str = "dict key") -> Any:
+def dict_key(var: VariableBase, what: str = "dict key", tensors: bool = False) -> Any:
     """The Python value of a dict key: a constant, or a plain tuple of such keys (``table[(n, "k")]``). Every
-    part is guarded, since the key decides which item is read."""
+    part is guarded, since the key decides which item is read. ``tensors``: a tensor is a key too (in a dict:
+    eager hashes a tensor by identity), held as a `TensorKey`."""
     if type(var) is TupleVariable:
-        return tuple(dict_key(item, what) for item in var.items)
+        return tuple(dict_key(item, what, tensors) for item in var.items)
+    if tensors and type(var).__name__ == "TensorVariable":
+        return TensorKey.of(var)
     return _constant_value(var, what)
+
+
+class TensorKey:
+    """A tensor as a key of a simulated dict. ``Tensor.__hash__`` is by identity (and the lookup compares
+    identity first), so a dict finds a tensor key only by the very tensor: here by its variable, which is one
+    variable per tensor only when `of` could check it."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: VariableBase) -> None:
+        self.var = var
+
+    @classmethod
+    def of(cls, var: Any) -> "TensorKey":
+        """The key of the tensor ``var``. Two variables are two tensors when one is made by an op returning a
+        new tensor, or when both come from outside the frame and are different objects (guarded to stay
+        so: `FunctionGraph.add_distinct`); otherwise (an op that may hand back its input, a tensor
+        received twice by paths that did not meet), the frame runs natively."""
+        from .inplace import may_return_an_input
+
+        graph = var.graph
+        if var.fresh and not may_return_an_input(var):
+            return cls(var)
+        if var.value is None or not var.tracker.is_traceable():
+            raise FallbackError("a dict keyed by a tensor that may be another tensor itself is not simulated")
+        known = graph.tensor_keys_from_outside
+        if not any(other is var for other in known):
+            for other in known:
+                if other.value is var.value:
+                    raise FallbackError("one tensor as two dict keys of different variables is not simulated")
+                graph.add_distinct(other, var)
+            known.append(var)
+            graph.add_guard(var)
+        return cls(var)
+
+    def __hash__(self) -> int:
+        return id(self.var)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.var is self.var
+
+    def __repr__(self) -> str:
+        return f"TensorKey({self.var!r})"
+
+
+def has_tensor_key(key: Any) -> bool:
+    if type(key) is tuple:
+        return any(has_tensor_key(part) for part in key)
+    return isinstance(key, TensorKey)
+
+
+def _tensor_key_vars(key: Any) -> list[VariableBase]:
+    if type(key) is tuple:
+        return [var for part in key for var in _tensor_key_vars(part)]
+    return [key.var] if isinstance(key, TensorKey) else []
+
+
+def py_key(key: Any) -> Any:
+    """The real key of a simulated dict's key (a tensor key: the tensor, when known)."""
+    if type(key) is tuple:
+        return tuple(py_key(part) for part in key)
+    return key.var.get_py_value() if isinstance(key, TensorKey) else key
+
+
+def load_key(codegen: "CodeGen", key: Any) -> None:
+    """Push a simulated dict's key in generated code (a tensor key: its tensor)."""
+    if not has_tensor_key(key):
+        codegen.load_const(key)
+    elif isinstance(key, TensorKey):
+        codegen.reconstruct(key.var)
+    else:
+        for part in key:
+            load_key(codegen, part)
+        codegen.build("BUILD_TUPLE", len(key))
 
 
 def key_variable(key: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase:
     """A variable for a dict key read back from the simulated dict (its keys are Python values): a tuple key
-    is a tuple of variables again, so it can be indexed and unpacked like one built in the frame."""
+    is a tuple of variables again, so it can be indexed and unpacked like one built in the frame; a tensor
+    key is its tensor's variable."""
     if type(key) is tuple:
         return TupleVariable([key_variable(part, graph, tracker) for part in key], graph, tracker)
+    if isinstance(key, TensorKey):
+        return key.var
     return ConstantVariable(key, graph, tracker)
 
 
@@ -517,7 +602,7 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         return items[key] if key in items else (args[1] if len(args) > 1 else _none(graph))
     if name in ("keys", "values", "items"):
         return DictViewVariable(var, name, var, var.get_py_type())
@@ -532,14 +617,14 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         items.update(kwargs)
         return _none(graph)
     if name == "pop":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         if key in items:
             return items.pop(key)
         if len(args) > 1:
             return args[1]
         raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
     if name == "setdefault":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         if key not in items:
             items[key] = args[1] if len(args) > 1 else _none(graph)
         return items[key]
@@ -720,7 +805,7 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
 
 
 def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | None) -> None:
-    k = dict_key(key)
+    k = dict_key(key, tensors=True)
     _record_mutation(self)
     if value is None:
         if k not in self.items:
@@ -988,19 +1073,19 @@ def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None
     return lhs
 
 
-def _is_key_variable(var: VariableBase) -> bool:
+def _is_key_variable(var: VariableBase, tensors: bool = False) -> bool:
     """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
     if type(var) is TupleVariable:
-        return all(_is_key_variable(item) for item in var.items)
-    return isinstance(var, ConstantVariable)
+        return all(_is_key_variable(item, tensors) for item in var.items)
+    return isinstance(var, ConstantVariable) or (tensors and type(var).__name__ == "TensorVariable")
 
 
 def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
     """``key in d`` reads only the keys (guarded by the dict's guard), never the values: a dict holding a
-    tensor computed in the frame answers without its data."""
-    if not (isinstance(container, DictVariable) and _is_key_variable(item)):
+    tensor computed in the frame answers without its data. (A tensor key: by identity, as eager.)"""
+    if not (isinstance(container, DictVariable) and _is_key_variable(item, tensors=True)):
         return None
-    key = dict_key(item)
+    key = dict_key(item, tensors=True)
     try:
         hash(key)
     except TypeError:
@@ -1297,16 +1382,17 @@ class TypedDictVariable(DictVariable):
     def get_py_value(self) -> Any:
         for item in self.items.values():  # the whole value is read: every item is guarded
             self.graph.add_guard(item)
-        values = {key: item.get_py_value() for key, item in self.items.items()}
+        values = {py_key(key): item.get_py_value() for key, item in self.items.items()}
         if self.default_factory is not None:
             return self.dict_type(self.default_factory.get_py_value(), values)
         return self.dict_type(values)
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items:
+        missing = (self.default_factory is not None and _is_key_variable(key, tensors=True)
+                   and dict_key(key, tensors=True) not in self.items)
+        if missing:
             self.graph.add_guard(self.default_factory)  # (a defaultdict from the frame may get another one)
-        if (self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items
-                and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None)):
+        if missing and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None):
             self.graph.add_guard(key)
             value = self.default_factory.call([], {})  # __missing__: the factory's value is stored
             self.setitem(key, value)

@@ -141,12 +141,12 @@ class MappingInstanceVariable(ObjectVariable):
         codegen.emit("POP_TOP")
 
     def write_back_values(self) -> list[VariableBase]:
-        return list(self.content.items.values())
+        return self.content.children()  # (its values, and the tensors among its keys)
 
     def children(self) -> list[VariableBase]:
         if self.cls_var is None:
             return []  # (read from the frame: rebuilt from its path)
-        return [self.cls_var, *self.content.items.values()]
+        return [self.cls_var, *self.content.children()]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         from ...runtime import new_mapping_instance
