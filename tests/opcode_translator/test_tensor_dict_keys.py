@@ -9,6 +9,7 @@ import numpy as np
 import paddle
 
 import sot
+from sot import psdb
 
 from conftest import assert_counts, assert_same, raised
 
@@ -117,3 +118,70 @@ def maybe_same(x):
 def test_an_op_that_may_return_its_input_stays_correct(compile_all):
     x = _t(3)
     assert sot.symbolic_translate(maybe_same)(x) == maybe_same(x)
+
+
+def from_pairs(x, y):
+    d = dict([(x, 1.0)])
+    return list(d)[0] + y
+
+
+def test_dict_from_pairs_keyed_by_an_input_is_that_input(compile_all):
+    """Was: the first call's tensor embedded in the generated code as a constant key (a crash)."""
+    a, b = _t(2), _t(2, seed=1)
+    fast = sot.symbolic_translate(from_pairs)
+    assert_same(fast(a, b), from_pairs(a, b))
+    assert_same(fast(b, b), from_pairs(b, b))
+    assert sot.stats().fallbacks == 0
+
+
+def counted(x):
+    d = collections.defaultdict(int)
+    d[(1, "a")] += 1
+    d[(1, "a")] += 2
+    return x * d[(1, "a")]
+
+
+def test_a_defaultdict_with_a_missing_tuple_key_calls_its_factory(compile_all):
+    x = _t(3)
+    fast = sot.symbolic_translate(counted)
+    for _ in range(2):
+        assert_same(fast(x), counted(x))
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def across_a_break(x, y):
+    d = {x: 1.0, y * 2: 2.0}
+    psdb.breakgraph()
+    return sum(k * v for k, v in d.items()), d[x]
+
+
+def test_a_tensor_keyed_dict_across_a_graph_break(compile_all):
+    x, y = _t(3), _t(3, seed=1)
+    expected = across_a_break(x, y)
+    fast = sot.symbolic_translate(across_a_break)
+    for _ in range(2):
+        assert_same(fast(x, y), expected)
+    assert_counts(translate_count=2, graph_breaks=1, fallbacks=0, compiled_graphs=2)
+
+
+def received(x, table):
+    table[x * 1] = 0.0  # a new tensor: a new key, written back
+    return table[x] * x + len(table)
+
+
+def test_a_received_dict_keyed_by_tensors(compile_all):
+    x, y = _t(3), _t(3, seed=1)
+    fast = sot.symbolic_translate(received)
+    for _ in range(2):
+        eager_table, fast_table = {x: 3.0, y: 4.0}, {x: 3.0, y: 4.0}
+        assert_same(fast(x, fast_table), received(x, eager_table))
+        assert len(fast_table) == len(eager_table) == 3
+        assert all(a is b for a, b in zip(list(fast_table)[:2], [x, y]))
+        assert list(fast_table.values()) == list(eager_table.values())
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+    # Another dict with other tensors in its keys: the key at the lookup is not ``x``: a miss, then KeyError
+    # as eagerly.
+    other = {y: 3.0, _t(3, seed=5): 4.0}
+    expected = raised(received, x, dict(other))
+    actual = raised(fast, x, other)
+    assert type(actual) is type(expected) is KeyError

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -192,11 +193,15 @@ class DictVariable(ItemsReadTracked, VariableBase):
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
         var = cls._empty_like(value, graph, tracker)
         var.track_reads()
-        for key, item in value.items():
-            if not _is_constant_key(key):
+        for index, (key, item) in enumerate(value.items()):
+            if _is_constant_key(key):
+                item_tracker: Tracker = GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,))
+            elif _is_real_tensor(key) and tracker.is_traceable():  # (by position: a tensor is no constant)
+                key = TensorKey.of(VariableFactory.from_value(key, graph, NthItemTracker(var, index, True)))
+                item_tracker = NthItemTracker(var, index, False)
+            else:
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
-            var._items[key] = VariableFactory.from_value(
-                item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
+            var._items[key] = VariableFactory.from_value(item, graph, item_tracker)
         var.initial_keys = tuple(var._items)
         var.real = value if tracker.is_traceable() else None
         return var
@@ -214,8 +219,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
         return len(self._items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
-        return [f"type({expr}) is dict", f"tuple({expr}) == {keys}"]
+        return [f"type({expr}) is dict", keys_guard(builder, expr, self.initial_keys, self._items)]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for key, item in self.items.items():
@@ -488,6 +492,66 @@ def has_tensor_key(key: Any) -> bool:
     if type(key) is tuple:
         return any(has_tensor_key(part) for part in key)
     return isinstance(key, TensorKey)
+
+
+def _is_real_tensor(value: Any) -> bool:
+    import paddle
+
+    return isinstance(value, paddle.Tensor)
+
+
+class _TensorSlot:
+    """Where a dict's key layout (`key_layout`) has a tensor."""
+
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+TENSOR_SLOT = _TensorSlot()
+
+
+def key_layout(mapping: dict) -> tuple:
+    """The keys of ``mapping`` in order, each tensor replaced by `TENSOR_SLOT` (which tensors they are is
+    guarded through their own paths, `NthItemTracker`)."""
+    return tuple(TENSOR_SLOT if _is_real_tensor(key) else key for key in mapping)
+
+
+def keys_guard(builder: "GuardBuilder", expr: str, initial: tuple | None, items: dict) -> str:
+    """The guard on a dict's keys at the start: ``tuple(d) == keys``; with tensor keys, its `key_layout`."""
+    keys = initial if initial is not None else tuple(items)
+    if not any(has_tensor_key(key) for key in keys):
+        return f"tuple({expr}) == {builder.constant(keys)}"
+    layout = tuple(TENSOR_SLOT if isinstance(key, TensorKey) else key for key in keys)
+    return f"{builder.constant(key_layout)}({expr}) == {builder.constant(layout)}"
+
+
+def nth_item(mapping: dict, index: int, key: bool) -> Any:
+    """The ``index``-th key (or value) of ``mapping``."""
+    return next(itertools.islice(iter(mapping) if key else iter(mapping.values()), index, None))
+
+
+class NthItemTracker(Tracker):
+    """The ``index``-th key (``key``) or value of a dict from the frame holding tensor keys (a tensor is found
+    by position, not by a constant key)."""
+
+    def __init__(self, base: VariableBase, index: int, key: bool) -> None:
+        self.inputs = (base,)
+        self.base = base
+        self.index = index
+        self.key = key
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.constant(nth_item)}({builder.expr_of(self.base)}, {self.index}, {self.key})"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(nth_item)
+        codegen.reconstruct(self.base)
+        codegen.load_const(self.index)
+        codegen.load_const(self.key)
+        codegen.call(3)
+
+    def describe(self) -> str:
+        return f"list({self.base.tracker.describe()}{'' if self.key else '.values()'})[{self.index}]"
 
 
 def _tensor_key_vars(key: Any) -> list[VariableBase]:
@@ -1373,8 +1437,8 @@ class TypedDictVariable(DictVariable):
         return var
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
-        return [f"type({expr}) is {builder.constant(self.dict_type)}", f"tuple({expr}) == {keys}"]
+        return [f"type({expr}) is {builder.constant(self.dict_type)}",
+                keys_guard(builder, expr, self.initial_keys, self._items)]
 
     def get_py_type(self) -> type:
         return self.dict_type
