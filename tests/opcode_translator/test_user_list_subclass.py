@@ -240,3 +240,51 @@ def test_pop_from_empty_as_eager(compile_all):
     actual = raised(sot.symbolic_translate(pop_empty), received, _t(3))
     assert type(actual) is type(expected) and str(actual) == str(expected)
     assert received == []
+
+
+def as_text(x, seq):
+    seq.append(3)
+    return x + 1, str(seq), seq == [1, 3]
+
+
+def test_folding_sees_the_simulated_items(compile_all):
+    """``str()`` of a list subclass instance the frame changed runs natively after the write-back (folded on
+    the real object, it printed the old items)."""
+    x = _t(3)
+    for _ in range(2):
+        eager_seq, fast_seq = Plain([1]), Plain([1])
+        assert_same(sot.symbolic_translate(as_text)(x, fast_seq), as_text(x, eager_seq))
+        assert fast_seq == eager_seq == [1, 3]
+    assert sot.stats().fallbacks == 0
+
+
+class Plain(list):
+    pass
+
+
+def text_only(x, seq):
+    return x + 1, str(seq)
+
+
+def test_folded_items_are_guarded(compile_all):
+    x = _t(3)
+    fast = sot.symbolic_translate(text_only)
+    for items in ([1, 2], [1, 2], [5, 6]):
+        assert_same(fast(x, Plain(items)), text_only(x, Plain(items)))
+    assert_counts(translate_count=2, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+
+
+class Record(dict):
+    pass
+
+
+def dict_text(x, rec):
+    rec["b"] = 2
+    return x + 1, str(rec)
+
+
+def test_folding_sees_the_simulated_items_of_a_dict_subclass(compile_all):
+    x = _t(3)
+    eager_rec, fast_rec = Record(a=1), Record(a=1)
+    assert_same(sot.symbolic_translate(dict_text)(x, fast_rec), dict_text(x, eager_rec))
+    assert fast_rec == eager_rec

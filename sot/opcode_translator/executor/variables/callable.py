@@ -255,10 +255,24 @@ def _check_no_hidden_user_code(fn: Callable[..., Any], operands: list[VariableBa
             seen.extend(var.items)
         elif isinstance(var, DictVariable):
             seen.extend(var.items.values())
+    changed = var_changed(seen[0].graph) if seen else (lambda var: False)
     for var in seen:
-        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)):
+        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)
+                                      or changed(var)):
             raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() on a {type(var.value).__name__} object "
                                   "runs its Python code natively")
+
+
+def var_changed(graph: "FunctionGraph") -> Callable[[VariableBase], bool]:
+    """Whether a user instance from outside the frame has changes the simulation has not applied to the real
+    object yet (the items of a list or dict subclass instance, written back after the graph): folding would
+    see its old state."""
+    mutated = graph.side_effects.mutated
+
+    def changed(var: VariableBase) -> bool:
+        return id(var) in mutated
+
+    return changed
 
 
 def _has_python_dunders(cls: type) -> bool:

@@ -116,6 +116,17 @@ class MappingInstanceVariable(ObjectVariable):
         var.initial_keys = tuple(var.content._items)
         return var
 
+    def get_py_value(self) -> Any:
+        """The real object, for folding (`callable._check_no_hidden_user_code` breaks first when the frame
+        changed it): what folding reads of it is its items, every one of which is guarded then."""
+        if self.tracker.is_traceable():
+            for item in self.content.children():
+                self.graph.add_guard(item)
+        return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value)
+
     # -- guards and reconstruction ---------------------------------------------------------------------
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         guards = super().make_guards(builder, expr)
