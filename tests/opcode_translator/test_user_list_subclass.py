@@ -288,3 +288,42 @@ def test_folding_sees_the_simulated_items_of_a_dict_subclass(compile_all):
     eager_rec, fast_rec = Record(a=1), Record(a=1)
     assert_same(sot.symbolic_translate(dict_text)(x, fast_rec), dict_text(x, eager_rec))
     assert fast_rec == eager_rec
+
+
+class HFProcessorList(list):
+    """transformers' LogitsProcessorList.__call__, as written there: each processor's signature decides how
+    it is called (``inspect.signature`` is folded: the function's identity is guarded)."""
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import inspect
+
+        for processor in self:
+            function_args = inspect.signature(processor.__call__).parameters
+            if len(function_args) > 2:
+                scores = processor(input_ids, scores, **kwargs)
+            else:
+                scores = processor(input_ids, scores)
+        return scores
+
+
+class WithExtra:
+    def __call__(self, ids, scores, cur_len=0):
+        return scores + cur_len
+
+
+def generate_step(procs, ids, scores):
+    return paddle.nn.functional.softmax(procs(ids, scores, cur_len=2), -1)
+
+
+def test_transformers_logits_processor_list_is_one_graph(compile_all):
+    procs = HFProcessorList([Scale(0.5), WithExtra(), Shift()])
+    ids, scores = _t(4), _t(4, seed=1)
+    expected = generate_step(procs, ids, scores)
+    fast = sot.symbolic_translate(generate_step)
+    for _ in range(3):
+        assert_same(fast(procs, ids, scores), expected)
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+    # Another processor class at a position: a guard miss, translated again.
+    other = HFProcessorList([WithExtra(), Scale(0.5), Shift()])
+    assert_same(fast(other, ids, scores), generate_step(other, ids, scores))
+    assert_counts(translate_count=2, graph_breaks=0, fallbacks=0, compiled_graphs=2)

@@ -212,9 +212,9 @@ class FunctionVariableBase(VariableBase):
 
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
-            from .logging_rules import library_call
+            from .library_rules import library_call
 
-            answered = library_call(self, args, kwargs)  # (a ``log.debug(...)`` the logger filters out)
+            answered = library_call(self, args, kwargs)  # (``log.debug(...)`` filtered out, ``inspect.signature``)
             if answered is not None:
                 return answered
             error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")

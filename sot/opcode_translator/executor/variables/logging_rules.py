@@ -102,7 +102,7 @@ def _root_call_is_silent(level: int) -> bool:
     return len(logging.root.handlers) != 0 and not logging.root.isEnabledFor(level)
 
 
-def library_call(function: "FunctionVariableBase", args: list[VariableBase],
+def logging_call(function: "FunctionVariableBase", args: list[VariableBase],
                  kwargs: dict[str, VariableBase]) -> VariableBase | None:
     """The result of a call of a ``logging`` function answered during simulation, or None (it runs natively)."""
     code = getattr(function, "code", None)
@@ -137,3 +137,13 @@ def library_call(function: "FunctionVariableBase", args: list[VariableBase],
         graph.add_query_guard(functools.partial(_root_call_is_silent, level), silent)
         return none if silent else None
     return None
+
+
+def _register() -> None:
+    from .library_rules import LIBRARY_RULES
+
+    for code in (*_LOGGER_METHODS, *_MODULE_FUNCTIONS):
+        LIBRARY_RULES[code] = logging_call
+
+
+_register()
