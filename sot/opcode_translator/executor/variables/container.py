@@ -11,7 +11,7 @@ from ....errors import FallbackError, UserCodeError
 from ....eval_frame_ext import clone_set_layout
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
-from .basic import ConstantVariable
+from .basic import ConstantVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -237,7 +237,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
     unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if not isinstance(key, (ConstantVariable, TupleVariable)) and type(key).__name__ != "TensorVariable":
+        if not isinstance(key, (ConstantVariable, TupleVariable, TensorVariable)):
             raise FallbackError(f"dict lookup with {key!r} is not supported yet")
         value = dict_key(key, "dict lookup with", tensors=True)
         self.graph.add_guard(self)
@@ -440,7 +440,7 @@ def dict_key(var: VariableBase, what: str = "dict key", tensors: bool = False) -
     eager hashes a tensor by identity), held as a `TensorKey`."""
     if type(var) is TupleVariable:
         return tuple(dict_key(item, what, tensors) for item in var.items)
-    if tensors and type(var).__name__ == "TensorVariable":
+    if tensors and isinstance(var, TensorVariable):
         return TensorKey.of(var)
     return _constant_value(var, what)
 
@@ -1141,7 +1141,7 @@ def _is_key_variable(var: VariableBase, tensors: bool = False) -> bool:
     """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
     if type(var) is TupleVariable:
         return all(_is_key_variable(item, tensors) for item in var.items)
-    return isinstance(var, ConstantVariable) or (tensors and type(var).__name__ == "TensorVariable")
+    return isinstance(var, ConstantVariable) or (tensors and isinstance(var, TensorVariable))
 
 
 def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
