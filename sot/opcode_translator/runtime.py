@@ -337,6 +337,21 @@ def write_back_mapping(target: dict, items: dict) -> None:
         base.__setitem__(target, key, value)
 
 
+def new_sequence_instance(cls: type, items: list) -> Any:
+    """An instance of a user ``list`` subclass made during simulation, with its final items, built by
+    ``list.__new__`` and ``list.extend``: the class's Python ``__init__`` already ran in the simulation (its
+    attribute stores are replayed after this)."""
+    obj = list.__new__(cls)
+    list.extend(obj, items)
+    return obj
+
+
+def write_back_sequence(target: list, items: list) -> None:
+    """A user ``list`` subclass instance from outside the frame whose items the simulation changed takes its
+    final items, through ``list``'s own ``__setitem__`` (never the class's, whose effects were simulated)."""
+    list.__setitem__(target, slice(None), items)
+
+
 def make_partial(func: Any, args: tuple, keywords: dict) -> Any:
     """``functools.partial(func, *args, **keywords)`` for a partial object made during simulation."""
     import functools

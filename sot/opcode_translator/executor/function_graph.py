@@ -299,6 +299,8 @@ class FunctionGraph:
         # `reached_again`): id -> (variable, the item paths reaching it, its own first).
         self._unread_only: dict[int, tuple[VariableBase, list[Tracker]]] = {}
         self._distinct: list[tuple[VariableBase, VariableBase]] = []  # objects the simulation found not identical
+        # tensors from outside the frame used as dict keys (`container.TensorKey`): distinct, and guarded so
+        self.tensor_keys_from_outside: list[VariableBase] = []
         # Tensors from outside the frame made to require gradients before the program (`_set_stop_gradient`).
         self.made_to_require_grad: list[TensorVariable] = []
         # Tensors from outside the frame given a gradient hook, registered after the program (`register_hook`).
@@ -597,6 +599,10 @@ class FunctionGraph:
                 return list(items)
             return var.py_type(items)
         if isinstance(var, DictVariable):
+            from .variables.container import has_tensor_key
+
+            if any(has_tensor_key(key) for key in var.items):
+                raise FallbackError("a dict keyed by tensors passed to a Paddle API is not simulated")
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
             raise FallbackError("an object created during simulation passed to a Paddle API")

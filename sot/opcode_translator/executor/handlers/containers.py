@@ -28,7 +28,7 @@ def build_list(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("BUILD_MAP")
 def build_map(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     flat = executor.pop_n(2 * instr.arg)
-    items = {dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    items = {dict_key(flat[i], tensors=True): flat[i + 1] for i in range(0, len(flat), 2)}
     executor.push(DictVariable(items, executor.graph, DummyTracker(tuple(flat))))
 
 
@@ -154,7 +154,7 @@ def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     target = executor.peek(instr.arg)
     if not isinstance(target, DictVariable) or target.tracker.is_traceable():
         raise FallbackError(f"MAP_ADD on {target!r}")
-    target.items[dict_key(key)] = value
+    target.items[dict_key(key, tensors=True)] = value
 
 
 @handles("UNPACK_EX")

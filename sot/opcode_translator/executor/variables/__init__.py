@@ -16,6 +16,8 @@ from . import tensor_values  # noqa: F401  (registers the Paddle predicates answ
 from . import recompute  # noqa: F401  (registers Paddle's activation recomputation)
 from . import user_mapping  # noqa: F401  (registers the rule of user dict subclasses' instances)
 from . import warnings_rules  # noqa: F401  (registers warnings.warn)
+from . import user_sequence  # noqa: F401  (registers the rule of user list subclasses' instances)
+from . import logging_rules  # noqa: F401  (registers the logging calls answered during simulation)
 
 __all__ = [
     "BoundMethodVariable", "BuiltinVariable", "IteratorVariable", "LayerVariable", "NestedFunctionVariable", "UserFunctionVariable", "CallableVariable", "ConstantVariable", "DictVariable", "ListVariable", "NullVariable",

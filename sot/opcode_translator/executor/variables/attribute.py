@@ -294,6 +294,11 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         descriptor.__objclass__.__flags__ & HEAPTYPE)
     if is_slot and value is None:
         raise BreakGraphError(f"deleting the slot {type(obj).__name__}.{name} runs natively")
+    if not custom_setattr and not isinstance(obj, (type, paddle.nn.Layer)) and isinstance(descriptor, property):
+        accessor = descriptor.fset if value is not None else descriptor.fdel
+        if isinstance(accessor, types.FunctionType):
+            _run_property_accessor(var, accessor, value)
+            return
     if custom_setattr or (not is_slot and descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
@@ -329,6 +334,18 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         var.graph.run_user_python(setattr, [obj, name, None], {})
         raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
     var.graph.side_effects.store_attr(var, name, value, through_object=through_object)
+
+
+def _run_property_accessor(var: "ObjectVariable", accessor: types.FunctionType, value: VariableBase | None) -> None:
+    """``obj.prop = value`` / ``del obj.prop`` through a property's Python setter/deleter: inlined (its own
+    stores are replayed after the graph like any other). The guard on the object's type (and the class's
+    version) fixes which accessor it is. (Not for a Layer: ``Layer.__setattr__`` runs the setter and then
+    files the value in its own tables too.)"""
+    from .function import UserFunctionVariable
+
+    graph = var.graph
+    graph.add_guard(var)
+    UserFunctionVariable(accessor, graph, DummyTracker((var,))).call([var] if value is None else [var, value], {})
 
 
 def _check_class_store(cls: type, name: str, value: VariableBase | None) -> None:

@@ -255,10 +255,24 @@ def _check_no_hidden_user_code(fn: Callable[..., Any], operands: list[VariableBa
             seen.extend(var.items)
         elif isinstance(var, DictVariable):
             seen.extend(var.items.values())
+    changed = var_changed(seen[0].graph) if seen else (lambda var: False)
     for var in seen:
-        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)):
+        if is_user_instance(var) and (_has_python_dunders(type(var.value)) or getattr(var, "created", False)
+                                      or changed(var)):
             raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() on a {type(var.value).__name__} object "
                                   "runs its Python code natively")
+
+
+def var_changed(graph: "FunctionGraph") -> Callable[[VariableBase], bool]:
+    """Whether a user instance from outside the frame has changes the simulation has not applied to the real
+    object yet (the items of a list or dict subclass instance, written back after the graph): folding would
+    see its old state."""
+    mutated = graph.side_effects.mutated
+
+    def changed(var: VariableBase) -> bool:
+        return id(var) in mutated
+
+    return changed
 
 
 def _has_python_dunders(cls: type) -> bool:
@@ -845,8 +859,13 @@ def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
         elif is_mapping_like(source):
             items.update(protocol_items(source))
         else:
+            from .container import _is_key_variable, dict_key
+
             for pair in _items_of(source):
                 key, value = pair.unpack()
+                if _is_key_variable(key, tensors=True) and not _is_key_variable(key):  # (a tensor in the key)
+                    items[dict_key(key, tensors=True)] = value
+                    continue
                 graph.add_guard(key)
                 items[key.get_py_value()] = value
     items.update(kwargs)
@@ -1043,7 +1062,7 @@ def _dict_fromkeys(graph: "FunctionGraph", args: list[VariableBase], kwargs: dic
     if kwargs or not 1 <= len(args) <= 2:
         raise FallbackError("dict.fromkeys with unusual arguments")  # (the eager TypeError)
     value = args[1] if len(args) == 2 else ConstantVariable(None, graph, DummyTracker())
-    items = {dict_key(key): value for key in _items_of(args[0])}
+    items = {dict_key(key, tensors=True): value for key in _items_of(args[0])}
     return DictVariable(items, graph, DummyTracker(tuple(args)))
 
 
@@ -1277,6 +1296,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     base = mapping_base(obj)
     if base is not None:
         return instantiate_mapping(var, base, args, kwargs)
+    from .user_sequence import instantiate_sequence, sequence_base
+
+    if sequence_base(obj) is not None:
+        return instantiate_sequence(var, args, kwargs)
     if isinstance(obj, type):
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
@@ -1388,7 +1411,8 @@ class SuperVariable(VariableBase):
     def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
         """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,
         past the class's own ``__setattr__``) and the methods of a mapping base acting on the instance's
-        simulated items (``super().__setitem__`` in a ``ModelOutput``); None for anything else."""
+        simulated items (``super().__setitem__`` in a ``ModelOutput``), and those of ``list`` on a list
+        subclass instance's; None for anything else."""
         from .function import BoundMethodVariable
         from .user_mapping import MAPPING_BASES, MappingInstanceVariable
 
@@ -1396,6 +1420,10 @@ class SuperVariable(VariableBase):
             function = BuiltinVariable(attr, self.graph, DummyTracker((self,)))
             return BoundMethodVariable(function, self.self_var, self.graph, DummyTracker((function, self.self_var)))
         if klass in MAPPING_BASES and isinstance(self.self_var, MappingInstanceVariable):
+            return self.self_var.base_method(name)
+        from .user_sequence import SequenceInstanceVariable
+
+        if klass is list and isinstance(self.self_var, SequenceInstanceVariable):
             return self.self_var.base_method(name)
         return None
 

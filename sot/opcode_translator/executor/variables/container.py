@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -10,7 +11,7 @@ from ....errors import FallbackError, UserCodeError
 from ....eval_frame_ext import clone_set_layout
 from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
-from .basic import ConstantVariable
+from .basic import ConstantVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ...codegen import CodeGen
@@ -192,11 +193,15 @@ class DictVariable(ItemsReadTracked, VariableBase):
     def from_real(cls, value: dict, graph: "FunctionGraph", tracker: Tracker) -> "DictVariable":
         var = cls._empty_like(value, graph, tracker)
         var.track_reads()
-        for key, item in value.items():
-            if not _is_constant_key(key):
+        for index, (key, item) in enumerate(value.items()):
+            if _is_constant_key(key):
+                item_tracker: Tracker = GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,))
+            elif _is_real_tensor(key) and tracker.is_traceable():  # (by position: a tensor is no constant)
+                key = TensorKey.of(VariableFactory.from_value(key, graph, NthItemTracker(var, index, True)))
+                item_tracker = NthItemTracker(var, index, False)
+            else:
                 raise FallbackError(f"dict key of type {type(key).__name__} is not supported yet")
-            var._items[key] = VariableFactory.from_value(
-                item, graph, GetItemTracker(var, key) if tracker.is_traceable() else DummyTracker((var,)))
+            var._items[key] = VariableFactory.from_value(item, graph, item_tracker)
         var.initial_keys = tuple(var._items)
         var.real = value if tracker.is_traceable() else None
         return var
@@ -204,7 +209,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
     def get_py_value(self) -> Any:
         for item in self.items.values():  # the whole value is read: every item is guarded
             self.graph.add_guard(item)
-        return {key: item.get_py_value() for key, item in self.items.items()}
+        return {py_key(key): item.get_py_value() for key, item in self.items.items()}
 
     def get_py_type(self) -> type:
         return dict
@@ -214,12 +219,11 @@ class DictVariable(ItemsReadTracked, VariableBase):
         return len(self._items)
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
-        return [f"type({expr}) is dict", f"tuple({expr}) == {keys}"]
+        return [f"type({expr}) is dict", keys_guard(builder, expr, self.initial_keys, self._items)]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         for key, item in self.items.items():
-            codegen.load_const(key)
+            load_key(codegen, key)
             codegen.reconstruct(item)
         codegen.build("BUILD_MAP", len(self.items))
 
@@ -233,9 +237,9 @@ class DictVariable(ItemsReadTracked, VariableBase):
     unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if not isinstance(key, (ConstantVariable, TupleVariable)):
+        if not isinstance(key, (ConstantVariable, TupleVariable, TensorVariable)):
             raise FallbackError(f"dict lookup with {key!r} is not supported yet")
-        value = dict_key(key, "dict lookup with")
+        value = dict_key(key, "dict lookup with", tensors=True)
         self.graph.add_guard(self)
         if value not in self._items:
             raise UserCodeError(f"user code raised KeyError: {value!r}", original=KeyError(value))
@@ -244,7 +248,11 @@ class DictVariable(ItemsReadTracked, VariableBase):
         return self._items[value]
 
     def children(self) -> list[VariableBase]:
-        return list(self.items.values())
+        return [*self.key_variables(), *self.items.values()]
+
+    def key_variables(self) -> list[VariableBase]:
+        """The variables of its tensor keys (which generated code needs, to rebuild the dict)."""
+        return [part for key in self._items if has_tensor_key(key) for part in _tensor_key_vars(key)]
 
     def getattr(self, name: str) -> VariableBase:
         return ContainerMethodVariable(self, name)
@@ -256,7 +264,7 @@ class DictVariable(ItemsReadTracked, VariableBase):
         _dict_write_back(self, codegen)
 
     def write_back_values(self) -> list[VariableBase]:
-        return list(self.items.values())
+        return [*self.key_variables(), *self.items.values()]
 
     def __repr__(self) -> str:
         return f"DictVariable({self._items!r})"
@@ -318,8 +326,9 @@ class DictViewVariable(VariableBase):
         and set operations of ``keys()`` included, behave as on the real one)."""
         self.graph.add_guard(self.mapping)
         if self.kind == "keys":  # (the values are not read: they may be tensors computed in the frame)
-            return dict.fromkeys(self.mapping.items).keys()
-        content = dict(zip(self.mapping.items, (item.get_py_value() for item in self.mapping.items.values())))
+            return dict.fromkeys(py_key(key) for key in self.mapping.items).keys()
+        content = dict(zip((py_key(key) for key in self.mapping.items),
+                           (item.get_py_value() for item in self.mapping.items.values())))
         return getattr(content, self.kind)()
 
     def get_py_type(self) -> type:
@@ -425,19 +434,159 @@ def _constant_value(var: VariableBase, what: str) -> Any:
     return var.value
 
 
-def dict_key(var: VariableBase, what: str = "dict key") -> Any:
+def dict_key(var: VariableBase, what: str = "dict key", tensors: bool = False) -> Any:
     """The Python value of a dict key: a constant, or a plain tuple of such keys (``table[(n, "k")]``). Every
-    part is guarded, since the key decides which item is read."""
+    part is guarded, since the key decides which item is read. ``tensors``: a tensor is a key too (in a dict:
+    eager hashes a tensor by identity), held as a `TensorKey`."""
     if type(var) is TupleVariable:
-        return tuple(dict_key(item, what) for item in var.items)
+        return tuple(dict_key(item, what, tensors) for item in var.items)
+    if tensors and isinstance(var, TensorVariable):
+        return TensorKey.of(var)
     return _constant_value(var, what)
+
+
+class TensorKey:
+    """A tensor as a key of a simulated dict. ``Tensor.__hash__`` is by identity (and the lookup compares
+    identity first), so a dict finds a tensor key only by the very tensor: here by its variable, which is one
+    variable per tensor only when `of` could check it."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: VariableBase) -> None:
+        self.var = var
+
+    @classmethod
+    def of(cls, var: Any) -> "TensorKey":
+        """The key of the tensor ``var``. Two variables are two tensors when one is made by an op returning a
+        new tensor, or when both come from outside the frame and are different objects (guarded to stay
+        so: `FunctionGraph.add_distinct`); otherwise (an op that may hand back its input, a tensor
+        received twice by paths that did not meet), the frame runs natively."""
+        from .inplace import may_return_an_input
+
+        graph = var.graph
+        if var.fresh and not may_return_an_input(var):
+            return cls(var)
+        if var.value is None or not var.tracker.is_traceable():
+            raise FallbackError("a dict keyed by a tensor that may be another tensor itself is not simulated")
+        known = graph.tensor_keys_from_outside
+        if not any(other is var for other in known):
+            for other in known:
+                if other.value is var.value:
+                    raise FallbackError("one tensor as two dict keys of different variables is not simulated")
+                graph.add_distinct(other, var)
+            known.append(var)
+            graph.add_guard(var)
+        return cls(var)
+
+    def __hash__(self) -> int:
+        return id(self.var)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.var is self.var
+
+    def __repr__(self) -> str:
+        return f"TensorKey({self.var!r})"
+
+
+def has_tensor_key(key: Any) -> bool:
+    if type(key) is tuple:
+        return any(has_tensor_key(part) for part in key)
+    return isinstance(key, TensorKey)
+
+
+def _is_real_tensor(value: Any) -> bool:
+    import paddle
+
+    return isinstance(value, paddle.Tensor)
+
+
+class _TensorSlot:
+    """Where a dict's key layout (`key_layout`) has a tensor."""
+
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+TENSOR_SLOT = _TensorSlot()
+
+
+def key_layout(mapping: dict) -> tuple:
+    """The keys of ``mapping`` in order, each tensor replaced by `TENSOR_SLOT` (which tensors they are is
+    guarded through their own paths, `NthItemTracker`)."""
+    return tuple(TENSOR_SLOT if _is_real_tensor(key) else key for key in mapping)
+
+
+def keys_guard(builder: "GuardBuilder", expr: str, initial: tuple | None, items: dict) -> str:
+    """The guard on a dict's keys at the start: ``tuple(d) == keys``; with tensor keys, its `key_layout`."""
+    keys = initial if initial is not None else tuple(items)
+    if not any(has_tensor_key(key) for key in keys):
+        return f"tuple({expr}) == {builder.constant(keys)}"
+    layout = tuple(TENSOR_SLOT if isinstance(key, TensorKey) else key for key in keys)
+    return f"{builder.constant(key_layout)}({expr}) == {builder.constant(layout)}"
+
+
+def nth_item(mapping: dict, index: int, key: bool) -> Any:
+    """The ``index``-th key (or value) of ``mapping``."""
+    return next(itertools.islice(iter(mapping) if key else iter(mapping.values()), index, None))
+
+
+class NthItemTracker(Tracker):
+    """The ``index``-th key (``key``) or value of a dict from the frame holding tensor keys (a tensor is found
+    by position, not by a constant key)."""
+
+    def __init__(self, base: VariableBase, index: int, key: bool) -> None:
+        self.inputs = (base,)
+        self.base = base
+        self.index = index
+        self.key = key
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.constant(nth_item)}({builder.expr_of(self.base)}, {self.index}, {self.key})"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(nth_item)
+        codegen.reconstruct(self.base)
+        codegen.load_const(self.index)
+        codegen.load_const(self.key)
+        codegen.call(3)
+
+    def describe(self) -> str:
+        return f"list({self.base.tracker.describe()}{'' if self.key else '.values()'})[{self.index}]"
+
+
+def _tensor_key_vars(key: Any) -> list[VariableBase]:
+    if type(key) is tuple:
+        return [var for part in key for var in _tensor_key_vars(part)]
+    return [key.var] if isinstance(key, TensorKey) else []
+
+
+def py_key(key: Any) -> Any:
+    """The real key of a simulated dict's key (a tensor key: the tensor, when known)."""
+    if type(key) is tuple:
+        return tuple(py_key(part) for part in key)
+    return key.var.get_py_value() if isinstance(key, TensorKey) else key
+
+
+def load_key(codegen: "CodeGen", key: Any) -> None:
+    """Push a simulated dict's key in generated code (a tensor key: its tensor)."""
+    if not has_tensor_key(key):
+        codegen.load_const(key)
+    elif isinstance(key, TensorKey):
+        codegen.reconstruct(key.var)
+    else:
+        for part in key:
+            load_key(codegen, part)
+        codegen.build("BUILD_TUPLE", len(key))
 
 
 def key_variable(key: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase:
     """A variable for a dict key read back from the simulated dict (its keys are Python values): a tuple key
-    is a tuple of variables again, so it can be indexed and unpacked like one built in the frame."""
+    is a tuple of variables again, so it can be indexed and unpacked like one built in the frame; a tensor
+    key is its tensor's variable."""
     if type(key) is tuple:
         return TupleVariable([key_variable(part, graph, tracker) for part in key], graph, tracker)
+    if isinstance(key, TensorKey):
+        return key.var
     return ConstantVariable(key, graph, tracker)
 
 
@@ -510,26 +659,14 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         # ``last`` and words its error its own way.
         if name == "copy":
             return TypedDictVariable(dict(items), graph, DummyTracker((var,)), var.dict_type, var.default_factory)
-        if name == "popitem" and var.dict_type is collections.OrderedDict:
-            last_var = args[0] if args else kwargs.get("last")
-            if len(args) + len(kwargs) > 1 or (kwargs and "last" not in kwargs) or \
-                    (last_var is not None and not isinstance(last_var, ConstantVariable)):
-                raise FallbackError("OrderedDict.popitem() with unusual arguments")
-            if not items:
-                error = KeyError("dictionary is empty")
-                raise UserCodeError(f"user code raised KeyError: {error}", original=error)
-            if last_var is not None:
-                graph.add_guard(last_var)
-                if not last_var.value:  # the first item
-                    _record_mutation(var)
-                    key = next(iter(items))
-                    value = items.pop(key)
-                    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph,
-                                         DummyTracker((var,)))
+        if var.dict_type is collections.OrderedDict:
+            ordered = ordered_dict_method(var, name, args, kwargs)
+            if ordered is not None:
+                return ordered
     if name in ("update", "pop", "setdefault", "clear", "popitem"):
         _record_mutation(var)
     if name == "get":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         return items[key] if key in items else (args[1] if len(args) > 1 else _none(graph))
     if name in ("keys", "values", "items"):
         return DictViewVariable(var, name, var, var.get_py_type())
@@ -544,14 +681,14 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
         items.update(kwargs)
         return _none(graph)
     if name == "pop":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         if key in items:
             return items.pop(key)
         if len(args) > 1:
             return args[1]
         raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
     if name == "setdefault":
-        key = dict_key(args[0])
+        key = dict_key(args[0], tensors=True)
         if key not in items:
             items[key] = args[1] if len(args) > 1 else _none(graph)
         return items[key]
@@ -568,6 +705,75 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     if name == "copy":
         return DictVariable(dict(items), graph, DummyTracker((var,)))
     raise FallbackError(f"dict.{name}() is not supported yet")
+
+
+def ordered_dict_method(var: DictVariable, name: str, args: list[VariableBase],
+                        kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """The methods ``OrderedDict`` has, or has otherwise than ``dict``, on the simulated items ``var`` of an
+    OrderedDict (or of a user OrderedDict subclass instance): ``move_to_end`` and ``popitem(last=...)`` (its
+    error worded its own way); None for the others (dict's)."""
+    graph = var.graph
+    items = var.items
+    if name == "move_to_end":
+        return _move_to_end(var, args, kwargs)
+    if name != "popitem":
+        return None
+    bound = _bind_arguments("popitem", ["last"], args, kwargs, {"last": None})
+    last = True if bound["last"] is None else _constant_value(bound["last"], "popitem(last=)")
+    graph.add_guard(var)
+    if not items:
+        error = KeyError("dictionary is empty")
+        raise UserCodeError(f"user code raised KeyError: {error}", original=error)
+    _record_mutation(var)
+    key = next(reversed(items)) if last else next(iter(items))
+    value = items.pop(key)
+    return TupleVariable([key_variable(key, graph, DummyTracker((var,))), value], graph, DummyTracker((var,)))
+
+
+def _move_to_end(var: DictVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``OrderedDict.move_to_end(key, last=True)``: the item moves to the end (``last=False``: the front); a
+    missing key is the eager KeyError, with nothing changed. The order of the simulated items is the
+    order the write-back (or the rebuilt object) gets."""
+    graph = var.graph
+    bound = _bind_arguments("move_to_end", ["key", "last"], args, kwargs, {"last": None})
+    key = dict_key(bound["key"])
+    last = True if bound["last"] is None else _constant_value(bound["last"], "move_to_end(last=)")
+    if key not in var.items:
+        raise UserCodeError(f"user code raised KeyError: {key!r}", original=KeyError(key))
+    _record_mutation(var)
+    items = var.items
+    value = items.pop(key)
+    if last:
+        items[key] = value
+    else:
+        rest = dict(items)
+        items.clear()
+        items[key] = value
+        items.update(rest)
+    return _none(graph)
+
+
+def _bind_arguments(name: str, params: list[str], args: list[VariableBase], kwargs: dict[str, VariableBase],
+                    defaults: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a builtin method by parameter name; a wrong call is the eager TypeError."""
+    bound: dict[str, Any] = dict(zip(params, args))
+    error = None
+    if len(args) > len(params):
+        error = f"{name}() takes at most {len(params)} arguments ({len(args)} given)"
+    for key, value in kwargs.items():
+        if key not in params:
+            error = f"{name}() got an unexpected keyword argument '{key}'"
+        elif key in bound:
+            error = f"{name}() got multiple values for argument '{key}'"
+        bound[key] = value
+    for param in params:
+        if param not in bound:
+            if param not in defaults:
+                error = f"{name}() missing required argument '{param}'"
+            bound[param] = defaults.get(param)
+    if error is not None:
+        raise FallbackError(f"{error} (the eager TypeError is raised natively)")
+    return bound
 
 
 class ContainerMethodVariable(VariableBase):
@@ -663,7 +869,7 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
 
 
 def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | None) -> None:
-    k = dict_key(key)
+    k = dict_key(key, tensors=True)
     _record_mutation(self)
     if value is None:
         if k not in self.items:
@@ -931,19 +1137,19 @@ def _merge_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None
     return lhs
 
 
-def _is_key_variable(var: VariableBase) -> bool:
+def _is_key_variable(var: VariableBase, tensors: bool = False) -> bool:
     """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
     if type(var) is TupleVariable:
-        return all(_is_key_variable(item) for item in var.items)
-    return isinstance(var, ConstantVariable)
+        return all(_is_key_variable(item, tensors) for item in var.items)
+    return isinstance(var, ConstantVariable) or (tensors and isinstance(var, TensorVariable))
 
 
 def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
     """``key in d`` reads only the keys (guarded by the dict's guard), never the values: a dict holding a
-    tensor computed in the frame answers without its data."""
-    if not (isinstance(container, DictVariable) and _is_key_variable(item)):
+    tensor computed in the frame answers without its data. (A tensor key: by identity, as eager.)"""
+    if not (isinstance(container, DictVariable) and _is_key_variable(item, tensors=True)):
         return None
-    key = dict_key(item)
+    key = dict_key(item, tensors=True)
     try:
         hash(key)
     except TypeError:
@@ -1231,8 +1437,8 @@ class TypedDictVariable(DictVariable):
         return var
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        keys = builder.constant(self.initial_keys if self.initial_keys is not None else tuple(self._items))
-        return [f"type({expr}) is {builder.constant(self.dict_type)}", f"tuple({expr}) == {keys}"]
+        return [f"type({expr}) is {builder.constant(self.dict_type)}",
+                keys_guard(builder, expr, self.initial_keys, self._items)]
 
     def get_py_type(self) -> type:
         return self.dict_type
@@ -1240,16 +1446,17 @@ class TypedDictVariable(DictVariable):
     def get_py_value(self) -> Any:
         for item in self.items.values():  # the whole value is read: every item is guarded
             self.graph.add_guard(item)
-        values = {key: item.get_py_value() for key, item in self.items.items()}
+        values = {py_key(key): item.get_py_value() for key, item in self.items.items()}
         if self.default_factory is not None:
             return self.dict_type(self.default_factory.get_py_value(), values)
         return self.dict_type(values)
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items:
+        missing = (self.default_factory is not None and _is_key_variable(key, tensors=True)
+                   and dict_key(key, tensors=True) not in self.items)
+        if missing:
             self.graph.add_guard(self.default_factory)  # (a defaultdict from the frame may get another one)
-        if (self.default_factory is not None and isinstance(key, ConstantVariable) and key.value not in self.items
-                and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None)):
+        if missing and not (isinstance(self.default_factory, ConstantVariable) and self.default_factory.value is None):
             self.graph.add_guard(key)
             value = self.default_factory.call([], {})  # __missing__: the factory's value is stored
             self.setitem(key, value)

@@ -77,7 +77,7 @@ def user_method(var: VariableBase, name: str) -> types.FunctionType | None:
 
 def defines(var: VariableBase, name: str) -> bool:
     """``type(var)`` has ``name`` at all (maybe as C code: e.g. ``object.__eq__``)."""
-    value = var.get_py_value() if isinstance(var, (ObjectVariable, ConstantVariable)) else None
+    value = var.value if isinstance(var, (ObjectVariable, ConstantVariable)) else None  # (its type only)
     return value is not None and inspect.getattr_static(type(value), name, None) is not None
 
 

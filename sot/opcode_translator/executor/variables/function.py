@@ -212,6 +212,11 @@ class FunctionVariableBase(VariableBase):
 
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
+            from .library_rules import library_call
+
+            answered = library_call(self, args, kwargs)  # (``log.debug(...)`` filtered out, ``inspect.signature``)
+            if answered is not None:
+                return answered
             error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
             error.eager_before = self._differentiates_twice(args, kwargs)
             raise error
@@ -227,7 +232,11 @@ class FunctionVariableBase(VariableBase):
             from ..opcode_executor import simulate_generator
             from .iterator import IteratorVariable
 
-            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}")
+            # Until its first item is taken, the same generator is made again by calling the function with the
+            # same arguments (a break at a call consuming it, ``sum(float(t) for t in ts)``, runs that call
+            # natively on it).
+            rebuild = (self, list(args)) if not kwargs else None
+            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}", rebuild)
         try:
             return child.run()
         finally:

@@ -21,11 +21,13 @@ class IteratorVariable(VariableBase):
 
     def __init__(self, source: Iterator[VariableBase], graph: "FunctionGraph", description: str,
                  rebuild: tuple[Callable[..., Any], list[VariableBase]] | None = None) -> None:
-        super().__init__(graph, DummyTracker(tuple(rebuild[1]) if rebuild else ()))
+        rebuilt_from = (*([rebuild[0]] if isinstance(rebuild[0], VariableBase) else []), *rebuild[1]) if rebuild else ()
+        super().__init__(graph, DummyTracker(tuple(rebuilt_from)))
         self._source = source
         self.description = description
         # How generated code makes the same iterator, valid while nothing was consumed from it:
-        # ``fn(*args)`` (e.g. ``enumerate(ys)``), when a loop over it runs natively.
+        # ``fn(*args)`` (e.g. ``enumerate(ys)``; ``fn`` a variable: a generator function of the frame called
+        # again), when a loop over it or a call consuming it runs natively.
         self.rebuild = rebuild
         self.consumed = False
         self.spent = False  # consumed by a simulation rolled back since (`_consume`)
@@ -68,13 +70,23 @@ class IteratorVariable(VariableBase):
         return list(self._source)
 
     def children(self) -> list[VariableBase]:
-        return list(self.rebuild[1]) if self.rebuild else []
+        if not self.rebuild:
+            return []
+        fn, args = self.rebuild
+        return [*([fn] if isinstance(fn, VariableBase) else []), *args]
 
     def _reconstruct_computed(self, codegen: Any) -> None:
         if self.rebuild is None or self.consumed:
             raise FallbackError(f"an iterator ({self.description}) cannot leave the translated frame yet")
         fn, args = self.rebuild
-        codegen.call_helper(fn, args)
+        if not isinstance(fn, VariableBase):
+            codegen.call_helper(fn, args)
+            return
+        # (a generator function of the frame, called again: nothing of its body has run yet)
+        codegen.push_callable(lambda: codegen.reconstruct(fn))
+        for arg in args:
+            codegen.reconstruct(arg)
+        codegen.call(len(args))
 
     def __repr__(self) -> str:
         return f"IteratorVariable({self.description})"

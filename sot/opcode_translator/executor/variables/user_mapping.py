@@ -41,7 +41,7 @@ _READING_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "
                               "__iter__"})
 # ... and those that change them.
 _CHANGING_METHODS = frozenset({"__setitem__", "__delitem__", "update", "pop", "setdefault", "clear", "popitem",
-                               "__init__"})
+                               "__init__", "move_to_end"})
 
 
 def mapping_base(cls: Any) -> type | None:
@@ -116,6 +116,17 @@ class MappingInstanceVariable(ObjectVariable):
         var.initial_keys = tuple(var.content._items)
         return var
 
+    def get_py_value(self) -> Any:
+        """The real object, for folding (`callable._check_no_hidden_user_code` breaks first when the frame
+        changed it): what folding reads of it is its items, every one of which is guarded then."""
+        if self.tracker.is_traceable():
+            for item in self.content.children():
+                self.graph.add_guard(item)
+        return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value)
+
     # -- guards and reconstruction ---------------------------------------------------------------------
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         guards = super().make_guards(builder, expr)
@@ -141,12 +152,12 @@ class MappingInstanceVariable(ObjectVariable):
         codegen.emit("POP_TOP")
 
     def write_back_values(self) -> list[VariableBase]:
-        return list(self.content.items.values())
+        return self.content.children()  # (its values, and the tensors among its keys)
 
     def children(self) -> list[VariableBase]:
         if self.cls_var is None:
             return []  # (read from the frame: rebuilt from its path)
-        return [self.cls_var, *self.content.items.values()]
+        return [self.cls_var, *self.content.children()]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         from ...runtime import new_mapping_instance
@@ -322,8 +333,12 @@ def mapping_operation(owner: MappingInstanceVariable, name: str, args: list[Vari
     if name in ("keys", "values", "items"):
         _expect(name, args, kwargs, 0)
         return DictViewVariable(content, name, owner, owner.base)
-    from .container import ContainerMethodVariable
+    from .container import ContainerMethodVariable, ordered_dict_method
 
+    if owner.base is collections.OrderedDict:  # (``content`` is a plain dict: OrderedDict's own methods first)
+        ordered = ordered_dict_method(content, name, args, kwargs)
+        if ordered is not None:
+            return ordered
     return ContainerMethodVariable(content, name).call(args, kwargs)
 
 

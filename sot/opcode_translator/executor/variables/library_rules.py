@@ -1,0 +1,69 @@
+"""Calls of library functions answered during simulation instead of running natively at a graph break.
+
+Library code (the standard library, Paddle, site-packages: `skip_files`) is not inlined; a call of it is a
+graph break. A few such calls depend only on what the guard already fixes, or on state a guard can re-ask
+cheaply: a rule here answers them (`FunctionVariableBase.call` asks `library_call` first). Rules are keyed
+by the function's code object, so a function reached by any path (a bound method, a module attribute) is
+found. A rule returns None when it cannot answer: the call then runs natively, as before.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..tracker import DummyTracker
+from .base import VariableBase
+from .basic import ConstantVariable
+
+if TYPE_CHECKING:
+    from .function import FunctionVariableBase
+
+LibraryRule = Callable[["FunctionVariableBase", list[VariableBase], dict[str, VariableBase]], "VariableBase | None"]
+LIBRARY_RULES: dict[types.CodeType, LibraryRule] = {}
+
+
+def library_rule(*functions: Any) -> Callable[[LibraryRule], LibraryRule]:
+    def register(rule: LibraryRule) -> LibraryRule:
+        for function in functions:
+            LIBRARY_RULES[function.__code__] = rule
+        return rule
+
+    return register
+
+
+def library_call(function: "FunctionVariableBase", args: list[VariableBase],
+                 kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """The result of a library call answered during simulation, or None (it runs natively)."""
+    rule = LIBRARY_RULES.get(getattr(function, "code", None))  # type: ignore[arg-type]
+    return rule(function, args, kwargs) if rule is not None else None
+
+
+_BOUND_TO = object()  # (the instance a bound method's signature is taken with: it does not depend on it)
+
+
+@library_rule(inspect.signature)
+def _signature(function: "FunctionVariableBase", args: list[VariableBase],
+               kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """``inspect.signature(f)`` of a Python function or a bound method of one (``processor.__call__`` in
+    transformers' ``LogitsProcessorList``): folded, with the function's identity guarded (its code, defaults
+    and annotations are what the signature shows). A constant: ``.parameters``, ``len()``... are folded too."""
+    from .function import BoundMethodVariable, UserFunctionVariable
+
+    if len(args) != 1 or kwargs:
+        return None
+    target = args[0]
+    bound = isinstance(target, BoundMethodVariable)
+    fn_var = target.function if bound else target  # type: ignore[attr-defined]
+    if type(fn_var) is not UserFunctionVariable or not fn_var.tracker.is_traceable():
+        return None
+    fn = fn_var.value
+    if inspect.getattr_static(fn, "__wrapped__", None) is not None or "__signature__" in vars(fn):
+        return None  # (the signature of another function, or one set by hand: not fixed by ``fn`` alone)
+    fn_var.needs_identity = True
+    fn_var.graph.add_guard(fn_var)
+    try:
+        signature = inspect.signature(types.MethodType(fn, _BOUND_TO) if bound else fn)
+    except (TypeError, ValueError):
+        return None
+    return ConstantVariable(signature, fn_var.graph, DummyTracker((fn_var,)))
