@@ -31,9 +31,10 @@ from . import backward_pass, gradient_flags, kept_scope, program_registries, ver
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (EagerRefusals, constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
-                           inputs_read_by_gradients, mark_outputs, needs_recomputed_backward, output_groups,
-                           probe_eager_refusals, run_with_recomputed_backward, vjp_sir)
+from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gradients, decomposed_gradients,
+                           differentiates_gradients, draws_random_numbers, inputs_read_by_gradients, mark_outputs,
+                           needs_recomputed_backward, output_groups, probe_eager_refusals,
+                           run_with_recomputed_backward, vjp_sir)
 from .made_differentiable import call_made_differentiable
 from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
@@ -92,6 +93,7 @@ class CompiledProgram:
         # What eager refuses when a call is differentiated twice (probed at the first call with a recomputing
         # backward); for a first-order product program under ``create_graph``: its program's second refusal.
         self._eager_refusals: EagerRefusals | None = None
+        self._draws_random_numbers: bool | None = None  # see draws_random_numbers()
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -291,8 +293,11 @@ class CompiledProgram:
         try:
             try:
                 records_grad = training and paddle.is_grad_enabled()
+                # (A product program's calls always: its own backward would differentiate static gradient ops,
+                # some of whose gradients are wrong in static mode: see `decomposed_gradients`.)
                 recomputed = records_grad and self._differentiable_outputs and \
-                    (self._forward_only or needs_recomputed_backward(inputs, self._grad_inputs))
+                    (self._forward_only or self._differentiates is not None or
+                     needs_recomputed_backward(inputs, self._grad_inputs))
                 if recomputed and self._eager_refusals is None and self._differentiates is None:
                     self._eager_refusals = self._probe_eager_refusals(inputs)
                 if recomputed and self._written_back:
@@ -343,7 +348,8 @@ class CompiledProgram:
                 if self._scopes.last not in self._scopes.backward_built:
                     _build_backward_under_flags(self._scopes, self._build_flags, outputs)
                 if self._keeper is not None and self._scopes.last_scope is not None:
-                    kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs)
+                    kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs,
+                                          OwnBackwardCall(self, inputs))
         return outputs
 
     def _may_replay_when_busy(self) -> bool:
@@ -392,6 +398,18 @@ class CompiledProgram:
                                         self.state_its_forward_may_update(inputs))
         finally:
             set_callback(previous)
+
+    def probe_refusals(self, inputs: list) -> None:
+        """Probe what eager refuses (`_probe_eager_refusals`) on a call's ``inputs``, once: for a ``create_graph``
+        pass through a call run with the program's own backward (`higher_order.OwnBackwardCall`), at its end."""
+        if self._eager_refusals is None and self._differentiates is None:
+            self._eager_refusals = self._probe_eager_refusals(inputs)
+
+    def draws_random_numbers(self) -> bool:
+        """Whether the (built) program's forward draws random numbers (`higher_order.draws_random_numbers`)."""
+        if self._draws_random_numbers is None:
+            self._draws_random_numbers = draws_random_numbers(self._program)
+        return self._draws_random_numbers
 
     @property
     def eager_refusals(self) -> EagerRefusals | None:

@@ -38,8 +38,17 @@ a model, coordinates concatenated into points by eager code). Calls of ordinary 
 require grad, parameters, activations a resume function gets from the program before it) keep the program's
 own backward and pay one check per input and a mark per output. The price, on
 the calls that take this path: the backward recomputes the forward (as activation checkpointing does), plus a
-few eager ops and hooks per call. Known gap: the gradients of *parameters* (of a call without such inputs)
-under ``create_graph`` (a Hessian-vector product with respect to the weights) are not differentiable.
+few eager ops and hooks per call.
+
+The gradients of *parameters* under ``create_graph`` through a call run with its program's own backward (a
+Hessian-vector product with respect to the weights of a model called on data) come from that grad node, which
+cannot record anything: the call keeps what a recomputation needs (`OwnBackwardCall`: its inputs, by reference,
+and their inplace versions; nothing is computed), the hooks on its outputs note their gradients in a
+``create_graph`` pass, and when the pass ends (outside it, `differentiable_parameter_gradients`) each
+parameter's gradient ``g`` the pass returns becomes ``g + (d - d.detach())``, where ``d`` is the sum over those
+calls of the parameter's gradient computed by the call's product program with ``create_graph`` (recorded, run
+with a recomputing backward): the value stays the program's, the derivative is eager's. Ordinary training pays
+one list and the inputs' versions per call, and nothing per backward pass.
 """
 from __future__ import annotations
 
@@ -630,3 +639,144 @@ def probe_eager_refusals(replay: Callable[[list], list], inputs: list, grad_inpu
     finally:
         paddle.set_rng_state(random_state)
     return found
+
+
+# Op names (substrings) of the static ops drawing random numbers: a call of a program with one cannot be
+# recomputed with its forward's numbers without keeping the random state at every call (`OwnBackwardCall`).
+_RANDOM_OP_NAMES = ("dropout", "uniform", "gaussian", "randint", "randperm", "bernoulli", "multinomial",
+                    "poisson", "rrelu", "exponential", "normal", "random", "binomial", "rand")
+
+
+def draws_random_numbers(program: Any) -> bool:
+    """Whether the built static ``program``'s forward has an op drawing random numbers (True when it cannot be
+    read)."""
+    try:
+        pending = list(program._origin_main_program.global_block().ops)
+        while pending:
+            op = pending.pop()
+            for block in op.blocks():
+                pending.extend(block.ops)
+            name = op.name()
+            if any(word in name for word in _RANDOM_OP_NAMES):
+                return True
+    except Exception:  # noqa: BLE001 - another Paddle version: assume the worst
+        return True
+    return False
+
+
+class OwnBackwardCall:
+    """What a ``paddle.grad(..., create_graph=True)`` pass needs of a call run with its program's own backward
+    (see the module docstring): the program, the call's inputs (kept as long as the call's grad node: the
+    hooks on its outputs hold this) and their inplace versions at the call."""
+
+    __slots__ = ("program", "inputs", "versions")
+
+    def __init__(self, program: "CompiledProgram", inputs: list) -> None:
+        self.program = program
+        self.inputs = inputs
+        self.versions = [tensor._inplace_version() for tensor in inputs]
+
+    def servable(self) -> bool:
+        """Whether its parameters' gradients can be made differentiable: every input requiring grad is a
+        parameter (a non-leaf one, an output of another compiled program, gets from this call's node a gradient
+        without gradient, which the other call's recomputation would read)."""
+        inputs = self.inputs
+        for index in self.program.grad_inputs:
+            tensor = inputs[index]
+            if not tensor.stop_gradient and not (tensor.is_leaf and isinstance(tensor, EagerParamBase)):
+                return False
+        return True
+
+    def gradients(self, output_grads: dict[int, paddle.Tensor], targets: frozenset[int]
+                  ) -> list[tuple[paddle.Tensor, paddle.Tensor]]:
+        """(tensor, its gradient differentiable in turn) for each parameter of the call (given as an input or
+        held by the program) among ``targets`` (ids), from the gradients of the outputs noted in a pass."""
+        program = self.program
+        grads = {index: grad for index, grad in output_grads.items()
+                 if grad is not None and grad._is_initialized()}
+        if not grads:
+            return []
+        inputs = self.inputs
+        grad_positions = tuple(i for i in program.grad_inputs
+                               if not inputs[i].stop_gradient and id(inputs[i]) in targets)
+        parameters = tuple(p for p in program.held_parameters() if id(p) in targets)
+        if not grad_positions and not parameters:
+            return []
+        # Only those the outputs reached depend on (others get no derivative: None stays None in a later pass).
+        differentiable = len(grad_positions) + len(parameters)
+        reached = set()
+        for grouped, members in program.output_groups(grad_positions, parameters):
+            if any(index in grads for index in grouped):
+                reached.update(members)
+        if not reached:
+            return []
+        if program.eager_refusals is None:
+            program.probe_refusals(inputs)
+        refusals = program.eager_refusals
+        if refusals is not None and refusals.first:
+            for key in [("input", i) for i in grad_positions] + [("parameter", id(p)) for p in parameters]:
+                if key in refusals.first:
+                    _raise_fresh(refusals.first[key])
+        for tensor, version in zip(inputs, self.versions):
+            if tensor._inplace_version() != version:
+                raise SotError(
+                    f"sot: paddle.grad(..., create_graph=True) went through graph {program.sir.name}, whose "
+                    f"input ({tensor.name or 'unnamed'}, {list(tensor.shape)}) was changed in place after the "
+                    f"call: the differentiable gradients of its parameters are computed again from the call's "
+                    f"inputs, which needs their values at the call")
+        if program.draws_random_numbers():
+            raise SotError(
+                f"sot: paddle.grad(..., create_graph=True) went through graph {program.sir.name}, called with "
+                f"parameters as its only inputs requiring grad and drawing random numbers: the differentiable "
+                f"gradients of its parameters would be computed again with other random numbers. Workaround: "
+                f"give the call an input that requires grad and is not a parameter (e.g. "
+                f"`x = x.detach(); x.stop_gradient = False` before the call), or run that code eagerly "
+                f"(sot.skip_function)")
+        # The recomputed forward updates a batch norm's running statistics again: put back, as
+        # `_RecomputedCall.input_gradients` does.
+        with paddle.no_grad():
+            state = [(tensor, tensor.clone()) for tensor in program.state_its_forward_may_update(inputs)]
+        try:
+            result = program.input_gradients(inputs, grads, grad_positions, parameters, True)
+        finally:
+            with paddle.no_grad():
+                for tensor, value in state:
+                    if not bool(paddle.equal_all(tensor, value)):
+                        tensor.copy_(value, False)
+        tensors = [inputs[i] for i in grad_positions] + list(parameters)
+        return [(tensors[k], result[k]) for k in range(differentiable) if k in reached]
+
+
+def _raise_fresh(error: BaseException) -> None:
+    """Raise a new ``error`` (of its type and arguments: eager's refusal, noted by the probe)."""
+    try:
+        fresh = type(error)(*error.args)
+    except Exception:  # (a type that cannot be made again from its arguments)
+        fresh = error
+    raise fresh
+
+
+def differentiable_parameter_gradients(running: backward_pass.BackwardPass, result: list) -> list:
+    """The results of the ``create_graph`` pass ``running`` (a ``paddle.grad``, ended), with the gradient of
+    each parameter some noted call (`BackwardPass.own_backward_calls`) computes with its program's own backward
+    given the derivative that node could not record (see the module docstring)."""
+    if not running.create_graph:
+        return result
+    terms: dict[int, paddle.Tensor] = {}
+    for call, output_grads in running.own_backward_calls.values():
+        for tensor, grad in call.gradients(output_grads, running.targets):
+            key = id(tensor)
+            terms[key] = grad if key not in terms else terms[key] + grad
+    if not terms:
+        return result
+    finished = list(result)
+    with paddle.enable_grad():
+        for position, target in enumerate(running.inputs):
+            term = terms.get(id(target))
+            if term is not None and finished[position] is not None:
+                # (value: the pass's, unchanged; derivative: the term's, on top of what eager ops recorded)
+                finished[position] = finished[position] + (term - term.detach())
+    return finished
+
+
+backward_pass.RESULT_FINISHERS.append(differentiable_parameter_gradients)
