@@ -20,10 +20,10 @@ time, it can run in any number of passes. In a ``create_graph`` pass it is itsel
 program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
 stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
 Paddle's static ops lack raises naming the op, as eager does). A product program is differentiated only for the
-outputs a gradient reached in the pass, as eager's backward runs only the nodes it reaches; and one computed by
-an op without a gradient op of its own (``exp_grad``, ``embedding_grad``) is built without a backward
-(`CompiledProgram._without_own_backward`): Paddle's program runner would build one at its first run, and
-refuse such an op, where eager differentiates the gradient through its own node or not at all.
+outputs a gradient reached in the pass, as eager's backward runs only the nodes it reaches; and one with
+differentiable outputs is built without a backward of its own (``forward_only``, see `CompiledProgram`):
+Paddle's program runner would build one at its first run, and refuse an op without a gradient op of its own
+(``exp_grad``, ``embedding_grad``), where eager differentiates the gradient through its own node or not at all.
 
 Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
 PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
