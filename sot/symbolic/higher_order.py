@@ -47,8 +47,11 @@ and their inplace versions; nothing is computed), the hooks on its outputs note 
 ``create_graph`` pass, and when the pass ends (outside it, `differentiable_parameter_gradients`) each
 parameter's gradient ``g`` the pass returns becomes ``g + (d - d.detach())``, where ``d`` is the sum over those
 calls of the parameter's gradient computed by the call's product program with ``create_graph`` (recorded, run
-with a recomputing backward): the value stays the program's, the derivative is eager's. Ordinary training pays
-one list and the inputs' versions per call, and nothing per backward pass.
+with a recomputing backward): the value stays the program's, the derivative is eager's. A call reading an output of
+another such call (after a graph break, a model applied twice) gets from its product program the derivative of
+the gradient its node gave that output, added to the other call's cotangent the same way before that call's
+turn. Ordinary training pays one list, the inputs' versions and a mark per output per call, and nothing per
+backward pass.
 """
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ from paddle.base.framework import EagerParamBase
 from ..errors import SotError
 from . import backward_pass
 from .backward_pass import pass_keeps_graph
+from .kept_scope import OWN_BACKWARD_OUTPUT
 from .pytree import leaves
 from .recompute_plan import HELD_COPIES, ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
@@ -677,28 +681,37 @@ class OwnBackwardCall:
         self.versions = [tensor._inplace_version() for tensor in inputs]
 
     def servable(self) -> bool:
-        """Whether its parameters' gradients can be made differentiable: every input requiring grad is a
-        parameter (a non-leaf one, an output of another compiled program, gets from this call's node a gradient
-        without gradient, which the other call's recomputation would read)."""
+        """Whether the gradients its node computes can be given their derivative: every input requiring grad is
+        a parameter or an output of another such call (`OWN_BACKWARD_OUTPUT`: that call's cotangent gets its
+        derivative from this call's product program first). An output of an eager replay, whose eager nodes
+        would differentiate this node's gradient as it is, is not."""
         inputs = self.inputs
         for index in self.program.grad_inputs:
             tensor = inputs[index]
-            if not tensor.stop_gradient and not (tensor.is_leaf and isinstance(tensor, EagerParamBase)):
+            if tensor.stop_gradient:
+                continue
+            if tensor.is_leaf:
+                if not isinstance(tensor, EagerParamBase):
+                    return False
+            elif getattr(tensor, OWN_BACKWARD_OUTPUT, None) is None:
                 return False
         return True
 
-    def gradients(self, output_grads: dict[int, paddle.Tensor], targets: frozenset[int]
+    def gradients(self, output_grads: dict[int, paddle.Tensor], targets: frozenset[int], noted: dict[int, Any]
                   ) -> list[tuple[paddle.Tensor, paddle.Tensor]]:
         """(tensor, its gradient differentiable in turn) for each parameter of the call (given as an input or
-        held by the program) among ``targets`` (ids), from the gradients of the outputs noted in a pass."""
+        held by the program) among ``targets`` (ids), and each input that is an output of a call of ``noted``
+        (by id: those the pass went through) or among ``targets``, from the gradients of the outputs noted in
+        a pass (differentiable, `differentiable_parameter_gradients`)."""
         program = self.program
         grads = {index: grad for index, grad in output_grads.items()
                  if grad is not None and grad._is_initialized()}
         if not grads:
             return []
         inputs = self.inputs
-        grad_positions = tuple(i for i in program.grad_inputs
-                               if not inputs[i].stop_gradient and id(inputs[i]) in targets)
+        grad_positions = tuple(i for i in program.grad_inputs if not inputs[i].stop_gradient and (
+            id(inputs[i]) in targets or (not inputs[i].is_leaf and id(
+                getattr(inputs[i], OWN_BACKWARD_OUTPUT, (None,))[0]) in noted)))
         parameters = tuple(p for p in program.held_parameters() if id(p) in targets)
         if not grad_positions and not parameters:
             return []
@@ -759,24 +772,45 @@ def _raise_fresh(error: BaseException) -> None:
 def differentiable_parameter_gradients(running: backward_pass.BackwardPass, result: list) -> list:
     """The results of the ``create_graph`` pass ``running`` (a ``paddle.grad``, ended), with the gradient of
     each parameter some noted call (`BackwardPass.own_backward_calls`) computes with its program's own backward
-    given the derivative that node could not record (see the module docstring)."""
+    given the derivative that node could not record (see the module docstring).
+
+    The calls are taken in the order they were noted: a call's hooks run right before its node, after the nodes
+    of the calls reading its outputs ran. So the gradient a call's node gave an input that is an output of
+    another noted call (after a graph break, a model applied twice) is known, differentiable, before that
+    call's turn: its cotangent gets that derivative the same way."""
     if not running.create_graph:
         return result
-    terms: dict[int, paddle.Tensor] = {}
-    for call, output_grads in running.own_backward_calls.values():
-        for tensor, grad in call.gradients(output_grads, running.targets):
-            key = id(tensor)
-            terms[key] = grad if key not in terms else terms[key] + grad
-    if not terms:
-        return result
-    finished = list(result)
+    noted = running.own_backward_calls
+    terms: dict[int, paddle.Tensor] = {}  # by id of a target
+    cotangent_terms: dict[tuple[int, int], paddle.Tensor] = {}  # by (id of a noted call, output index)
     with paddle.enable_grad():
+        for call, output_grads in noted.values():
+            grads = dict(output_grads)
+            for index, grad in output_grads.items():
+                term = cotangent_terms.pop((id(call), index), None)
+                if term is not None and grad is not None and grad._is_initialized():
+                    grads[index] = _with_derivative_of(grad, term)
+            for tensor, grad in call.gradients(grads, running.targets, noted):
+                source = None if tensor.is_leaf else getattr(tensor, OWN_BACKWARD_OUTPUT, None)
+                if source is not None and id(source[0]) in noted:
+                    key = (id(source[0]), source[1])
+                    cotangent_terms[key] = grad if key not in cotangent_terms else cotangent_terms[key] + grad
+                if id(tensor) in running.targets:
+                    key = id(tensor)
+                    terms[key] = grad if key not in terms else terms[key] + grad
+        if not terms:
+            return result
+        finished = list(result)
         for position, target in enumerate(running.inputs):
             term = terms.get(id(target))
             if term is not None and finished[position] is not None:
-                # (value: the pass's, unchanged; derivative: the term's, on top of what eager ops recorded)
-                finished[position] = finished[position] + (term - term.detach())
+                finished[position] = _with_derivative_of(finished[position], term)
     return finished
+
+
+def _with_derivative_of(value: paddle.Tensor, term: paddle.Tensor) -> paddle.Tensor:
+    """``value`` (unchanged) with the derivative of ``term`` added to what its own graph records."""
+    return value + (term - term.detach())
 
 
 backward_pass.RESULT_FINISHERS.append(differentiable_parameter_gradients)

@@ -29,11 +29,12 @@ calls kept at once (usually one step's).
 Under ``create_graph``, the gradients such a node computes (of parameters: a Hessian-vector product with
 respect to the weights) have no gradient of their own. The hook (and a note on each other differentiable
 output, `_OutputNote`) notes the gradients of the call's outputs in such a pass (`BackwardPass.note_output`),
-and when the pass ends `higher_order.differentiable_parameter_gradients` gives the parameters' gradients the
-missing derivative, computed by the call's recomputing product program. A call it cannot serve (an input
-requiring grad that is not a parameter: an activation from another compiled program, whose own gradient from
-this node would have no gradient either) makes the pass raise a clear error at its end
-(`_refuse_undifferentiable`) instead of returning gradients whose own gradients would silently be missing.
+and when the pass ends `higher_order.differentiable_parameter_gradients` gives the gradients their missing
+derivative, computed by the call's product program (the outputs carry their call, `OWN_BACKWARD_OUTPUT`, so
+that a call reading another's output gives that call's cotangent its derivative). A call it cannot serve (an
+input requiring grad made by something else that gave it a gradient without gradient: the eager replay of such
+a call) makes the pass raise a clear error at its end (`_refuse_undifferentiable`) instead of returning
+gradients whose own gradients would silently be missing.
 """
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ from ..errors import SotError
 from . import backward_pass
 from .backward_pass import BackwardPass
 from .version_check import _modified_in_place_summary
+
+# Set on the differentiable outputs of a call run with its program's own backward, recording gradients: the
+# call's `higher_order.OwnBackwardCall` and the output's index (`watch_call`).
+OWN_BACKWARD_OUTPUT = "_sot_own_backward_output"
 
 _add_backward_final_hook = getattr(core.eager, "_add_backward_final_hook", None)
 
@@ -180,6 +185,8 @@ def watch_call(keeper: ScopeKeeper, scope: Any, outputs: list, call: Any = None)
     first = None
     for index, out in enumerate(outputs):
         if isinstance(out, paddle.Tensor) and not out.stop_gradient:
+            if call is not None:
+                setattr(out, OWN_BACKWARD_OUTPUT, (call, index))
             if first is None:
                 first = index
                 if call is None:
@@ -222,10 +229,10 @@ def _refuse_undifferentiable(graphs: list[str]) -> None:
     names = ", ".join(sorted(set(graphs)))
     raise SotError(
         f"sot: paddle.grad(..., create_graph=True) went through the backward of compiled graph(s) {names}, "
-        f"whose gradients cannot be differentiated again: those graphs were called with parameters (or outputs "
-        f"of such graphs) as their only inputs requiring grad, so they run with the compiled program's own "
-        f"backward, which is not differentiable (the gradient of a gradient with respect to the parameters, as "
-        f"a Hessian-vector product or a gradient penalty on the parameters' gradients, would be silently "
+        f"whose gradients cannot be differentiated again: those graphs run with the compiled program's own "
+        f"backward, which is not differentiable, and one of their inputs requiring grad came from code that "
+        f"cannot give it a derivative (the gradient of a gradient with respect to the parameters, as a "
+        f"Hessian-vector product or a gradient penalty on the parameters' gradients, would be silently "
         f"missing). Workarounds: give the call an input that requires grad and is not a parameter (e.g. "
         f"`x = x.detach(); x.stop_gradient = False` before the call), which compiles it with a differentiable "
         f"backward; or run that code eagerly (sot.skip_function)")
