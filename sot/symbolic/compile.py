@@ -31,7 +31,7 @@ from . import backward_pass, gradient_flags, kept_scope, program_registries, ver
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (EagerRefusals, OwnBackwardCall, _GradientOfOutputs, constants_read_by_gradients, decomposed_gradients,
+from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gradients, decomposed_gradients,
                            differentiates_gradients, draws_random_numbers, inputs_read_by_gradients, mark_outputs,
                            needs_recomputed_backward, output_groups, probe_eager_refusals,
                            run_with_recomputed_backward, vjp_sir)
@@ -59,8 +59,7 @@ class CompiledProgram:
         # build its own backward at its first run in training mode, never used, and differentiating static
         # gradient ops there fails: an op without a gradient op (``pd_op.exp_grad``, ``pd_op.embedding_grad``
         # in Paddle 3.3: refused), ``matmul_double_grad`` without the gradient of one of its inputs (a
-        # segmentation fault in its Vjp: a Hessian-vector product of order three with respect to the
-        # parameters of a call on data).
+        # segmentation fault in its Vjp: see `gradient_ops_paddle_crashes_on`).
         self._forward_only = forward_only
         self.static_function = self._static_function()
         self._program: Any = None
@@ -113,15 +112,8 @@ class CompiledProgram:
         do not require grad in the program, which then has no backward of its own to build."""
         sir = self.sir
         forward_only = self._forward_only
-        # A product program of a product program differentiates static gradient ops, some of which Paddle cannot
-        # differentiate with an operand that does not require grad (Paddle 3.3: ``matmul_double_grad``'s Vjp
-        # crashed, the third derivative with respect to the parameters of a call on data): there, every floating
-        # input requires grad in the program (more gradient ops, the same values; what it differentiates for
-        # is the SIR's).
-        every_float = sum(isinstance(stmt.target, _GradientOfOutputs) for stmt in sir.statements) >= 2
         specs = [InputSpec([None if d == -1 else d for d in sir.metas[s].shape], sir.metas[s].dtype, s.name,
-                           stop_gradient=sir.metas[s].stop_gradient and not (
-                               every_float and _is_floating(sir.metas[s].dtype))) for s in sir.inputs]
+                           stop_gradient=sir.metas[s].stop_gradient) for s in sir.inputs]
 
         @paddle.jit.not_to_static
         def sir_runner(inputs: list) -> list:
@@ -950,14 +942,6 @@ def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
     except Exception:  # noqa: BLE001 - another Paddle version: left to Paddle
         return set()
     return found
-
-
-def _is_floating(dtype: Any) -> bool:
-    """Whether ``dtype`` (a Paddle dtype) is a floating type."""
-    try:
-        return paddle.is_floating_point(paddle.empty([0], dtype))
-    except Exception:  # noqa: BLE001 - (a dtype Paddle cannot make a tensor of)
-        return False
 
 
 def compile_sir(sir: StatementIR) -> CompiledProgram:
