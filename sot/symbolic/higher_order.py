@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import operator
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
@@ -670,15 +671,29 @@ def draws_random_numbers(program: Any) -> bool:
 
 class OwnBackwardCall:
     """What a ``paddle.grad(..., create_graph=True)`` pass needs of a call run with its program's own backward
-    (see the module docstring): the program, the call's inputs (kept as long as the call's grad node: the
-    hooks on its outputs hold this) and their inplace versions at the call."""
+    (see the module docstring): the program, the call's inputs (kept as long as the call's grad node and its
+    outputs: the hooks on the outputs and their `OWN_BACKWARD_OUTPUT` hold this) and their inplace versions at
+    the call.
 
-    __slots__ = ("program", "inputs", "versions")
+    The program is held weakly: tensors hold this, and the last reference to a program (dropped from the cache
+    by ``sot.reset()``) must not go when a tensor dies, at any moment: in the middle of another program's build,
+    freeing a static program is not safe (see `compile._BuildLock`)."""
+
+    __slots__ = ("_program", "inputs", "versions")
 
     def __init__(self, program: "CompiledProgram", inputs: list) -> None:
-        self.program = program
+        self._program = weakref.ref(program)
         self.inputs = inputs
         self.versions = [tensor._inplace_version() for tensor in inputs]
+
+    @property
+    def program(self) -> "CompiledProgram":
+        """The program (a `SotError` once it is gone)."""
+        program = self._program()
+        if program is None:
+            raise SotError("sot: paddle.grad(..., create_graph=True) went through a call of a compiled graph "
+                           "that was released since (sot.reset()): its gradients cannot be differentiated")
+        return program
 
     def servable(self) -> bool:
         """Whether the gradients its node computes can be given their derivative: every input requiring grad is
@@ -686,7 +701,10 @@ class OwnBackwardCall:
         derivative from this call's product program first). An output of an eager replay, whose eager nodes
         would differentiate this node's gradient as it is, is not."""
         inputs = self.inputs
-        for index in self.program.grad_inputs:
+        program = self._program()
+        if program is None:
+            return False
+        for index in program.grad_inputs:
             tensor = inputs[index]
             if tensor.stop_gradient:
                 continue
