@@ -47,8 +47,22 @@ class BackwardPass:
     # The error eager autograd raises in this pass, raised by a hook (`refuse_as_eager`): the pass raises it
     # itself, not Paddle's wrapping of what a hook raised (an OSError "(External) ValueError: ...").
     eager_error: BaseException | None = None
-    # Of a ``paddle.grad`` pass: the ids of the tensors it computes the gradients of (its ``inputs``).
+    # Of a ``paddle.grad`` pass: the ids of the tensors it computes the gradients of (its ``inputs``), and those
+    # tensors in order (the pass's results are theirs, in that order).
     targets: frozenset[int] = frozenset()
+    inputs: tuple = ()
+    # Of a ``create_graph`` pass: the calls run with their program's own backward whose grad node it ran, with
+    # the gradients of their outputs noted by their hooks, by output index (`note_output`; keyed by ``id`` of
+    # the call's record). Their parameters' gradients are made differentiable when the pass ends
+    # (`RESULT_FINISHERS`).
+    own_backward_calls: dict[int, tuple[Any, dict[int, Any]]] = dataclasses.field(default_factory=dict)
+
+    def note_output(self, call: Any, index: int, grad: Any) -> None:
+        """Note the gradient ``grad`` of output ``index`` of ``call`` (a hook's, in this pass)."""
+        entry = self.own_backward_calls.get(id(call))
+        if entry is None:
+            entry = self.own_backward_calls[id(call)] = (call, {})
+        entry[1][index] = grad
 
     @property
     def consumes_graph(self) -> bool:
@@ -65,6 +79,11 @@ class PassListener(Protocol):
 # even when the pass raised (then after the listener, the pass's own exception propagates). A listener may
 # raise at the end of a pass that succeeded: the caller gets that exception instead of the result.
 PASS_LISTENERS: list[PassListener] = []
+
+# Called, in order, after a ``paddle.grad`` pass that noted calls (`BackwardPass.own_backward_calls`) ended
+# well, outside it (after its listeners): each gets the pass and its results and returns the results to give
+# (`higher_order.differentiable_parameter_gradients`).
+RESULT_FINISHERS: list[Callable[[BackwardPass, list], list]] = []
 
 _local = threading.local()
 
@@ -112,9 +131,14 @@ def _run_backward(tensors: Any, grad_tensors: Any, retain_graph: bool = False, *
 def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool = False,
                       create_graph: bool = False, *rest: Any) -> Any:
     original = _ORIGINALS["run_partial_grad"]
-    targets = frozenset(id(t) for t in (inputs if isinstance(inputs, (list, tuple)) else [inputs]))
-    return _running(BackwardPass(True, bool(retain_graph), bool(create_graph), targets=targets),
-                    lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
+    listed = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    running = BackwardPass(True, bool(retain_graph), bool(create_graph), targets=frozenset(map(id, listed)),
+                           inputs=listed)
+    result = _running(running, lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
+    if running.own_backward_calls:
+        for finish in RESULT_FINISHERS:
+            result = finish(running, result)
+    return result
 
 
 _WRAPPERS: dict[str, Callable[..., Any]] = {"run_backward": _run_backward, "run_partial_grad": _run_partial_grad}

@@ -31,9 +31,10 @@ from . import backward_pass, gradient_flags, kept_scope, program_registries, ver
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
-from .higher_order import (EagerRefusals, constants_read_by_gradients, decomposed_gradients, differentiates_gradients,
-                           inputs_read_by_gradients, mark_outputs, needs_recomputed_backward, output_groups,
-                           probe_eager_refusals, run_with_recomputed_backward, vjp_sir)
+from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gradients, decomposed_gradients,
+                           differentiates_gradients, draws_random_numbers, inputs_read_by_gradients, mark_outputs,
+                           needs_recomputed_backward, output_groups, probe_eager_refusals,
+                           run_with_recomputed_backward, vjp_sir)
 from .made_differentiable import call_made_differentiable
 from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
@@ -45,16 +46,21 @@ from .zero_sign import holds_unrepresentable_zero
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
-    def __init__(self, sir: StatementIR, key: tuple | None = None) -> None:
+    def __init__(self, sir: StatementIR, key: tuple | None = None, forward_only: bool = False) -> None:
         self.sir = sir
         self.key = key
         # A frame entered without grad that turns it on (``with paddle.enable_grad():``, a statement
         # ``paddle.set_grad_enabled(True)``) records statements that track gradients: each statement holds its
         # own mode, so the program runs with grad on (the caller's mode is back once it returns).
         self._turns_grad_on = not sir.grad_enabled and any(not stmt.no_grad for stmt in sir.statements)
-        # A product program (`higher_order.vjp_sir`) of ops some of which have no gradient of their own is
-        # built without a backward (`_without_own_backward`): it always runs with a recomputing backward.
-        self._forward_only = False
+        # A product program (`higher_order.vjp_sir`) with differentiable outputs is built without a backward of
+        # its own: every call of it recording gradients runs with a recomputing backward (`_run_compiled_locked`),
+        # a product program of the next order built from decomposed gradients. Paddle's program runner would
+        # build its own backward at its first run in training mode, never used, and differentiating static
+        # gradient ops there fails: an op without a gradient op (``pd_op.exp_grad``, ``pd_op.embedding_grad``
+        # in Paddle 3.3: refused), ``matmul_double_grad`` without the gradient of one of its inputs (a
+        # segmentation fault in its Vjp: see `gradient_ops_paddle_crashes_on`).
+        self._forward_only = forward_only
         self.static_function = self._static_function()
         self._program: Any = None
         self._built_modes: set[bool] = set()
@@ -92,6 +98,7 @@ class CompiledProgram:
         # What eager refuses when a call is differentiated twice (probed at the first call with a recomputing
         # backward); for a first-order product program under ``create_graph``: its program's second refusal.
         self._eager_refusals: EagerRefusals | None = None
+        self._draws_random_numbers: bool | None = None  # see draws_random_numbers()
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -118,26 +125,6 @@ class CompiledProgram:
 
         sir_runner.__name__ = sir_runner.__qualname__ = f"sir_{sir.name}"
         return paddle.jit.to_static(sir_runner, input_spec=[specs], full_graph=True)
-
-    def _without_own_backward(self, inputs: list) -> None:
-        """A product program whose differentiable outputs come from an op without a gradient op of its own
-        (``pd_op.exp_grad``, ``pd_op.embedding_grad`` in Paddle 3.3) is built again without a backward: the
-        program runner builds one at its first run in training mode, which fails on such an op
-        (`ops_without_gradient`), where eager autograd goes through the eager gradient's own node, or never
-        differentiates it. Its gradients are those of its recomputing backward (`higher_order`: a product
-        program of the next order, built from decomposed gradients), which every call of such a product
-        program recording gradients takes (`_run_compiled_locked`). Decided once, from the built program's
-        ops."""
-        if self._differentiates is None or self._forward_only or not self._differentiable_outputs:
-            return
-        missing = ops_without_gradient(self._program)
-        if not missing:
-            return
-        log(2, f"graph {self.sir.name}: ops without a gradient op ({', '.join(sorted(missing))}): built without "
-               f"a backward of its own, differentiated by recomputation")
-        self._forward_only = True
-        self.static_function = self._static_function()
-        _, self._program = self.static_function.get_concrete_program(inputs)
 
     def release(self) -> None:
         """Drop the static program (and the parameters it holds); it must not be called again."""
@@ -275,7 +262,6 @@ class CompiledProgram:
                         shallow_op_callstacks():
                     warnings.simplefilter("ignore")
                     _, self._program = self.static_function.get_concrete_program(inputs)
-                    self._without_own_backward(inputs)
             finally:
                 leave_room()
             self._build_flags = build_flags(_bytes_made_per_run(self._program))
@@ -343,7 +329,8 @@ class CompiledProgram:
                 if self._scopes.last not in self._scopes.backward_built:
                     _build_backward_under_flags(self._scopes, self._build_flags, outputs)
                 if self._keeper is not None and self._scopes.last_scope is not None:
-                    kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs)
+                    kept_scope.watch_call(self._keeper, self._scopes.last_scope, outputs,
+                                          OwnBackwardCall(self, inputs))
         return outputs
 
     def _may_replay_when_busy(self) -> bool:
@@ -392,6 +379,18 @@ class CompiledProgram:
                                         self.state_its_forward_may_update(inputs))
         finally:
             set_callback(previous)
+
+    def probe_refusals(self, inputs: list) -> None:
+        """Probe what eager refuses (`_probe_eager_refusals`) on a call's ``inputs``, once: for a ``create_graph``
+        pass through a call run with the program's own backward (`higher_order.OwnBackwardCall`), at its end."""
+        if self._eager_refusals is None and self._differentiates is None:
+            self._eager_refusals = self._probe_eager_refusals(inputs)
+
+    def draws_random_numbers(self) -> bool:
+        """Whether the (built) program's forward draws random numbers (`higher_order.draws_random_numbers`)."""
+        if self._draws_random_numbers is None:
+            self._draws_random_numbers = draws_random_numbers(self._program)
+        return self._draws_random_numbers
 
     @property
     def eager_refusals(self) -> EagerRefusals | None:
@@ -469,8 +468,10 @@ class CompiledProgram:
                create_graph)
         program = self._vjp_programs.get(key)
         if program is None:
+            if differentiates_gradients(self.sir):
+                self._refuse_undifferentiable_gradient_ops()
             program = CompiledProgram(vjp_sir(self.sir, list(grad_positions), grad_outputs, cotangent_metas,
-                                              list(parameters), create_graph))
+                                              list(parameters), create_graph), forward_only=create_graph)
             program._choice = "compiled"  # (an eager replay would call ``paddle.grad`` inside a backward pass)
             program._differentiates = self.sir.name
             if create_graph and self._differentiates is None and self._eager_refusals is not None:
@@ -485,6 +486,19 @@ class CompiledProgram:
                 with BUILD_LOCK, decomposed_gradients():  # (see there; the first call builds the program)
                     return program(list(inputs) + cotangents)
             return program(list(inputs) + cotangents)
+
+    def _refuse_undifferentiable_gradient_ops(self) -> None:
+        """Refuse (a `SotError`, raised by the pass) to build the product of this product program when its
+        built program has an op whose static gradient Paddle crashes on (`gradient_ops_paddle_crashes_on`)."""
+        crashing = gradient_ops_paddle_crashes_on(self._program)
+        if crashing:
+            backward_pass.refuse_as_eager(SotError(
+                f"sot: cannot compute a derivative of order three or more through graph {self._differentiates}: "
+                f"the program computing its derivative of the order before has {', '.join(sorted(crashing))} "
+                f"with an operand that does not require grad, which Paddle's static autograd cannot "
+                f"differentiate (it crashes). Workaround: give the call an input that requires grad (e.g. "
+                f"`x = x.detach(); x.stop_gradient = False` before the call), or run that code eagerly "
+                f"(sot.skip_function)"))
 
     def _watch_new_scopes(self) -> None:
         """Build every interpreter of the program under its `build_flags`, not only the first: keep Paddle's
@@ -596,28 +610,6 @@ def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:
         return len(scopes) >= limit and not any(scope._can_reused for scope in scopes)
     except Exception:  # another Paddle version: as Paddle does
         return False
-
-
-def ops_without_gradient(program: Any) -> set[str]:
-    """The names of the ops of the built ``program`` (its blocks too) that compute a value requiring grad and
-    have no gradient op: Paddle's static backward refuses them ("op ... has no grad op"), as it decides (not
-    builtin, not forward-only). Empty when the program cannot be read (another Paddle version)."""
-    found: set[str] = set()
-    try:
-        pending = list(program._origin_main_program.global_block().ops)
-        while pending:
-            op = pending.pop()
-            for block in op.blocks():
-                pending.extend(block.ops)
-            name = op.name()
-            if name.startswith("builtin.") or core.has_vjp(op) or name == "pd_op.pylayer" or \
-                    core.is_forward_only(op):
-                continue
-            if any(not result.stop_gradient for result in op.results()):
-                found.add(name)
-    except Exception:  # noqa: BLE001 - another Paddle version: as before, the runner decides
-        return set()
-    return found
 
 
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int], list[paddle.Tensor]]:
@@ -927,6 +919,29 @@ _compiled: dict[tuple, CompiledProgram] = {}
 CHOICE_LISTENERS: list[Callable[[CompiledProgram], None]] = []
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
 INFERENCE_CALLBACK: list[Any] = [None]
+
+
+# Static gradient ops whose own gradient (Vjp) Paddle 3.3 builds by reading every operand: with an optional
+# operand absent (the gradient of an output nothing reads), building it crashes the process.
+_VJP_READS_EVERY_OPERAND = frozenset(["pd_op.matmul_double_grad"])
+
+
+def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
+    """The names of the ops of the built ``program`` in `_VJP_READS_EVERY_OPERAND` with an absent operand (empty
+    when the program cannot be read)."""
+    found: set[str] = set()
+    try:
+        pending = list(program._origin_main_program.global_block().ops)
+        while pending:
+            op = pending.pop()
+            for block in op.blocks():
+                pending.extend(block.ops)
+            if op.name() in _VJP_READS_EVERY_OPERAND and \
+                    not all(op.operand_source(i).initialized() for i in range(op.num_operands())):
+                found.add(op.name())
+    except Exception:  # noqa: BLE001 - another Paddle version: left to Paddle
+        return set()
+    return found
 
 
 def compile_sir(sir: StatementIR) -> CompiledProgram:

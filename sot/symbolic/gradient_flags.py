@@ -57,7 +57,8 @@ _reshape = paddle._C_ops.reshape
 # check of saved tensors, the hook that keeps a run's scope for its backward): a non-leaf hooked only by these
 # needs no view. (Exact types.)
 INTERNAL_HOOK_TYPES: tuple[type, ...] = \
-    ((PermissionDeniedHook,) if PermissionDeniedHook is not None else ()) + (kept_scope._CallScope,)
+    ((PermissionDeniedHook,) if PermissionDeniedHook is not None else ()) + (kept_scope._CallScope,
+                                                                            kept_scope._OutputNote)
 
 _installed = False
 _reason = "not tried"

@@ -20,10 +20,10 @@ time, it can run in any number of passes. In a ``create_graph`` pass it is itsel
 program, with the same inputs: it is run with a recomputing backward in turn, so derivatives of every order
 stay compiled (built from decomposed gradients from the second order on, `decomposed_gradients`; a gradient
 Paddle's static ops lack raises naming the op, as eager does). A product program is differentiated only for the
-outputs a gradient reached in the pass, as eager's backward runs only the nodes it reaches; and one computed by
-an op without a gradient op of its own (``exp_grad``, ``embedding_grad``) is built without a backward
-(`CompiledProgram._without_own_backward`): Paddle's program runner would build one at its first run, and
-refuse such an op, where eager differentiates the gradient through its own node or not at all.
+outputs a gradient reached in the pass, as eager's backward runs only the nodes it reaches; and one with
+differentiable outputs is built without a backward of its own (``forward_only``, see `CompiledProgram`):
+Paddle's program runner would build one at its first run, and refuse an op without a gradient op of its own
+(``exp_grad``, ``embedding_grad``), where eager differentiates the gradient through its own node or not at all.
 
 Why not the obvious tools (Paddle 3.3): ``paddle.grad`` called inside a backward pass (from a hook, or a
 PyLayer's backward) corrupts the engine of the outer ``paddle.grad`` (a segmentation fault); a PyLayer node
@@ -38,14 +38,27 @@ a model, coordinates concatenated into points by eager code). Calls of ordinary 
 require grad, parameters, activations a resume function gets from the program before it) keep the program's
 own backward and pay one check per input and a mark per output. The price, on
 the calls that take this path: the backward recomputes the forward (as activation checkpointing does), plus a
-few eager ops and hooks per call. Known gap: the gradients of *parameters* (of a call without such inputs)
-under ``create_graph`` (a Hessian-vector product with respect to the weights) are not differentiable.
+few eager ops and hooks per call.
+
+The gradients of *parameters* under ``create_graph`` through a call run with its program's own backward (a
+Hessian-vector product with respect to the weights of a model called on data) come from that grad node, which
+cannot record anything: the call keeps what a recomputation needs (`OwnBackwardCall`: its inputs, by reference,
+and their inplace versions; nothing is computed), the hooks on its outputs note their gradients in a
+``create_graph`` pass, and when the pass ends (outside it, `differentiable_parameter_gradients`) each
+parameter's gradient ``g`` the pass returns becomes ``g + (d - d.detach())``, where ``d`` is the sum over those
+calls of the parameter's gradient computed by the call's product program with ``create_graph`` (recorded, run
+with a recomputing backward): the value stays the program's, the derivative is eager's. A call reading an output of
+another such call (after a graph break, a model applied twice) gets from its product program the derivative of
+the gradient its node gave that output, added to the other call's cotangent the same way before that call's
+turn. Ordinary training pays one list, the inputs' versions and a mark per output per call, and nothing per
+backward pass.
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
 import operator
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import paddle
@@ -57,6 +70,7 @@ from paddle.base.framework import EagerParamBase
 from ..errors import SotError
 from . import backward_pass
 from .backward_pass import pass_keeps_graph
+from .kept_scope import OWN_BACKWARD_OUTPUT
 from .pytree import leaves
 from .recompute_plan import HELD_COPIES, ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
@@ -630,3 +644,191 @@ def probe_eager_refusals(replay: Callable[[list], list], inputs: list, grad_inpu
     finally:
         paddle.set_rng_state(random_state)
     return found
+
+
+# Op names (substrings) of the static ops drawing random numbers: a call of a program with one cannot be
+# recomputed with its forward's numbers without keeping the random state at every call (`OwnBackwardCall`).
+_RANDOM_OP_NAMES = ("dropout", "uniform", "gaussian", "randint", "randperm", "bernoulli", "multinomial",
+                    "poisson", "rrelu", "exponential", "normal", "random", "binomial", "rand")
+
+
+def draws_random_numbers(program: Any) -> bool:
+    """Whether the built static ``program``'s forward has an op drawing random numbers (True when it cannot be
+    read)."""
+    try:
+        pending = list(program._origin_main_program.global_block().ops)
+        while pending:
+            op = pending.pop()
+            for block in op.blocks():
+                pending.extend(block.ops)
+            name = op.name()
+            if any(word in name for word in _RANDOM_OP_NAMES):
+                return True
+    except Exception:  # noqa: BLE001 - another Paddle version: assume the worst
+        return True
+    return False
+
+
+class OwnBackwardCall:
+    """What a ``paddle.grad(..., create_graph=True)`` pass needs of a call run with its program's own backward
+    (see the module docstring): the program, the call's inputs (kept as long as the call's grad node and its
+    outputs: the hooks on the outputs and their `OWN_BACKWARD_OUTPUT` hold this) and their inplace versions at
+    the call.
+
+    The program is held weakly: tensors hold this, and the last reference to a program (dropped from the cache
+    by ``sot.reset()``) must not go when a tensor dies, at any moment: in the middle of another program's build,
+    freeing a static program is not safe (see `compile._BuildLock`)."""
+
+    __slots__ = ("_program", "inputs", "versions")
+
+    def __init__(self, program: "CompiledProgram", inputs: list) -> None:
+        self._program = weakref.ref(program)
+        self.inputs = inputs
+        self.versions = [tensor._inplace_version() for tensor in inputs]
+
+    @property
+    def program(self) -> "CompiledProgram":
+        """The program (a `SotError` once it is gone)."""
+        program = self._program()
+        if program is None:
+            raise SotError("sot: paddle.grad(..., create_graph=True) went through a call of a compiled graph "
+                           "that was released since (sot.reset()): its gradients cannot be differentiated")
+        return program
+
+    def servable(self) -> bool:
+        """Whether the gradients its node computes can be given their derivative: every input requiring grad is
+        a parameter or an output of another such call (`OWN_BACKWARD_OUTPUT`: that call's cotangent gets its
+        derivative from this call's product program first). An output of an eager replay, whose eager nodes
+        would differentiate this node's gradient as it is, is not."""
+        inputs = self.inputs
+        program = self._program()
+        if program is None:
+            return False
+        for index in program.grad_inputs:
+            tensor = inputs[index]
+            if tensor.stop_gradient:
+                continue
+            if tensor.is_leaf:
+                if not isinstance(tensor, EagerParamBase):
+                    return False
+            elif getattr(tensor, OWN_BACKWARD_OUTPUT, None) is None:
+                return False
+        return True
+
+    def gradients(self, output_grads: dict[int, paddle.Tensor], targets: frozenset[int], noted: dict[int, Any]
+                  ) -> list[tuple[paddle.Tensor, paddle.Tensor]]:
+        """(tensor, its gradient differentiable in turn) for each parameter of the call (given as an input or
+        held by the program) among ``targets`` (ids), and each input that is an output of a call of ``noted``
+        (by id: those the pass went through) or among ``targets``, from the gradients of the outputs noted in
+        a pass (differentiable, `differentiable_parameter_gradients`)."""
+        program = self.program
+        grads = {index: grad for index, grad in output_grads.items()
+                 if grad is not None and grad._is_initialized()}
+        if not grads:
+            return []
+        inputs = self.inputs
+        grad_positions = tuple(i for i in program.grad_inputs if not inputs[i].stop_gradient and (
+            id(inputs[i]) in targets or (not inputs[i].is_leaf and id(
+                getattr(inputs[i], OWN_BACKWARD_OUTPUT, (None,))[0]) in noted)))
+        parameters = tuple(p for p in program.held_parameters() if id(p) in targets)
+        if not grad_positions and not parameters:
+            return []
+        # Only those the outputs reached depend on (others get no derivative: None stays None in a later pass).
+        differentiable = len(grad_positions) + len(parameters)
+        reached = set()
+        for grouped, members in program.output_groups(grad_positions, parameters):
+            if any(index in grads for index in grouped):
+                reached.update(members)
+        if not reached:
+            return []
+        if program.eager_refusals is None:
+            program.probe_refusals(inputs)
+        refusals = program.eager_refusals
+        if refusals is not None and refusals.first:
+            for key in [("input", i) for i in grad_positions] + [("parameter", id(p)) for p in parameters]:
+                if key in refusals.first:
+                    _raise_fresh(refusals.first[key])
+        for tensor, version in zip(inputs, self.versions):
+            if tensor._inplace_version() != version:
+                raise SotError(
+                    f"sot: paddle.grad(..., create_graph=True) went through graph {program.sir.name}, whose "
+                    f"input ({tensor.name or 'unnamed'}, {list(tensor.shape)}) was changed in place after the "
+                    f"call: the differentiable gradients of its parameters are computed again from the call's "
+                    f"inputs, which needs their values at the call")
+        if program.draws_random_numbers():
+            raise SotError(
+                f"sot: paddle.grad(..., create_graph=True) went through graph {program.sir.name}, called with "
+                f"parameters as its only inputs requiring grad and drawing random numbers: the differentiable "
+                f"gradients of its parameters would be computed again with other random numbers. Workaround: "
+                f"give the call an input that requires grad and is not a parameter (e.g. "
+                f"`x = x.detach(); x.stop_gradient = False` before the call), or run that code eagerly "
+                f"(sot.skip_function)")
+        # The recomputed forward updates a batch norm's running statistics again: put back, as
+        # `_RecomputedCall.input_gradients` does.
+        with paddle.no_grad():
+            state = [(tensor, tensor.clone()) for tensor in program.state_its_forward_may_update(inputs)]
+        try:
+            result = program.input_gradients(inputs, grads, grad_positions, parameters, True)
+        finally:
+            with paddle.no_grad():
+                for tensor, value in state:
+                    if not bool(paddle.equal_all(tensor, value)):
+                        tensor.copy_(value, False)
+        tensors = [inputs[i] for i in grad_positions] + list(parameters)
+        return [(tensors[k], result[k]) for k in range(differentiable) if k in reached]
+
+
+def _raise_fresh(error: BaseException) -> None:
+    """Raise a new ``error`` (of its type and arguments: eager's refusal, noted by the probe)."""
+    try:
+        fresh = type(error)(*error.args)
+    except Exception:  # (a type that cannot be made again from its arguments)
+        fresh = error
+    raise fresh
+
+
+def differentiable_parameter_gradients(running: backward_pass.BackwardPass, result: list) -> list:
+    """The results of the ``create_graph`` pass ``running`` (a ``paddle.grad``, ended), with the gradient of
+    each parameter some noted call (`BackwardPass.own_backward_calls`) computes with its program's own backward
+    given the derivative that node could not record (see the module docstring).
+
+    The calls are taken in the order they were noted: a call's hooks run right before its node, after the nodes
+    of the calls reading its outputs ran. So the gradient a call's node gave an input that is an output of
+    another noted call (after a graph break, a model applied twice) is known, differentiable, before that
+    call's turn: its cotangent gets that derivative the same way."""
+    if not running.create_graph:
+        return result
+    noted = running.own_backward_calls
+    terms: dict[int, paddle.Tensor] = {}  # by id of a target
+    cotangent_terms: dict[tuple[int, int], paddle.Tensor] = {}  # by (id of a noted call, output index)
+    with paddle.enable_grad():
+        for call, output_grads in noted.values():
+            grads = dict(output_grads)
+            for index, grad in output_grads.items():
+                term = cotangent_terms.pop((id(call), index), None)
+                if term is not None and grad is not None and grad._is_initialized():
+                    grads[index] = _with_derivative_of(grad, term)
+            for tensor, grad in call.gradients(grads, running.targets, noted):
+                source = None if tensor.is_leaf else getattr(tensor, OWN_BACKWARD_OUTPUT, None)
+                if source is not None and id(source[0]) in noted:
+                    key = (id(source[0]), source[1])
+                    cotangent_terms[key] = grad if key not in cotangent_terms else cotangent_terms[key] + grad
+                if id(tensor) in running.targets:
+                    key = id(tensor)
+                    terms[key] = grad if key not in terms else terms[key] + grad
+        if not terms:
+            return result
+        finished = list(result)
+        for position, target in enumerate(running.inputs):
+            term = terms.get(id(target))
+            if term is not None and finished[position] is not None:
+                finished[position] = _with_derivative_of(finished[position], term)
+    return finished
+
+
+def _with_derivative_of(value: paddle.Tensor, term: paddle.Tensor) -> paddle.Tensor:
+    """``value`` (unchanged) with the derivative of ``term`` added to what its own graph records."""
+    return value + (term - term.detach())
+
+
+backward_pass.RESULT_FINISHERS.append(differentiable_parameter_gradients)

@@ -26,11 +26,15 @@ that free them may not run their hooks. A pass that consumes the node (``backwar
 Runs meanwhile get a new scope from the runner (and build its interpreters once): bounded by the number of
 calls kept at once (usually one step's).
 
-Not fixable here: under ``create_graph``, the gradients such a node computes (of parameters: a
-Hessian-vector product with respect to the weights) have no gradient of their own. The differentiable edge
-must exist at the call (`higher_order`'s recomputing backward), which cannot know a pass of that kind will come.
-The hook notes the graph when a ``create_graph`` pass runs its node, and the pass raises a clear error at its
-end (`_after_partial_grad`) instead of returning gradients whose own gradients would silently be missing.
+Under ``create_graph``, the gradients such a node computes (of parameters: a Hessian-vector product with
+respect to the weights) have no gradient of their own. The hook (and a note on each other differentiable
+output, `_OutputNote`) notes the gradients of the call's outputs in such a pass (`BackwardPass.note_output`),
+and when the pass ends `higher_order.differentiable_parameter_gradients` gives the gradients their missing
+derivative, computed by the call's product program (the outputs carry their call, `OWN_BACKWARD_OUTPUT`, so
+that a call reading another's output gives that call's cotangent its derivative). A call it cannot serve (an
+input requiring grad made by something else that gave it a gradient without gradient: the eager replay of such
+a call) makes the pass raise a clear error at its end (`_refuse_undifferentiable`) instead of returning
+gradients whose own gradients would silently be missing.
 """
 from __future__ import annotations
 
@@ -44,6 +48,10 @@ from ..errors import SotError
 from . import backward_pass
 from .backward_pass import BackwardPass
 from .version_check import _modified_in_place_summary
+
+# Set on the differentiable outputs of a call run with its program's own backward, recording gradients: the
+# call's `higher_order.OwnBackwardCall` and the output's index (`watch_call`).
+OWN_BACKWARD_OUTPUT = "_sot_own_backward_output"
 
 _add_backward_final_hook = getattr(core.eager, "_add_backward_final_hook", None)
 
@@ -87,11 +95,15 @@ class ScopeKeeper:
 class _CallScope:
     """One call's claim on the scope of its run (see the module's docstring). Called as the hook."""
 
-    __slots__ = ("keeper", "scope", "snapshot", "versions", "home", "consumed", "__weakref__")
+    __slots__ = ("keeper", "scope", "snapshot", "versions", "home", "consumed", "call", "index", "__weakref__")
 
-    def __init__(self, keeper: ScopeKeeper, scope: Any) -> None:
+    def __init__(self, keeper: ScopeKeeper, scope: Any, call: Any = None, index: int = 0) -> None:
         self.keeper = keeper
         self.scope = scope
+        # What a ``create_graph`` pass needs of the call (`higher_order.OwnBackwardCall`; None: it cannot be
+        # served), and the index of the output this hook is on.
+        self.call = call
+        self.index = index
         self.snapshot: Snapshot | None = None  # while kept
         self.versions: list[tuple[paddle.Tensor, int]] = []  # of `ScopeKeeper.parameters_read`, when kept
         self.home: list | None = None  # the cache list the scope was taken out of, while kept
@@ -100,7 +112,7 @@ class _CallScope:
     def __call__(self, grad: Any) -> None:
         current = backward_pass.current()
         if current is not None and current.create_graph:
-            current.undifferentiable.append(self.keeper.graph)
+            _note(current, self.call, self.index, grad, self.keeper.graph)
         if self.snapshot is not None:
             _refuse_changed(self.versions)
             _restore(self.scope, self.snapshot)
@@ -143,20 +155,52 @@ class _CallScope:
 _occupants: dict[int, "weakref.ref[_CallScope]"] = {}
 
 
-def watch_call(keeper: ScopeKeeper, scope: Any, outputs: list) -> None:
-    """Called after a run of a program with its own grad node, recording gradients, whose runner used
-    ``scope``."""
-    for out in outputs:
-        if isinstance(out, paddle.Tensor) and not out.stop_gradient:
-            break
+class _OutputNote:
+    """The note of the gradient of one more differentiable output of a call (the first has the `_CallScope`)
+    in a ``create_graph`` pass. Called as the hook."""
+
+    __slots__ = ("call", "index", "graph")
+
+    def __init__(self, call: Any, index: int, graph: str) -> None:
+        self.call, self.index, self.graph = call, index, graph
+
+    def __call__(self, grad: Any) -> None:
+        current = backward_pass.current()
+        if current is not None and current.create_graph:
+            _note(current, self.call, self.index, grad, self.graph)
+
+
+def _note(current: BackwardPass, call: Any, index: int, grad: Any, graph: str) -> None:
+    """In a ``create_graph`` pass: note the gradient of output ``index`` of ``call``, or the graph as one whose
+    gradients cannot be differentiated (`_refuse_undifferentiable` at the end of the pass)."""
+    if call is not None and call.servable():
+        current.note_output(call, index, grad)
     else:
+        current.undifferentiable.append(graph)
+
+
+def watch_call(keeper: ScopeKeeper, scope: Any, outputs: list, call: Any = None) -> None:
+    """Called after a run of a program with its own grad node, recording gradients, whose runner used
+    ``scope``. ``call``: what a ``create_graph`` pass needs of the call (`higher_order.OwnBackwardCall`)."""
+    first = None
+    for index, out in enumerate(outputs):
+        if isinstance(out, paddle.Tensor) and not out.stop_gradient:
+            if call is not None:
+                setattr(out, OWN_BACKWARD_OUTPUT, (call, index))
+            if first is None:
+                first = index
+                if call is None:
+                    break
+            else:  # (a program of several differentiable outputs: a note on each other one)
+                out._register_grad_hook(_OutputNote(call, index, keeper.graph))
+    if first is None:
         return
     if not backward_pass.install():
         return  # (another Paddle: passes cannot be told apart, the runner's behaviour is left alone)
-    call = _CallScope(keeper, scope)
-    _occupants[id(scope)] = weakref.ref(call)
+    claim = _CallScope(keeper, scope, call, first)
+    _occupants[id(scope)] = weakref.ref(claim)
     # (at every call: the hook registered without the public wrapper's decorator, check and helper object)
-    out._register_grad_hook(call)
+    outputs[first]._register_grad_hook(claim)
 
 
 def _on_pass(current: BackwardPass, started: bool) -> None:
@@ -185,10 +229,10 @@ def _refuse_undifferentiable(graphs: list[str]) -> None:
     names = ", ".join(sorted(set(graphs)))
     raise SotError(
         f"sot: paddle.grad(..., create_graph=True) went through the backward of compiled graph(s) {names}, "
-        f"whose gradients cannot be differentiated again: those graphs were called with parameters (or outputs "
-        f"of such graphs) as their only inputs requiring grad, so they run with the compiled program's own "
-        f"backward, which is not differentiable (the gradient of a gradient with respect to the parameters, as "
-        f"a Hessian-vector product or a gradient penalty on the parameters' gradients, would be silently "
+        f"whose gradients cannot be differentiated again: those graphs run with the compiled program's own "
+        f"backward, which is not differentiable, and one of their inputs requiring grad came from code that "
+        f"cannot give it a derivative (the gradient of a gradient with respect to the parameters, as a "
+        f"Hessian-vector product or a gradient penalty on the parameters' gradients, would be silently "
         f"missing). Workarounds: give the call an input that requires grad and is not a parameter (e.g. "
         f"`x = x.detach(); x.stop_gradient = False` before the call), which compiles it with a differentiable "
         f"backward; or run that code eagerly (sot.skip_function)")
