@@ -26,6 +26,7 @@ from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
+from .builtin_subclass import BuiltinSubclassInstanceVariable
 from .container import DictVariable, DictViewVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
 
 if TYPE_CHECKING:
@@ -83,22 +84,16 @@ class MappingItemTracker(Tracker):
         return getattr(self.owner, "content", None), self.key
 
 
-class MappingInstanceVariable(ObjectVariable):
+class MappingInstanceVariable(BuiltinSubclassInstanceVariable):
     """An instance of a user class deriving from ``dict``/``OrderedDict``: ``value`` is the real object (from
     outside) or a stand-in of the class without items (made in the frame); ``content`` holds its items."""
 
     def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker, base: type,
                  cls_var: VariableBase | None = None) -> None:
-        super().__init__(value, graph, tracker)
+        super().__init__(value, graph, tracker, cls_var)
         self.base = base
-        self.cls_var = cls_var
-        self.created = cls_var is not None
         self.content = DictVariable({}, graph, DummyTracker((self,)))
         self.initial_keys: tuple | None = None
-
-    @property
-    def is_mutable_container(self) -> bool:  # type: ignore[override]
-        return self.created  # built once in generated code, so every reference is the same object
 
     @classmethod
     def created_by(cls, cls_var: VariableBase, base: type) -> "MappingInstanceVariable":
@@ -116,17 +111,6 @@ class MappingInstanceVariable(ObjectVariable):
         var.initial_keys = tuple(var.content._items)
         return var
 
-    def get_py_value(self) -> Any:
-        """The real object, for folding (`callable._check_no_hidden_user_code` breaks first when the frame
-        changed it): what folding reads of it is its items, every one of which is guarded then."""
-        if self.tracker.is_traceable():
-            for item in self.content.children():
-                self.graph.add_guard(item)
-        return self.value
-
-    def get_py_type(self) -> type:
-        return type(self.value)
-
     # -- guards and reconstruction ---------------------------------------------------------------------
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         guards = super().make_guards(builder, expr)
@@ -134,15 +118,6 @@ class MappingInstanceVariable(ObjectVariable):
             keys = builder.constant(self.base.keys)
             guards.append(f"tuple({keys}({expr})) == {builder.constant(self.initial_keys)}")
         return guards
-
-    def record_change(self) -> None:
-        """The items of this object from outside the frame are about to change: its final items are written
-        back into it after the graph (its keys at the start are guarded)."""
-        if not self.tracker.is_traceable():
-            raise BreakGraphError(f"changing the items of a {type(self.value).__name__} computed during "
-                                  "simulation runs natively")
-        self.graph.add_guard(self)
-        self.graph.side_effects.mutate(self, lambda: None)  # (the items' own changes are undone by ``content``)
 
     def write_back(self, codegen: "CodeGen") -> None:
         from ...runtime import write_back_mapping
@@ -153,11 +128,6 @@ class MappingInstanceVariable(ObjectVariable):
 
     def write_back_values(self) -> list[VariableBase]:
         return self.content.children()  # (its values, and the tensors among its keys)
-
-    def children(self) -> list[VariableBase]:
-        if self.cls_var is None:
-            return []  # (read from the frame: rebuilt from its path)
-        return [self.cls_var, *self.content.children()]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         from ...runtime import new_mapping_instance

@@ -26,6 +26,7 @@ from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
+from .builtin_subclass import BuiltinSubclassInstanceVariable
 from .container import ListVariable
 from .user_mapping import MappingItemTracker
 
@@ -53,7 +54,7 @@ def sequence_base(cls: Any) -> type | None:
     return list if builtins_in_mro <= {list, object} else None
 
 
-class SequenceInstanceVariable(ObjectVariable):
+class SequenceInstanceVariable(BuiltinSubclassInstanceVariable):
     """An instance of a user class deriving from ``list``: ``value`` is the real object (from outside) or a
     stand-in of the class without items (made in the frame); ``content`` holds its items."""
 
@@ -61,15 +62,9 @@ class SequenceInstanceVariable(ObjectVariable):
 
     def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker,
                  cls_var: VariableBase | None = None) -> None:
-        super().__init__(value, graph, tracker)
-        self.cls_var = cls_var
-        self.created = cls_var is not None
+        super().__init__(value, graph, tracker, cls_var)
         self.content = ListVariable([], graph, DummyTracker((self,)))
         self.initial_length: int | None = None
-
-    @property
-    def is_mutable_container(self) -> bool:  # type: ignore[override]
-        return self.created  # built once in generated code, so every reference is the same object
 
     @classmethod
     def created_by(cls, cls_var: VariableBase) -> "SequenceInstanceVariable":
@@ -88,34 +83,12 @@ class SequenceInstanceVariable(ObjectVariable):
         var.initial_length = len(var.content._items)
         return var
 
-    def get_py_value(self) -> Any:
-        """The real object, for folding (`callable._check_no_hidden_user_code` breaks first when the frame
-        changed it): what folding reads of it is its items, every one of which is guarded then."""
-        if self.tracker.is_traceable():
-            for item in self.content.children():
-                self.graph.add_guard(item)
-        return self.value
-
-    def get_py_type(self) -> type:
-        return type(self.value)
-
     # -- guards, write-back and reconstruction ----------------------------------------------------------
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         guards = super().make_guards(builder, expr)
         if self.initial_length is not None:  # (its structure; ``len()`` might be the class's own)
             guards.append(f"{builder.constant(list.__len__)}({expr}) == {self.initial_length}")
         return guards
-
-    def record_change(self) -> None:
-        """The items of this object from outside the frame are about to change: its final items are written
-        back into it after the graph (its length at the start is guarded)."""
-        if self.created:
-            return
-        if not self.tracker.is_traceable():
-            raise BreakGraphError(f"changing the items of a {type(self.value).__name__} computed during "
-                                  "simulation runs natively")
-        self.graph.add_guard(self)
-        self.graph.side_effects.mutate(self, lambda: None)  # (the items' own changes are undone by ``content``)
 
     def _final_items(self) -> ListVariable:
         items = list(self.content.items)
@@ -129,11 +102,6 @@ class SequenceInstanceVariable(ObjectVariable):
 
     def write_back_values(self) -> list[VariableBase]:
         return list(self.content.items)
-
-    def children(self) -> list[VariableBase]:
-        if self.cls_var is None:
-            return []  # (read from the frame: rebuilt from its path)
-        return [self.cls_var, *self.content.items]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
         from ...runtime import new_sequence_instance
