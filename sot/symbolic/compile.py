@@ -36,6 +36,7 @@ from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gra
                            needs_recomputed_backward, output_groups, probe_eager_refusals,
                            run_with_recomputed_backward, vjp_sir)
 from .made_differentiable import call_made_differentiable
+from .program_ops import forward_ops
 from .recompute_plan import RecomputePlan
 from .replay import Replay, compile_replay
 from .sir import LayerCall, MetaInfo, StatementIR, match_inplace_version, run_sir
@@ -642,13 +643,8 @@ def changed_in_place(program: Any, sir: StatementIR) -> tuple[tuple[int, ...], t
     or a held tensor (``builtin.parameter``). None when the program cannot be read (another Paddle version)."""
     try:
         inplace_info = core.pir.get_op_inplace_info
-        forward = program._origin_main_program
         written: list[Any] = []
-        pending = list(forward.global_block().ops)
-        while pending:
-            op = pending.pop()
-            for block in op.blocks():
-                pending.extend(block.ops)
+        for op in forward_ops(program):
             written.extend(op.operand_source(operand) for operand in inplace_info(op).values())
         input_names, held_names = set(), set()
         for value in written:
@@ -931,11 +927,7 @@ def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
     when the program cannot be read)."""
     found: set[str] = set()
     try:
-        pending = list(program._origin_main_program.global_block().ops)
-        while pending:
-            op = pending.pop()
-            for block in op.blocks():
-                pending.extend(block.ops)
+        for op in forward_ops(program):
             if op.name() in _VJP_READS_EVERY_OPERAND and \
                     not all(op.operand_source(i).initialized() for i in range(op.num_operands())):
                 found.add(op.name())

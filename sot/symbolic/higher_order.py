@@ -71,6 +71,7 @@ from ..errors import SotError
 from . import backward_pass
 from .backward_pass import pass_keeps_graph
 from .kept_scope import OWN_BACKWARD_OUTPUT
+from .program_ops import forward_ops
 from .pytree import leaves
 from .recompute_plan import HELD_COPIES, ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
@@ -656,11 +657,7 @@ def draws_random_numbers(program: Any) -> bool:
     """Whether the built static ``program``'s forward has an op drawing random numbers (True when it cannot be
     read)."""
     try:
-        pending = list(program._origin_main_program.global_block().ops)
-        while pending:
-            op = pending.pop()
-            for block in op.blocks():
-                pending.extend(block.ops)
+        for op in forward_ops(program):
             name = op.name()
             if any(word in name for word in _RANDOM_OP_NAMES):
                 return True
