@@ -1,6 +1,7 @@
 """Shared fixtures: quiet Paddle, a clean translation cache for every test, and parity helpers."""
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import sys
@@ -29,6 +30,19 @@ if _CURRENT_TEST_FILE:
         ``pytest -q`` names no test, and faulthandler prints only Python frames)."""
         with open(_CURRENT_TEST_FILE, "w") as out:
             out.write(nodeid)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def executors_released_per_module() -> Any:
+    """After each test module, Paddle's executor cache lets go of the interpreters of the module's programs.
+    Paddle keeps every interpreter it built (with its worker and collector threads: one per forward
+    interpreter, two more per trained program) until ``clear_executor_cache``, also once the program is
+    gone; over the whole suite a process reached 5000-7000 threads, and several suites run at once on one
+    machine exhausted its thread ids (``pid_max`` 32768) and hung. (Not done by ``sot.reset()``: a backward
+    still pending would rebuild its interpreter later, without sot's build flags.)"""
+    yield
+    gc.collect()
+    paddle.base.core.clear_executor_cache()
 
 
 @pytest.fixture(autouse=True)
