@@ -964,3 +964,55 @@ def test_the_gradient_through_a_graph_reading_an_input_changed_in_place_before_a
         translated = sot.symbolic_translate(sum_of_a_leaf_after_an_inplace_change_and_a_break)
         assert run(translated) == expected
         assert run(translated) == expected
+
+
+def reversed_after_append(x, tl):
+    tl.append(x)
+    out = []
+    for t in reversed(tl):
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+def enumerate_reversed_after_append(x, tl):
+    tl.append(x)
+    out = []
+    for i, t in enumerate(reversed(tl)):
+        psdb.breakgraph()
+        out.append(t * i)
+    return out
+
+
+def reversed_made_before_append(x, tl):
+    it = reversed(tl)
+    tl.append(x)
+    out = []
+    for t in it:
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+def reversed_of_a_local_list_then_append(x, tl):
+    local = [x, x * 2]
+    it = reversed(local)
+    local.append(x * 3)
+    out = []
+    for t in it:
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+@pytest.mark.parametrize("fn", [reversed_after_append, enumerate_reversed_after_append, reversed_made_before_append,
+                                reversed_of_a_local_list_then_append])
+@pytest.mark.parametrize("length", [0, 2])
+def test_an_iterator_remade_at_a_loop_break_sees_the_content_it_was_made_on(fn, length) -> None:
+    """Seed 101871: ``tl.append(w); for e in reversed(tl): <graph break>`` with ``tl`` empty never ran the body.
+    At the break the loop's iterator is made again by the generated code, which did so before replaying the
+    side effects: ``reversed`` snapshots the length of the list, so it saw ``tl`` without the appended item.
+    An iterator is now made again before the effects or after, as its containers changed after or before it
+    was made (neither point is right for a list made in the frame and changed after: that frame runs natively)."""
+    assert_parity(fn, lambda: (paddle.ones([2]), [paddle.full([2], float(i + 2)) for i in range(length)]),
+                  min_graph_size=0)
