@@ -162,7 +162,7 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
     state = {name: state_snap(args[name], name) for name in ("x", "y", "w", "lst", "d", "obj", "tl")}
-    state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT")})
+    state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT", "GSCALE")})
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])
