@@ -1016,3 +1016,19 @@ def test_an_iterator_remade_at_a_loop_break_sees_the_content_it_was_made_on(fn, 
     was made (neither point is right for a list made in the frame and changed after: that frame runs natively)."""
     assert_parity(fn, lambda: (paddle.ones([2]), [paddle.full([2], float(i + 2)) for i in range(length)]),
                   min_graph_size=0)
+
+
+def return_reversed_after_append(x, tl):
+    tl.append(x)
+    return reversed(tl), x + 1
+
+
+def test_a_returned_iterator_sees_the_content_it_was_made_on() -> None:
+    """As above (seed 101871), for an iterator the translated frame returns inside a tuple: it was made before
+    the append was replayed on the caller's list."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        tl = [paddle.full([2], 5.0)]
+        it, y = fn(paddle.ones([2]), tl)
+        return [t.numpy().tolist() for t in it], y.numpy().tolist(), len(tl)
+
+    assert_translated_like_eager(observe, return_reversed_after_append, min_graph_size=0, calls=2)
