@@ -1032,3 +1032,26 @@ def test_a_returned_iterator_sees_the_content_it_was_made_on() -> None:
         return [t.numpy().tolist() for t in it], y.numpy().tolist(), len(tl)
 
     assert_translated_like_eager(observe, return_reversed_after_append, min_graph_size=0, calls=2)
+
+
+def set_items_under_no_grad(w, t, tl):
+    y = w * 2
+    with paddle.no_grad():
+        t[:] = y
+        tl[0][1:] = y[1:] if tl else y
+    return t * 3
+
+
+def test_item_assignment_of_a_differentiable_value_under_no_grad_makes_the_tensor_require_grad() -> None:
+    """Seed 103780: eager's ``t[:] = y`` under ``paddle.no_grad()``, ``y`` requiring grad, makes ``t`` require
+    grad (a new leaf: a later backward fills ``t.grad``); the compiled set_value statement left ``t`` as it
+    was. (Only ``__setitem__`` does this: ``add_``, ``copy_``, ``paddle.assign(..., output=t)`` do not.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        t, tl = paddle.zeros([2]), [paddle.zeros([2])]
+        out = fn(w, t, tl)
+        out.sum().backward()
+        return (out.stop_gradient, t.stop_gradient, tl[0].stop_gradient, t.numpy().tolist(), tl[0].numpy().tolist(),
+                None if t.grad is None else t.grad.numpy().tolist(), None if w.grad is None else w.grad.numpy().tolist())
+
+    assert_translated_like_eager(observe, set_items_under_no_grad, min_graph_size=0, calls=2)

@@ -194,6 +194,13 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
+    if not graph.grad_mode and fn is set_items and \
+            any(not operand.meta.stop_gradient for operand in _tensors_in(args[2:])):
+        # (eager's ``__setitem__`` passes a differentiable value's flag on to the tensor whatever the grad
+        # mode: under no_grad the tensor then requires grad with no gradient node, a new leaf; the other
+        # in-place ops, and the set_value statement of a program, leave the flag as it was)
+        _break_natively(views, f"{op} of a value that requires grad under no_grad makes the tensor require grad "
+                               "(a new leaf, as eager's __setitem__ does): runs natively")
     saver = saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
