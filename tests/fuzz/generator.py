@@ -36,6 +36,12 @@ under ``paddle.no_grad()`` on the parameter ``w``), star unpacking, ``try``/``fi
 ``isinstance`` checks, ``enumerate``/``zip``/``reversed`` over lists of tensors, ``min``/``max``/``sum``/
 ``any``/``all`` of Python numbers, ``sum`` of tensors, and the global ``GSCALE`` rebound. All their draws are
 weighted by ``self.m`` (0 below it) or guarded by ``self.more``.
+
+Seeds from `CACHES_FROM` on also keep dicts of tensors (built, updated, iterated, read with ``get``), a module
+cache of tensors ``GCACHE`` filled on a miss (memoization), augmented assignments to attributes and list items,
+the introspection of tensors (``numel``, ``len``, ``shape[-1]``, ``tolist``, iteration over the items),
+reversed and ``None`` indexing, a subclass ``Obj2`` of ``Obj`` overriding through ``super()``, walrus bindings
+and exceptions chained with ``raise ... from``. (Weights ``self.c``.)
 """
 from __future__ import annotations
 
@@ -94,6 +100,7 @@ PARAMS = {"x": "T", "y": "T", "w": "T", "n": "I", "s": "F", "lst": "L", "d": "D"
 GLOBAL_READABLE = {"GLIST": "L", "GDICT": "D", "GOBJ": "O"}
 EXTENDED_FROM = 10_000  # the first seed whose programs use the constructs added after seeds 0-9999 were run
 WITH_BREAKS_FROM = 80_000  # the first seed with generator managers and breaks inside with/except/finally blocks
+CACHES_FROM = 120_000  # the first seed with dicts of tensors, GCACHE, Obj2, tensor introspection...
 MORE_FROM = 100_000  # the first seed with tensor-valued loop exits, in-place tensor methods, Bag, star unpacking...
 
 # Module code of the extended programs (after PRELUDE).
@@ -199,6 +206,34 @@ def guarded(t, k):
 '''
 
 
+# Module code of the programs from CACHES_FROM on (after MORE_PRELUDE).
+CACHES_PRELUDE = '''
+
+GCACHE = {}
+
+
+class Obj2(Obj):
+    """A subclass overriding a method and a property through super()."""
+
+    def scale(self, t):
+        return super().scale(t) + 1
+
+    @property
+    def double(self):
+        return super().double + 1
+
+    def bump(self, k):
+        return super().bump(k * 2)
+
+
+def cached(key, t):
+    """Memoization in a module dict: the first call with ``key`` stores ``t * 2``."""
+    if key not in GCACHE:
+        GCACHE[key] = t * 2
+    return GCACHE[key]
+'''
+
+
 @dataclasses.dataclass
 class InputSet:
     """Values of one call; tensors as (shape, values) so every run builds fresh copies."""
@@ -264,6 +299,8 @@ class Gen:
             self.p_try = max(self.p_try, 0.05)
         self.more = seed >= MORE_FROM
         self.m = 1.0 if self.more else 0.0  # the weight factor of the choices added from MORE_FROM on
+        self.caches = seed >= CACHES_FROM
+        self.c = 1.0 if self.caches else 0.0  # the weight factor of the choices added from CACHES_FROM on
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -351,6 +388,14 @@ class Gen:
             (0.3 * self.m, lambda: f"({self.e_T(s)} if isinstance({self.r.choice(self.vars_of('T'))}, "
                                    f"paddle.Tensor) else {self.e_T(s)})"),
             (0.3 * self.m, lambda: f"{self.e_T(s)}.reshape([-1, 1]).squeeze(-1)"),
+            (0.6 * self.c if self.vars_of("DT") else 0,
+             lambda: f"{self.r.choice(self.vars_of('DT'))}.get({self.r.choice(KEYS)!r}, {self.e_T(s)})"),
+            (0.3 * self.c if self.vars_of("DT") else 0,
+             lambda: f"sum({self.r.choice(self.vars_of('DT'))}.values(), {self.e_T(s)})"),
+            (0.5 * self.c if not self.no_mut else 0, lambda: f"cached({self.e_I(s) + ' % 3'}, {self.e_T(s)})"),
+            (0.3 * self.c, lambda: f"{self.e_T(s)}[::-1]"),
+            (0.3 * self.c, lambda: f"{self.e_T(s)}[None][0]"),
+            (0.3 * self.c, lambda: f"Obj2({self.e_I(0)}, {self.e_T(s)}).scale({self.e_T(s)})"),
         ])
 
     def safe_tl_index(self, tls: list[str]) -> str:
@@ -443,6 +488,12 @@ class Gen:
             (0.3 * self.m, lambda: f"sum(1 for {(c := self.fresh('c'))} in {self.e_TL(s)} "
                                    f"if isinstance({c}, paddle.Tensor))"),
             (0.3 * self.m, lambda: f"len([{(c := self.fresh('c'))} for {c} in reversed({self.e_TL(s)})])"),
+            (0.3 * self.c, lambda: f"int({self.r.choice(self.vars_of('T'))}.numel())"),
+            (0.3 * self.c, lambda: f"len({self.r.choice(self.vars_of('T'))})"),
+            (0.3 * self.c, lambda: f"{self.r.choice(self.vars_of('T'))}.shape[-1]"),
+            (0.4 * self.c if self.vars_of("DT") else 0, lambda: f"len({self.r.choice(self.vars_of('DT'))})"),
+            (0.3 * self.c, lambda: "len(GCACHE)"),
+            (0.3 * self.c, lambda: f"Obj2({self.e_I(s)}, {self.r.choice(self.vars_of('T'))}).double"),
         ])
 
     def e_F(self, d: int) -> str:
@@ -469,6 +520,7 @@ class Gen:
             (0.4 * self.m, lambda: f"min([{self.e_F(s)}, {self.e_F(s)}, {self.e_F(0)}])"),
             (0.3 * self.m, lambda: f"sum([{self.e_F(s)}, {self.e_F(s)}])"),
             (self.p_tensor_branch * self.m, lambda: f"{self.e_T(s)}.max().item()"),
+            (self.p_tensor_branch * self.c, lambda: f"round(sum({self.e_T(s)}.tolist()), 3)"),
         ])
 
     def e_B(self, d: int) -> str:
@@ -588,6 +640,8 @@ class Gen:
         leaves = self.vars_of("O")
         if d == 0 or self.chance(0.8):
             return self.r.choice(leaves)
+        if self.caches and self.chance(0.5):
+            return f"Obj2({self.e_I(d - 1)}, {self.e_T(d - 1)})"
         return f"Obj({self.e_I(d - 1)}, {self.e_T(d - 1)})"
 
     # -- statements ---------------------------------------------------------------------------------------
@@ -709,6 +763,13 @@ class Gen:
             (0.5 * self.m, lambda: [p + self.r.choice(["GSCALE = GSCALE * 0.5", "GSCALE += 1.0",
                                                        f"GSCALE = float({e('I', 1)})"])]),
             (0.5 * self.m, lambda: [p + f"GT = {e('T', 1)} if GT is None else GT + {e('T', 1)}"]),
+            (0.8 * self.c, lambda: self.s_tensor_dict(p)),
+            (1.0 * self.c * mut if self.vars_of("DT") else 0, lambda: self.s_tensor_dict_change(p)),
+            (0.6 * nest * self.c if self.vars_of("DT") else 0, lambda: self.s_tensor_dict_loop(ind)),
+            (0.8 * self.c, lambda: self.s_aug_target(p)),
+            (0.5 * nest * self.c, lambda: self.s_tensor_items_loop(ind)),
+            (0.5 * nest * self.c, lambda: self.s_walrus(ind)),
+            (self.p_try * 10 * nest * self.c, lambda: self.s_raise_from(ind)),
         ]
         helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
         if helpers:
@@ -937,6 +998,74 @@ class Gen:
         self.declare(name, "BAG")
         return [line]
 
+    def s_tensor_dict(self, p: str) -> list[str]:
+        name = self.fresh("dt")
+        keys = self.r.sample(KEYS, self.r.randint(1, 3))
+        line = p + f"{name} = {{" + ", ".join(f"{k!r}: {self.e_T(1)}" for k in keys) + "}"
+        self.declare(name, "DT")
+        return [line]
+
+    def s_tensor_dict_change(self, p: str) -> list[str]:
+        dt = self.r.choice(self.vars_of("DT"))
+        return [p + self.r.choice([
+            f"{dt}[{self.r.choice(KEYS)!r}] = {self.e_T(1)}",
+            f"{dt}.update({self.r.choice(KEYS)}={self.e_T(1)})",
+            f"{dt}.setdefault({self.r.choice(KEYS)!r}, {self.e_T(1)})",
+            f"{dt}.pop({self.r.choice(KEYS)!r}, None)",
+            f"GCACHE[{self.r.choice(KEYS)!r}] = {dt}.get({self.r.choice(KEYS)!r}, {self.e_T(0)})",
+        ])]
+
+    def s_tensor_dict_loop(self, ind: int) -> list[str]:
+        p = " " * ind
+        k, v = self.fresh("e"), self.fresh("e")
+        dt = self.r.choice(self.vars_of("DT"))
+        source = self.r.choice([f"{dt}.items()", f"sorted({dt}.items())", f"list({dt}.items())"])
+        live = source.startswith(dt)
+        return self.loop_body(ind, [p + f"for {k}, {v} in {source}:"], {v: "T"}, live)
+
+    def s_aug_target(self, p: str) -> list[str]:
+        tl = self.r.choice(self.vars_of("TL"))
+        options = [
+            [f"{self.e_O(0)}.t {self.r.choice(['+=', '-=', '*='])} {self.e_Tany(1)}"],
+            [f"{self.e_O(0)}.a {self.r.choice(['+=', '-='])} {self.e_I(1)}"],
+            [f"GOBJ.a -= {self.e_I(1)}"],
+        ]
+        if not self.no_mut:
+            options.append([f"if {tl}:", f"    {tl}[{self.e_I(0)} % len({tl})] += {self.e_Tany(1)}"])
+        return [p + line for line in self.r.choice(options)]
+
+    def s_tensor_items_loop(self, ind: int) -> list[str]:
+        """``for item in tensor``: 0-d items of a 1-D tensor."""
+        p = " " * ind
+        a = self.fresh("e")
+        return self.loop_body(ind, [p + f"for {a} in {self.e_T(1)}:"], {a: "T0"}, False)
+
+    def s_walrus(self, ind: int) -> list[str]:
+        p = " " * ind
+        name = self.fresh("v")
+        ty = self.r.choice(["I", "T0"])
+        test = f"(({name} := {self.e_I(1)}) > {self.small_int()})" if ty == "I" else \
+            f"(({name} := {self.e_T0(1)}) > {self.e_F(0)})"
+        lines = [p + f"if {test}:"] + self.block(ind + 4, self.r.randint(1, 2))
+        self.declare(name, ty)
+        return lines
+
+    def s_raise_from(self, ind: int) -> list[str]:
+        """An error wrapped into a FuzzError with ``raise ... from``, maybe caught again outside."""
+        p = " " * ind
+        exc = self.fresh("ex")
+        saved, self.risk = self.risk, max(self.risk, 0.15)
+        lines = [p + "try:"] + self.block(ind + 4, self.r.randint(1, 2))
+        self.risk = saved
+        lines += [p + f"except (ValueError, IndexError, KeyError, ZeroDivisionError) as {exc}:",
+                  p + f"    raise FuzzError(f\"wrapped {{type({exc}).__name__}}\") from {exc}"]
+        if self.chance(0.5):
+            outer = self.fresh("ex")
+            lines = [p + "try:"] + ["    " + line for line in lines] + \
+                [p + f"except FuzzError as {outer}:",
+                 p + f"    print('chained', {outer}, type({outer}.__cause__).__name__)"]
+        return lines
+
     def s_make_acc(self, p: str) -> list[str]:
         name = self.fresh("lam")
         line = p + f"{name} = make_acc({self.e_T(1)})"
@@ -1096,7 +1225,8 @@ class Gen:
 
     def generate(self) -> str:
         lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else "")
-                 + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else "") + (MORE_PRELUDE if self.more else ""), ""]
+                 + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else "") + (MORE_PRELUDE if self.more else "")
+                 + (CACHES_PRELUDE if self.caches else ""), ""]
         # module-level helpers
         self.scopes = []
         for _ in range(self.r.randint(0, 2)):

@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from .generator import EXTENDED_FROM, MORE_FROM, WITH_BREAKS_FROM, generate
+from .generator import CACHES_FROM, EXTENDED_FROM, MORE_FROM, WITH_BREAKS_FROM, generate
 from .harness import check_seed, eager_only
 
 CHUNK = 25
@@ -40,12 +40,12 @@ def test_generator_is_reproducible() -> None:
 
 
 # Fingerprints of programs (source and inputs) as the generator wrote them before the seeds from
-# WITH_BREAKS_FROM (then MORE_FROM) on were added: growing the generator must not change an older seed's
-# program, which the regression tests and reported seeds refer to.
+# WITH_BREAKS_FROM (then MORE_FROM, CACHES_FROM) on were added: growing the generator must not change an
+# older seed's program, which the regression tests and reported seeds refer to.
 OLD_PROGRAMS = {0: "72227f7fdc6ade41", 7: "f337bdaf5f27b27a", 4321: "2bf562baea0910fd",
                 EXTENDED_FROM: "bab58dc6243539e1", 12345: "4e35476d9843ffcd", 31337: "eb9ed433974210c0",
                 WITH_BREAKS_FROM - 1: "bb4bbdbbcc108235", WITH_BREAKS_FROM: "8a72b98a61428675",
-                MORE_FROM - 1: "fca1ab97f4a5f8b0"}
+                MORE_FROM - 1: "fca1ab97f4a5f8b0", MORE_FROM: "95362c6b29265a6a", CACHES_FROM - 1: "a401b6f5c0f6d1ca"}
 
 
 @pytest.mark.parametrize("seed", sorted(OLD_PROGRAMS))
@@ -78,13 +78,23 @@ def test_newer_seeds_have_loop_exits_on_tensors_in_place_methods_and_user_contai
         assert "Bag(" not in generate(seed).source
 
 
+def test_seeds_from_caches_from_have_tensor_dicts_caches_and_subclasses() -> None:
+    """The seeds from CACHES_FROM on use what they add, and older seeds none of it."""
+    sources = [generate(seed).source.split("def f(")[-1] for seed in range(CACHES_FROM, CACHES_FROM + 60)]
+    for needle, least in (("dt", 10), ("cached(", 5), ("Obj2(", 5), (":=", 3), (" from ", 2), ("] +=", 2)):
+        assert sum(needle in s for s in sources) >= least, needle
+    for seed in range(MORE_FROM, MORE_FROM + 60):
+        assert "GCACHE" not in generate(seed).source
+
+
 def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
     """The generator's own sanity: no program fails eagerly because the generator wrote nonsense (undefined
     names, wrong types...); only the exceptions it means to provoke."""
     intended = {"ValueError", "IndexError", "KeyError", "ZeroDivisionError", "AssertionError", "FuzzError",
                 "AttributeError"}
     for seed in [*range(150), *range(EXTENDED_FROM, EXTENDED_FROM + 50),
-                 *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50), *range(MORE_FROM, MORE_FROM + 50)]:
+                 *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50), *range(MORE_FROM, MORE_FROM + 50),
+                 *range(CACHES_FROM, CACHES_FROM + 50)]:
         program = generate(seed)
         compile(program.source, f"<seed {seed}>", "exec")
         for error in eager_only(program):
