@@ -1055,3 +1055,28 @@ def test_item_assignment_of_a_differentiable_value_under_no_grad_makes_the_tenso
                 None if t.grad is None else t.grad.numpy().tolist(), None if w.grad is None else w.grad.numpy().tolist())
 
     assert_translated_like_eager(observe, set_items_under_no_grad, min_graph_size=0, calls=2)
+
+
+def scale_by_an_int_then_step_under_no_grad(x, w, n):
+    y = w * n
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def test_a_product_by_a_symbolic_int_keeps_nothing_for_its_backward() -> None:
+    """Seed 121378: once ``n`` was seen with a second value (a symbolic int), ``w * n`` was a product by a
+    tensor, whose backward keeps ``w``: the step ``w.subtract_(x)`` under no_grad then made backward refuse
+    ("modified by an inplace operation"), where eager's ``scale(w, n)`` keeps nothing. It is now that scale."""
+    def outcome(fn: Callable[..., Any], n: int) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.ones([2]), w, n).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(scale_by_an_int_then_step_under_no_grad)
+        for n in (2, 3, 4, -1):
+            assert outcome(translated, n) == outcome(scale_by_an_int_then_step_under_no_grad, n), n
