@@ -1080,3 +1080,26 @@ def test_a_product_by_a_symbolic_int_keeps_nothing_for_its_backward() -> None:
         translated = sot.symbolic_translate(scale_by_an_int_then_step_under_no_grad)
         for n in (2, 3, 4, -1):
             assert outcome(translated, n) == outcome(scale_by_an_int_then_step_under_no_grad, n), n
+
+
+def divide_by_a_number_then_step_under_no_grad(x, w):
+    y = w / 2
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def test_a_division_by_a_number_keeps_nothing_for_its_backward() -> None:
+    """Found next to seed 121378 (known bug): eager's ``w / 2`` is ``div_scale`` (DivScaleGradNode), which
+    keeps nothing of ``w``; the program divides by a filled tensor (eager's rounding, `sir._divide_as_eager`)
+    with a divide whose backward keeps ``w``, so an in-place step of ``w`` under no_grad before ``backward()``
+    makes the translated backward refuse. (Static programs have no div_scale op.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.ones([2]), w).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, divide_by_a_number_then_step_under_no_grad, min_graph_size=0)
