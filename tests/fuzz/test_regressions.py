@@ -1103,3 +1103,21 @@ def test_a_division_by_a_number_keeps_nothing_for_its_backward() -> None:
         return w.grad.numpy().tolist()
 
     assert_translated_like_eager(observe, divide_by_a_number_then_step_under_no_grad, min_graph_size=0)
+
+
+def write_through_a_reshaped_view_after_a_break(y, s):
+    t = y.reshape([-1, 1]).squeeze(-1)
+    psdb.breakgraph()
+    t[0] = s
+    return t
+
+
+def test_a_view_made_with_a_dynamic_dimension_is_still_a_view_of_its_base() -> None:
+    """Seed 122592: translated again for another length (a dynamic dimension), ``reshape``/``squeeze`` of an
+    input could not be probed, so the view left the program as a tensor of its own, and ``t[0] = s`` after the
+    break no longer reached ``y``. The probe now gives a dynamic dimension a size."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        return [(lambda y: (fn(y, -0.0), str(y.numpy().tolist()))[1])(paddle.arange(n, dtype="float32") + 1)
+                for n in (4, 2, 3)]
+
+    assert_translated_like_eager(observe, write_through_a_reshaped_view_after_a_break, min_graph_size=0, calls=2)

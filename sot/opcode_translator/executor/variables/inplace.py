@@ -562,14 +562,21 @@ PROBE_MAX_ELEMENTS = 1 << 24
 
 
 def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
+    """A dynamic dimension gets a size (`DYNAMIC_STAND_IN`): whether an op makes a view does not depend on the
+    sizes, and an unknown answer keeps a view of an input from being made again from it after the program (fuzz
+    seed 122592: ``t = y.reshape([-1, 1]).squeeze(-1)`` translated again for another length, ``t[0] = s``
+    after a break no longer reached ``y``)."""
+    def concrete(shape: tuple[int, ...]) -> list[int]:
+        return [DYNAMIC_STAND_IN if dim < 0 else dim for dim in shape]
+
     metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
-    if any(dim <= 0 for meta in metas for dim in meta.shape):
-        return _UNKNOWN  # a dynamic dimension, or an empty tensor (no memory to compare)
-    if sum(math.prod(meta.shape) for meta in metas) > PROBE_MAX_ELEMENTS:
+    if any(dim == 0 for meta in metas for dim in meta.shape):
+        return _UNKNOWN  # an empty tensor (no memory to compare)
+    if sum(math.prod(concrete(meta.shape)) for meta in metas) > PROBE_MAX_ELEMENTS:
         return _UNKNOWN
 
     def zeros(leaf: Any) -> Any:
-        return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
+        return paddle.zeros(concrete(leaf.shape), leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
 
     call_args = map_structure(zeros, args)
     call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}
