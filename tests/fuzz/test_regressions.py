@@ -1121,3 +1121,55 @@ def test_a_view_made_with_a_dynamic_dimension_is_still_a_view_of_its_base() -> N
                 for n in (4, 2, 3)]
 
     assert_translated_like_eager(observe, write_through_a_reshaped_view_after_a_break, min_graph_size=0, calls=2)
+
+
+@contextlib.contextmanager
+def _swallowing_value_errors() -> Any:
+    try:
+        yield
+    except ValueError:
+        pass
+
+
+def failing_leaf_add_in_a_while_loop(w, t):
+    i = 0
+    while i < 2:
+        i += 1
+        with _swallowing_value_errors():
+            w.add_(t)  # (eager changes the leaf's data, then raises ValueError)
+    return w
+
+
+def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration() -> None:
+    """Seed 122287 (known bug): eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises
+    (swallowed by the manager); translated, the second iteration (in the function resuming the ``while`` loop
+    at the ``with`` statement) raises without the write. (A ``for`` loop or two plain blocks behave as eager.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        fn(w, paddle.ones([2]))
+        return w.numpy().tolist()
+
+    assert_translated_like_eager(observe, failing_leaf_add_in_a_while_loop, min_graph_size=10)
+
+
+def maximum_of_a_changed_tensor_then_step(x, w):
+    w = w - paddle.tanh(x)
+    z = paddle.maximum(x, w)
+    with paddle.no_grad():
+        w.subtract_(z)
+    return w
+
+
+def test_a_backward_not_reaching_the_op_that_kept_a_changed_output_is_not_refused() -> None:
+    """Seed 122624 (known bug): ``maximum`` keeps ``w`` (a program output, changed in place after the break),
+    but ``backward()`` of ``w`` alone never reaches ``maximum``: eager computes, the translated backward refuses
+    ("modified by an inplace operation")."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.to_tensor([1.0, -1.0]), w).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, maximum_of_a_changed_tensor_then_step, min_graph_size=0)
