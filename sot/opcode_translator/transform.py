@@ -240,8 +240,10 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen.final = True
     plan.emit_call(codegen, graph)
     if effects:
-        codegen.spill(result)  # read before the effects change the paths it is reached by
+        remade = _spill_before_effects(codegen, [result])  # read before the effects change the paths to it
         effects.emit(codegen)
+        for var in remade:
+            codegen.spill(var)
     codegen.reconstruct(result)
     codegen.return_value()
     new_code = codegen.to_code()
@@ -495,12 +497,39 @@ def _begin_break_code(graph: FunctionGraph, code: types.CodeType, lineno: int, b
     codegen = CodeGen(code, lineno)
     _leave_blocks(codegen, graph)
     plan.emit_call(codegen, graph)
-    for var in needed:
-        codegen.spill(var)
+    remade = _spill_before_effects(codegen, needed)
     _sync_frame_cells(codegen, brk)
     if effects:
         effects.emit(codegen)  # (before the native instruction, which may observe them)
+    for var in remade:
+        codegen.spill(var)
     return plan, codegen
+
+
+def _spill_before_effects(codegen: CodeGen, needed: list[VariableBase]) -> list[VariableBase]:
+    """Read each of ``needed`` into a temporary, except the iterators to be made again on the content the side
+    effects give their containers (`IteratorVariable.rebuild_after_effects`) and the values built in the frame
+    that hold one (a returned tuple): only their parts are read now; they are returned, to be spilled after the
+    effects."""
+    remade: list[VariableBase] = []
+    for var in needed:
+        if _holds_iterator_made_after_effects(var):
+            _spill_before_effects(codegen, var.children())
+            remade.append(var)
+        else:
+            codegen.spill(var)
+    return remade
+
+
+def _holds_iterator_made_after_effects(var: VariableBase, seen: set[int] | None = None) -> bool:
+    seen = set() if seen is None else seen
+    if id(var) in seen:
+        return False
+    seen.add(id(var))
+    if isinstance(var, IteratorVariable):
+        return var.rebuild_after_effects()
+    return not var.tracker.is_traceable() and any(_holds_iterator_made_after_effects(child, seen)
+                                                  for child in var.children())
 
 
 def _sync_frame_cells(codegen: CodeGen, brk: GraphBreak) -> None:

@@ -25,6 +25,23 @@ Seeds from `WITH_BREAKS_FROM` on also enter ``with`` blocks of a generator-based
 several managers at once, and put graph breaks (``psdb.breakgraph()``, ``.item()``, a branch on a tensor)
 inside ``with`` blocks and inside ``except``/``finally`` handlers. Every draw these make is guarded by
 ``self.breaks_in_blocks``, so seeds below it draw exactly what they drew before.
+
+Seeds from `MORE_FROM` on also write what everyday model code has: ``while`` loops left by ``break`` or
+``continue`` on a tensor's value (``.item()``, ``bool()``, ``float()``), closure factories whose inner function
+rebinds a nonlocal tensor, dict comprehensions over ``enumerate``/``zip``, the shape, dtype and size of tensors
+formatted into strings (f-strings, ``%``, ``str.format``), in-place tensor methods (``add_``, ``scale_``,
+``multiply_``, ``clip_``, item and slice assignment) on arguments and on the items of a list of tensors (also
+under ``paddle.no_grad()`` on the parameter ``w``), star unpacking, ``try``/``finally`` with ``return`` in the
+``try`` (in ``f`` and in nested helpers), a user class ``Bag`` with ``__getitem__``, ``__len__`` and a property,
+``isinstance`` checks, ``enumerate``/``zip``/``reversed`` over lists of tensors, ``min``/``max``/``sum``/
+``any``/``all`` of Python numbers, ``sum`` of tensors, and the global ``GSCALE`` rebound. All their draws are
+weighted by ``self.m`` (0 below it) or guarded by ``self.more``.
+
+Seeds from `CACHES_FROM` on also keep dicts of tensors (built, updated, iterated, read with ``get``), a module
+cache of tensors ``GCACHE`` filled on a miss (memoization), augmented assignments to attributes and list items,
+the introspection of tensors (``numel``, ``len``, ``shape[-1]``, ``tolist``, iteration over the items),
+reversed and ``None`` indexing, a subclass ``Obj2`` of ``Obj`` overriding through ``super()``, walrus bindings
+and exceptions chained with ``raise ... from``. (Weights ``self.c``.)
 """
 from __future__ import annotations
 
@@ -83,6 +100,8 @@ PARAMS = {"x": "T", "y": "T", "w": "T", "n": "I", "s": "F", "lst": "L", "d": "D"
 GLOBAL_READABLE = {"GLIST": "L", "GDICT": "D", "GOBJ": "O"}
 EXTENDED_FROM = 10_000  # the first seed whose programs use the constructs added after seeds 0-9999 were run
 WITH_BREAKS_FROM = 80_000  # the first seed with generator managers and breaks inside with/except/finally blocks
+CACHES_FROM = 120_000  # the first seed with dicts of tensors, GCACHE, Obj2, tensor introspection...
+MORE_FROM = 100_000  # the first seed with tensor-valued loop exits, in-place tensor methods, Bag, star unpacking...
 
 # Module code of the extended programs (after PRELUDE).
 EXTENDED_PRELUDE = '''
@@ -132,6 +151,86 @@ def scoped(tag, swallow=False):
             raise
     finally:
         GLIST.append(-tag)
+'''
+
+
+# Module code of the programs from MORE_FROM on (after WITH_BREAKS_PRELUDE).
+MORE_PRELUDE = '''
+
+KEYS3 = ("a", "b", "c")
+
+
+class Bag:
+    """A user container of tensors: indexing wraps around, scales by ``k``; empty, it gives ``base``."""
+
+    def __init__(self, ts, base, k):
+        self.ts = list(ts)
+        self.base = base
+        self.k = k
+
+    def __getitem__(self, i):
+        if not self.ts:
+            return self.base
+        return self.ts[i % len(self.ts)] * self.k
+
+    def __len__(self):
+        return len(self.ts)
+
+    @property
+    def total(self):
+        return self.k + len(self.ts)
+
+
+def make_acc(start):
+    """A closure factory: the returned function accumulates into a nonlocal tensor."""
+    acc = start
+
+    def push(t):
+        nonlocal acc
+        acc = acc + t
+        return acc
+    return push
+
+
+def guarded(t, k):
+    """try/finally with returns inside the try: the finally block always logs."""
+    try:
+        if k > 2:
+            return t * 2
+        if k < 0:
+            return t - 1
+        GLIST.append(k)
+        return t + k
+    finally:
+        GLIST.append(-100 - k)
+'''
+
+
+# Module code of the programs from CACHES_FROM on (after MORE_PRELUDE).
+CACHES_PRELUDE = '''
+
+GCACHE = {}
+
+
+class Obj2(Obj):
+    """A subclass overriding a method and a property through super()."""
+
+    def scale(self, t):
+        return super().scale(t) + 1
+
+    @property
+    def double(self):
+        return super().double + 1
+
+    def bump(self, k):
+        return super().bump(k * 2)
+
+
+def cached(key, t):
+    """Memoization in a module dict: the first call with ``key`` stores ``t * 2``."""
+    if key not in GCACHE:
+        GCACHE[key] = t * 2
+    return GCACHE[key]
 '''
 
 
@@ -198,6 +297,10 @@ class Gen:
         self.breaks_in_blocks = seed >= WITH_BREAKS_FROM
         if self.breaks_in_blocks:  # (no draw: older seeds keep their stream)
             self.p_try = max(self.p_try, 0.05)
+        self.more = seed >= MORE_FROM
+        self.m = 1.0 if self.more else 0.0  # the weight factor of the choices added from MORE_FROM on
+        self.caches = seed >= CACHES_FROM
+        self.c = 1.0 if self.caches else 0.0  # the weight factor of the choices added from CACHES_FROM on
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -277,6 +380,22 @@ class Gen:
             (0.3, lambda: f"{self.e_T(s)}.detach()"),
             (0.4, lambda: f"({self.e_T(s)} if {self.e_B(s)} else {self.e_T(s)})"),
             (0.3, lambda: f"paddle.sum(paddle.stack([{self.e_T(s)}, {self.e_T(s)}]), axis=0)"),
+            (0.5 * self.m, lambda: f"sum({self.e_TL(s)}, {self.e_T(s)})"),
+            (0.6 * self.m if self.vars_of("BAG") else 0,
+             lambda: f"{self.r.choice(self.vars_of('BAG'))}[{self.e_I(s)}]"),
+            (0.3 * self.m, lambda: f"Bag({self.e_TL(s)}, {self.e_T(s)}, {self.e_I(0)})[{self.e_I(0)}]"),
+            (0.4 * self.m if not self.no_mut else 0, lambda: f"guarded({self.e_T(s)}, {self.e_I(s)})"),
+            (0.3 * self.m, lambda: f"({self.e_T(s)} if isinstance({self.r.choice(self.vars_of('T'))}, "
+                                   f"paddle.Tensor) else {self.e_T(s)})"),
+            (0.3 * self.m, lambda: f"{self.e_T(s)}.reshape([-1, 1]).squeeze(-1)"),
+            (0.6 * self.c if self.vars_of("DT") else 0,
+             lambda: f"{self.r.choice(self.vars_of('DT'))}.get({self.r.choice(KEYS)!r}, {self.e_T(s)})"),
+            (0.3 * self.c if self.vars_of("DT") else 0,
+             lambda: f"sum({self.r.choice(self.vars_of('DT'))}.values(), {self.e_T(s)})"),
+            (0.5 * self.c if not self.no_mut else 0, lambda: f"cached({self.e_I(s) + ' % 3'}, {self.e_T(s)})"),
+            (0.3 * self.c, lambda: f"{self.e_T(s)}[::-1]"),
+            (0.3 * self.c, lambda: f"{self.e_T(s)}[None][0]"),
+            (0.3 * self.c, lambda: f"Obj2({self.e_I(0)}, {self.e_T(s)}).scale({self.e_T(s)})"),
         ])
 
     def safe_tl_index(self, tls: list[str]) -> str:
@@ -358,6 +477,23 @@ class Gen:
             (0.5 * self.x, lambda: f"sum(count_up({self.e_I(s)}))"),
             (0.3 * self.x, lambda: f"sum(count_both({self.e_I(s)}, {self.e_L(s)}))"),
             (0.3 * self.x, lambda: f"next(count_up({self.e_I(s)}), -1)"),
+            (0.5 * self.m, lambda: f"min({self.e_L(s)}, default={self.small_int()})"),
+            (0.5 * self.m, lambda: f"max({self.e_I(s)}, {self.e_I(s)}, {self.e_I(s)})"),
+            (0.4 * self.m, lambda: f"sum({self.e_L(s)}, {self.e_I(s)})"),
+            (0.4 * self.m, lambda: f"len(str({self.r.choice(self.vars_of('T'))}.shape))"),
+            (0.3 * self.m, lambda: f"{self.r.choice(self.vars_of('T'))}.size"),
+            (0.3 * self.m, lambda: f"{self.r.choice(self.vars_of('T'))}.ndim"),
+            (0.5 * self.m if self.vars_of("BAG") else 0, lambda: f"len({self.r.choice(self.vars_of('BAG'))})"),
+            (0.4 * self.m if self.vars_of("BAG") else 0, lambda: f"{self.r.choice(self.vars_of('BAG'))}.total"),
+            (0.3 * self.m, lambda: f"sum(1 for {(c := self.fresh('c'))} in {self.e_TL(s)} "
+                                   f"if isinstance({c}, paddle.Tensor))"),
+            (0.3 * self.m, lambda: f"len([{(c := self.fresh('c'))} for {c} in reversed({self.e_TL(s)})])"),
+            (0.3 * self.c, lambda: f"int({self.r.choice(self.vars_of('T'))}.numel())"),
+            (0.3 * self.c, lambda: f"len({self.r.choice(self.vars_of('T'))})"),
+            (0.3 * self.c, lambda: f"{self.r.choice(self.vars_of('T'))}.shape[-1]"),
+            (0.4 * self.c if self.vars_of("DT") else 0, lambda: f"len({self.r.choice(self.vars_of('DT'))})"),
+            (0.3 * self.c, lambda: "len(GCACHE)"),
+            (0.3 * self.c, lambda: f"Obj2({self.e_I(s)}, {self.r.choice(self.vars_of('T'))}).double"),
         ])
 
     def e_F(self, d: int) -> str:
@@ -380,6 +516,11 @@ class Gen:
             (self.p_tensor_branch, lambda: f"float({self.e_T0(s)})"),
             (self.p_tensor_branch * 0.5, lambda: f"{self.e_T0(s)}.item()"),
             (0.3, lambda: f"({self.e_F(s)} if {self.e_B(s)} else {self.e_F(s)})"),
+            (0.4 * self.m, lambda: f"max({self.e_F(s)}, {self.e_F(s)})"),
+            (0.4 * self.m, lambda: f"min([{self.e_F(s)}, {self.e_F(s)}, {self.e_F(0)}])"),
+            (0.3 * self.m, lambda: f"sum([{self.e_F(s)}, {self.e_F(s)}])"),
+            (self.p_tensor_branch * self.m, lambda: f"{self.e_T(s)}.max().item()"),
+            (self.p_tensor_branch * self.c, lambda: f"round(sum({self.e_T(s)}.tolist()), 3)"),
         ])
 
     def e_B(self, d: int) -> str:
@@ -404,7 +545,18 @@ class Gen:
             (0.7 * self.x, lambda: f"{self.e_I(s)} in {self.e_S(s)}"),
             (0.3 * self.x, lambda: f"{self.e_S(s)} <= {self.e_S(s)}"),
             (0.2 * self.x, lambda: f"bool({self.e_S(s)})"),
+            (0.4 * self.m, lambda: f"any({(c := self.fresh('c'))} > {self.e_I(0)} for {c} in {self.e_L(s)})"),
+            (0.4 * self.m, lambda: f"all({(c := self.fresh('c'))} % 2 == 0 for {c} in {self.e_L(s)})"),
+            (0.2 * self.m, lambda: f"any({self.e_L(s)})"),
+            (0.4 * self.m, self.isinstance_test),
+            (self.p_tensor_branch * self.m, lambda: f"bool(({self.e_T(s)} > {self.e_F(0)}).all())"),
+            (self.p_tensor_branch * self.m, lambda: f"{self.e_T0(s)}.item() > {self.e_F(0)}"),
         ])
+
+    def isinstance_test(self) -> str:
+        value = self.r.choice(self.vars_of(self.r.choice(["T", "L", "D", "O", "TL"])) or ["GLIST"])
+        kind = self.r.choice(["paddle.Tensor", "list", "(list, tuple)", "dict", "Obj", "int", "float"])
+        return f"isinstance({value}, {kind})"
 
     def e_L(self, d: int) -> str:
         leaves = self.vars_of("L")
@@ -458,6 +610,10 @@ class Gen:
             (2, lambda: f"{{{k}: {v} * 2 for {k}, {v} in {self.e_D(s)}.items()}}"),
             (1, lambda: f"dict({self.e_D(s)})"),
             (1, lambda: f"{{**{self.e_D(s)}, {self.r.choice(KEYS)!r}: {self.e_I(s)}}}"),
+            (0.7 * self.m, lambda: f"{{{k}: {v} for {v}, {k} in "
+                                   f"enumerate({self.r.choice(['KEYS3', 'sorted(' + self.e_D(s) + ')'])})}}"),
+            (0.5 * self.m, lambda: f"{{{k}: {v} + 1 for {k}, {v} in zip(KEYS3, {self.e_L(s)})}}"),
+            (0.4 * self.m, lambda: f"{{{k}: len({v}) for {k}, {v} in zip(KEYS3, [{self.e_L(s)}, {self.e_L(s)}])}}"),
         ])
 
     def e_TL(self, d: int) -> str:
@@ -473,12 +629,19 @@ class Gen:
             (1, lambda: f"{self.e_TL(s)}[1:]"),
             (1 * self.x if self.vars_of("GENT") else 0,
              lambda: f"list({self.r.choice(self.vars_of('GENT'))}({self.e_TL(s)}))"),
+            (0.5 * self.m, lambda: f"list(reversed({self.e_TL(s)}))"),
+            (0.4 * self.m, lambda: f"[{c} * {k} for {k}, {c} in enumerate({self.e_TL(s)})]"
+             if (k := self.fresh("c")) else ""),
+            (0.4 * self.m, lambda: f"[{c} + {k} for {c}, {k} in zip({self.e_TL(s)}, {self.e_TL(s)})]"
+             if (k := self.fresh("c")) else ""),
         ])
 
     def e_O(self, d: int) -> str:
         leaves = self.vars_of("O")
         if d == 0 or self.chance(0.8):
             return self.r.choice(leaves)
+        if self.caches and self.chance(0.5):
+            return f"Obj2({self.e_I(d - 1)}, {self.e_T(d - 1)})"
         return f"Obj({self.e_I(d - 1)}, {self.e_T(d - 1)})"
 
     # -- statements ---------------------------------------------------------------------------------------
@@ -591,6 +754,22 @@ class Gen:
             ])]),
             (self.risk * 5 * mut * self.x if self.vars_of("S") else 0,
              lambda: [p + f"{self.r.choice(self.vars_of('S'))}.remove({e('I', 1)})"]),
+            (1.2 * nest * self.m, lambda: self.s_while_tensor(ind)),
+            (1.5 * self.m, lambda: self.s_inplace_tensor(ind)),
+            (0.8 * self.m, lambda: self.s_star_unpack(p)),
+            (0.6 * nest * self.m if not self.in_helper else 0, lambda: self.s_try_finally_return(ind)),
+            (0.5 * self.m, lambda: self.s_bag(p)),
+            (0.4 * self.m, lambda: self.s_make_acc(p)),
+            (0.5 * self.m, lambda: [p + self.r.choice(["GSCALE = GSCALE * 0.5", "GSCALE += 1.0",
+                                                       f"GSCALE = float({e('I', 1)})"])]),
+            (0.5 * self.m, lambda: [p + f"GT = {e('T', 1)} if GT is None else GT + {e('T', 1)}"]),
+            (0.8 * self.c, lambda: self.s_tensor_dict(p)),
+            (1.0 * self.c * mut if self.vars_of("DT") else 0, lambda: self.s_tensor_dict_change(p)),
+            (0.6 * nest * self.c if self.vars_of("DT") else 0, lambda: self.s_tensor_dict_loop(ind)),
+            (0.8 * self.c, lambda: self.s_aug_target(p)),
+            (0.5 * nest * self.c, lambda: self.s_tensor_items_loop(ind)),
+            (0.5 * nest * self.c, lambda: self.s_walrus(ind)),
+            (self.p_try * 10 * nest * self.c, lambda: self.s_raise_from(ind)),
         ]
         helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
         if helpers:
@@ -640,7 +819,18 @@ class Gen:
             f"print({tag!r}, {self.r.choice(self.vars_of('T'))}.shape, len({self.r.choice(self.vars_of('TL'))}))",
             f"print({tag!r}, {self.r.choice(self.vars_of('O'))}.a, COUNTER, sep='|')",
             f'print(f"{tag} {{float({e("T0", 1)}):.2f}}")',
-        ])]
+        ] + (self.shape_prints(tag) if self.more else []))]
+
+    def shape_prints(self, tag: str) -> list[str]:
+        """Prints formatting the shape, dtype and size of a tensor (seeds from MORE_FROM on)."""
+        t = self.r.choice(self.vars_of("T"))
+        return [
+            f'print(f"{tag} {{{t}.shape}} {{{t}.dtype}} {{list({t}.shape)}}")',
+            f"print('{tag} %d %s' % ({t}.shape[0], tuple({t}.shape)))",
+            f"print('{tag} {{}} {{}}'.format({t}.shape, {t}.size))",
+            f"print({tag!r}, str({t}.shape), repr({t}.shape[0]), {t}.ndim)",
+            f'print(f"{tag} {{[tuple(c.shape) for c in {self.r.choice(self.vars_of("TL"))}]}}")',
+        ]
 
     def s_if(self, ind: int) -> list[str]:
         p = " " * ind
@@ -667,7 +857,16 @@ class Gen:
         live = self.chance(0.5)
         wrap = (lambda s: s) if live else (lambda s: f"list({s})")
         kind = self.r.choice(["list", "range", "enumerate", "dict", "tensors", "zip"]
-                             + ["set", "generator"] * self.extended)
+                             + ["set", "generator"] * self.extended
+                             + ["enum_tensors", "reversed_tensors", "zip_tensors"] * self.more)
+        if kind == "enum_tensors":
+            return self.loop_body(ind, [p + f"for {a}, {b} in enumerate({wrap(self.e_TL(1))}):"],
+                                  {a: "I", b: "T"}, live)
+        if kind == "reversed_tensors":
+            return self.loop_body(ind, [p + f"for {a} in reversed({wrap(self.e_TL(1))}):"], {a: "T"}, live)
+        if kind == "zip_tensors":
+            return self.loop_body(ind, [p + f"for {a}, {b} in zip({wrap(self.e_TL(1))}, {self.e_TL(1)}[::-1]):"],
+                                  {a: "T", b: "T"}, live)
         if kind == "set":
             return self.loop_body(ind, [p + f"for {a} in {wrap(self.e_S(1))}:"], {a: "I"}, live)
         if kind == "generator":
@@ -713,6 +912,165 @@ class Gen:
         if self.chance(0.3):
             lines += [p + "finally:"] + self.with_break(self.block(ind + 4, 1), ind + 4)
         return lines
+
+    def s_while_tensor(self, ind: int) -> list[str]:
+        """A bounded ``while`` loop left early (``break``) or skipping ahead (``continue``) on a tensor's
+        value read with ``.item()``, ``bool()`` or ``float()``; or with such a value in its condition."""
+        p = " " * ind
+        counter = self.fresh("w")
+        bound = self.r.choice(["3", "4", f"{self.e_I(1)} % 5"])
+        if self.chance(0.3):
+            header = [p + f"{counter} = 0",
+                      p + f"while {counter} < {bound} and {self.tensor_test(1)}:", p + f"    {counter} += 1"]
+            return self.loop_body(ind, header, {}, False)
+        header = [p + f"{counter} = 0", p + f"while {counter} < {bound}:", p + f"    {counter} += 1"]
+        lines = self.loop_body(ind, header, {}, False)
+        self.scopes.append({})
+        exit_ = [p + f"    if {self.tensor_test(1)}:", p + f"        {self.r.choice(['break', 'continue'])}"]
+        self.scopes.pop()
+        at = self.r.choice([i for i in range(3, len(lines) + 1)
+                            if i == len(lines) or len(lines[i]) - len(lines[i].lstrip(" ")) == ind + 4
+                            and not lines[i].lstrip().startswith(("else", "elif", "except", "finally"))])
+        return lines[:at] + exit_ + lines[at:]
+
+    def tensor_test(self, d: int) -> str:
+        return self.r.choice([
+            f"{self.e_T0(d)}.item() > {self.e_F(0)}",
+            f"bool({self.e_T0(d)} < {self.e_F(0)})",
+            f"float({self.e_T(d)}.sum()) > {self.e_F(0)}",
+            f"bool(({self.e_T(d)} > 0).any())",
+        ])
+
+    def s_inplace_tensor(self, ind: int) -> list[str]:
+        """An in-place tensor method or item assignment on an argument, a local or an item of a tensor list;
+        or an update of the parameter ``w`` under ``paddle.no_grad()`` (an optimizer's step)."""
+        p = " " * ind
+        ts = [t for t in self.vars_of("T") if t != "w"] or ["x"]
+        tl = self.r.choice(self.vars_of("TL"))
+        target = self.r.choice([self.r.choice(ts), self.r.choice(ts), f"{tl}[{self.e_I(0)} % len({tl})]"])
+        guard = [p + f"if {tl}:"] if target.startswith(f"{tl}[") else []
+        q = p + "    " if guard else p
+        if "w" in self.vars_of("T") and self.chance(0.15):
+            return [p + "with paddle.no_grad():",
+                    p + "    w." + self.r.choice([f"add_({self.e_T(1)} * 0.1)", "scale_(0.5)",
+                                                  f"subtract_({self.e_T(1)})"])]
+        op = self.r.choice([
+            f"add_({self.e_T(1)})", f"scale_({self.r.choice(['2.0', '0.5', '-1.0'])})",
+            f"multiply_({self.e_T(1)})", f"subtract_({self.e_T(1)})", "clip_(-1.0, 1.0)",
+            f"[{self.e_I(0)} % {target}.shape[0]] = {self.e_F(1)}", f"[1:] = {self.e_T(1)}[1:]",
+            f"[:] = {self.e_T(1)}", "[0] += 1.0", f"[::2] *= {self.e_F(0)}",
+        ])
+        sep = "" if op.startswith("[") else "."
+        return guard + [q + f"{target}{sep}{op}"]
+
+    def s_star_unpack(self, p: str) -> list[str]:
+        a, b = self.fresh(), self.fresh()
+        kind = self.r.choice(["L", "L", "TL", "TL_last"])
+        if kind == "L":
+            source = self.e_L(1) if self.chance(self.risk * 5) else f"[{self.e_I(1)}] + {self.e_L(1)}"
+            self.declare(a, "I")
+            self.declare(b, "L")
+            return [p + f"{a}, *{b} = {source}"]
+        if kind == "TL":
+            line = p + f"{a}, *{b} = [{self.e_T(1)}] + {self.e_TL(1)}"
+            self.declare(a, "T")
+            self.declare(b, "TL")
+            return [line]
+        line = p + f"*{a}, {b} = ({self.e_T(1)}, *{self.e_TL(1)}, {self.e_T(1)})"
+        self.declare(a, "TL")
+        self.declare(b, "T")
+        return [line]
+
+    def s_try_finally_return(self, ind: int) -> list[str]:
+        """``try`` holding a conditional ``return`` of ``f``, and a ``finally`` with a visible effect."""
+        p = " " * ind
+        lines = [p + "try:"] + self.block(ind + 4, self.r.randint(0, 2))
+        lines += [p + f"    if {self.e_B(2)}:", p + f"        return {self.return_expr()}"]
+        lines += self.block(ind + 4, self.r.randint(0, 1)) if self.chance(0.5) else []
+        lines += [p + "finally:", p + "    " + self.r.choice([
+            f"print('fin', {self.e_I(1)})", "COUNTER += 1", f"print('fin', {self.r.choice(self.vars_of('T'))}.shape)"]
+            + [f"GLIST.append({self.e_I(1)})"] * (not self.no_mut))]
+        return lines
+
+    def s_bag(self, p: str) -> list[str]:
+        name = self.fresh("bag")
+        line = p + f"{name} = Bag({self.e_TL(1)}, {self.e_T(1)}, {self.e_I(1)})"
+        self.declare(name, "BAG")
+        return [line]
+
+    def s_tensor_dict(self, p: str) -> list[str]:
+        name = self.fresh("dt")
+        keys = self.r.sample(KEYS, self.r.randint(1, 3))
+        line = p + f"{name} = {{" + ", ".join(f"{k!r}: {self.e_T(1)}" for k in keys) + "}"
+        self.declare(name, "DT")
+        return [line]
+
+    def s_tensor_dict_change(self, p: str) -> list[str]:
+        dt = self.r.choice(self.vars_of("DT"))
+        return [p + self.r.choice([
+            f"{dt}[{self.r.choice(KEYS)!r}] = {self.e_T(1)}",
+            f"{dt}.update({self.r.choice(KEYS)}={self.e_T(1)})",
+            f"{dt}.setdefault({self.r.choice(KEYS)!r}, {self.e_T(1)})",
+            f"{dt}.pop({self.r.choice(KEYS)!r}, None)",
+            f"GCACHE[{self.r.choice(KEYS)!r}] = {dt}.get({self.r.choice(KEYS)!r}, {self.e_T(0)})",
+        ])]
+
+    def s_tensor_dict_loop(self, ind: int) -> list[str]:
+        p = " " * ind
+        k, v = self.fresh("e"), self.fresh("e")
+        dt = self.r.choice(self.vars_of("DT"))
+        source = self.r.choice([f"{dt}.items()", f"sorted({dt}.items())", f"list({dt}.items())"])
+        live = source.startswith(dt)
+        return self.loop_body(ind, [p + f"for {k}, {v} in {source}:"], {v: "T"}, live)
+
+    def s_aug_target(self, p: str) -> list[str]:
+        tl = self.r.choice(self.vars_of("TL"))
+        options = [
+            [f"{self.e_O(0)}.t {self.r.choice(['+=', '-=', '*='])} {self.e_Tany(1)}"],
+            [f"{self.e_O(0)}.a {self.r.choice(['+=', '-='])} {self.e_I(1)}"],
+            [f"GOBJ.a -= {self.e_I(1)}"],
+        ]
+        if not self.no_mut:
+            options.append([f"if {tl}:", f"    {tl}[{self.e_I(0)} % len({tl})] += {self.e_Tany(1)}"])
+        return [p + line for line in self.r.choice(options)]
+
+    def s_tensor_items_loop(self, ind: int) -> list[str]:
+        """``for item in tensor``: 0-d items of a 1-D tensor."""
+        p = " " * ind
+        a = self.fresh("e")
+        return self.loop_body(ind, [p + f"for {a} in {self.e_T(1)}:"], {a: "T0"}, False)
+
+    def s_walrus(self, ind: int) -> list[str]:
+        p = " " * ind
+        name = self.fresh("v")
+        ty = self.r.choice(["I", "T0"])
+        test = f"(({name} := {self.e_I(1)}) > {self.small_int()})" if ty == "I" else \
+            f"(({name} := {self.e_T0(1)}) > {self.e_F(0)})"
+        lines = [p + f"if {test}:"] + self.block(ind + 4, self.r.randint(1, 2))
+        self.declare(name, ty)
+        return lines
+
+    def s_raise_from(self, ind: int) -> list[str]:
+        """An error wrapped into a FuzzError with ``raise ... from``, maybe caught again outside."""
+        p = " " * ind
+        exc = self.fresh("ex")
+        saved, self.risk = self.risk, max(self.risk, 0.15)
+        lines = [p + "try:"] + self.block(ind + 4, self.r.randint(1, 2))
+        self.risk = saved
+        lines += [p + f"except (ValueError, IndexError, KeyError, ZeroDivisionError) as {exc}:",
+                  p + f"    raise FuzzError(f\"wrapped {{type({exc}).__name__}}\") from {exc}"]
+        if self.chance(0.5):
+            outer = self.fresh("ex")
+            lines = [p + "try:"] + ["    " + line for line in lines] + \
+                [p + f"except FuzzError as {outer}:",
+                 p + f"    print('chained', {outer}, type({outer}.__cause__).__name__)"]
+        return lines
+
+    def s_make_acc(self, p: str) -> list[str]:
+        name = self.fresh("lam")
+        line = p + f"{name} = make_acc({self.e_T(1)})"
+        self.declare(name, "LAMT")
+        return [line]
 
     def s_with(self, ind: int) -> list[str]:
         """A block under the user context manager ``Track``; one that swallows errors gets riskier code."""
@@ -825,7 +1183,7 @@ class Gen:
             self.scopes[-1][t] = "TL"
         saved = self.in_helper, self.in_loop, self.no_mut, self.local_floor
         self.in_helper, self.in_loop, self.no_mut, self.local_floor = True, 0, 0, len(self.scopes) - 1
-        globals_line = [p + "    global COUNTER, GT"]
+        globals_line = [p + ("    global COUNTER, GT, GSCALE" if self.more else "    global COUNTER, GT")]
         body = self.block(ind + 4, self.r.randint(0, 3), new_scope=False)
         ret_value = self.expr(ret, 2)
         self.in_helper, self.in_loop, self.no_mut, self.local_floor = saved
@@ -836,7 +1194,7 @@ class Gen:
         text = "\n".join(body + [ret_value])
         mutates = any(tok in text for tok in (".append(", ".insert(", ".extend(", "+=", ".sort(", ".reverse(",
                                               "[:] =", ".pop(", "del ", ".update(", ".setdefault(", "] =",
-                                              ".remove(", "with Track")) \
+                                              ".remove(", "with Track", "guarded(")) \
             or any(h.mutates and f"{h.name}(" in text for h in self.helpers)
         self.helpers.append(Helper(name, arg_types, ret, mutates))
         return [p + f"def {name}({', '.join(args)}):"] + globals_line + prologue + body + [p + f"    return {ret_value}"]
@@ -867,7 +1225,8 @@ class Gen:
 
     def generate(self) -> str:
         lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else "")
-                 + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else ""), ""]
+                 + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else "") + (MORE_PRELUDE if self.more else "")
+                 + (CACHES_PRELUDE if self.caches else ""), ""]
         # module-level helpers
         self.scopes = []
         for _ in range(self.r.randint(0, 2)):
@@ -875,7 +1234,7 @@ class Gen:
             lines += self.helper_def(self.fresh("gh"), 0, nested=False) + ["", ""]
         self.scopes = [dict(GLOBAL_READABLE), dict(PARAMS)]
         lines.append(f"def f({', '.join(PARAMS)}):")
-        lines.append("    global COUNTER, GT")
+        lines.append("    global COUNTER, GT, GSCALE" if self.more else "    global COUNTER, GT")
         # closures and nested helpers
         if self.chance(0.4):
             acc = self.fresh("acc")

@@ -75,6 +75,8 @@ def prepare(ns: dict[str, Any], inputs: InputSet) -> dict[str, Any]:
     ns["GDICT"].clear()
     ns["GSCALE"] = inputs.gscale
     ns["GT"] = None
+    if "GCACHE" in ns:  # (the programs from generator.CACHES_FROM on)
+        ns["GCACHE"].clear()
     ns["ADD"] = ns["make_adder"](inputs.adder)
     gobj = ns["GOBJ"]
     gobj.__dict__.clear()
@@ -162,7 +164,8 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
     state = {name: state_snap(args[name], name) for name in ("x", "y", "w", "lst", "d", "obj", "tl")}
-    state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT")})
+    state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT", "GSCALE", "GCACHE")
+                  if g in ns})
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])

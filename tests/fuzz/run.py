@@ -3,6 +3,8 @@
     python -m tests.fuzz.run --count 5000            # seeds 0..4999
     python -m tests.fuzz.run --start 10000 --count 500  # the extended generator (sets, yield, with...)
     python -m tests.fuzz.run --start 80000 --count 500  # plus generator managers, breaks in with/except/finally
+    python -m tests.fuzz.run --start 100000 --count 500  # plus tensor loop exits, in-place methods, Bag...
+    python -m tests.fuzz.run --start 120000 --count 500  # plus dicts of tensors, GCACHE, Obj2, raise from...
     python -m tests.fuzz.run --seed 123              # one program, printed with its outcome
     python -m tests.fuzz.run --seed 123 --show       # just print the program
 

@@ -12,14 +12,16 @@ import hashlib
 
 import pytest
 
-from .generator import EXTENDED_FROM, WITH_BREAKS_FROM, generate
+from .generator import CACHES_FROM, EXTENDED_FROM, MORE_FROM, WITH_BREAKS_FROM, generate
 from .harness import check_seed, eager_only
 
 CHUNK = 25
-# 300 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
-# about 1.7 times as long): the time of the 400 original programs this run had before; and 25 with generator
-# managers and graph breaks inside with blocks and handlers.
-STARTS = [i * CHUNK for i in range(12)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM]
+# 250 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
+# about 1.7 times as long), 25 with generator managers and graph breaks inside with blocks and handlers, and 25
+# of the seeds from CACHES_FROM (everything the generator writes; each about twice as long as an original one,
+# so these took the time of the 50 original programs they replaced): the time the run had before.
+STARTS = [i * CHUNK for i in range(10)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM] \
+    + [CACHES_FROM]
 MAX_REPORTED = 3
 
 
@@ -34,17 +36,18 @@ def test_translated_programs_match_eager(start: int) -> None:
 
 
 def test_generator_is_reproducible() -> None:
-    for seed in (0, 1, EXTENDED_FROM, 12345, WITH_BREAKS_FROM, WITH_BREAKS_FROM + 7):
+    for seed in (0, 1, EXTENDED_FROM, 12345, WITH_BREAKS_FROM, WITH_BREAKS_FROM + 7, MORE_FROM, MORE_FROM + 3):
         a, b = generate(seed), generate(seed)
         assert a.source == b.source and a.inputs == b.inputs and a.min_graph_size == b.min_graph_size
 
 
 # Fingerprints of programs (source and inputs) as the generator wrote them before the seeds from
-# WITH_BREAKS_FROM on were added: growing the generator must not change an older seed's program, which the
-# regression tests and reported seeds refer to.
+# WITH_BREAKS_FROM (then MORE_FROM, CACHES_FROM) on were added: growing the generator must not change an
+# older seed's program, which the regression tests and reported seeds refer to.
 OLD_PROGRAMS = {0: "72227f7fdc6ade41", 7: "f337bdaf5f27b27a", 4321: "2bf562baea0910fd",
                 EXTENDED_FROM: "bab58dc6243539e1", 12345: "4e35476d9843ffcd", 31337: "eb9ed433974210c0",
-                WITH_BREAKS_FROM - 1: "bb4bbdbbcc108235"}
+                WITH_BREAKS_FROM - 1: "bb4bbdbbcc108235", WITH_BREAKS_FROM: "8a72b98a61428675",
+                MORE_FROM - 1: "fca1ab97f4a5f8b0", MORE_FROM: "95362c6b29265a6a", CACHES_FROM - 1: "a401b6f5c0f6d1ca"}
 
 
 @pytest.mark.parametrize("seed", sorted(OLD_PROGRAMS))
@@ -66,13 +69,34 @@ def test_newer_seeds_have_generator_managers_and_breaks_in_blocks() -> None:
         assert "scoped(" not in generate(seed).source
 
 
+def test_newer_seeds_have_loop_exits_on_tensors_in_place_methods_and_user_containers() -> None:
+    """The seeds from MORE_FROM on use what they add (tensor-valued loop exits, in-place tensor methods, Bag,
+    star unpacking, try/finally returns, shape formatting...), and older seeds none of it."""
+    sources = [generate(seed).source.split("def f(")[-1] for seed in range(MORE_FROM, MORE_FROM + 60)]
+    for needle, least in ((".item() >", 5), ("_(", 10), ("Bag(", 5), (", *", 5), ("finally:", 5),
+                          (".shape}", 3), ("isinstance(", 5), ("reversed(", 5), ("GSCALE", 5), ("guarded(", 3)):
+        assert sum(needle in s for s in sources) >= least, needle
+    for seed in range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 60):
+        assert "Bag(" not in generate(seed).source
+
+
+def test_seeds_from_caches_from_have_tensor_dicts_caches_and_subclasses() -> None:
+    """The seeds from CACHES_FROM on use what they add, and older seeds none of it."""
+    sources = [generate(seed).source.split("def f(")[-1] for seed in range(CACHES_FROM, CACHES_FROM + 60)]
+    for needle, least in (("dt", 10), ("cached(", 5), ("Obj2(", 5), (":=", 3), (" from ", 2), ("] +=", 2)):
+        assert sum(needle in s for s in sources) >= least, needle
+    for seed in range(MORE_FROM, MORE_FROM + 60):
+        assert "GCACHE" not in generate(seed).source
+
+
 def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
     """The generator's own sanity: no program fails eagerly because the generator wrote nonsense (undefined
     names, wrong types...); only the exceptions it means to provoke."""
     intended = {"ValueError", "IndexError", "KeyError", "ZeroDivisionError", "AssertionError", "FuzzError",
                 "AttributeError"}
     for seed in [*range(150), *range(EXTENDED_FROM, EXTENDED_FROM + 50),
-                 *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50)]:
+                 *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50), *range(MORE_FROM, MORE_FROM + 50),
+                 *range(CACHES_FROM, CACHES_FROM + 50)]:
         program = generate(seed)
         compile(program.source, f"<seed {seed}>", "exec")
         for error in eager_only(program):

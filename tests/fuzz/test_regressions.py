@@ -964,3 +964,212 @@ def test_the_gradient_through_a_graph_reading_an_input_changed_in_place_before_a
         translated = sot.symbolic_translate(sum_of_a_leaf_after_an_inplace_change_and_a_break)
         assert run(translated) == expected
         assert run(translated) == expected
+
+
+def reversed_after_append(x, tl):
+    tl.append(x)
+    out = []
+    for t in reversed(tl):
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+def enumerate_reversed_after_append(x, tl):
+    tl.append(x)
+    out = []
+    for i, t in enumerate(reversed(tl)):
+        psdb.breakgraph()
+        out.append(t * i)
+    return out
+
+
+def reversed_made_before_append(x, tl):
+    it = reversed(tl)
+    tl.append(x)
+    out = []
+    for t in it:
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+def reversed_of_a_local_list_then_append(x, tl):
+    local = [x, x * 2]
+    it = reversed(local)
+    local.append(x * 3)
+    out = []
+    for t in it:
+        psdb.breakgraph()
+        out.append(t + 1)
+    return out
+
+
+@pytest.mark.parametrize("fn", [reversed_after_append, enumerate_reversed_after_append, reversed_made_before_append,
+                                reversed_of_a_local_list_then_append])
+@pytest.mark.parametrize("length", [0, 2])
+def test_an_iterator_remade_at_a_loop_break_sees_the_content_it_was_made_on(fn, length) -> None:
+    """Seed 101871: ``tl.append(w); for e in reversed(tl): <graph break>`` with ``tl`` empty never ran the body.
+    At the break the loop's iterator is made again by the generated code, which did so before replaying the
+    side effects: ``reversed`` snapshots the length of the list, so it saw ``tl`` without the appended item.
+    An iterator is now made again before the effects or after, as its containers changed after or before it
+    was made (neither point is right for a list made in the frame and changed after: that frame runs natively)."""
+    assert_parity(fn, lambda: (paddle.ones([2]), [paddle.full([2], float(i + 2)) for i in range(length)]),
+                  min_graph_size=0)
+
+
+def return_reversed_after_append(x, tl):
+    tl.append(x)
+    return reversed(tl), x + 1
+
+
+def test_a_returned_iterator_sees_the_content_it_was_made_on() -> None:
+    """As above (seed 101871), for an iterator the translated frame returns inside a tuple: it was made before
+    the append was replayed on the caller's list."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        tl = [paddle.full([2], 5.0)]
+        it, y = fn(paddle.ones([2]), tl)
+        return [t.numpy().tolist() for t in it], y.numpy().tolist(), len(tl)
+
+    assert_translated_like_eager(observe, return_reversed_after_append, min_graph_size=0, calls=2)
+
+
+def set_items_under_no_grad(w, t, tl):
+    y = w * 2
+    with paddle.no_grad():
+        t[:] = y
+        tl[0][1:] = y[1:] if tl else y
+    return t * 3
+
+
+def test_item_assignment_of_a_differentiable_value_under_no_grad_makes_the_tensor_require_grad() -> None:
+    """Seed 103780: eager's ``t[:] = y`` under ``paddle.no_grad()``, ``y`` requiring grad, makes ``t`` require
+    grad (a new leaf: a later backward fills ``t.grad``); the compiled set_value statement left ``t`` as it
+    was. (Only ``__setitem__`` does this: ``add_``, ``copy_``, ``paddle.assign(..., output=t)`` do not.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        t, tl = paddle.zeros([2]), [paddle.zeros([2])]
+        out = fn(w, t, tl)
+        out.sum().backward()
+        return (out.stop_gradient, t.stop_gradient, tl[0].stop_gradient, t.numpy().tolist(), tl[0].numpy().tolist(),
+                None if t.grad is None else t.grad.numpy().tolist(), None if w.grad is None else w.grad.numpy().tolist())
+
+    assert_translated_like_eager(observe, set_items_under_no_grad, min_graph_size=0, calls=2)
+
+
+def scale_by_an_int_then_step_under_no_grad(x, w, n):
+    y = w * n
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def test_a_product_by_a_symbolic_int_keeps_nothing_for_its_backward() -> None:
+    """Seed 121378: once ``n`` was seen with a second value (a symbolic int), ``w * n`` was a product by a
+    tensor, whose backward keeps ``w``: the step ``w.subtract_(x)`` under no_grad then made backward refuse
+    ("modified by an inplace operation"), where eager's ``scale(w, n)`` keeps nothing. It is now that scale."""
+    def outcome(fn: Callable[..., Any], n: int) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.ones([2]), w, n).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(scale_by_an_int_then_step_under_no_grad)
+        for n in (2, 3, 4, -1):
+            assert outcome(translated, n) == outcome(scale_by_an_int_then_step_under_no_grad, n), n
+
+
+def divide_by_a_number_then_step_under_no_grad(x, w):
+    y = w / 2
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def test_a_division_by_a_number_keeps_nothing_for_its_backward() -> None:
+    """Found next to seed 121378 (known bug): eager's ``w / 2`` is ``div_scale`` (DivScaleGradNode), which
+    keeps nothing of ``w``; the program divides by a filled tensor (eager's rounding, `sir._divide_as_eager`)
+    with a divide whose backward keeps ``w``, so an in-place step of ``w`` under no_grad before ``backward()``
+    makes the translated backward refuse. (Static programs have no div_scale op.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.ones([2]), w).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, divide_by_a_number_then_step_under_no_grad, min_graph_size=0)
+
+
+def write_through_a_reshaped_view_after_a_break(y, s):
+    t = y.reshape([-1, 1]).squeeze(-1)
+    psdb.breakgraph()
+    t[0] = s
+    return t
+
+
+def test_a_view_made_with_a_dynamic_dimension_is_still_a_view_of_its_base() -> None:
+    """Seed 122592: translated again for another length (a dynamic dimension), ``reshape``/``squeeze`` of an
+    input could not be probed, so the view left the program as a tensor of its own, and ``t[0] = s`` after the
+    break no longer reached ``y``. The probe now gives a dynamic dimension a size."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        return [(lambda y: (fn(y, -0.0), str(y.numpy().tolist()))[1])(paddle.arange(n, dtype="float32") + 1)
+                for n in (4, 2, 3)]
+
+    assert_translated_like_eager(observe, write_through_a_reshaped_view_after_a_break, min_graph_size=0, calls=2)
+
+
+@contextlib.contextmanager
+def _swallowing_value_errors() -> Any:
+    try:
+        yield
+    except ValueError:
+        pass
+
+
+def failing_leaf_add_in_a_while_loop(w, t):
+    i = 0
+    while i < 2:
+        i += 1
+        with _swallowing_value_errors():
+            w.add_(t)  # (eager changes the leaf's data, then raises ValueError)
+    return w
+
+
+def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration() -> None:
+    """Seed 122287 (known bug): eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises
+    (swallowed by the manager); translated, the second iteration (in the function resuming the ``while`` loop
+    at the ``with`` statement) raises without the write. (A ``for`` loop or two plain blocks behave as eager.)"""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        fn(w, paddle.ones([2]))
+        return w.numpy().tolist()
+
+    assert_translated_like_eager(observe, failing_leaf_add_in_a_while_loop, min_graph_size=10)
+
+
+def maximum_of_a_changed_tensor_then_step(x, w):
+    w = w - paddle.tanh(x)
+    z = paddle.maximum(x, w)
+    with paddle.no_grad():
+        w.subtract_(z)
+    return w
+
+
+def test_a_backward_not_reaching_the_op_that_kept_a_changed_output_is_not_refused() -> None:
+    """Seed 122624 (known bug): ``maximum`` keeps ``w`` (a program output, changed in place after the break),
+    but ``backward()`` of ``w`` alone never reaches ``maximum``: eager computes, the translated backward refuses
+    ("modified by an inplace operation")."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = _parameter()
+        try:
+            fn(paddle.to_tensor([1.0, -1.0]), w).sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, maximum_of_a_changed_tensor_then_step, min_graph_size=0)

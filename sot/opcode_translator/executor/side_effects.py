@@ -61,6 +61,11 @@ class SideEffects:
         # How many changes of objects from outside the frame were recorded (never decreases: compared before
         # and after a simulated call, it tells whether the call changed anything the caller can see).
         self.outside_changes = 0
+        # A logical clock of container changes (any container, from outside the frame or made in it) and when
+        # each container changed: an iterator rebuilt at a break (`IteratorVariable.rebuild_after_effects`)
+        # must be made on the content its original was made on.
+        self.clock = 0
+        self.changed_at: dict[int, list[int]] = {}
 
     # -- recording --------------------------------------------------------------------------------------
     def store_attr(self, obj: "VariableBase", name: str, value: "VariableBase | None",
@@ -125,6 +130,10 @@ class SideEffects:
                                 "without a path (it could not be written back) is not supported")
         if container.tracker.is_traceable():
             self.outside_changes += 1
+        self.clock += 1
+        times = self.changed_at.setdefault(id(container), [])
+        times.append(self.clock)
+        self._undo.append(times.pop)
         if container.tracker.is_traceable() and id(container) not in self.mutated:
             self.mutated[id(container)] = container
             self._undo.append(lambda: self.mutated.pop(id(container)))

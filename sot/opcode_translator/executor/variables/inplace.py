@@ -194,6 +194,13 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
                                "unless under no_grad, where later uses must reach the leaf's gradient)")
     if not graph.grad_mode and not target.meta.stop_gradient:
         _break_natively(views, f"in-place {op} under no_grad on a tensor that requires grad runs natively")
+    if not graph.grad_mode and fn is set_items and \
+            any(not operand.meta.stop_gradient for operand in _tensors_in(args[2:])):
+        # (eager's ``__setitem__`` passes a differentiable value's flag on to the tensor whatever the grad
+        # mode: under no_grad the tensor then requires grad with no gradient node, a new leaf; the other
+        # in-place ops, and the set_value statement of a program, leave the flag as it was)
+        _break_natively(views, f"{op} of a value that requires grad under no_grad makes the tensor require grad "
+                               "(a new leaf, as eager's __setitem__ does): runs natively")
     saver = saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
@@ -555,14 +562,21 @@ PROBE_MAX_ELEMENTS = 1 << 24
 
 
 def _run_probe(statement: Statement, args: tuple, kwargs: dict) -> Probe:
+    """A dynamic dimension gets a size (`DYNAMIC_STAND_IN`): whether an op makes a view does not depend on the
+    sizes, and an unknown answer keeps a view of an input from being made again from it after the program (fuzz
+    seed 122592: ``t = y.reshape([-1, 1]).squeeze(-1)`` translated again for another length, ``t[0] = s``
+    after a break no longer reached ``y``)."""
+    def concrete(shape: tuple[int, ...]) -> list[int]:
+        return [DYNAMIC_STAND_IN if dim < 0 else dim for dim in shape]
+
     metas = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, MetaInfo)]
-    if any(dim <= 0 for meta in metas for dim in meta.shape):
-        return _UNKNOWN  # a dynamic dimension, or an empty tensor (no memory to compare)
-    if sum(math.prod(meta.shape) for meta in metas) > PROBE_MAX_ELEMENTS:
+    if any(dim == 0 for meta in metas for dim in meta.shape):
+        return _UNKNOWN  # an empty tensor (no memory to compare)
+    if sum(math.prod(concrete(meta.shape)) for meta in metas) > PROBE_MAX_ELEMENTS:
         return _UNKNOWN
 
     def zeros(leaf: Any) -> Any:
-        return paddle.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
+        return paddle.zeros(concrete(leaf.shape), leaf.dtype) if isinstance(leaf, MetaInfo) else leaf
 
     call_args = map_structure(zeros, args)
     call_kwargs = {k: map_structure(zeros, v) for k, v in kwargs.items()}

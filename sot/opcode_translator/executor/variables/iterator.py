@@ -32,6 +32,7 @@ class IteratorVariable(VariableBase):
         self.consumed = False
         self.spent = False  # consumed by a simulation rolled back since (`_consume`)
         self.loop_offset: int | None = None  # the FOR_ITER of the translated frame stepping it, if any
+        self.made_at = graph.side_effects.clock  # (container changes up to this tick came before it)
 
     def _consume(self) -> None:
         """Items are taken from now on. Undone when the simulation rolls back to before the first (a graph
@@ -74,6 +75,56 @@ class IteratorVariable(VariableBase):
             return []
         fn, args = self.rebuild
         return [*([fn] if isinstance(fn, VariableBase) else []), *args]
+
+    def rebuild_after_effects(self) -> bool:
+        """Whether the generated code of a break must make this iterator again after the side effects are
+        replayed (True) or before (False, with the other values read at the break).
+
+        Iterators snapshot their container when made: ``reversed(lst)`` its length, ``iter(d)`` a dict's size
+        (to raise on a change). Remade before the replay, an iterator over a container from outside that the
+        frame changed first sees the old content (``lst.append(t); for e in reversed(lst)`` skipped ``t``);
+        after it, one the frame made first then changed sees the new. So: changes only before it was made ->
+        after the replay; only after -> before (the replay changes the real container under it as eager's
+        changes did). Otherwise (a container made in the frame, rebuilt from its final items, changed after;
+        changes on both sides) no point is right, unless iterators over plain lists are all it takes: a list
+        iterator that has taken nothing sees whatever the list holds when stepped."""
+        if self.rebuild is None or self.consumed:
+            return False
+        effects = self.graph.side_effects
+        containers = self._containers()
+        times = [t for c in containers for t in effects.changed_at.get(id(c), ())]
+        before = any(t <= self.made_at for t in times)
+        after = any(t > self.made_at for t in times)
+        if not after:
+            return before
+        if self._steps_lists_only():
+            return False
+        if before or not all(c.tracker.is_traceable() for c in containers if effects.changed_at.get(id(c))):
+            raise FallbackError(f"an iterator ({self.description}) over a container changed after it was made "
+                                "cannot be made again at a graph break")
+        return False
+
+    def _containers(self) -> list[VariableBase]:
+        """The variables (and their direct parts: a dict view's dict) this iterator's rebuild reads, through
+        the iterators it wraps."""
+        found: list[VariableBase] = []
+        for arg in self.rebuild[1] if self.rebuild else ():
+            if isinstance(arg, IteratorVariable):
+                found += arg._containers()
+            else:
+                found += [arg, *arg.children()]
+        return found
+
+    def _steps_lists_only(self) -> bool:
+        """``iter``/``enumerate``/``zip``/``map``/``filter`` over lists (or iterators of such): nothing snapshot."""
+        from .container import ListVariable
+
+        if self.rebuild is None or self.rebuild[0] not in (iter, enumerate, zip, map, filter):
+            return False
+        fn, args = self.rebuild
+        iterated = args[1:] if fn in (map, filter) else args[:1] if fn is enumerate else args
+        return all(a._steps_lists_only() if isinstance(a, IteratorVariable) else isinstance(a, ListVariable)
+                   for a in iterated)
 
     def _reconstruct_computed(self, codegen: Any) -> None:
         if self.rebuild is None or self.consumed:

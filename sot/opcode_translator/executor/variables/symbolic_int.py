@@ -396,6 +396,26 @@ _FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
 _SCALING_OPERATORS = frozenset({operator.mul, operator.imul})
 
 
+def eager_scaling(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``x * n`` (or ``n * x``) of a float32/float64 tensor and a symbolic number as eager computes it with a
+    Python number: ``scale(x, n, bias=0.0)``, the number given as a 0-D tensor (cast to ``x``'s dtype). Not a
+    product by a tensor: that one keeps ``x`` for its backward (an in-place change of ``x`` afterwards, e.g. an
+    optimizer's step under no_grad, then made backward refuse where eager's scale, which keeps nothing, does
+    not: fuzz seed 121378), and turns a -0.0 product into -0.0 where the bias gives 0.0. None for other
+    operators and operands."""
+    if fn not in _SCALING_OPERATORS or len(operands) != 2:
+        return None
+    tensors = [o for o in operands if isinstance(o, TensorVariable)]
+    numbers = [o for o in operands if isinstance(o, SymbolicIntVariable)]
+    if len(tensors) != 1 or len(numbers) != 1 or tensors[0].meta.dtype not in _FLOAT_OPERAND_DTYPES:
+        return None
+    tensor = tensors[0]
+    scale = tensor_operand(tensor, numbers[0], fn)
+    zero = ConstantVariable(0.0, tensor.graph, DummyTracker())
+    return tensor.graph.call_tensor_op("api", "paddle.scale", paddle.scale, [tensor],
+                                       {"scale": scale, "bias": zero})
+
+
 def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
         VariableBase:
     """``result`` of ``fn`` on a tensor and a symbolic int (cast to a tensor by `tensor_operand`), made what
