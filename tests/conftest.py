@@ -32,17 +32,18 @@ if _CURRENT_TEST_FILE:
             out.write(nodeid)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def executors_released_per_module() -> Any:
-    """After each test module, Paddle's executor cache lets go of the interpreters of the module's programs.
-    Paddle keeps every interpreter it built (with its worker and collector threads: one per forward
+def pytest_runtest_teardown(item: Any, nextitem: Any) -> None:
+    """After the last test of each module, Paddle's executor cache lets go of the interpreters of the module's
+    programs. Paddle keeps every interpreter it built (with its worker and collector threads: one per forward
     interpreter, two more per trained program) until ``clear_executor_cache``, also once the program is
     gone; over the whole suite a process reached 5000-7000 threads, and several suites run at once on one
     machine exhausted its thread ids (``pid_max`` 32768) and hung. (Not done by ``sot.reset()``: a backward
-    still pending would rebuild its interpreter later, without sot's build flags.)"""
-    yield
-    gc.collect()
-    paddle.base.core.clear_executor_cache()
+    still pending would rebuild its interpreter later, without sot's build flags. A hook rather than a
+    module-scoped fixture: with the fixture, test_hook's refcount test counted one more reference to its code
+    objects.)"""
+    if nextitem is None or nextitem.module is not item.module:
+        gc.collect()
+        paddle.base.core.clear_executor_cache()
 
 
 @pytest.fixture(autouse=True)
