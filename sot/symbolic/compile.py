@@ -837,7 +837,12 @@ class _BuildLock:
     other moments than 3.11's): building a train program (``RunnableProgram.program_name_attr``) read a value
     of its ``no_need_buffers`` list as freed memory, a segfault in about one run in four of
     tests/symbolic/test_recompute_plan.py's held-tensor tests, none in 20 with collection held off, nor with
-    ``gc.disable()`` for the whole run. The cycles are collected by the first collection after the section."""
+    ``gc.disable()`` for the whole run. The cycles are collected by the first collection after the section.
+    A collection landing outside the sections still crashed a later build the same way (3.11, about one full
+    suite in four; a two-module reproducer in wip/README.md: 1-3 crashes in 12 runs, none with ``gc.disable()``
+    for the whole process): the young generations are collected at the start of each outermost section, where
+    nothing is being built (the reproducer: 0 in 12 runs, also with a full collection there: 0 in 9). Young
+    only: a full collection costs tens of milliseconds, and a first call opens several sections."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -852,8 +857,10 @@ class _BuildLock:
         self._lock.acquire()
         try:
             if self._depth == 0:
-                self._registries = program_registries.snapshot()
                 self._gc_was_enabled = gc.isenabled()
+                if self._gc_was_enabled:
+                    gc.collect(1)  # (the young garbage first: see the class docstring)
+                self._registries = program_registries.snapshot()
                 gc.disable()
             enter_static_section()
         except BaseException:
