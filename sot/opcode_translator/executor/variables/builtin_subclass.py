@@ -2,14 +2,16 @@
 `user_sequence`): the real object or a stand-in of its class, with its items simulated in ``content``."""
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError
-from ..tracker import Tracker
+from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ObjectVariable
 
 if TYPE_CHECKING:
+    from ...codegen import CodeGen
     from ..function_graph import FunctionGraph
 
 
@@ -58,4 +60,23 @@ class BuiltinSubclassInstanceVariable(ObjectVariable):
         return [self.cls_var, *self.content.children()]
 
 
-__all__ = ["BuiltinSubclassInstanceVariable"]
+class BuiltinSubclassMethodVariable(VariableBase):
+    """A method of the builtin base (``owner.base``) bound to a `BuiltinSubclassInstanceVariable`
+    (``super().__init__``, ``self.append``, ``self.keys``): each subclass simulates it on the items (``call``)."""
+
+    def __init__(self, owner: BuiltinSubclassInstanceVariable, name: str) -> None:
+        super().__init__(owner.graph, DummyTracker((owner,)))
+        self.owner = owner
+        self.name = name
+
+    def children(self) -> list[VariableBase]:
+        return [self.owner]
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(types.MethodType)
+        codegen.load_const(getattr(self.owner.base, self.name))  # type: ignore[attr-defined]
+        codegen.reconstruct(self.owner)
+        codegen.call(2)
+
+
+__all__ = ["BuiltinSubclassInstanceVariable", "BuiltinSubclassMethodVariable"]

@@ -26,7 +26,7 @@ from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
-from .builtin_subclass import BuiltinSubclassInstanceVariable
+from .builtin_subclass import BuiltinSubclassInstanceVariable, BuiltinSubclassMethodVariable
 from .container import DictVariable, DictViewVariable, ListVariable, _dict_setitem, _is_constant_key, dict_key
 
 if TYPE_CHECKING:
@@ -224,23 +224,9 @@ def is_mapping_like(var: VariableBase) -> bool:
     return is_user_instance(var) and defines(var, "keys") and defines(var, "__getitem__")
 
 
-class MappingMethodVariable(VariableBase):
+class MappingMethodVariable(BuiltinSubclassMethodVariable):
     """A builtin method of the mapping base bound to a `MappingInstanceVariable` (``super().__setitem__``,
     ``self.keys``): simulated on its items."""
-
-    def __init__(self, owner: MappingInstanceVariable, name: str) -> None:
-        super().__init__(owner.graph, DummyTracker((owner,)))
-        self.owner = owner
-        self.name = name
-
-    def children(self) -> list[VariableBase]:
-        return [self.owner]
-
-    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        codegen.load_callable_const(types.MethodType)
-        codegen.load_const(getattr(self.owner.base, self.name))
-        codegen.reconstruct(self.owner)
-        codegen.call(2)
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return mapping_operation(self.owner, self.name, args, kwargs)

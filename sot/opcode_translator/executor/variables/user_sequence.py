@@ -26,7 +26,7 @@ from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
-from .builtin_subclass import BuiltinSubclassInstanceVariable
+from .builtin_subclass import BuiltinSubclassInstanceVariable, BuiltinSubclassMethodVariable
 from .container import ListVariable
 from .user_mapping import MappingItemTracker
 
@@ -170,23 +170,9 @@ class SequenceInstanceVariable(BuiltinSubclassInstanceVariable):
         return f"SequenceInstanceVariable({type(self.value).__name__}: {self.content._items!r})"
 
 
-class SequenceMethodVariable(VariableBase):
+class SequenceMethodVariable(BuiltinSubclassMethodVariable):
     """A builtin method of ``list`` bound to a `SequenceInstanceVariable` (``super().__init__``,
     ``self.append``): simulated on its items."""
-
-    def __init__(self, owner: SequenceInstanceVariable, name: str) -> None:
-        super().__init__(owner.graph, DummyTracker((owner,)))
-        self.owner = owner
-        self.name = name
-
-    def children(self) -> list[VariableBase]:
-        return [self.owner]
-
-    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        codegen.load_callable_const(types.MethodType)
-        codegen.load_const(getattr(list, self.name))
-        codegen.reconstruct(self.owner)
-        codegen.call(2)
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return sequence_operation(self.owner, self.name, args, kwargs)
