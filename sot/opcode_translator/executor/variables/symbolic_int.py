@@ -416,6 +416,27 @@ def eager_scaling(fn: Callable[..., Any], operands: list[VariableBase]) -> Varia
                                        {"scale": scale, "bias": zero})
 
 
+_DIVISION_OPERATORS = frozenset({operator.truediv, operator.itruediv})
+
+
+def eager_reflected_division(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``n / x`` of a symbolic number and a tensor as eager computes it with a Python number: the number
+    filled to ``x``'s shape, then divided. Not a 0-D operand broadcast: Paddle's CPU divide takes another path
+    for equal shapes, whose float32 quotient can be an ulp off the broadcast one (with AVX-512: one element in
+    66 of ``(1/3) / x``). ``x / n`` needs nothing: eager divides by a 0-D tensor there. None for other
+    operators and operands."""
+    if fn not in _DIVISION_OPERATORS or len(operands) != 2:
+        return None
+    number, tensor = operands
+    if not isinstance(number, SymbolicIntVariable) or not isinstance(tensor, TensorVariable):
+        return None
+    graph = tensor.graph
+    operand = tensor_operand(tensor, number, fn)
+    if isinstance(operand, TensorVariable):
+        operand = graph.call_tensor_op("api", "paddle.expand_as", paddle.expand_as, [operand, tensor], {})
+    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, [operand, tensor], {})
+
+
 def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
         VariableBase:
     """``result`` of ``fn`` on a tensor and a symbolic int (cast to a tensor by `tensor_operand`), made what
