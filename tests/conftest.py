@@ -1,6 +1,7 @@
 """Shared fixtures: quiet Paddle, a clean translation cache for every test, and parity helpers."""
 from __future__ import annotations
 
+import faulthandler
 import gc
 import inspect
 import os
@@ -30,6 +31,27 @@ if _CURRENT_TEST_FILE:
         ``pytest -q`` names no test, and faulthandler prints only Python frames)."""
         with open(_CURRENT_TEST_FILE, "w") as out:
             out.write(nodeid)
+
+
+# A test that hangs (a deadlock) ends the run after this many seconds, with the Python stacks of every
+# thread, instead of holding CI until its own time limit kills it with nothing printed (the slowest test takes
+# about 20 s here).
+HANG_LIMIT_S = float(os.environ.get("SOT_TEST_HANG_LIMIT", "600"))
+_hang_report_fd = -1  # (the real stderr: fd 2 is captured inside tests)
+
+
+def pytest_configure(config: Any) -> None:
+    global _hang_report_fd
+    _hang_report_fd = os.dup(sys.stderr.fileno())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    faulthandler.dump_traceback_later(HANG_LIMIT_S, exit=True, file=_hang_report_fd)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_runtest_teardown(item: Any, nextitem: Any) -> None:

@@ -852,7 +852,9 @@ class _BuildLock:
         self._gc_was_enabled = False  # (whether the outermost section turned automatic collection off)
 
     # (Either bookkeeping call can raise, a RecursionError near the limit: the lock is never kept by a failed
-    # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever.)
+    # acquire nor by a release whose bookkeeping failed, else every other thread would wait on it forever. So
+    # the failure paths call no Python function, which would raise again there: collection is turned back on
+    # inline.)
     def acquire(self) -> bool:
         self._lock.acquire()
         try:
@@ -864,9 +866,12 @@ class _BuildLock:
                 gc.disable()
             enter_static_section()
         except BaseException:
-            if self._depth == 0:
-                self._restore_gc()
-            self._lock.release()
+            try:
+                if self._depth == 0 and self._gc_was_enabled:
+                    self._gc_was_enabled = False
+                    gc.enable()
+            finally:
+                self._lock.release()
             raise
         self._depth += 1
         return True
@@ -878,7 +883,9 @@ class _BuildLock:
                     program_registries.forget_added_since(self._registries)
                 finally:
                     self._registries = []
-                    self._restore_gc()
+                    if self._gc_was_enabled:
+                        self._gc_was_enabled = False
+                        gc.enable()
                     while self._deferred:
                         self._deferred.pop()()
         finally:
@@ -887,12 +894,6 @@ class _BuildLock:
                 leave_static_section()
             finally:
                 self._lock.release()
-
-    def _restore_gc(self) -> None:
-        """Collection back on if the outermost section turned it off (its acquire failed, or it ends)."""
-        if self._gc_was_enabled:
-            self._gc_was_enabled = False
-            gc.enable()
 
     def run_outside_builds(self, action: Callable[[], None]) -> None:
         """Run ``action`` now if no thread is building, else when the build ends (by its thread)."""

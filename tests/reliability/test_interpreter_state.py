@@ -4,6 +4,7 @@ results stay correct; recursion limits behave as they do eagerly."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import warnings
@@ -396,6 +397,7 @@ def test_the_build_lock_is_free_after_recursion_hits_the_limit(min_graph_size: i
     t.start()
     t.join()
     assert acquired == [True], "the build lock is still held after the RecursionError"
+    assert gc.isenabled(), "automatic garbage collection stayed off after the RecursionError"
 
 
 @pytest.mark.parametrize("min_graph_size", [0, 10])
