@@ -2,10 +2,12 @@
 `user_sequence`): the real object or a stand-in of its class, with its items simulated in ``content``."""
 from __future__ import annotations
 
+import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ....errors import BreakGraphError
+from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ObjectVariable
@@ -21,6 +23,13 @@ class BuiltinSubclassInstanceVariable(ObjectVariable):
     (set by the subclass) holds its items."""
 
     content: VariableBase
+    base: type  # the builtin base whose methods are simulated on ``content``
+    # Set by each subclass: the builtin classes whose methods it simulates, the names of those methods (the
+    # ones that read the items and the ones that change them), and the variable of such a bound method.
+    BUILTIN_BASES: ClassVar[tuple[type, ...]]
+    READING_METHODS: ClassVar[frozenset[str]]
+    CHANGING_METHODS: ClassVar[frozenset[str]]
+    METHOD_VARIABLE: ClassVar[type["BuiltinSubclassMethodVariable"]]
 
     def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker,
                  cls_var: VariableBase | None = None) -> None:
@@ -59,10 +68,64 @@ class BuiltinSubclassInstanceVariable(ObjectVariable):
             return []  # (read from the frame: rebuilt from its path)
         return [self.cls_var, *self.content.children()]
 
+    # -- the container protocol: a Python method of the class first, else the base's on ``content`` ------
+    def _own(self, name: str) -> types.FunctionType | None:
+        from .dunder import user_method
+
+        return user_method(self, name)
+
+    def base_method(self, name: str) -> VariableBase | None:
+        """``self.<name>`` resolved to the builtin base (``super().name`` past the user's classes, or a C
+        method found on the type): a callable acting on the simulated items; None for other names."""
+        if name not in self.READING_METHODS and name not in self.CHANGING_METHODS:
+            return None
+        return self.METHOD_VARIABLE(self, name)
+
+    def getattr(self, name: str) -> VariableBase:
+        found = inspect.getattr_static(type(self.value), name, None)
+        shadowed = (self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT
+                    or name in getattr(self.value, "__dict__", {}))  # (by an attribute of the instance)
+        if getattr(found, "__objclass__", None) in self.BUILTIN_BASES and not shadowed:
+            method = self.base_method(name)
+            if method is None:
+                raise BreakGraphError(f"{type(self.value).__name__}.{name}() of the {self.base.__name__} base runs "
+                                      "natively")
+            return method
+        return super().getattr(name)
+
+    def _base_call(self, name: str, args: list[VariableBase]) -> VariableBase:
+        return self.METHOD_VARIABLE(self, name).call(args, {})
+
+    def getitem(self, key: VariableBase) -> VariableBase:
+        if self._own("__getitem__") is not None:
+            return super().getitem(key)
+        return self._base_call("__getitem__", [key])
+
+    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
+        name = "__setitem__" if value is not None else "__delitem__"
+        if self._own(name) is not None:
+            return super().setitem(key, value)
+        self._base_call(name, [key] if value is None else [key, value])
+
+    def length(self) -> int:
+        if self._own("__len__") is not None:
+            return super().length()
+        return self.content.length()
+
+    def bool(self) -> bool:
+        if self._own("__bool__") is not None or self._own("__len__") is not None:
+            return super().bool()
+        return self.content.length() > 0
+
+    def unpack(self) -> list[VariableBase]:
+        return self.iterator().unpack()  # type: ignore[union-attr]
+
 
 class BuiltinSubclassMethodVariable(VariableBase):
     """A method of the builtin base (``owner.base``) bound to a `BuiltinSubclassInstanceVariable`
     (``super().__init__``, ``self.append``, ``self.keys``): each subclass simulates it on the items (``call``)."""
+
+    owner: BuiltinSubclassInstanceVariable
 
     def __init__(self, owner: BuiltinSubclassInstanceVariable, name: str) -> None:
         super().__init__(owner.graph, DummyTracker((owner,)))

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import collections
 import inspect
-import types
 from typing import TYPE_CHECKING, Any
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
@@ -140,61 +138,12 @@ class MappingInstanceVariable(BuiltinSubclassInstanceVariable):
         items = DictVariable(dict(self.content.items), self.graph, DummyTracker(tuple(self.content.items.values())))
         codegen.call_helper(new_mapping_instance, [self.cls_var, items])
 
-    # -- the mapping protocol: a Python method of the class first, else the base's on ``content`` --------
-    def _own(self, name: str) -> types.FunctionType | None:
-        from .dunder import user_method
-
-        return user_method(self, name)
-
-    def base_method(self, name: str) -> VariableBase | None:
-        """``self.<name>`` resolved to the builtin mapping base (``super().name`` past the user's classes, or
-        a C method found on the type): a callable acting on the simulated items; None for other names."""
-        if name not in _READING_METHODS and name not in _CHANGING_METHODS:
-            return None
-        return MappingMethodVariable(self, name)
-
-    def getattr(self, name: str) -> VariableBase:
-        found = inspect.getattr_static(type(self.value), name, None)
-        shadowed = (self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT
-                    or name in getattr(self.value, "__dict__", {}))  # (by an attribute of the instance)
-        if getattr(found, "__objclass__", None) in MAPPING_BASES and not shadowed:
-            method = self.base_method(name)
-            if method is None:
-                raise BreakGraphError(f"{type(self.value).__name__}.{name}() of the {self.base.__name__} base runs "
-                                      "natively")
-            return method
-        return super().getattr(name)
-
-    def getitem(self, key: VariableBase) -> VariableBase:
-        if self._own("__getitem__") is not None:
-            return super().getitem(key)
-        return self.base_method("__getitem__").call([key], {})  # type: ignore[union-attr]
-
-    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
-        name = "__setitem__" if value is not None else "__delitem__"
-        if self._own(name) is not None:
-            return super().setitem(key, value)
-        self.base_method(name).call([key] if value is None else [key, value], {})  # type: ignore[union-attr]
-
-    def length(self) -> int:
-        if self._own("__len__") is not None:
-            return super().length()
-        return self.content.length()
-
-    def bool(self) -> bool:
-        if self._own("__bool__") is not None or self._own("__len__") is not None:
-            return super().bool()
-        return self.content.length() > 0
-
     def iterator(self) -> "VariableBase | None":
         if self._own("__iter__") is not None:
             return super().iterator()
         from .iterator import iterate
 
         return iterate(ListVariable(self.content.iter_items(), self.graph, DummyTracker((self,))))
-
-    def unpack(self) -> list[VariableBase]:
-        return self.iterator().unpack()  # type: ignore[union-attr]
 
     def mapping_items(self) -> dict[Any, VariableBase]:
         """What ``dict(self)`` copies: the raw items when iteration is dict's own (CPython's fast path), else
@@ -230,6 +179,12 @@ class MappingMethodVariable(BuiltinSubclassMethodVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return mapping_operation(self.owner, self.name, args, kwargs)
+
+
+MappingInstanceVariable.BUILTIN_BASES = MAPPING_BASES
+MappingInstanceVariable.READING_METHODS = _READING_METHODS
+MappingInstanceVariable.CHANGING_METHODS = _CHANGING_METHODS
+MappingInstanceVariable.METHOD_VARIABLE = MappingMethodVariable
 
 
 def mapping_operation(owner: MappingInstanceVariable, name: str, args: list[VariableBase],

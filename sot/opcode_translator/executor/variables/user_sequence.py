@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import inspect
 import operator
-import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
-from ..side_effects import ABSENT
 from ..tracker import DummyTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, is_plain_instance
@@ -59,6 +57,7 @@ class SequenceInstanceVariable(BuiltinSubclassInstanceVariable):
     stand-in of the class without items (made in the frame); ``content`` holds its items."""
 
     base = list
+    BUILTIN_BASES = (list,)
 
     def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker,
                  cls_var: VariableBase | None = None) -> None:
@@ -113,58 +112,10 @@ class SequenceInstanceVariable(BuiltinSubclassInstanceVariable):
             raise FallbackError(f"a {type(self.value).__name__} holding itself is not rebuilt yet")
         codegen.call_helper(new_sequence_instance, [self.cls_var, self._final_items()])
 
-    # -- the sequence protocol: a Python method of the class first, else list's on ``content`` -----------
-    def _own(self, name: str) -> types.FunctionType | None:
-        from .dunder import user_method
-
-        return user_method(self, name)
-
-    def base_method(self, name: str) -> VariableBase | None:
-        """``self.<name>`` resolved to ``list`` (``super().name`` past the user's classes, or a C method found
-        on the type): a callable acting on the simulated items; None for other names."""
-        if name not in _READING_METHODS and name not in _CHANGING_METHODS:
-            return None
-        return SequenceMethodVariable(self, name)
-
-    def getattr(self, name: str) -> VariableBase:
-        found = inspect.getattr_static(type(self.value), name, None)
-        shadowed = (self.graph.side_effects.lookup_attr(self.value, name) is not ABSENT
-                    or name in getattr(self.value, "__dict__", {}))  # (by an attribute of the instance)
-        if getattr(found, "__objclass__", None) is list and not shadowed:
-            method = self.base_method(name)
-            if method is None:
-                raise BreakGraphError(f"{type(self.value).__name__}.{name}() of the list base runs natively")
-            return method
-        return super().getattr(name)
-
-    def getitem(self, key: VariableBase) -> VariableBase:
-        if self._own("__getitem__") is not None:
-            return super().getitem(key)
-        return sequence_operation(self, "__getitem__", [key], {})
-
-    def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
-        name = "__setitem__" if value is not None else "__delitem__"
-        if self._own(name) is not None:
-            return super().setitem(key, value)
-        sequence_operation(self, name, [key] if value is None else [key, value], {})
-
-    def length(self) -> int:
-        if self._own("__len__") is not None:
-            return super().length()
-        return self.content.length()
-
-    def bool(self) -> bool:
-        if self._own("__bool__") is not None or self._own("__len__") is not None:
-            return super().bool()
-        return self.content.length() > 0
-
     def iterator(self) -> "VariableBase | None":
         if self._own("__iter__") is not None:
             return super().iterator()
         return sequence_operation(self, "__iter__", [], {})
-
-    def unpack(self) -> list[VariableBase]:
-        return self.iterator().unpack()  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"SequenceInstanceVariable({type(self.value).__name__}: {self.content._items!r})"
@@ -176,6 +127,11 @@ class SequenceMethodVariable(BuiltinSubclassMethodVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         return sequence_operation(self.owner, self.name, args, kwargs)
+
+
+SequenceInstanceVariable.READING_METHODS = _READING_METHODS
+SequenceInstanceVariable.CHANGING_METHODS = _CHANGING_METHODS
+SequenceInstanceVariable.METHOD_VARIABLE = SequenceMethodVariable
 
 
 def _expect(name: str, args: list[VariableBase], kwargs: dict[str, VariableBase], *counts: int) -> None:
