@@ -639,52 +639,55 @@ def changed_in_place(program: Any, sir: StatementIR) -> tuple[tuple[int, ...], t
     """The indexes of ``sir``'s inputs and the held tensors whose memory an in-place op of the built ``program``
     (any block) writes: Paddle's own table of each op's in-place outputs (``get_op_inplace_info``: output index
     -> operand index; ``batch_norm_`` writes ``mean_out`` into ``mean``), each operand followed back through
-    earlier in-place ops to the value it started as, a program input (``pd_op.data``, named as the SIR's input)
-    or a held tensor (``builtin.parameter``). None when the program cannot be read (another Paddle version)."""
+    earlier in-place ops to the value it started as (`_in_place_origin`), a program input (``pd_op.data``, named
+    as the SIR's input) or a held tensor (``builtin.parameter``). None when the program cannot be read (another
+    Paddle version)."""
     try:
         inplace_info = core.pir.get_op_inplace_info
-        written: list[Any] = []
-        for op in forward_ops(program):
-            written.extend(op.operand_source(operand) for operand in inplace_info(op).values())
         input_names, held_names = set(), set()
-        for value in written:
-            source = value.get_defining_op()
-            while source is not None and value.index() in inplace_info(source):  # (an earlier in-place op)
-                value = source.operand_source(inplace_info(source)[value.index()])
-                source = value.get_defining_op()
-            if source is None:
-                continue
-            if source.name() == "pd_op.data":
-                input_names.add(source.attrs()["name"])
-            elif source.name() == "builtin.parameter":
-                held_names.add(source.attrs()["parameter_name"])
+        for op in forward_ops(program):
+            for operand in inplace_info(op).values():
+                source = _in_place_origin(op.operand_source(operand), inplace_info)
+                if source is None:
+                    continue
+                if source.name() == "pd_op.data":
+                    input_names.add(source.attrs()["name"])
+                elif source.name() == "builtin.parameter":
+                    held_names.add(source.attrs()["parameter_name"])
     except Exception:  # noqa: BLE001 - another Paddle version: the caller's fallback
         return None
     return (tuple(i for i, symbol in enumerate(sir.inputs) if symbol.name in input_names),
             tuple(t for t in getattr(program, "_params", None) or () if t.name in held_names))
 
 
+def _in_place_origin(value: Any, inplace_info: Callable[[Any], dict[int, int]]) -> Any:
+    """The op defining the value whose memory ``value`` is: ``value`` followed back through the in-place ops
+    that wrote it (an in-place output is its operand's memory). None for a value no op defines."""
+    source = value.get_defining_op()
+    while source is not None and value.index() in inplace_info(source):
+        value = source.operand_source(inplace_info(source)[value.index()])
+        source = value.get_defining_op()
+    return source
+
+
 def _held_read_through_in_place_outputs(program: Any, middles: set[str]) -> set[str]:
     """The names of the held tensors whose memory the backward program reads as an output of an in-place op of
     the forward (the statistics of a batch norm: ``batch_norm_`` writes ``mean_out`` into ``mean``, and its
-    gradient reads ``mean_out``): ``middles`` are the forward's intermediate values the backward reads. An
-    output ``<name>_out`` of an in-place op is the op's input ``<name>`` (Paddle's naming of in-place outputs).
-    Eager's op keeps that tensor (its backward refuses once it changed in place), and the program's backward
-    would read its new values. (Empty when the program cannot be read.)"""
+    gradient reads ``mean_out``): ``middles`` are the forward's intermediate values the backward reads, each
+    followed back to its memory's origin (`_in_place_origin`). Eager's op keeps that tensor (its backward
+    refuses once it changed in place), and the program's backward would read its new values. (Empty when the
+    program cannot be read.)"""
     found: set[str] = set()
     try:
+        inplace_info = core.pir.get_op_inplace_info
         for op in program.train_program.forward_program.global_block().ops:
             if op.name() != "builtin.shadow_output" or op.attrs().get("output_name") not in middles:
                 continue
             value = op.operand_source(0)
             producer = value.get_defining_op()
-            if producer is None or not producer.name().endswith("_"):
-                continue
-            output_name = producer.get_output_names()[value.index()]
-            input_names = producer.get_input_names()
-            if not output_name.endswith("_out") or output_name[:-4] not in input_names:
-                continue
-            source = producer.operand_source(input_names.index(output_name[:-4])).get_defining_op()
+            if producer is None or value.index() not in inplace_info(producer):
+                continue  # (not an in-place output: a value of its own)
+            source = _in_place_origin(value, inplace_info)
             if source is not None and source.name() == "builtin.parameter":
                 found.add(source.attrs()["parameter_name"])
     except Exception:  # noqa: BLE001 - another Paddle version: what the backward reads directly only
