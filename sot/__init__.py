@@ -24,10 +24,12 @@ from .translate import symbolic_translate  # noqa: E402
 
 
 def reset() -> None:
-    """Forget every cached translation and compiled program; statistics restart from zero."""
+    """Forget every cached translation and compiled program; statistics restart from zero. Paddle's
+    interpreters of the programs are freed too once none of them is alive (`compile.drop_unused_interpreters`:
+    outputs still holding their backward keep them)."""
     from .eval_frame_ext import reset_cache
     from .stats import reset_counters
-    from .symbolic.compile import clear_compiled
+    from .symbolic.compile import clear_compiled, drop_unused_interpreters
 
     from .opcode_translator.callback import forget_warnings, purge_cache_records
     from .opcode_translator.executor.dynamic_shape import forget as forget_dynamic_dims
@@ -40,6 +42,7 @@ def reset() -> None:
     forget_dynamic_dims()
     forget_metas()
     reset_counters()
+    drop_unused_interpreters()
 
 
 def skip_function(fn):  # type: ignore[no-untyped-def]

@@ -107,6 +107,8 @@ class CompiledProgram:
         this = weakref.ref(self)
         self._layer_watches = [call.watch(lambda _, this=this, release=_release: release(this))
                                for call in sir.layer_calls()]
+        _RUNNABLE.add(self)
+        weakref.finalize(self, _program_gone)
 
     def _static_function(self) -> Any:
         """``run_sir`` of the SIR as a ``paddle.jit.to_static`` function; when `_forward_only`, its outputs
@@ -140,6 +142,8 @@ class CompiledProgram:
         self._vjp_programs.clear()
         self._layer_watches = []
         self._cost.forget_samples()
+        _RUNNABLE.discard(self)
+        _program_gone()
 
     @property
     def choice(self) -> str | None:
@@ -972,3 +976,43 @@ def _release(program_ref: "weakref.ref[CompiledProgram]", is_finalizing: Callabl
 def clear_compiled() -> None:
     """Forget every compiled program (``sot.reset()``)."""
     _compiled.clear()
+
+
+# The compiled programs that can still run (alive and not released), and whether a reset asked for the
+# interpreters of the others to be dropped: see `drop_unused_interpreters`.
+_RUNNABLE: "weakref.WeakSet[CompiledProgram]" = weakref.WeakSet()
+_DROP_REQUESTED = [False]
+
+
+def drop_unused_interpreters() -> bool:
+    """Empty Paddle's global interpreter cache if no program of sot can run again, and say whether it did;
+    else the last program to go does it (``sot.reset()``: the programs it lets go often die later, in a
+    garbage collection, or once outputs holding their backward are gone).
+
+    Paddle keeps every interpreter it built, with its threads (one per forward interpreter, two more per
+    trained program) and its lowered copy of the program, until ``core.clear_executor_cache()``, which drops
+    them all (there is no per-program eviction): without it, the programs a reset let go stayed in memory (2
+    threads and ~0.5 MB each). Only when nothing can be running one: no program of sot alive (a live one would
+    rebuild its interpreters without the build flags), no build in progress, no other Python thread (one could
+    be inside a Paddle program, the user's own ``to_static`` ones included, whose interpreter would be freed
+    under it). The backward of an output of a dropped program that is still to run rebuilds its interpreter
+    with Paddle's defaults, as Paddle's own ``to_static`` backward is built."""
+    _DROP_REQUESTED[0] = True
+    if threading.active_count() != 1 or any(True for _ in _RUNNABLE):
+        return False
+    if not BUILD_LOCK._lock.acquire(blocking=False):
+        return False
+    try:
+        if BUILD_LOCK._depth:  # (this thread is inside a build)
+            return False
+        core.clear_executor_cache()
+        _DROP_REQUESTED[0] = False
+        return True
+    finally:
+        BUILD_LOCK._lock.release()
+
+
+def _program_gone() -> None:
+    """A program died or was released: the drop a reset asked for may be possible now."""
+    if _DROP_REQUESTED[0] and not sys.is_finalizing():
+        drop_unused_interpreters()
