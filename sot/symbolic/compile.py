@@ -531,17 +531,19 @@ class CompiledProgram:
             watch.last_scope = scopes[0] if scopes and use_scope_cache else None
             made = use_scope_cache and len(scope_cache.get(cache_key, ())) > known
             watch.made += made
-            if (not use_scope_cache or made) and not watch.building:
+            thread = threading.get_ident()
+            if (not use_scope_cache or made) and thread not in watch.building:
                 BUILD_LOCK.acquire()  # (the flags are process-wide: released by _end_scope_build)
-                watch.building = True
+                watch.building.add(thread)
                 BUILD_FLAGS.enter(flags)
             return scopes
 
         program._create_scope_vec = create_scope_vec
 
     def _end_scope_build(self) -> None:
-        if self._scopes.building:
-            self._scopes.building = False
+        thread = threading.get_ident()
+        if thread in self._scopes.building:
+            self._scopes.building.discard(thread)
             try:
                 BUILD_FLAGS.exit()
             finally:
@@ -704,7 +706,10 @@ class _ScopeWatch:
     """What `CompiledProgram._watch_new_scopes` saw of the program runner's scopes (one interpreter each for
     the forward and the backward program, built by their first run in the scope)."""
 
-    building: bool = False  # this run made a new scope: its forward interpreter is built under the flags
+    # The threads whose current run made a new scope: its forward interpreter is built under the flags, with
+    # the build lock held by that thread (per thread: a run of another thread ending meanwhile must not
+    # release it).
+    building: set[int] = dataclasses.field(default_factory=set)
     last: int | None = None  # id of the scope of the latest run
     last_scope: Any = None  # that scope, when it is one of the runner's cache (`kept_scope` may keep it)
     backward_built: set = dataclasses.field(default_factory=set)  # ids of scopes whose backward ran

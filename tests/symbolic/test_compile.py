@@ -177,3 +177,41 @@ def test_calls_past_the_busy_scope_limit_run_as_the_eager_replay(monkeypatch: py
         np.testing.assert_allclose(out.numpy(), expected[0].numpy(), rtol=1e-6)
     for mine, eager in zip(layer.parameters(), reference.parameters()):
         np.testing.assert_allclose(mine.grad.numpy(), eager.grad.numpy(), rtol=1e-4, atol=1e-4)  # (sums of ~100)
+
+
+def test_a_run_of_another_thread_ending_does_not_release_the_build_lock_of_a_new_scope() -> None:
+    """A run making a new scope holds the build lock (its interpreter is built under the flags) until it ends;
+    a run of the same program ending in another thread meanwhile released it in that thread's name: the lock
+    failed there, and the building thread, its mark gone, kept the lock forever (every later translation in
+    another thread waited on it)."""
+    import threading
+
+    fn = sot.symbolic_translate(small_chain)
+    x = paddle.randn([ROWS, ROWS])
+    with sot.config.patch(min_graph_size=0):
+        fn(x)
+    (program,) = [p for p in compile_module._compiled.values() if p.sir.name == "small_chain"]
+    program._program._create_scope_vec(cache_key=None, use_scope_cache=False)  # (this thread: builds a scope)
+    other_failures: list[BaseException] = []
+
+    def end_in_another_thread() -> None:
+        try:
+            program._end_scope_build()  # (a run of the same program ending there: nothing of its own to end)
+        except BaseException as failure:  # noqa: BLE001
+            other_failures.append(failure)
+
+    ender = threading.Thread(target=end_in_another_thread)
+    ender.start()
+    ender.join()
+    program._end_scope_build()
+    acquired: list[bool] = []
+
+    def acquire() -> None:
+        acquired.append(compile_module.BUILD_LOCK._lock.acquire(timeout=5))
+        if acquired[0]:
+            compile_module.BUILD_LOCK._lock.release()
+
+    checker = threading.Thread(target=acquire)
+    checker.start()
+    checker.join()
+    assert other_failures == [] and acquired == [True], (other_failures, acquired)
