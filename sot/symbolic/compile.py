@@ -719,18 +719,18 @@ class _ScopeWatch:
 def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outputs: list) -> None:
     """Have the backward interpreter of the latest run's scope built under the program's ``flags``: it is
     built by the first backward pass through the scope, out of any call of the program. A hook on the
-    outputs sets the flags when the first output gradient arrives (the program's grad node runs next); a
-    final hook of the backward pass puts the user's values back (if the pass raises, at the end of the next
-    pass: the flags only tune the collector and the in-place pass of interpreters built meanwhile)."""
+    outputs sets the flags when the first output gradient arrives (the program's grad node runs next); the
+    end of the backward pass puts the user's values back (`backward_pass.at_pass_end`)."""
     scope = scopes.last
-    if _add_backward_final_hook is None or scope is None:
+    if scope is None:
         return
 
     def on_output_grad(grad: Any) -> None:
         if scope not in scopes.backward_built:
             scopes.backward_built.add(scope)
             BUILD_FLAGS.enter(flags)
-            _add_backward_final_hook(BUILD_FLAGS.exit)
+            if not backward_pass.at_pass_end(BUILD_FLAGS.exit):
+                BUILD_FLAGS.exit()
 
     # (at every run until a backward went through the scope, i.e. at every forward-only call: the hooks are
     # registered without the public wrapper's decorator, check and helper object)
@@ -739,7 +739,6 @@ def _build_backward_under_flags(scopes: _ScopeWatch, flags: dict[str, Any], outp
             out._register_grad_hook(on_output_grad)
 
 
-_add_backward_final_hook = getattr(paddle.base.core.eager, "_add_backward_final_hook", None)
 
 
 def _existing_flag_names(names: list[str]) -> list[str]:

@@ -80,7 +80,6 @@ from .version_check import parameters_read, producers, statements_reached
 if TYPE_CHECKING:
     from .compile import CompiledProgram
 
-_add_backward_final_hook = paddle.base.core.eager._add_backward_final_hook  # runs once, when a pass ends
 _vjp_names = itertools.count()
 
 
@@ -212,7 +211,7 @@ class _RecomputedCall:
             if not self.output_grads:
                 # A pass may end before the inputs' hook runs (``paddle.grad`` of an output itself): what it
                 # noted must not reach the next pass.
-                _add_backward_final_hook(self.output_grads.clear)
+                backward_pass.at_pass_end(self.output_grads.clear)
             self.output_grads[index] = grad
 
         return note
@@ -225,7 +224,7 @@ class _RecomputedCall:
             running = backward_pass.current()
             if self.results is None or self.results[0] is not running:
                 self.results = (running, self.input_gradients(zeros))
-                _add_backward_final_hook(self._forget_results)  # (a pass may not reach every tensor's hook)
+                backward_pass.at_pass_end(self._forget_results)  # (a pass may not reach every tensor's hook)
             return _C_ops.reshape(self.results[1][position], [-1])
 
         return gradient
@@ -251,8 +250,8 @@ class _RecomputedCall:
         backward_pass.refuse_as_eager(refused)
 
     def _forget_results(self) -> None:
-        """(At the end of the pass; a pass that raised has its final hooks run at the end of the next one: the
-        results also name their pass, when it is recorded.)"""
+        """(At the end of the pass, `backward_pass.at_pass_end`; the results also name their pass, when it is
+        recorded.)"""
         self.results = None
 
     def input_gradients(self, zeros: paddle.Tensor) -> list[paddle.Tensor]:

@@ -53,8 +53,6 @@ from .version_check import _modified_in_place_summary
 # call's `higher_order.OwnBackwardCall` and the output's index (`watch_call`).
 OWN_BACKWARD_OUTPUT = "_sot_own_backward_output"
 
-_add_backward_final_hook = getattr(core.eager, "_add_backward_final_hook", None)
-
 # A scope's values: (variable name, a tensor sharing its memory).
 Snapshot = list[tuple[str, Any]]
 
@@ -121,8 +119,7 @@ class _CallScope:
             if self.snapshot is not None:
                 self.snapshot = None
                 # (returned once the node has run: a run the pass makes meanwhile, from a hook, must not get it)
-                if _add_backward_final_hook is not None:
-                    _add_backward_final_hook(self.put_back)
+                backward_pass.at_pass_end(self.put_back)
         elif self.snapshot is None and not self.consumed:
             self.keep()
 

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default="same_function_cold",
                         choices=["same_function_warm", "same_function_cold", "same_function_cold_repeated",
-                                 "different_functions"])
+                                 "different_functions", "training_one_layer"])
     parser.add_argument("--min-graph-size", type=int, default=10)
     parser.add_argument("-n", "--iterations", type=int, default=400)
     args = parser.parse_args(argv)

@@ -178,6 +178,31 @@ def scenario_reset_while_calling(min_graph_size: int, iterations: int = 80) -> N
     assert not wrong, f"{len(wrong)} wrong results, e.g. {wrong[:3]}"
 
 
+def scenario_training_one_layer(min_graph_size: int, iterations: int = 30) -> None:
+    """Four threads train one translated layer at once, keeping outputs over several calls (their scopes stay
+    busy: runs make new scopes, and backward passes overlap). On demand only (stress_threads): Paddle's
+    process-wide final backward hooks, which sot used, were run and cleared by other threads' passes (a
+    segfault in RunBackward, or a hook called on a freed object, about once in eight runs of this); left: a
+    backward reading a scope that holds no memory, about once in sixteen runs."""
+    paddle.seed(0)
+    layer = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.Tanh(), paddle.nn.Linear(16, 4))
+    x = paddle.randn([4, 8])
+    with sot.config.patch(min_graph_size=min_graph_size):
+        translated = sot.symbolic_translate(layer)
+        translated(x).sum().backward()
+
+        def worker(i: int) -> None:
+            held = []
+            for k in range(iterations):
+                held.append(translated(x))
+                if k % 7 == 6:
+                    sum(out.sum() for out in held).backward()
+                    held.clear()
+
+        _run_threads(worker)
+    assert all(np.isfinite(p.grad.numpy()).all() for p in layer.parameters())
+
+
 SCENARIOS = [(name, mgs) for name in ("same_function_warm", "same_function_cold", "different_functions",
                                       "reset_while_calling")
              for mgs in (0, 10)] + [("same_function_cold_repeated", 10)]
