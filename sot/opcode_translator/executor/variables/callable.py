@@ -9,6 +9,7 @@ import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
@@ -1146,6 +1147,55 @@ def _pure_builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> 
     if member_of(_PURE_PADDLE_FUNCTIONS, value):
         return PureFunctionVariable(value, graph, tracker)
     return None
+
+
+# numpy functions of numbers only, without effects (a ufunc without ``out=``; these reductions): folded when
+# every argument is a known number or a list/tuple of them and the result is a number (``np.sqrt(d_k)`` scaling
+# attention scores, ``int(np.prod(x.shape[1:]))`` flattening). Other numpy functions may write files
+# (``np.save``) or return a new mutable array: they run natively.
+_PURE_NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
+    "prod", "sum", "mean", "max", "min", "amax", "amin", "round", "around", "clip", "all", "any", "argmax",
+    "argmin", "median", "std", "var", "dot", "ptp", "count_nonzero", "trace") if hasattr(np, name))
+
+
+def _pure_numpy_callable(value: Any) -> bool:
+    """A ufunc, a function of `_PURE_NUMPY_FUNCTIONS`, or a numpy scalar type (``np.float32(0.5)``)."""
+    if isinstance(value, np.ufunc) or member_of(_PURE_NUMPY_FUNCTIONS, value):
+        return True
+    return isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy"
+
+
+class NumpyFunctionVariable(CallableVariable):
+    """A pure numpy function (`_pure_numpy_callable`) called with known numbers: folded into a number, the
+    arguments guarded. With a tensor or an array argument (the call would read its data, or make an array) it
+    runs natively."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        name = getattr(self.value, "__name__", repr(self.value))
+        if not all(_known_numbers(var) for var in [*args, *kwargs.values()]) or "out" in kwargs:
+            raise BreakGraphError(f"numpy.{name}() of values that are not Python numbers runs natively")
+        values = [var.get_py_value() for var in args]
+        kw_values = {key: var.get_py_value() for key, var in kwargs.items()}
+        result = self.graph.run_user_python(self.value, values, kw_values)
+        if not isinstance(result, (np.generic, int, float, bool, complex)):
+            raise BreakGraphError(f"numpy.{name}() makes a {type(result).__name__}: runs natively")
+        for var in [self, *args, *kwargs.values()]:
+            self.graph.add_guard(var)
+        return VariableFactory.from_value(result, self.graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+def _known_numbers(var: VariableBase) -> bool:
+    """A Python or numpy number, or a list/tuple of them (a shape), at any depth."""
+    from .container import SequenceVariable
+
+    if isinstance(var, SequenceVariable):
+        return all(_known_numbers(item) for item in var.items)
+    return isinstance(var, ConstantVariable) and isinstance(var.value, (np.generic, int, float, bool, complex))
+
+
+@VariableFactory.register(74)
+def _numpy_function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return NumpyFunctionVariable(value, graph, tracker) if _pure_numpy_callable(value) else None
 
 
 class GuardedQueryVariable(CallableVariable):
