@@ -146,3 +146,17 @@ def test_a_float64_model_with_python_float_constants_is_eager_bit_for_bit() -> N
     assert_grads_equal(model, eager, rtol=1e-12, atol=0)
     stats = sot.stats()
     assert stats.graph_breaks == 0 and stats.fallbacks == 0 and stats.compiled_graphs == 1, stats_line(stats)
+
+
+def test_a_float_accumulated_across_logging_breaks_is_not_retranslated_per_step() -> None:
+    """``total += float(loss)`` between two breaks: the resume function receives ``total`` and the new float,
+    folds their sum and guards both values, so each step translates it again until the cache limit (then it
+    runs eagerly, with a warning). Results are right; the counts should not grow with the number of steps."""
+    data = [(randn(4, 8, seed=i), randint(0, 4, (4,), seed=10 + i)) for i in range(12)]
+    model, optimizer, scheduler = _training_setup()
+    sot.symbolic_translate(train)(model, optimizer, scheduler, data[:4], [], epochs=1)
+    few = sot.stats().translate_count
+    sot.reset()
+    model, optimizer, scheduler = _training_setup()
+    sot.symbolic_translate(train)(model, optimizer, scheduler, data, [], epochs=1)
+    assert sot.stats().translate_count == few, stats_line(sot.stats())
