@@ -573,11 +573,25 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
                                 DummyTracker((obj, classes)))
     if not isinstance(obj, (ObjectVariable, ConstantVariable)):
         graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
-        result = issubclass(obj.get_py_type(), classes.get_py_value())
+        result = _is_instance_of_type(obj.get_py_type(), classes.get_py_value())
     else:
         graph.add_guard(obj)
         result = isinstance(obj.get_py_value(), classes.get_py_value())
     return ConstantVariable(result, graph, DummyTracker((obj, classes)))
+
+
+def _is_instance_of_type(py_type: type, classes: Any) -> bool:
+    """``isinstance`` of a value known by its exact type only (a tensor, a container). A class whose metaclass
+    answers ``isinstance`` itself is asked with an empty instance of that type: Paddle's ``Variable``
+    (``paddle.static.Variable``) says True for every eager tensor, though ``paddle.Tensor`` is no subclass."""
+    flat = classes if isinstance(classes, tuple) else (classes,)
+    if py_type is paddle.Tensor and any(_answers_instancecheck(cls) for cls in flat):
+        return isinstance(paddle.Tensor(), classes)
+    return issubclass(py_type, classes)
+
+
+def _answers_instancecheck(cls: Any) -> bool:
+    return isinstance(cls, type) and type(cls).__instancecheck__ is not type.__instancecheck__
 
 
 @builtin_rule(type)
@@ -1135,7 +1149,9 @@ _PURE_MODULES = ("math", "cmath", "operator", "_operator")
 
 # Paddle functions of known values only, without effects: folded (``paddle.finfo(x.dtype).min`` in an
 # attention mask; their results are constants, see basic.CONSTANT_TYPES).
-_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo})
+_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo,
+                                    # a dtype's name (``paddle.distribution`` checks its parameters' dtypes)
+                                    paddle.base.data_feeder.convert_dtype})
 
 
 @VariableFactory.register(75)
@@ -1212,7 +1228,9 @@ class GuardedQueryVariable(CallableVariable):
 
 # Built once: the factory asks about every value it wraps.
 _GUARDED_QUERIES = frozenset({paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
-                              paddle.base.framework.in_dygraph_mode, paddle.device.get_device,
+                              paddle.base.framework.in_dygraph_mode, paddle.framework.in_dynamic_or_pir_mode,
+                              paddle.base.framework.in_pir_mode,
+                              paddle.device.get_device,
                               paddle.distributed.get_rank, paddle.distributed.get_world_size,
                               paddle.amp.is_float16_supported, paddle.amp.is_bfloat16_supported,
                               *(getattr(module, name) for module in (paddle, paddle.device)
