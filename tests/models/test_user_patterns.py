@@ -148,6 +148,54 @@ def test_a_float64_model_with_python_float_constants_is_eager_bit_for_bit() -> N
     assert stats.graph_breaks == 0 and stats.fallbacks == 0 and stats.compiled_graphs == 1, stats_line(stats)
 
 
+
+# -- a policy network with paddle.distribution ---------------------------------------------------------------------
+
+
+class GaussianPolicy(nn.Layer):
+    """An actor-critic head as RL code writes it: ``Normal(mu, std)`` log-probabilities and entropy, a
+    ``Categorical`` over discrete actions, ``sample()`` for the rollout."""
+
+    def __init__(self, observations: int = 4, actions: int = 2) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(observations, 16), nn.Tanh())
+        self.mu = nn.Linear(16, actions)
+        self.log_std = self.create_parameter([actions], default_initializer=nn.initializer.Constant(-0.5))
+        self.value = nn.Linear(16, 1)
+
+    def forward(self, obs: paddle.Tensor, actions: paddle.Tensor) -> tuple:
+        h = self.body(obs)
+        dist = paddle.distribution.Normal(self.mu(h), self.log_std.exp())
+        log_prob = dist.log_prob(actions).sum(-1)
+        entropy = dist.entropy().sum(-1).mean()
+        discrete = paddle.distribution.Categorical(F.softmax(self.mu(h), axis=-1))
+        sampled = dist.sample([3])
+        return log_prob, entropy, self.value(h).squeeze(-1), discrete.entropy(), sampled
+
+
+def test_a_policy_with_paddle_distributions_is_one_graph() -> None:
+    """``paddle.distribution`` ran natively (each method a break); simulated, its ``isinstance(x, Variable)``
+    (a metaclass check, True for every eager tensor) was False and the frame fell back."""
+    paddle.seed(3)
+    model = GaussianPolicy()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    obs, actions = randn(5, 4, seed=1), randn(5, 2, seed=2)
+    for call in range(2):
+        paddle.seed(10 + call)
+        out = fast(obs, actions)
+        paddle.seed(10 + call)
+        e_out = eager(obs, actions)
+        assert_close(out, e_out, f"call {call}")
+        sum(t.sum() for t in out[:4]).backward()
+        sum(t.sum() for t in e_out[:4]).backward()
+        assert_grads_equal(model, eager)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert (stats.translate_count, stats.compiled_graphs, stats.graph_breaks, stats.fallbacks) == (1, 1, 0, 0), \
+        stats_line(stats)
+
 def test_a_float_accumulated_across_logging_breaks_is_not_retranslated_per_step() -> None:
     """``total += float(loss)`` between two breaks: the resume function receives ``total`` and the new float,
     folds their sum and guards both values, so each step translates it again until the cache limit (then it
