@@ -236,8 +236,10 @@ class LoopEntry(NamedTuple):
 
 
 def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
-    """The `LoopEntry` of the loop at ``for_iter_offset``."""
-    instructions = list(dis.get_instructions(code))
+    """The `LoopEntry` of the loop at ``for_iter_offset``. ``EXTENDED_ARG`` prefixes are no instructions of
+    their own here: a ``FOR_ITER`` jumping past a long body (over 255 code units) carries one, and the
+    ``GET_ITER`` is still the instruction before it."""
+    instructions = [instr for instr in dis.get_instructions(code) if instr.opname != "EXTENDED_ARG"]
     at = [instr.offset for instr in instructions].index(for_iter_offset)
     before = instructions[at - 1]
     if before.opname == "GET_ITER":

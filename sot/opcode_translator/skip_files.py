@@ -126,7 +126,10 @@ def should_skip(code: types.CodeType, globals_: dict) -> bool:
 
 # Library code that is still worth inlining into the caller's graph rather than running natively: Paddle's
 # layer helpers are plain Python over tensors and Python values (masks, shape bookkeeping).
-_INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,)
+_INLINABLE_LIBRARY_DIRS = (_PADDLE_DIR + "nn" + os.sep + "layer" + os.sep,
+                           # ``paddle.distribution``: tensor arithmetic in Python classes (a policy network's
+                           # ``Normal(mu, std).log_prob(a)``); run natively, each method call broke the graph.
+                           _PADDLE_DIR + "distribution" + os.sep)
 # Paddle's forward pre-hooks that re-parametrize a layer's weight at every call (``weight_norm``,
 # ``spectral_norm``): tensor arithmetic on the layer's parameters and a ``setattr`` of the result. Run natively
 # they would break the graph before every such layer.

@@ -10,6 +10,7 @@ that the translation counts with few and with many items are the same.
 from __future__ import annotations
 
 import contextlib
+import dis
 import io
 import sys
 
@@ -485,4 +486,38 @@ def test_a_break_inside_an_inner_loop(compile_all, capsys, fn):
     # iterator the outer loop's stands in) runs natively around a body function of its own.
     found = _counts_over(fn, lambda n: (_tensor(0), [[_tensor(i), _tensor(i + 50)] for i in range(n)])
                          if fn is inner_loop_breaks else (_tensor(0), [_tensor(i) for i in range(n)]))
+    _bounded(found)
+
+
+def long_body(x, xs):
+    """A loop body long enough (over 255 code units) for its ``FOR_ITER`` to carry an ``EXTENDED_ARG``, as a
+    training loop's body with its logging often is."""
+    log = {"sum": [], "max": [], "min": [], "mean": []}
+    for t in xs:
+        h = x * 2 + t
+        h = paddle.tanh(h) + paddle.sin(h) * 0.5 - paddle.cos(h) * 0.25
+        h = paddle.clip(h, -2.0, 2.0) + paddle.abs(h).sqrt() * 0.1
+        h = h * 0.5 + paddle.exp(-h * h)
+        print("item")
+        log["sum"].append(h.sum())
+        log["max"].append(h.max())
+        log["min"].append(h.min())
+        log["mean"].append(h.mean())
+        y = paddle.stack([h.sum(), h.max(), h.min(), h.mean()])
+        x = x + y.mean() * 0.01 - h * 0.001 + paddle.where(h > 0, h, paddle.zeros_like(h)) * 0.001
+        x = x + paddle.nn.functional.relu(h - 1.0) * 0.001 + paddle.nn.functional.sigmoid(h) * 0.001
+        x = x + paddle.nn.functional.softmax(h, axis=-1) * 0.001 + paddle.logsumexp(h) * 0.001
+        x = x + paddle.nn.functional.gelu(h) * 0.001 + paddle.nn.functional.silu(h) * 0.001
+        x = x + paddle.nn.functional.softplus(h) * 0.001 + paddle.nn.functional.tanhshrink(h) * 0.001
+        x = paddle.clip(x, -10.0, 10.0) + paddle.nn.functional.hardswish(x) * 0.001
+        x = x + paddle.nn.functional.leaky_relu(h, 0.1) * 0.001 + paddle.nn.functional.elu(h) * 0.001
+        x = x + paddle.nn.functional.mish(h) * 0.001 + paddle.nn.functional.log_sigmoid(h) * 0.001
+    return x, log
+
+
+def test_a_break_in_a_loop_whose_head_carries_an_extended_arg(compile_all, capsys):
+    instructions = list(dis.get_instructions(long_body))
+    heads = [at for at, instr in enumerate(instructions) if instr.opname == "FOR_ITER"]
+    assert any(instructions[at - 1].opname == "EXTENDED_ARG" for at in heads)  # (the case under test)
+    found = _counts_over(long_body, lambda n: (_tensor(0), [_tensor(i) for i in range(n)]))
     _bounded(found)

@@ -9,6 +9,7 @@ import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
@@ -308,8 +309,8 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     ``api`` statement calling the operator."""
     from .container import container_operator
     from .dunder import dunder_operator
-    from .symbolic_int import (eager_reflected_division, eager_scaling, symbolic_arithmetic, tensor_operand,
-                               with_eager_scale_bias)
+    from .symbolic_int import (eager_constant_operand, eager_reflected_division, eager_scaling, symbolic_arithmetic,
+                               tensor_operand, with_eager_scale_bias)
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -329,7 +330,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
     if tensor is None:
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
-    for eager_form in (eager_scaling, eager_reflected_division):
+    for eager_form in (eager_scaling, eager_reflected_division, eager_constant_operand):
         result = eager_form(fn, operands)
         if result is not None:
             return result
@@ -572,11 +573,25 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
                                 DummyTracker((obj, classes)))
     if not isinstance(obj, (ObjectVariable, ConstantVariable)):
         graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
-        result = issubclass(obj.get_py_type(), classes.get_py_value())
+        result = _is_instance_of_type(obj.get_py_type(), classes.get_py_value())
     else:
         graph.add_guard(obj)
         result = isinstance(obj.get_py_value(), classes.get_py_value())
     return ConstantVariable(result, graph, DummyTracker((obj, classes)))
+
+
+def _is_instance_of_type(py_type: type, classes: Any) -> bool:
+    """``isinstance`` of a value known by its exact type only (a tensor, a container). A class whose metaclass
+    answers ``isinstance`` itself is asked with an empty instance of that type: Paddle's ``Variable``
+    (``paddle.static.Variable``) says True for every eager tensor, though ``paddle.Tensor`` is no subclass."""
+    flat = classes if isinstance(classes, tuple) else (classes,)
+    if py_type is paddle.Tensor and any(_answers_instancecheck(cls) for cls in flat):
+        return isinstance(paddle.Tensor(), classes)
+    return issubclass(py_type, classes)
+
+
+def _answers_instancecheck(cls: Any) -> bool:
+    return isinstance(cls, type) and type(cls).__instancecheck__ is not type.__instancecheck__
 
 
 @builtin_rule(type)
@@ -1134,7 +1149,9 @@ _PURE_MODULES = ("math", "cmath", "operator", "_operator")
 
 # Paddle functions of known values only, without effects: folded (``paddle.finfo(x.dtype).min`` in an
 # attention mask; their results are constants, see basic.CONSTANT_TYPES).
-_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo})
+_PURE_PADDLE_FUNCTIONS = frozenset({paddle.finfo, paddle.iinfo,
+                                    # a dtype's name (``paddle.distribution`` checks its parameters' dtypes)
+                                    paddle.base.data_feeder.convert_dtype})
 
 
 @VariableFactory.register(75)
@@ -1146,6 +1163,55 @@ def _pure_builtin_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> 
     if member_of(_PURE_PADDLE_FUNCTIONS, value):
         return PureFunctionVariable(value, graph, tracker)
     return None
+
+
+# numpy functions of numbers only, without effects (a ufunc without ``out=``; these reductions): folded when
+# every argument is a known number or a list/tuple of them and the result is a number (``np.sqrt(d_k)`` scaling
+# attention scores, ``int(np.prod(x.shape[1:]))`` flattening). Other numpy functions may write files
+# (``np.save``) or return a new mutable array: they run natively.
+_PURE_NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
+    "prod", "sum", "mean", "max", "min", "amax", "amin", "round", "around", "clip", "all", "any", "argmax",
+    "argmin", "median", "std", "var", "dot", "ptp", "count_nonzero", "trace") if hasattr(np, name))
+
+
+def _pure_numpy_callable(value: Any) -> bool:
+    """A ufunc, a function of `_PURE_NUMPY_FUNCTIONS`, or a numpy scalar type (``np.float32(0.5)``)."""
+    if isinstance(value, np.ufunc) or member_of(_PURE_NUMPY_FUNCTIONS, value):
+        return True
+    return isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy"
+
+
+class NumpyFunctionVariable(CallableVariable):
+    """A pure numpy function (`_pure_numpy_callable`) called with known numbers: folded into a number, the
+    arguments guarded. With a tensor or an array argument (the call would read its data, or make an array) it
+    runs natively."""
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        name = getattr(self.value, "__name__", repr(self.value))
+        if not all(_known_numbers(var) for var in [*args, *kwargs.values()]) or "out" in kwargs:
+            raise BreakGraphError(f"numpy.{name}() of values that are not Python numbers runs natively")
+        values = [var.get_py_value() for var in args]
+        kw_values = {key: var.get_py_value() for key, var in kwargs.items()}
+        result = self.graph.run_user_python(self.value, values, kw_values)
+        if not isinstance(result, (np.generic, int, float, bool, complex)):
+            raise BreakGraphError(f"numpy.{name}() makes a {type(result).__name__}: runs natively")
+        for var in [self, *args, *kwargs.values()]:
+            self.graph.add_guard(var)
+        return VariableFactory.from_value(result, self.graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+def _known_numbers(var: VariableBase) -> bool:
+    """A Python or numpy number, or a list/tuple of them (a shape), at any depth."""
+    from .container import SequenceVariable
+
+    if isinstance(var, SequenceVariable):
+        return all(_known_numbers(item) for item in var.items)
+    return isinstance(var, ConstantVariable) and isinstance(var.value, (np.generic, int, float, bool, complex))
+
+
+@VariableFactory.register(74)
+def _numpy_function_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return NumpyFunctionVariable(value, graph, tracker) if _pure_numpy_callable(value) else None
 
 
 class GuardedQueryVariable(CallableVariable):
@@ -1162,7 +1228,9 @@ class GuardedQueryVariable(CallableVariable):
 
 # Built once: the factory asks about every value it wraps.
 _GUARDED_QUERIES = frozenset({paddle.get_default_dtype, paddle.in_dynamic_mode, paddle.framework.in_dynamic_mode,
-                              paddle.base.framework.in_dygraph_mode, paddle.device.get_device,
+                              paddle.base.framework.in_dygraph_mode, paddle.framework.in_dynamic_or_pir_mode,
+                              paddle.base.framework.in_pir_mode,
+                              paddle.device.get_device,
                               paddle.distributed.get_rank, paddle.distributed.get_world_size,
                               paddle.amp.is_float16_supported, paddle.amp.is_bfloat16_supported,
                               *(getattr(module, name) for module in (paddle, paddle.device)

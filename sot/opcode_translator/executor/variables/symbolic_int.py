@@ -22,6 +22,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import paddle
 
 from ....errors import BreakGraphError
@@ -414,6 +415,60 @@ def eager_scaling(fn: Callable[..., Any], operands: list[VariableBase]) -> Varia
     zero = ConstantVariable(0.0, tensor.graph, DummyTracker())
     return tensor.graph.call_tensor_op("api", "paddle.scale", paddle.scale, [tensor],
                                        {"scale": scale, "bias": zero})
+
+
+# How eager Paddle computes a tensor operator with a Python number where a program replaying the operator on
+# its values computes otherwise (measured on Paddle 3.3, bit for bit):
+# * ``x ** c`` of a floating tensor: eager's ``pow`` takes the exponent as an op attribute, the program's
+#   ``Value.__pow__`` an ``elementwise_pow`` by a filled tensor, another kernel (``x ** 3`` an ulp off in float32);
+# * ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a float64 tensor: eager keeps ``c`` a double, the program's
+#   ``scale`` takes it as a float32 attribute (``x + math.pi`` 1e-7 off; ``x * 1e-300`` 0.0).
+_POWER_OPERATORS = frozenset({operator.pow})
+_DOUBLE_CONSTANT_OPERATORS = frozenset({operator.add, operator.sub, operator.mul})
+
+
+def _needs_double(value: Any) -> bool:
+    """A Python number a float32 attribute would change."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return float(np.float32(value)) != value
+    except OverflowError:
+        return True
+
+
+def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``x ** c`` of a floating tensor as ``paddle.pow(x, c)``; ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a
+    float64 tensor and a number ``c`` a float32 would round, with ``c`` a 0-D float64 tensor (the product a
+    ``scale`` by it, as eager's: its bias turns -0.0 into 0.0). None otherwise (the plain operator is eager's)."""
+    if len(operands) != 2 or not all(type(o) in (TensorVariable, ConstantVariable) for o in operands):
+        return None
+    left, right = operands
+    if fn in _POWER_OPERATORS:
+        if not isinstance(left, TensorVariable) or not isinstance(right, ConstantVariable) \
+                or type(right.value) not in (int, float) or left.meta.dtype not in _FLOAT_OPERAND_DTYPES:
+            return None
+        right.graph.add_guard(right)
+        return left.graph.call_tensor_op("api", "paddle.pow", paddle.pow, [left, right], {})
+    if fn not in _DOUBLE_CONSTANT_OPERATORS:
+        return None
+    tensor, number = (left, right) if isinstance(left, TensorVariable) else (right, left)
+    if not isinstance(tensor, TensorVariable) or not isinstance(number, ConstantVariable) \
+            or tensor.meta.dtype != paddle.float64 or not _needs_double(number.value):
+        return None
+    graph = tensor.graph
+    graph.add_guard(number)
+    from .basic import ObjectVariable
+    from .container import ListVariable
+
+    filled = graph.call_tensor_op("api", "paddle.full", paddle.full,
+                                  [ListVariable([], graph, DummyTracker(())), number,
+                                   ObjectVariable(paddle.float64, graph, DummyTracker())], {})
+    if fn is operator.mul:
+        zero = ConstantVariable(0.0, graph, DummyTracker())
+        return graph.call_tensor_op("api", "paddle.scale", paddle.scale, [tensor], {"scale": filled, "bias": zero})
+    ordered = [tensor, filled] if tensor is left else [filled, tensor]
+    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, ordered, {})
 
 
 _DIVISION_OPERATORS = frozenset({operator.truediv, operator.itruediv})
