@@ -1173,3 +1173,24 @@ def test_a_backward_not_reaching_the_op_that_kept_a_changed_output_is_not_refuse
         return w.grad.numpy().tolist()
 
     assert_translated_like_eager(observe, maximum_of_a_changed_tensor_then_step, min_graph_size=0)
+
+
+# -- lists of tensors handed to an op ---------------------------------------------------------------------
+def stack_the_tensors_of_a_list(tl):
+    return paddle.stack(tl)
+
+
+def concat_the_tensors_of_a_list(tl):
+    return paddle.concat(tl)
+
+
+@pytest.mark.parametrize("fn", [stack_the_tensors_of_a_list, concat_the_tensors_of_a_list])
+def test_a_list_of_tensors_handed_to_an_op_is_guarded_by_its_length(fn: Callable[..., Any]) -> None:
+    """Found next to seed 140000: a list argument passed whole to ``paddle.stack``/``concat`` guarded each of
+    its items but not its length, so a call with a longer list hit the entry made for the shorter one and
+    returned its stack of the first items only (a wrong answer)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        return [f([paddle.full([2], float(i)) for i in range(n)]).numpy().tolist() for n in (3, 5, 3, 2)]
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+    assert sot.stats().translate_count == 3  # (one entry per length)

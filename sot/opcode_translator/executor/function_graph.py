@@ -590,6 +590,7 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
+            var.length()  # (the program is made for this many items: a list from outside guards its length)
             items = [self._to_sir_arg(item) for item in var.items]
             # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
             # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
