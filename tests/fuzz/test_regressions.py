@@ -1175,7 +1175,38 @@ def test_a_backward_not_reaching_the_op_that_kept_a_changed_output_is_not_refuse
     assert_translated_like_eager(observe, maximum_of_a_changed_tensor_then_step, min_graph_size=0)
 
 
-# -- lists of tensors handed to an op ---------------------------------------------------------------------
+# -- ops giving one output per index of a dynamic dimension; lists of tensors handed to an op -------------
+def stack_the_doubled_items(y):
+    return paddle.stack([c * 2 for c in y.unbind()])
+
+
+def stack_the_items_of_a_product(y):
+    return paddle.stack((y * 2).unbind())
+
+
+def first_column_plus_one(y):
+    return paddle.unstack(y, axis=-1)[0] + 1
+
+
+@pytest.mark.parametrize("fn, shapes, breaks", [
+    (stack_the_doubled_items, [[3], [5], [7], [5]], 0),
+    (stack_the_items_of_a_product, [[3], [5], [7], [5]], 1),
+    (first_column_plus_one, [[2, 3], [2, 5], [2, 7]], 0),
+], ids=["input", "computed", "unstack"])
+def test_unbinding_a_dynamic_dimension_pins_it(fn: Callable[..., Any], shapes: list[list[int]],
+                                               breaks: int) -> None:
+    """Seed 140000: translated again for a second length (a dynamic dimension), ``y.unbind()`` was inferred on
+    a -1 dimension and Paddle's static op aborted the process (``std::length_error``: a vector of -1 outputs).
+    The dimension an op makes one output per index of is now pinned (an input's: its value guarded, so each
+    length gets its entry) or breaks the graph (a computed tensor's: the op runs natively)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        return [np.round(f(paddle.arange(int(np.prod(s)), dtype="float32").reshape(s)).numpy(), 4).tolist()
+                for s in shapes]
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+    assert sot.stats().graph_breaks == breaks
+
+
 def stack_the_tensors_of_a_list(tl):
     return paddle.stack(tl)
 
