@@ -1225,3 +1225,25 @@ def test_a_list_of_tensors_handed_to_an_op_is_guarded_by_its_length(fn: Callable
 
     assert_translated_like_eager(observe, fn, min_graph_size=0)
     assert sot.stats().translate_count == 3  # (one entry per length)
+
+
+def unbind_after_a_slice_assignment(y, w):
+    y[1:] = (y + w)[1:]
+    with paddle.no_grad():
+        w.add_(paddle.stack([c * 2 for c in y.unbind()]) * 0.1)
+    return w
+
+
+def test_unbinding_a_dynamic_dimension_of_an_input_changed_in_place_breaks_the_graph() -> None:
+    """Seed 140000 again: ``y`` changed in place is a symbol the program computes from its -1 input, so
+    pinning the input's dimension left the op on -1 there (the process aborted building the program); the
+    graph breaks instead (the op runs natively)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        results = []
+        for n in (3, 3, 5, 3):
+            y, w = paddle.arange(n, dtype="float32"), paddle.ones([n])
+            w.stop_gradient = False
+            results.append((f(y, w).numpy().tolist(), y.numpy().tolist()))
+        return results
+
+    assert_translated_like_eager(observe, unbind_after_a_slice_assignment, min_graph_size=0)

@@ -620,7 +620,7 @@ class FunctionGraph:
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
         if kind in ("api", "method"):
-            self._pin_counted_axis(target, args, kwargs)
+            self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
         # (a symbolic float is a tensor only as an operator's operand, made so by `apply_operator`)
         args, kwargs = pin_floats(list(args)), pin_floats(dict(kwargs))
@@ -659,9 +659,11 @@ class FunctionGraph:
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
 
-    def _pin_counted_axis(self, target: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> None:
+    def _pin_counted_axis(self, name: str, target: Any, args: list[VariableBase],
+                          kwargs: dict[str, VariableBase]) -> None:
         """An op giving one output per index along an axis (``unbind``) needs that dimension as a number: a
-        dynamic one is pinned (an input's: its value is guarded) or breaks the graph (a computed tensor's)."""
+        dynamic one is pinned (an input's: its value is guarded) or breaks the graph (a computed tensor's, or
+        an input's changed in place)."""
         found = counted_axis(target, args, kwargs)
         if found is None or not isinstance(found[0], TensorVariable):
             return
@@ -671,6 +673,8 @@ class FunctionGraph:
         axis = axis.get_py_value() if isinstance(axis, VariableBase) else axis
         if isinstance(axis, int) and -len(tensor.meta.shape) <= axis < len(tensor.meta.shape) \
                 and tensor.meta.shape[axis] == -1:
+            if tensor.is_rebound:  # (its symbol is computed from the -1 of the input in the program)
+                raise BreakGraphError(f"{name} of a dynamic dimension of a tensor changed in place")
             tensor.concrete_shape()
 
     def layer_state_changed_in_frame(self, layer: Any) -> bool:
