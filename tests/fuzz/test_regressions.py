@@ -1247,3 +1247,36 @@ def test_unbinding_a_dynamic_dimension_of_an_input_changed_in_place_breaks_the_g
         return results
 
     assert_translated_like_eager(observe, unbind_after_a_slice_assignment, min_graph_size=0)
+
+
+# -- gradient requirement of outputs from inputs their op gives no gradient ------------------------------
+def _unordered_parameter() -> paddle.Tensor:
+    return paddle.to_tensor([0.5, -1.0, 2.0], stop_gradient=False)
+
+
+def gather_by_the_order_of_another(x, w):
+    return paddle.gather(x, paddle.argsort(w, descending=True))
+
+
+def index_by_the_order_of_another(x, w):
+    return x[paddle.argsort(w)]
+
+
+def clip_below_the_minimum_of_another(x, w):
+    return paddle.clip(x, min=w.min())
+
+
+@pytest.mark.parametrize("fn", [gather_by_the_order_of_another, index_by_the_order_of_another,
+                                clip_below_the_minimum_of_another])
+def test_an_input_the_backward_gives_no_gradient_does_not_make_the_output_require_grad(
+        fn: Callable[..., Any]) -> None:
+    """Seed 140192: eager's ``argsort`` of ``w`` (requiring grad) gives indices requiring grad, yet
+    ``gather(x, indices)`` does not require grad (its backward gives the index no gradient); the translated
+    output did (every input counted). Only the inputs the op's backward gives a gradient to count now (PIR's
+    input grad semantics), for ``clip``'s bound and ``expand_as``'s target as well."""
+    def observe(f: Callable[..., Any]) -> Any:
+        out = f(paddle.to_tensor([1.0, -2.0, 3.0]), _unordered_parameter())
+        return out.numpy().tolist(), out.stop_gradient
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+
