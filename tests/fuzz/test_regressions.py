@@ -1280,3 +1280,18 @@ def test_an_input_the_backward_gives_no_gradient_does_not_make_the_output_requir
 
     assert_translated_like_eager(observe, fn, min_graph_size=0)
 
+
+def top_index(w):
+    return paddle.topk(w, 1)[1]
+
+
+def test_a_program_returning_integer_indices_requiring_grad_is_compiled() -> None:
+    """Found next to seed 140192: eager's ``topk`` indices of a tensor requiring grad require grad too; the
+    probe of what eager autograd refuses differentiated them, and Paddle's ``topk_grad`` crashed the process
+    (segmentation fault). Integer outputs are left out of the probe (they never get a gradient)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        out = f(_unordered_parameter())
+        return out.numpy().tolist(), out.stop_gradient
+
+    assert_translated_like_eager(observe, top_index, min_graph_size=0)
+    assert sot.stats().compiled_graphs == 1
