@@ -1295,3 +1295,28 @@ def test_a_program_returning_integer_indices_requiring_grad_is_compiled() -> Non
 
     assert_translated_like_eager(observe, top_index, min_graph_size=0)
     assert sot.stats().compiled_graphs == 1
+
+
+def float_of_a_product_then_step(x, y, w):
+    t = w - y[1]
+    value = float(paddle.dot(x, w))  # (a graph break: the program's product is read natively)
+    with paddle.no_grad():
+        w.add_(y * 0.1)
+    return t, value
+
+
+def test_a_backward_not_reaching_a_product_read_at_a_break_is_not_refused() -> None:
+    """Seed 142014 (known bug): ``dot`` keeps ``w`` for its backward, but ``backward()`` of ``t`` (``w - y[1]``)
+    never reaches it; eager computes after ``w`` is stepped in place, the translated backward refuses ("modified
+    by an inplace operation") when the product is read with ``float()`` at the graph break (not when the break
+    is ``psdb.breakgraph()`` with the product kept in a variable)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = paddle.to_tensor([0.1, 0.2, 0.3], stop_gradient=False)
+        t, _ = fn(paddle.to_tensor([1.0, 2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0]), w)
+        try:
+            t.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, float_of_a_product_then_step, min_graph_size=0)
