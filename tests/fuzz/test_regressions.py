@@ -1320,3 +1320,20 @@ def test_a_backward_not_reaching_a_product_read_at_a_break_is_not_refused() -> N
         return w.grad.numpy().tolist()
 
     assert_translated_like_eager(observe, float_of_a_product_then_step, min_graph_size=0)
+
+
+def square_five_times(x, n):
+    for _ in range(5):
+        n *= n
+    return x + 1, n + n
+
+
+def test_a_symbolic_int_leaving_int64_is_a_python_int_again() -> None:
+    """Seed 131624: ``n`` seen with a second value is a symbolic int, computed in the program as an int64;
+    ``n *= n`` five times from 4 is 2 ** 64, which wrapped around to 0 there (Python's int grows). An operation
+    whose value leaves int64 is folded on the pinned values now, and the entry made with a symbolic result is
+    guarded by the result fitting int64 (a later call leaving it translates again)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        return [fn(paddle.ones([2]), n)[1] for n in (3, -1, 4, 2, 5, 3)]
+
+    assert_translated_like_eager(observe, square_five_times, min_graph_size=0)
