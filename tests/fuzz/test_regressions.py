@@ -1337,3 +1337,27 @@ def test_a_symbolic_int_leaving_int64_is_a_python_int_again() -> None:
         return [fn(paddle.ones([2]), n)[1] for n in (3, -1, 4, 2, 5, 3)]
 
     assert_translated_like_eager(observe, square_five_times, min_graph_size=0)
+
+
+def top_outer_product_minus_a_norm_then_change(x, y, w):
+    v = paddle.topk(paddle.matmul(w.unsqueeze(1), x.unsqueeze(0)).sum(0), k=1)[0].expand_as(y) \
+        - paddle.concat([y, y])[:w.shape[0]].norm()
+    print("brk")  # (a graph break)
+    y.subtract_(x[::-1])
+    return v.max()
+
+
+def test_a_backward_not_reading_a_tensor_changed_after_a_break_is_not_refused() -> None:
+    """Seed 142925 (known bug): eager's backward of ``v`` reads nothing of ``y`` (concat and slice keep no
+    buffer, the norm keeps the slice), so changing ``y`` in place after the break does not matter to it; the
+    translated backward refuses ("modified by an inplace operation"), with min_graph_size 0 or 10."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = paddle.to_tensor([-0.928, -0.507, -1.282], stop_gradient=False)
+        out = fn(paddle.to_tensor([-0.191, 1.231, -0.689]), paddle.to_tensor([1.896, -0.0, 1.864]), w)
+        try:
+            out.backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return np.round(w.grad.numpy(), 4).tolist()
+
+    assert_translated_like_eager(observe, top_outer_product_minus_a_norm_then_change, min_graph_size=0)
