@@ -621,7 +621,10 @@ def probe_eager_refusals(replay: Callable[[list], list], inputs: list, grad_inpu
                     probe[index] = inputs[index].detach()
                     probe[index].stop_gradient = False
                     targets["input", index] = probe[index]
-            outputs = [out for out in replay(probe) if isinstance(out, paddle.Tensor) and not out.stop_gradient]
+            # (an integer output requiring grad, as eager's topk indices of a tensor requiring grad are, gets no
+            # gradient: Paddle's topk_grad crashes the process differentiating one)
+            outputs = [out for out in replay(probe) if isinstance(out, paddle.Tensor) and not out.stop_gradient
+                       and (out.is_floating_point() or out.is_complex())]
             if not outputs or not targets:
                 return found
             try:

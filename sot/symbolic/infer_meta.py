@@ -146,16 +146,27 @@ def meta_of_static(value: Any) -> MetaInfo:
 _PACKING_OPS = frozenset({"builtin.combine", "builtin.split", "builtin.slice"})
 
 
+def _input_grad_semantics(op: Any, count: int) -> list[bool]:
+    """Which inputs of ``op`` its backward gives a gradient to (all of them when the op does not say)."""
+    try:
+        semantics = list(op.get_input_grad_semantics())
+    except Exception:  # noqa: BLE001 - (ops without the interface)
+        return [True] * count
+    return [bool(s) for s in semantics] if len(semantics) == count else [True] * count
+
+
 def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     """``stop_gradient`` of every value as eager mode would set it.
 
-    Static values default to requiring gradients; eager outputs do only when some input does and the op
-    has a backward (``argmax``, ``zeros_like``, ``numel`` have none).
+    Static values default to requiring gradients; eager outputs do only when some input the op's backward
+    gives a gradient to does (``argmax``, ``zeros_like``, ``numel`` have no backward; the index of ``gather``
+    gets no gradient, so an index requiring grad, as eager's ``argsort`` of a tensor requiring grad gives,
+    does not make the gathered values require it).
     """
     stop: dict[str, bool] = {}  # keyed by Value.id: the Python wrappers of one value are not one object
     for op in program.global_block().ops:
-        inputs = [operand.source() for operand in op.operands()]
-        inputs = [v for v in inputs if v.initialized()]  # optional inputs left empty
+        operands = [operand.source() for operand in op.operands()]
+        inputs = [v for v in operands if v.initialized()]  # optional inputs left empty
         if not inputs:  # placeholders, parameters, constants: their own flag is the eager one
             for result in op.results():
                 stop[result.id] = bool(result.stop_gradient)
@@ -164,7 +175,9 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
         # outputs stop_gradient itself (see pylayer.py).
         pylayer = op.name() == "pd_op.pylayer"
         differentiable = core.has_vjp(op) or pylayer or op.name() in _PACKING_OPS
-        flag = not differentiable or all(stop.get(v.id, bool(v.stop_gradient)) for v in inputs)
+        graded = [v for v, gets_grad in zip(operands, _input_grad_semantics(op, len(operands)))
+                  if gets_grad and v.initialized()]
+        flag = not differentiable or all(stop.get(v.id, bool(v.stop_gradient)) for v in graded)
         for result in op.results():
             stop[result.id] = flag or (pylayer and bool(result.stop_gradient))
     return stop

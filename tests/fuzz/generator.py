@@ -42,6 +42,15 @@ cache of tensors ``GCACHE`` filled on a miss (memoization), augmented assignment
 the introspection of tensors (``numel``, ``len``, ``shape[-1]``, ``tolist``, iteration over the items),
 reversed and ``None`` indexing, a subclass ``Obj2`` of ``Obj`` overriding through ``super()``, walrus bindings
 and exceptions chained with ``raise ... from``. (Weights ``self.c``.)
+
+Seeds from `OPS_FROM` on also use tensor operations whose results change dtype or shape on the way (``argmax``,
+``argsort`` and tensor indices, ``topk``, ``sort``, boolean masks and ``masked_select``, ``nonzero``, ``unbind``,
+casts, ``unsqueeze``/``transpose``/``matmul``, softmax, ``std``/``norm``/``logsumexp``), a module
+``paddle.nn.Layer`` ``GATE`` with a parameter (its gradient is compared too), a callable object ``Affine`` with a
+keyword-only argument, helpers called with star and keyword arguments, ``functools.partial``, lambdas binding a
+loop variable through a default argument, chained comparisons, ``divmod`` and bitwise integer operators,
+``getattr`` with a default, and ``match`` statements (literals, captures with guards, sequence and mapping
+patterns). (Weights ``self.o``.)
 """
 from __future__ import annotations
 
@@ -102,6 +111,7 @@ EXTENDED_FROM = 10_000  # the first seed whose programs use the constructs added
 WITH_BREAKS_FROM = 80_000  # the first seed with generator managers and breaks inside with/except/finally blocks
 CACHES_FROM = 120_000  # the first seed with dicts of tensors, GCACHE, Obj2, tensor introspection...
 MORE_FROM = 100_000  # the first seed with tensor-valued loop exits, in-place tensor methods, Bag, star unpacking...
+OPS_FROM = 140_000  # the first seed with dtype/shape-changing tensor ops, GATE, Affine, match, star/keyword calls...
 
 # Module code of the extended programs (after PRELUDE).
 EXTENDED_PRELUDE = '''
@@ -234,6 +244,39 @@ def cached(key, t):
 '''
 
 
+# Module code of the programs from OPS_FROM on (after CACHES_PRELUDE).
+OPS_PRELUDE = '''
+
+import functools
+
+
+class Gate(paddle.nn.Layer):
+    """A layer with one parameter and a plain attribute (the harness resets both before each run)."""
+
+    def __init__(self):
+        super().__init__()
+        self.alpha = self.create_parameter([1], default_initializer=paddle.nn.initializer.Constant(0.5))
+        self.scale = 2.0
+
+    def forward(self, t):
+        return F.sigmoid(t * self.alpha) * self.scale
+
+
+GATE = Gate()
+
+
+class Affine:
+    """A callable object with a keyword-only argument."""
+
+    def __init__(self, k, b=0.0):
+        self.k = k
+        self.b = b
+
+    def __call__(self, t, *, shift=0.0):
+        return t * self.k + (self.b + shift)
+'''
+
+
 @dataclasses.dataclass
 class InputSet:
     """Values of one call; tensors as (shape, values) so every run builds fresh copies."""
@@ -273,6 +316,7 @@ class Helper:
     arg_types: list[str]
     ret: str
     mutates: bool  # mutates a list or dict (forbidden while iterating a live list/dict)
+    params: list[str] = dataclasses.field(default_factory=list)  # parameter names (keyword calls)
 
 
 class Gen:
@@ -301,6 +345,8 @@ class Gen:
         self.m = 1.0 if self.more else 0.0  # the weight factor of the choices added from MORE_FROM on
         self.caches = seed >= CACHES_FROM
         self.c = 1.0 if self.caches else 0.0  # the weight factor of the choices added from CACHES_FROM on
+        self.ops = seed >= OPS_FROM
+        self.o = 1.0 if self.ops else 0.0  # the weight factor of the choices added from OPS_FROM on
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -334,7 +380,17 @@ class Gen:
         return [h for h in self.helpers if h.ret == ty and not (self.no_mut and h.mutates)]
 
     def call_helper(self, h: Helper, d: int) -> str:
-        return f"{h.name}({', '.join(self.expr(t, d - 1) for t in h.arg_types)})"
+        args = [self.expr(t, d - 1) for t in h.arg_types]
+        if self.ops and h.params and self.chance(0.3):  # (no draw below OPS_FROM)
+            style = self.r.choice(["star", "keywords", "dict"])
+            if style == "star":
+                return f"{h.name}(*[{', '.join(args)}])" if len(args) > 1 else f"{h.name}(*({args[0]},))"
+            if style == "keywords":
+                return f"{h.name}({args[0]}, " + ", ".join(
+                    f"{name}={a}" for name, a in list(zip(h.params, args))[1:][::-1]) + ")" \
+                    if len(args) > 1 else f"{h.name}({h.params[0]}={args[0]})"
+            return f"{h.name}(**{{" + ", ".join(f"{name!r}: {a}" for name, a in zip(h.params, args)) + "})"
+        return f"{h.name}({', '.join(args)})"
 
     # -- expressions --------------------------------------------------------------------------------------
     def expr(self, ty: str, d: int) -> str:
@@ -396,6 +452,27 @@ class Gen:
             (0.3 * self.c, lambda: f"{self.e_T(s)}[::-1]"),
             (0.3 * self.c, lambda: f"{self.e_T(s)}[None][0]"),
             (0.3 * self.c, lambda: f"Obj2({self.e_I(0)}, {self.e_T(s)}).scale({self.e_T(s)})"),
+            (0.4 * self.o, lambda: f"F.softmax({self.e_T(s)}, axis=0)"),
+            (0.4 * self.o, lambda: f"paddle.sort({self.e_T(s)}, descending={self.r.choice([True, False])})"),
+            (0.4 * self.o, lambda: (lambda t: f"{self.e_T(s)}[paddle.argsort({t})]")(self.r.choice(leaves))),
+            (0.3 * self.o, lambda: f"paddle.gather({self.e_T(s)}, paddle.argsort({self.e_T(s)}, descending=True))"),
+            (0.3 * self.o, lambda: f"paddle.roll({self.e_T(s)}, {self.small_int()})"),
+            (0.4 * self.o, lambda: f"{self.e_T(s)}.masked_fill({self.e_T(s)} > {self.e_F(0)}, {self.e_F(0)})"),
+            (0.4 * self.o, lambda: f"(({self.e_T(s)} > {self.e_F(0)}).astype('float32') * {self.e_T(s)})"),
+            (0.3 * self.o, lambda: f"paddle.where({self.e_T(s)} > 0, {self.e_T(s)}, {self.e_F(0)})"),
+            (0.3 * self.o, lambda: f"{self.e_T(s)}.unsqueeze(0).transpose([1, 0]).squeeze(1)"),
+            (0.3 * self.o, lambda: f"paddle.matmul({self.e_T(s)}.unsqueeze(1), {self.e_T(s)}.unsqueeze(0)).sum(0)"),
+            (0.3 * self.o, lambda: f"paddle.stack(list({self.e_T(s)}.unbind()))"),
+            (0.3 * self.o, lambda: f"paddle.stack([{(c := self.fresh('c'))} * 2 for {c} in {self.e_T(s)}.unbind()])"),
+            (0.3 * self.o, lambda: (lambda t, k: f"paddle.concat([{t}[:{k}], {t}[{k}:]])")(
+                self.e_T(s), f"{self.e_I(0)} % {self.r.choice(leaves)}.shape[0]")),
+            (0.3 * self.o, lambda: f"{self.e_T(s)}.cast('int64').cast('float32')"),
+            (0.2 * self.o, lambda: f"{self.e_T(s)}.floor()"),
+            (0.3 * self.o, lambda: f"paddle.topk({self.e_T(s)}, k=1)[0].expand_as({self.r.choice(leaves)})"),
+            (0.5 * self.o, lambda: f"GATE({self.e_T(s)})"),
+            (0.4 * self.o, lambda: f"Affine({self.e_F(0)}, b={self.e_F(0)})({self.e_T(s)}, shift={self.e_F(s)})"),
+            (1 * self.o if self.vars_of("LAMTL") else 0,
+             lambda: f"{self.r.choice(self.vars_of('LAMTL'))}[{self.e_I(s)} % 3]({self.e_T(s)})"),
         ])
 
     def safe_tl_index(self, tls: list[str]) -> str:
@@ -420,6 +497,15 @@ class Gen:
             (1 if d > 0 else 0, lambda: f"paddle.tanh({self.e_T0(s)})"),
             (0.5, lambda: f"paddle.to_tensor({self.e_F(0)})"),
             (0.3, lambda: f"paddle.to_tensor({self.e_I(0)}, dtype='float32')"),
+            (0.3 * self.o, lambda: f"paddle.logsumexp({self.e_T(s)})"),
+            (0.3 * self.o, lambda: f"{self.e_T(s)}.norm()"),
+            (0.3 * self.o, lambda: f"{self.e_T(s)}.std()"),
+            (0.4 * self.o, lambda: (lambda t: f"{t}[{t} > {self.e_F(0)}].sum()")(self.r.choice(tvars))),
+            (0.4 * self.o, lambda: f"paddle.masked_select({self.e_T(s)}, {self.e_T(s)} < {self.e_F(0)}).sum()"),
+            (0.3 * self.o, lambda: f"paddle.topk({self.e_T(s)}, k=1)[0].sum()"),
+            (0.3 * self.o, lambda: f"({self.e_T(s)} @ {self.e_T(s)})"),
+            (0.3 * self.o, lambda: (lambda t: f"{t}.unbind()[{self.e_I(0)} % {t}.shape[0]]")(self.r.choice(tvars))),
+            (0.3 * self.o, lambda: f"paddle.prod({self.e_T(s)}.clip(-1.5, 1.5))"),
         ])
 
     def e_Tany(self, d: int) -> str:
@@ -494,6 +580,18 @@ class Gen:
             (0.4 * self.c if self.vars_of("DT") else 0, lambda: f"len({self.r.choice(self.vars_of('DT'))})"),
             (0.3 * self.c, lambda: "len(GCACHE)"),
             (0.3 * self.c, lambda: f"Obj2({self.e_I(s)}, {self.r.choice(self.vars_of('T'))}).double"),
+            (0.4 * self.o, lambda: f"int({self.r.choice(self.vars_of('T'))}.argmax())"),
+            (0.3 * self.o, lambda: f"{self.r.choice(self.vars_of('T'))}.argmin().item()"),
+            (0.4 * self.o, lambda: f"int(({self.r.choice(self.vars_of('T'))} > {self.e_F(0)}).sum())"),
+            (0.4 * self.o, lambda: f"paddle.nonzero({self.r.choice(self.vars_of('T'))} > {self.e_F(0)}).shape[0]"),
+            (0.3 * self.o, lambda: f"len(paddle.masked_select({self.e_T(s)}, {self.e_T(s)} > 0))"),
+            (0.4 * self.o, lambda: f"divmod({self.e_I(s)}, {self.r.choice([2, 3, -2])})[{self.r.choice([0, 1])}]"),
+            (0.2 * self.o, lambda: f"sum(divmod({self.e_I(s)}, {self.e_I(s)}))"),
+            (0.5 * self.o, lambda: f"({self.e_I(s)} {self.r.choice(['&', '|', '^'])} {self.e_I(s)})"),
+            (0.3 * self.o, lambda: f"({self.e_I(s)} << {self.r.choice([1, 2])})"),
+            (0.3 * self.o, lambda: f"({self.e_I(s)} >> 1)"),
+            (0.3 * self.o, lambda: f"getattr({self.r.choice(os_)}, 'extra', {self.e_I(s)})"),
+            (0.3 * self.o, lambda: f"len({self.r.choice(self.vars_of('T'))}.unbind())"),
         ])
 
     def e_F(self, d: int) -> str:
@@ -521,6 +619,8 @@ class Gen:
             (0.3 * self.m, lambda: f"sum([{self.e_F(s)}, {self.e_F(s)}])"),
             (self.p_tensor_branch * self.m, lambda: f"{self.e_T(s)}.max().item()"),
             (self.p_tensor_branch * self.c, lambda: f"round(sum({self.e_T(s)}.tolist()), 3)"),
+            (0.3 * self.o, lambda: "GATE.scale"),
+            (self.p_tensor_branch * self.o, lambda: f"float({self.e_T(s)}.norm())"),
         ])
 
     def e_B(self, d: int) -> str:
@@ -551,6 +651,12 @@ class Gen:
             (0.4 * self.m, self.isinstance_test),
             (self.p_tensor_branch * self.m, lambda: f"bool(({self.e_T(s)} > {self.e_F(0)}).all())"),
             (self.p_tensor_branch * self.m, lambda: f"{self.e_T0(s)}.item() > {self.e_F(0)}"),
+            (0.6 * self.o, lambda: f"{self.e_I(s)} {self.r.choice(ops[:4])} {self.e_I(s)} "
+                                   f"{self.r.choice(ops[:4])} {self.e_I(s)}"),
+            (0.3 * self.o, lambda: f"{self.r.choice(self.vars_of('T'))}.dtype == paddle.float32"),
+            (self.p_tensor_branch * self.o, lambda: f"bool(paddle.all({self.e_T(s)} > {self.e_F(0)}))"),
+            (0.3 * self.o, lambda: f"paddle.is_tensor({self.r.choice(self.vars_of('T'))})"),
+            (0.3 * self.o, lambda: f"GATE.training"),
         ])
 
     def isinstance_test(self) -> str:
@@ -770,6 +876,13 @@ class Gen:
             (0.5 * nest * self.c, lambda: self.s_tensor_items_loop(ind)),
             (0.5 * nest * self.c, lambda: self.s_walrus(ind)),
             (self.p_try * 10 * nest * self.c, lambda: self.s_raise_from(ind)),
+            (1.2 * nest * self.o, lambda: self.s_match(ind)),
+            (0.4 * self.o, lambda: self.s_lambdas_with_defaults(p)),
+            (0.3 * self.o, lambda: self.s_partial(p)),
+            (0.4 * self.o, lambda: [p + self.r.choice(["GATE.scale = GATE.scale * 0.5", f"GATE.scale = {self.e_F(1)}",
+                                                       "GATE.eval()", "GATE.train()"])]),
+            (0.2 * self.o, lambda: [p + "with paddle.no_grad():",
+                                    p + f"    GATE.alpha.{self.r.choice(['scale_(0.5)', 'add_(paddle.ones([1]))'])}"]),
         ]
         helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
         if helpers:
@@ -1066,6 +1179,58 @@ class Gen:
                  p + f"    print('chained', {outer}, type({outer}.__cause__).__name__)"]
         return lines
 
+    def s_match(self, ind: int) -> list[str]:
+        """A ``match`` statement on an int (literal alternatives, a capture with a guard), a list (sequence
+        patterns with a star capture) or a dict of ints (mapping patterns)."""
+        p = " " * ind
+        kind = self.r.choice(["int", "list", "dict"])
+        cases: list[tuple[str, dict[str, str]]]
+        if kind == "int":
+            subject = self.e_I(2)
+            k = self.fresh("m")
+            cases = [(f"{self.small_int()} | {self.small_int()}", {}),
+                     (f"int({k}) if {k} > {self.small_int()}", {k: "I"})]
+        elif kind == "list":
+            subject = self.e_L(1)
+            a, b = self.fresh("m"), self.fresh("m")
+            cases = [("[]", {}), (f"[{a}]", {a: "I"}), (f"[{a}, *{b}] if {a} > 0", {a: "I", b: "L"}),
+                     (f"[_, {a}, *_]", {a: "I"})]
+            cases = self.r.sample(cases, self.r.randint(1, 3))
+        else:
+            subject = self.e_D(1)
+            a, b = self.fresh("m"), self.fresh("m")
+            cases = [(f"{{{self.r.choice(KEYS)!r}: {a}}}", {a: "I"}),
+                     (f"{{{self.r.choice(KEYS)!r}: {a}, **{b}}} if len({b}) > 0", {a: "I", b: "D"}),
+                     (f"{{{self.r.choice(KEYS)!r}: {self.small_int()}}}", {})]
+            cases = self.r.sample(cases, self.r.randint(1, 2))
+        lines = [p + f"match {subject}:"]
+        for pattern, scope in cases:
+            self.scopes.append(scope)
+            lines += [p + f"    case {pattern}:"] + self.block(ind + 8, self.r.randint(1, 2), new_scope=False)
+            self.scopes.pop()
+        if self.chance(0.7):
+            lines += [p + "    case _:"] + self.block(ind + 8, self.r.randint(1, 2))
+        return lines
+
+    def s_lambdas_with_defaults(self, p: str) -> list[str]:
+        """Three lambdas made in a comprehension, each binding the loop variable through a default."""
+        name, c = self.fresh("lams"), self.fresh("c")
+        body = self.r.choice([f"t * {c}", f"t + {c} * {self.e_F(0)}", f"paddle.tanh(t) * {c} - t"])
+        line = p + f"{name} = [lambda t, {c}={c}: {body} for {c} in range(1, 4)]"
+        self.declare(name, "LAMTL")
+        return [line]
+
+    def s_partial(self, p: str) -> list[str]:
+        name = self.fresh("lam")
+        line = p + f"{name} = " + self.r.choice([
+            f"functools.partial(paddle.clip, min={self.e_F(0)}, max=3.0)",
+            f"functools.partial(paddle.scale, scale={self.e_F(0)}, bias={self.e_F(0)})",
+            f"functools.partial(Affine({self.e_F(0)}), shift={self.e_F(0)})",
+            "functools.partial(F.leaky_relu, negative_slope=0.1)",
+        ])
+        self.declare(name, "LAMT")
+        return [line]
+
     def s_make_acc(self, p: str) -> list[str]:
         name = self.fresh("lam")
         line = p + f"{name} = make_acc({self.e_T(1)})"
@@ -1196,7 +1361,7 @@ class Gen:
                                               "[:] =", ".pop(", "del ", ".update(", ".setdefault(", "] =",
                                               ".remove(", "with Track", "guarded(")) \
             or any(h.mutates and f"{h.name}(" in text for h in self.helpers)
-        self.helpers.append(Helper(name, arg_types, ret, mutates))
+        self.helpers.append(Helper(name, arg_types, ret, mutates, args))
         return [p + f"def {name}({', '.join(args)}):"] + globals_line + prologue + body + [p + f"    return {ret_value}"]
 
     def extended_closures(self) -> list[str]:
@@ -1226,7 +1391,7 @@ class Gen:
     def generate(self) -> str:
         lines = [PRELUDE + (EXTENDED_PRELUDE if self.extended else "")
                  + (WITH_BREAKS_PRELUDE if self.breaks_in_blocks else "") + (MORE_PRELUDE if self.more else "")
-                 + (CACHES_PRELUDE if self.caches else ""), ""]
+                 + (CACHES_PRELUDE if self.caches else "") + (OPS_PRELUDE if self.ops else ""), ""]
         # module-level helpers
         self.scopes = []
         for _ in range(self.r.randint(0, 2)):

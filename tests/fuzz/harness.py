@@ -6,7 +6,8 @@ each time on fresh copies of the inputs and with the module globals reset in pla
 value (tensors to a tolerance but the sign of zeros exactly, with dtype, shape and ``stop_gradient``;
 identity with the inputs and aliasing inside the result), the raised exception (type and message), printed
 output, the inputs after the call (lists, dicts, object attributes, tensors mutated in place), the module
-globals, and the gradient of ``w`` after ``backward()`` of the returned differentiable tensors.
+globals, and the gradients of ``w`` (and of the parameter of ``GATE``) after ``backward()`` of the returned
+differentiable tensors.
 """
 from __future__ import annotations
 
@@ -78,6 +79,13 @@ def prepare(ns: dict[str, Any], inputs: InputSet) -> dict[str, Any]:
     if "GCACHE" in ns:  # (the programs from generator.CACHES_FROM on)
         ns["GCACHE"].clear()
     ns["ADD"] = ns["make_adder"](inputs.adder)
+    if "GATE" in ns:  # (the programs from generator.OPS_FROM on)
+        gate = ns["GATE"]
+        gate.train()
+        gate.scale = 2.0
+        with paddle.no_grad():
+            gate.alpha.set_value(paddle.full([1], 0.5))
+        gate.alpha.clear_gradient(False)
     gobj = ns["GOBJ"]
     gobj.__dict__.clear()
     gobj.__dict__.update(a=inputs.gobj_a, t=paddle.ones([inputs.n_elems]), items=[inputs.gobj_a])
@@ -166,9 +174,15 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     state = {name: state_snap(args[name], name) for name in ("x", "y", "w", "lst", "d", "obj", "tl")}
     state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT", "GSCALE", "GCACHE")
                   if g in ns})
+    if "GATE" in ns:
+        gate = ns["GATE"]
+        state["GATE"] = (state_snap(gate.alpha, "GATE.alpha"), gate.scale, gate.training)
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])
+        if "GATE" in ns:
+            alpha_grad = ns["GATE"].alpha.grad
+            grad = (grad, None if alpha_grad is None else alpha_grad.numpy().copy())
     return Outcome(result_tree, error, normalize_message(out.getvalue()), state, grad, where, tb_text)
 
 

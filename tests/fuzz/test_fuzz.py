@@ -12,16 +12,18 @@ import hashlib
 
 import pytest
 
-from .generator import CACHES_FROM, EXTENDED_FROM, MORE_FROM, WITH_BREAKS_FROM, generate
+from .generator import CACHES_FROM, EXTENDED_FROM, MORE_FROM, OPS_FROM, WITH_BREAKS_FROM, generate
 from .harness import check_seed, eager_only
 
 CHUNK = 25
-# 250 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
+# 175 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
 # about 1.7 times as long), 25 with generator managers and graph breaks inside with blocks and handlers, and 25
 # of the seeds from CACHES_FROM (everything the generator writes; each about twice as long as an original one,
-# so these took the time of the 50 original programs they replaced): the time the run had before.
-STARTS = [i * CHUNK for i in range(10)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM] \
-    + [CACHES_FROM]
+# so these took the time of the 50 original programs they replaced), and 25 of the seeds from OPS_FROM (each
+# about three times as long as an original one: in place of the original seeds 175-249, measured 21 s against
+# 23 s): the time the run had before.
+STARTS = [i * CHUNK for i in range(7)] + [EXTENDED_FROM + i * CHUNK for i in range(2)] + [WITH_BREAKS_FROM] \
+    + [CACHES_FROM, OPS_FROM]
 MAX_REPORTED = 3
 
 
@@ -47,7 +49,8 @@ def test_generator_is_reproducible() -> None:
 OLD_PROGRAMS = {0: "72227f7fdc6ade41", 7: "f337bdaf5f27b27a", 4321: "2bf562baea0910fd",
                 EXTENDED_FROM: "bab58dc6243539e1", 12345: "4e35476d9843ffcd", 31337: "eb9ed433974210c0",
                 WITH_BREAKS_FROM - 1: "bb4bbdbbcc108235", WITH_BREAKS_FROM: "8a72b98a61428675",
-                MORE_FROM - 1: "fca1ab97f4a5f8b0", MORE_FROM: "95362c6b29265a6a", CACHES_FROM - 1: "a401b6f5c0f6d1ca"}
+                MORE_FROM - 1: "fca1ab97f4a5f8b0", MORE_FROM: "95362c6b29265a6a", CACHES_FROM - 1: "a401b6f5c0f6d1ca",
+                CACHES_FROM: "f39a5c1e295bca5e", OPS_FROM - 1: "7cf69bd42b5f6c7e"}
 
 
 @pytest.mark.parametrize("seed", sorted(OLD_PROGRAMS))
@@ -89,6 +92,16 @@ def test_seeds_from_caches_from_have_tensor_dicts_caches_and_subclasses() -> Non
         assert "GCACHE" not in generate(seed).source
 
 
+def test_seeds_from_ops_from_have_shape_changing_ops_layers_match_and_calls_with_keywords() -> None:
+    """The seeds from OPS_FROM on use what they add, and older seeds none of it."""
+    sources = [generate(seed).source.split("def f(")[-1] for seed in range(OPS_FROM, OPS_FROM + 60)]
+    for needle, least in (("match ", 8), ("GATE", 10), ("Affine(", 5), ("partial(", 4), ("unbind", 8),
+                          ("argsort", 3), ("masked", 5), ("divmod", 6), ("**{", 3)):
+        assert sum(needle in s for s in sources) >= least, needle
+    for seed in range(CACHES_FROM, CACHES_FROM + 60):
+        assert "GATE" not in generate(seed).source
+
+
 def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
     """The generator's own sanity: no program fails eagerly because the generator wrote nonsense (undefined
     names, wrong types...); only the exceptions it means to provoke."""
@@ -96,7 +109,7 @@ def test_generated_programs_are_valid_python_that_runs_eagerly() -> None:
                 "AttributeError"}
     for seed in [*range(150), *range(EXTENDED_FROM, EXTENDED_FROM + 50),
                  *range(WITH_BREAKS_FROM, WITH_BREAKS_FROM + 50), *range(MORE_FROM, MORE_FROM + 50),
-                 *range(CACHES_FROM, CACHES_FROM + 50)]:
+                 *range(CACHES_FROM, CACHES_FROM + 50), *range(OPS_FROM, OPS_FROM + 50)]:
         program = generate(seed)
         compile(program.source, f"<seed {seed}>", "exec")
         for error in eager_only(program):

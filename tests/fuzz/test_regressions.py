@@ -1173,3 +1173,191 @@ def test_a_backward_not_reaching_the_op_that_kept_a_changed_output_is_not_refuse
         return w.grad.numpy().tolist()
 
     assert_translated_like_eager(observe, maximum_of_a_changed_tensor_then_step, min_graph_size=0)
+
+
+# -- ops giving one output per index of a dynamic dimension; lists of tensors handed to an op -------------
+def stack_the_doubled_items(y):
+    return paddle.stack([c * 2 for c in y.unbind()])
+
+
+def stack_the_items_of_a_product(y):
+    return paddle.stack((y * 2).unbind())
+
+
+def first_column_plus_one(y):
+    return paddle.unstack(y, axis=-1)[0] + 1
+
+
+@pytest.mark.parametrize("fn, shapes, breaks", [
+    (stack_the_doubled_items, [[3], [5], [7], [5]], 0),
+    (stack_the_items_of_a_product, [[3], [5], [7], [5]], 1),
+    (first_column_plus_one, [[2, 3], [2, 5], [2, 7]], 0),
+], ids=["input", "computed", "unstack"])
+def test_unbinding_a_dynamic_dimension_pins_it(fn: Callable[..., Any], shapes: list[list[int]],
+                                               breaks: int) -> None:
+    """Seed 140000: translated again for a second length (a dynamic dimension), ``y.unbind()`` was inferred on
+    a -1 dimension and Paddle's static op aborted the process (``std::length_error``: a vector of -1 outputs).
+    The dimension an op makes one output per index of is now pinned (an input's: its value guarded, so each
+    length gets its entry) or breaks the graph (a computed tensor's: the op runs natively)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        return [np.round(f(paddle.arange(int(np.prod(s)), dtype="float32").reshape(s)).numpy(), 4).tolist()
+                for s in shapes]
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+    assert sot.stats().graph_breaks == breaks
+
+
+def stack_the_tensors_of_a_list(tl):
+    return paddle.stack(tl)
+
+
+def concat_the_tensors_of_a_list(tl):
+    return paddle.concat(tl)
+
+
+@pytest.mark.parametrize("fn", [stack_the_tensors_of_a_list, concat_the_tensors_of_a_list])
+def test_a_list_of_tensors_handed_to_an_op_is_guarded_by_its_length(fn: Callable[..., Any]) -> None:
+    """Found next to seed 140000: a list argument passed whole to ``paddle.stack``/``concat`` guarded each of
+    its items but not its length, so a call with a longer list hit the entry made for the shorter one and
+    returned its stack of the first items only (a wrong answer)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        return [f([paddle.full([2], float(i)) for i in range(n)]).numpy().tolist() for n in (3, 5, 3, 2)]
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+    assert sot.stats().translate_count == 3  # (one entry per length)
+
+
+def unbind_after_a_slice_assignment(y, w):
+    y[1:] = (y + w)[1:]
+    with paddle.no_grad():
+        w.add_(paddle.stack([c * 2 for c in y.unbind()]) * 0.1)
+    return w
+
+
+def test_unbinding_a_dynamic_dimension_of_an_input_changed_in_place_breaks_the_graph() -> None:
+    """Seed 140000 again: ``y`` changed in place is a symbol the program computes from its -1 input, so
+    pinning the input's dimension left the op on -1 there (the process aborted building the program); the
+    graph breaks instead (the op runs natively)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        results = []
+        for n in (3, 3, 5, 3):
+            y, w = paddle.arange(n, dtype="float32"), paddle.ones([n])
+            w.stop_gradient = False
+            results.append((f(y, w).numpy().tolist(), y.numpy().tolist()))
+        return results
+
+    assert_translated_like_eager(observe, unbind_after_a_slice_assignment, min_graph_size=0)
+
+
+# -- gradient requirement of outputs from inputs their op gives no gradient ------------------------------
+def _unordered_parameter() -> paddle.Tensor:
+    return paddle.to_tensor([0.5, -1.0, 2.0], stop_gradient=False)
+
+
+def gather_by_the_order_of_another(x, w):
+    return paddle.gather(x, paddle.argsort(w, descending=True))
+
+
+def index_by_the_order_of_another(x, w):
+    return x[paddle.argsort(w)]
+
+
+def clip_below_the_minimum_of_another(x, w):
+    return paddle.clip(x, min=w.min())
+
+
+@pytest.mark.parametrize("fn", [gather_by_the_order_of_another, index_by_the_order_of_another,
+                                clip_below_the_minimum_of_another])
+def test_an_input_the_backward_gives_no_gradient_does_not_make_the_output_require_grad(
+        fn: Callable[..., Any]) -> None:
+    """Seed 140192: eager's ``argsort`` of ``w`` (requiring grad) gives indices requiring grad, yet
+    ``gather(x, indices)`` does not require grad (its backward gives the index no gradient); the translated
+    output did (every input counted). Only the inputs the op's backward gives a gradient to count now (PIR's
+    input grad semantics), for ``clip``'s bound and ``expand_as``'s target as well."""
+    def observe(f: Callable[..., Any]) -> Any:
+        out = f(paddle.to_tensor([1.0, -2.0, 3.0]), _unordered_parameter())
+        return out.numpy().tolist(), out.stop_gradient
+
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
+
+
+def top_index(w):
+    return paddle.topk(w, 1)[1]
+
+
+def test_a_program_returning_integer_indices_requiring_grad_is_compiled() -> None:
+    """Found next to seed 140192: eager's ``topk`` indices of a tensor requiring grad require grad too; the
+    probe of what eager autograd refuses differentiated them, and Paddle's ``topk_grad`` crashed the process
+    (segmentation fault). Integer outputs are left out of the probe (they never get a gradient)."""
+    def observe(f: Callable[..., Any]) -> Any:
+        out = f(_unordered_parameter())
+        return out.numpy().tolist(), out.stop_gradient
+
+    assert_translated_like_eager(observe, top_index, min_graph_size=0)
+    assert sot.stats().compiled_graphs == 1
+
+
+def float_of_a_product_then_step(x, y, w):
+    t = w - y[1]
+    value = float(paddle.dot(x, w))  # (a graph break: the program's product is read natively)
+    with paddle.no_grad():
+        w.add_(y * 0.1)
+    return t, value
+
+
+def test_a_backward_not_reaching_a_product_read_at_a_break_is_not_refused() -> None:
+    """Seed 142014 (known bug): ``dot`` keeps ``w`` for its backward, but ``backward()`` of ``t`` (``w - y[1]``)
+    never reaches it; eager computes after ``w`` is stepped in place, the translated backward refuses ("modified
+    by an inplace operation") when the product is read with ``float()`` at the graph break (not when the break
+    is ``psdb.breakgraph()`` with the product kept in a variable)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = paddle.to_tensor([0.1, 0.2, 0.3], stop_gradient=False)
+        t, _ = fn(paddle.to_tensor([1.0, 2.0, 3.0]), paddle.to_tensor([0.5, 1.0, -1.0]), w)
+        try:
+            t.sum().backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return w.grad.numpy().tolist()
+
+    assert_translated_like_eager(observe, float_of_a_product_then_step, min_graph_size=0)
+
+
+def square_five_times(x, n):
+    for _ in range(5):
+        n *= n
+    return x + 1, n + n
+
+
+def test_a_symbolic_int_leaving_int64_is_a_python_int_again() -> None:
+    """Seed 131624: ``n`` seen with a second value is a symbolic int, computed in the program as an int64;
+    ``n *= n`` five times from 4 is 2 ** 64, which wrapped around to 0 there (Python's int grows). An operation
+    whose value leaves int64 is folded on the pinned values now, and the entry made with a symbolic result is
+    guarded by the result fitting int64 (a later call leaving it translates again)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        return [fn(paddle.ones([2]), n)[1] for n in (3, -1, 4, 2, 5, 3)]
+
+    assert_translated_like_eager(observe, square_five_times, min_graph_size=0)
+
+
+def top_outer_product_minus_a_norm_then_change(x, y, w):
+    v = paddle.topk(paddle.matmul(w.unsqueeze(1), x.unsqueeze(0)).sum(0), k=1)[0].expand_as(y) \
+        - paddle.concat([y, y])[:w.shape[0]].norm()
+    print("brk")  # (a graph break)
+    y.subtract_(x[::-1])
+    return v.max()
+
+
+def test_a_backward_not_reading_a_tensor_changed_after_a_break_is_not_refused() -> None:
+    """Seed 142925 (known bug): eager's backward of ``v`` reads nothing of ``y`` (concat and slice keep no
+    buffer, the norm keeps the slice), so changing ``y`` in place after the break does not matter to it; the
+    translated backward refuses ("modified by an inplace operation"), with min_graph_size 0 or 10."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        w = paddle.to_tensor([-0.928, -0.507, -1.282], stop_gradient=False)
+        out = fn(paddle.to_tensor([-0.191, 1.231, -0.689]), paddle.to_tensor([1.896, -0.0, 1.864]), w)
+        try:
+            out.backward()
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        return np.round(w.grad.numpy(), 4).tolist()
+
+    assert_translated_like_eager(observe, top_outer_product_minus_a_norm_then_change, min_graph_size=0)

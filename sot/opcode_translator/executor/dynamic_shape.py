@@ -147,6 +147,31 @@ def shape_matches(shape: Any, pattern: tuple[int, ...]) -> bool:
     return True
 
 
+# Ops giving one output per index along an axis: the static op needs that dimension as a number (Paddle's
+# static unbind/unstack of a -1 dimension aborts the process making a vector of -1 outputs). The name of each
+# op's tensor and axis parameters (the tensor is the first argument, the axis the second, for the function
+# and for the method alike) and the axis' default.
+COUNTED_AXES: dict[Any, tuple[str, str, int]] = {
+    paddle.unbind: ("input", "axis", 0), "unbind": ("input", "axis", 0),
+    paddle.unstack: ("x", "axis", 0), "unstack": ("x", "axis", 0),
+}
+
+
+def counted_axis(target: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """``(tensor argument, axis argument or its default)`` of a call of an op of `COUNTED_AXES`, else None.
+    (Arguments as the caller's variables; ``target`` a function or a method name.)"""
+    try:
+        spec = COUNTED_AXES.get(target)
+    except TypeError:  # (an unhashable target)
+        return None
+    if spec is None:
+        return None
+    tensor_name, axis_name, default = spec
+    tensor = args[0] if args else kwargs.get(tensor_name)
+    axis = args[1] if len(args) > 1 else kwargs.get(axis_name, default)
+    return tensor, axis
+
+
 def forget() -> None:
     """``sot.reset()``."""
     _dynamic.clear()

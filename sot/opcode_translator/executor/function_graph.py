@@ -17,6 +17,7 @@ from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, static_lowering
+from .dynamic_shape import counted_axis
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
@@ -590,6 +591,7 @@ class FunctionGraph:
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):
+            var.length()  # (the program is made for this many items: a list from outside guards its length)
             items = [self._to_sir_arg(item) for item in var.items]
             # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
             # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
@@ -617,6 +619,8 @@ class FunctionGraph:
         if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
+        if kind in ("api", "method"):
+            self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
         # (a symbolic float is a tensor only as an operator's operand, made so by `apply_operator`)
         args, kwargs = pin_floats(list(args)), pin_floats(dict(kwargs))
@@ -654,6 +658,24 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _pin_counted_axis(self, name: str, target: Any, args: list[VariableBase],
+                          kwargs: dict[str, VariableBase]) -> None:
+        """An op giving one output per index along an axis (``unbind``) needs that dimension as a number: a
+        dynamic one is pinned (an input's: its value is guarded) or breaks the graph (a computed tensor's, or
+        an input's changed in place)."""
+        found = counted_axis(target, args, kwargs)
+        if found is None or not isinstance(found[0], TensorVariable):
+            return
+        tensor, axis = found
+        if -1 not in tensor.meta.shape:
+            return
+        axis = axis.get_py_value() if isinstance(axis, VariableBase) else axis
+        if isinstance(axis, int) and -len(tensor.meta.shape) <= axis < len(tensor.meta.shape) \
+                and tensor.meta.shape[axis] == -1:
+            if tensor.is_rebound:  # (its symbol is computed from the -1 of the input in the program)
+                raise BreakGraphError(f"{name} of a dynamic dimension of a tensor changed in place")
+            tensor.concrete_shape()
 
     def layer_state_changed_in_frame(self, layer: Any) -> bool:
         """Whether the frame changed, before calling the built-in ``layer``, state its forward reads through

@@ -479,6 +479,8 @@ class TensorVariable(VariableBase):
         shape = tuple(self.value.shape)  # (an in-place op keeps the shape: the input's is the current one)
         self.meta = MetaInfo(shape, self.meta.dtype, self.meta.stop_gradient)
         self.input_meta = MetaInfo(shape, self.input_meta.dtype, self.input_meta.stop_gradient)
+        if not self.is_rebound:  # the program's input and the meta later statements are inferred from: an op
+            self.graph.metas[self.symbol] = self.meta  # needing the dimension as a number (`unbind`) saw -1
         return self.meta.shape
 
     def __repr__(self) -> str:

@@ -41,6 +41,8 @@ ARITHMETIC: dict[Callable[..., Any], str] = {
     operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//", operator.mod: "%",
     operator.iadd: "+", operator.isub: "-", operator.imul: "*", operator.ifloordiv: "//", operator.imod: "%",
 }
+# Operators whose int64 result may wrap around where Python's int grows.
+_MAY_OVERFLOW = frozenset({operator.add, operator.sub, operator.mul, operator.iadd, operator.isub, operator.imul})
 # Operators that raise ZeroDivisionError on a zero right operand.
 _DIVISIONS = frozenset({operator.floordiv, operator.mod, operator.ifloordiv, operator.imod})
 # Decided at translation time and guarded by the same comparison over the inputs.
@@ -277,6 +279,8 @@ def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) ->
         # ``n // 0``: Python raises for these values. Not kept symbolic: the caller folds it on the pinned
         # values, which raises the user's exception as eager code does.
         return None
+    if known is not None and not INT64_MIN <= known <= INT64_MAX:
+        return None  # (the program's int64 would wrap around: folded on the pinned values, exact as Python's)
     divisor = operands[1]
     if fn in _DIVISIONS and isinstance(divisor, SymbolicIntVariable) and divisor.form != ("input",):
         # A computed divisor (``n - 2``) may be 0 at a later call, where Python raises and the program
@@ -297,7 +301,13 @@ def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) ->
     sources = tuple(s for o in operands if isinstance(o, SymbolicIntVariable) for s in o.sources)
     renderable = all(o.form is not None for o in operands if isinstance(o, SymbolicIntVariable))
     form = ("op", ARITHMETIC[fn], tuple(operands)) if renderable and known is not None else None
-    return SymbolicIntVariable(result, known, sources, graph, form)
+    variable = SymbolicIntVariable(result, known, sources, graph, form)
+    if fn in _MAY_OVERFLOW and form is not None:
+        # At a later call the Python int may leave int64, where the program's wraps around (``n *= n`` a few
+        # times): the entry holds only while it fits.
+        graph.add_symbolic_guard(lambda builder: f"({INT64_MIN} <= {variable.render(builder)} <= {INT64_MAX})",
+                                 "{}", variable)
+    return variable
 
 
 def _symbolic_comparison(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
