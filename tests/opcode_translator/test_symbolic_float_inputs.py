@@ -93,3 +93,137 @@ def test_a_symbolic_number_divided_by_a_tensor_is_eager_bit_for_bit(compile_all,
     # a float with an integer tensor is baked (one translation per value), anything else is an input
     baked = dtype == "int64" and isinstance(values[0], float)
     assert counts()["translate_count"] == (len(values) if baked else 2), counts()
+
+
+# --- Python float arithmetic between symbolic floats (symbolic_int.symbolic_float_arithmetic) ---
+
+
+def _same_float(actual, expected) -> None:
+    """The same Python float, bit for bit (a tensor or a -0.0 for 0.0 is a failure)."""
+    assert type(actual) is float, type(actual)
+    assert np.float64(actual).tobytes() == np.float64(expected).tobytes(), (actual, expected)
+
+
+def float_arithmetic(x, a, b):
+    y = x + 1.0
+    return y, a + b, a - b, a * b, a / b, b / a
+
+
+# Pairs whose results need every bit of a double: rounding, sign of zero (a + -a is +0.0, an underflowing
+# product is -0.0), subnormals, overflow to inf.
+FLOAT_PAIRS = ((0.1, 0.2), (1 / 3, 3.0), (-2.5, 2.5), (1e-200, -1e-200), (1e-300, 1e-10), (1e308, 10.0),
+               (7e12, 0.3), (-0.7, 1e-17), (2.0 ** 53, 1.0), (5e-324, 0.5))
+
+
+def test_arithmetic_between_dynamic_floats_is_kept_in_the_graph_bit_for_bit(compile_all):
+    x = paddle.to_tensor([1.0, 2.0])
+    fast = sot.symbolic_translate(float_arithmetic)
+    for a, b in FLOAT_PAIRS:
+        got, want = fast(x, a, b), float_arithmetic(x, a, b)
+        _same_bits(got[0], want[0])
+        for g, w in zip(got[1:], want[1:]):
+            _same_float(g, w)
+    # the first pair baked, then one translation for all the others
+    assert counts()["translate_count"] == 2 and counts()["fallbacks"] == 0, counts()
+
+
+def accumulate(xs):
+    total = 0.0
+    z = xs[0] - 1.0
+    for x in xs:
+        y = x * 2.0
+        total += float(y.sum())  # a break: total and the new float flow into the resume function
+        z = y - 1.0
+    return total, z
+
+
+def test_a_float_accumulated_across_breaks_is_not_translated_per_step(compile_all):
+    rng = np.random.default_rng(1)
+    xs = [paddle.to_tensor(rng.standard_normal(3)) for _ in range(24)]
+    fast = sot.symbolic_translate(accumulate)
+    got, want = fast(xs[:6]), accumulate(xs[:6])
+    _same_float(got[0], want[0])
+    few = counts()
+    assert few["fallbacks"] == 0 and few["graph_breaks"] > 0, few
+    sot.reset()
+    fast = sot.symbolic_translate(accumulate)
+    got, want = fast(xs), accumulate(xs)
+    _same_float(got[0], want[0])
+    _same_bits(got[1], want[1])
+    assert counts() == few, (counts(), few)
+
+
+def _compare(s, x):
+    return 1.0 if s > 0.6 else 2.0
+
+
+def _truth(s, x):
+    return 3.0 if s else 4.0
+
+
+def _formatted(s, x):
+    return f"{s:.17g}|{s}|" + str(s)
+
+
+def _as_int(s, x):
+    return int(s * 10.0 + 0.5)
+
+
+def _attribute(s, x):
+    return paddle.scale(x, s)
+
+
+def _with_constants(s, x):
+    return s + 1, s * 2.0, 0.5 - s, -s
+
+
+def _rounded(s, x):
+    return round(s, 2)
+
+
+def _sqrt(s, x):
+    import math
+
+    return math.sqrt(s)
+
+
+def _tensor_operand(s, x):
+    return x * s, x / s
+
+
+def use_a_sum(x, a, b, use):
+    return (x + 1.0,) + _as_tuple(use(a + b, x))
+
+
+def _as_tuple(value):
+    return value if isinstance(value, tuple) else (value,)
+
+
+# Values whose sums differ: the third call is wrong if a use did not pin (guard) the sum.
+SUM_PAIRS = ((0.5, 0.25), (0.3, 0.2), (0.7, 0.1), (0.3, 0.2), (0.5, 0.25))
+
+
+@pytest.mark.parametrize("use", [_compare, _truth, _formatted, _as_int, _attribute, _with_constants, _rounded,
+                                 _sqrt], ids=lambda use: use.__name__)
+def test_a_use_that_needs_the_value_of_a_float_sum_bakes_it(compile_all, use):
+    x = paddle.to_tensor([1.0, -2.0, 0.25])
+    fast = sot.symbolic_translate(use_a_sum)
+    for a, b in SUM_PAIRS:
+        got, want = fast(x, a, b, use), use_a_sum(x, a, b, use)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            if isinstance(w, float):
+                _same_float(g, w)
+            else:
+                _same_bits(g, w)
+    # one translation per distinct pair, the repeated ones hit
+    assert counts()["translate_count"] == 3 and counts()["fallbacks"] == 0, counts()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_float_sum_as_a_tensor_operand_stays_a_program_input(compile_all, dtype):
+    x = paddle.to_tensor(np.array([1.0, -2.0, 0.25, 3.3, -0.0], dtype=dtype))
+    fast = sot.symbolic_translate(use_a_sum)
+    for a, b in SUM_PAIRS:
+        _same_bits(list(fast(x, a, b, _tensor_operand)), list(use_a_sum(x, a, b, _tensor_operand)))
+    assert counts()["translate_count"] == 2 and counts()["fallbacks"] == 0, counts()

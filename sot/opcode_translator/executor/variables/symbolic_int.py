@@ -260,8 +260,48 @@ def _symbolic_operands(operands: list[VariableBase]) -> bool:
             and all(isinstance(o, SymbolicIntVariable) or _is_int_constant(o) for o in operands))
 
 
+# Python float operators a float64 program computes exactly as Python does (IEEE double, round to nearest),
+# in-place forms mapped to the plain ones (a float is immutable).
+_FLOAT_ARITHMETIC: dict[Callable[..., Any], Callable[..., Any]] = {
+    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+    operator.truediv: operator.truediv, operator.iadd: operator.add, operator.isub: operator.sub,
+    operator.imul: operator.mul, operator.itruediv: operator.truediv,
+}
+
+
+def symbolic_float_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``total + x`` of two symbolic floats, kept in the graph (their 0-D float64 tensors): a float carried
+    along from call to call (an accumulated loss) then costs no translation per value. Only where both are
+    symbolic floats: a float64 ``+ - * /`` of two float64 tensors is Python's float arithmetic bit for bit
+    (the sign of zeros, overflow to inf too), while a Python constant operand would reach the program as an
+    op attribute (``scale``'s float32 bias) and lose bits, so it is folded on the pinned values as before.
+    Every use that needs the value (a comparison, ``if``, formatting, ``int()``, an attribute) pins the
+    result, which guards the inputs it came from by their values."""
+    if len(operands) != 2 or fn not in _FLOAT_ARITHMETIC \
+            or not all(isinstance(o, SymbolicFloatVariable) for o in operands):
+        return None
+    left, right = operands
+    plain = _FLOAT_ARITHMETIC[fn]
+    if left.known is None or right.known is None:
+        return None
+    if plain is operator.truediv and right.form != ("input",):
+        # A computed divisor may be 0.0 at a later call, where Python raises and the program gives inf; an
+        # input is never 0.0 under its own guard.
+        return None
+    try:
+        known = plain(left.known, right.known)
+    except ArithmeticError:
+        return None  # (folded on the pinned values: raises as eager does)
+    graph = left.graph
+    result = graph.call_tensor_op("api", f"operator.{plain.__name__}", plain, [left.tensor, right.tensor], {})
+    return SymbolicFloatVariable(result, known, left.sources + right.sources, graph, None)
+
+
 def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
     """``fn(*operands)`` kept symbolic when a symbolic int meets ints; None when it does not apply."""
+    floats = symbolic_float_arithmetic(fn, operands)
+    if floats is not None:
+        return floats
     if fn is operator.neg and len(operands) == 1 and isinstance(operands[0], SymbolicIntVariable):
         operands = [ConstantVariable(0, operands[0].graph, DummyTracker()), operands[0]]
         fn = operator.sub
