@@ -227,3 +227,23 @@ def test_a_float_sum_as_a_tensor_operand_stays_a_program_input(compile_all, dtyp
     for a, b in SUM_PAIRS:
         _same_bits(list(fast(x, a, b, _tensor_operand)), list(use_a_sum(x, a, b, _tensor_operand)))
     assert counts()["translate_count"] == 2 and counts()["fallbacks"] == 0, counts()
+
+
+@pytest.mark.parametrize("a, b", [(1.5, 3), (2, 3.0), (1.0, float("inf")), (1.0, 0.0), (1.0, -0.0), (0.0, 1.0)])
+def test_an_entry_with_float_arithmetic_is_left_for_other_operands(compile_all, a, b):
+    # after the entry for two non-zero finite floats: an int (int / int arithmetic), an infinity, a zero
+    # (a divisor zero raises ZeroDivisionError in Python where the program would give inf) miss it
+    x = paddle.to_tensor([1.0])
+    fast = sot.symbolic_translate(float_arithmetic)
+    fast(x, 1.0, 2.0), fast(x, 1.5, 3.0)
+    assert counts()["translate_count"] == 2, counts()
+    try:
+        want = float_arithmetic(x, a, b)[1:]
+    except ZeroDivisionError:
+        with pytest.raises(ZeroDivisionError):
+            fast(x, a, b)
+        return
+    got = fast(x, a, b)[1:]
+    for g, w in zip(got, want):
+        _same_float(g, w)
+    assert counts()["translate_count"] == 3, counts()
