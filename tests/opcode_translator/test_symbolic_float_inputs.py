@@ -188,7 +188,7 @@ def _sqrt(s, x):
 
 
 def _tensor_operand(s, x):
-    return x * s, x / s
+    return x * s, x / s, s / x, s - x, x + s
 
 
 def use_a_sum(x, a, b, use):

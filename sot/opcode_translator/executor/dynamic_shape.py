@@ -90,8 +90,8 @@ def learn_ints_from_miss(code: types.CodeType, guards: list[Any], globals_: dict
 
 def is_dynamic_float(code: types.CodeType, path: str) -> bool:
     """Whether the float input at ``path`` was seen with a second value: then, where it is an operand of
-    ``+ - * /`` with a float tensor, it is a program input (`symbolic_int.float_input`); any other use of it
-    still bakes (and guards) its value."""
+    ``+ - * /`` with a float tensor or with another such float, it is a program input
+    (`symbolic_int.float_input`); any other use of it still bakes (and guards) its value."""
     return config.dynamic_shape and (code, path) in _dynamic_floats
 
 

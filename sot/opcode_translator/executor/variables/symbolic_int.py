@@ -174,7 +174,9 @@ class SymbolicFloatVariable(SymbolicIntVariable):
     computes as with that tensor cast to the operand's dtype (checked against eager, the sign of zeros too:
     a product gets eager's ``+ 0.0``, `with_eager_scale_bias`). Every other use pins it (its value baked and
     guarded, as a plain float): an op's attribute (a dropout rate) must be, and float arithmetic in Python
-    (``1 - p``) is not kept in the graph."""
+    with a constant (``1 - p``) is not kept in the graph. ``+ - * /`` between two symbolic floats is
+    (`symbolic_float_arithmetic`): its result is a symbolic float too, computed (``sources`` are the inputs
+    it came from, which pinning it guards)."""
 
     def get_py_type(self) -> type:
         return float
