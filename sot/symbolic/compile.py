@@ -659,7 +659,7 @@ def _narrowed_to_what_each_gradient_reads(program: Any, sir: StatementIR,
         return plans
     return [dataclasses.replace(plan, inputs=[i for i in plan.inputs if sir.inputs[i].name in read[o]],
                                 outputs=[i for i in plan.outputs if output_names[i] in read[o]])
-            for o, plan in enumerate(plans)]
+            if read[o] is not None else plan for o, plan in enumerate(plans)]
 
 
 def changed_in_place(program: Any, sir: StatementIR) -> tuple[tuple[int, ...], tuple[paddle.Tensor, ...]] | None:

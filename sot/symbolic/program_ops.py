@@ -19,12 +19,13 @@ def forward_ops(program: Any) -> Iterator[Any]:
         yield op
 
 
-def buffers_read_per_output_gradient(program: Any) -> list[frozenset[str]]:
+def buffers_read_per_output_gradient(program: Any) -> list[frozenset[str] | None]:
     """For each forward output of ``program`` (a ``PartialProgramLayer``; in ``fo_names`` order), the names of
     the backward program's forward values (``bx``/``bo``/``bm``/``bp``) whose data the grad ops the gradient of
-    that output reaches read: eager only checks what the nodes a ``backward()`` runs keep (an output whose
-    gradient never reaches the op keeping a tensor does not read it), and only the tensors they keep the data
-    of (an operand an op needs the shape of only, ``is_no_need_buffer``, is not checked).
+    that output reaches read (None for an output the backward program takes no gradient of: not known). Eager
+    only checks what the nodes a ``backward()`` runs keep (an output whose gradient never reaches the op
+    keeping a tensor does not read it), and only the tensors they keep the data of (an operand an op needs the
+    shape of only, ``is_no_need_buffer``, is not checked).
 
     An op is reached when one of its operands (those of its nested blocks included) depends on the output's
     gradient. What a reached op reads counts, and so does what the ops computing its other operands from
@@ -68,9 +69,12 @@ def buffers_read_per_output_gradient(program: Any) -> list[frozenset[str]]:
             memo[id(op)] = frozenset(found)
         return memo[id(op)]
 
-    per_output = []
+    per_output: list[frozenset[str] | None] = []
     for gradient_name in gradient_names:
-        reached = {block.kwargs()[gradient_name].id} if gradient_name in block.kwargs() else set()
+        if gradient_name not in block.kwargs():
+            per_output.append(None)  # (no gradient of it in the program: not known, the caller's plan stays)
+            continue
+        reached = {block.kwargs()[gradient_name].id}
         read: set[str] = set()
         for op in ops:
             if any(value.id in reached for _, value in operands[id(op)]):
