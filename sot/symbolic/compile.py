@@ -586,10 +586,10 @@ class CompiledProgram:
         plan = self._recompute_plans.get(outputs)
         if plan is None:
             saved = self.saved_plan()
-            read = frozenset().union(*(self.inputs_read_by_gradients[o] for o in outputs))
             constants = constants_read_by_gradients(self.sir)
-            kept = frozenset(i for o in outputs for i in (*saved[o].inputs, *constants[o]))
-            plan = self._recompute_plans[outputs] = RecomputePlan.of(read, kept)
+            plan = self._recompute_plans[outputs] = RecomputePlan.of_outputs(
+                [self.inputs_read_by_gradients[o] for o in outputs],
+                [frozenset((*saved[o].inputs, *constants[o])) for o in outputs])
         return plan
 
     def __repr__(self) -> str:

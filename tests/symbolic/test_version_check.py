@@ -279,13 +279,15 @@ def _backward_of(fn: Callable[..., Any], change: Callable[..., None], taken: int
 @pytest.mark.parametrize("taken", [0, 1])
 @pytest.mark.parametrize("fn, change", [(two_outputs_one_keeping_y, _change_the_input),
                                         (an_output_kept_by_an_op_of_another_output, _change_the_first_output),
-                                        (an_output_kept_by_its_own_op_and_another, _change_the_first_output)])
+                                        (an_output_kept_by_its_own_op_and_another, _change_the_first_output),
+                                        (an_output_kept_by_its_own_op_and_another, _change_the_input)])
 def test_only_the_backward_of_an_output_reaching_the_op_keeping_a_changed_tensor_is_refused(fn, change,
                                                                                           taken) -> None:
     """Eager refuses the backward of an output only when its gradient reaches a node keeping the changed
     tensor's data: the product's backward, not the difference's (which keeps no buffer); the maximum's, not
-    the backward of its operand alone; an exp's own output changed, for both of its readers. The first two have a
-    refused and a computed side, so neither an over- nor an under-refusal passes."""
+    the backward of its operand alone; an exp's own output changed, for both of its readers; the input kept by the
+    product only, for the product's (a recomputed backward: the exp's recomputes from a copy). All but the
+    third have a refused and a computed side, so neither an over- nor an under-refusal passes."""
     expected = _backward_of(fn, change, taken)
     with sot.config.patch(min_graph_size=0):
         translated = sot.symbolic_translate(fn)
@@ -301,15 +303,6 @@ def test_the_cases_above_are_refused_and_computed_by_eager() -> None:
     assert isinstance(_backward_of(two_outputs_one_keeping_y, _change_the_input, 1), list)
     assert _backward_of(an_output_kept_by_an_op_of_another_output, _change_the_first_output, 1) == "RuntimeError"
     assert isinstance(_backward_of(an_output_kept_by_an_op_of_another_output, _change_the_first_output, 0), list)
+    assert _backward_of(an_output_kept_by_its_own_op_and_another, _change_the_input, 1) == "RuntimeError"
+    assert isinstance(_backward_of(an_output_kept_by_its_own_op_and_another, _change_the_input, 0), list)
 
-
-def test_a_recomputed_backward_not_reaching_the_op_keeping_a_changed_input_is_not_refused() -> None:
-    """(Known bug.) ``y`` is kept by the product ``e * y`` only; the backward of ``e`` alone never reaches it,
-    and eager computes after ``y`` changed in place. The program runs with a recomputed backward, which keeps
-    ``y`` (version-checked, not copied) for the product's output, and refuses the recomputation of ``e``'s
-    gradient from the changed ``y`` (sot's own error)."""
-    expected = _backward_of(an_output_kept_by_its_own_op_and_another, _change_the_input, 0)
-    assert isinstance(expected, list)
-    with sot.config.patch(min_graph_size=0):
-        translated = sot.symbolic_translate(an_output_kept_by_its_own_op_and_another)
-        assert _backward_of(translated, _change_the_input, 0) == expected
