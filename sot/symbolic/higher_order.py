@@ -309,6 +309,8 @@ _EVERY_OPERAND_IS_DATA: frozenset = frozenset([
     operator.add, operator.iadd, operator.sub, operator.isub, operator.neg, operator.pos, paddle.add,
     paddle.subtract, paddle.concat, paddle.stack, paddle.cast, paddle.assign, paddle.clone,
     "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__neg__", "astype", "cast", "clone",
+    # (eager's ``expand_as_grad`` keeps no buffer of ``x`` and nothing of ``y``, whose shape only is read)
+    paddle.expand_as, "expand_as",
 ])
 _FIRST_OPERAND_IS_DATA: frozenset = frozenset([
     operator.getitem, paddle.reshape, paddle.transpose, paddle.sum, paddle.mean, paddle.flatten, paddle.squeeze,

@@ -17,3 +17,80 @@ def forward_ops(program: Any) -> Iterator[Any]:
         for block in op.blocks():
             pending.extend(block.ops)
         yield op
+
+
+def buffers_read_per_output_gradient(program: Any) -> list[frozenset[str] | None]:
+    """For each forward output of ``program`` (a ``PartialProgramLayer``; in ``fo_names`` order), the names of
+    the backward program's forward values (``bx``/``bo``/``bm``/``bp``) whose data the grad ops the gradient of
+    that output reaches read (None for an output the backward program takes no gradient of: not known). Eager
+    only checks what the nodes a ``backward()`` runs keep (an output whose gradient never reaches the op
+    keeping a tensor does not read it), and only the tensors they keep the data of (an operand an op needs the
+    shape of only, ``is_no_need_buffer``, is not checked).
+
+    An op is reached when one of its operands (those of its nested blocks included) depends on the output's
+    gradient. What a reached op reads counts, and so does what the ops computing its other operands from
+    forward values alone read (a decomposed backward may compute from a forward value before the gradient
+    arrives; eager's node reads the value when the gradient reaches it). Raises on another Paddle's layout
+    (callers catch and keep the coarser plan)."""
+    attrs = program.train_program.program_attr
+    output_names, gradient_names = list(attrs["fo_names"]), list(attrs["bo_g_names"])
+    if len(output_names) != len(gradient_names):
+        raise ValueError("output gradients do not match the outputs")
+    block = program.train_program.backward_program.global_block()
+    kwarg_name = {value.id: name for name, value in block.kwargs().items()}
+    gradient_ids = {block.kwargs()[name].id for name in gradient_names if name in block.kwargs()}
+    ops = list(block.ops)
+    producer = {result.id: op for op in ops for result in op.results()}
+    operands = {id(op): list(_operands_with_nested(op)) for op in ops}
+
+    def own_reads(op: Any) -> set[str]:
+        """The forward values ``op`` (nested ops included) reads the data of."""
+        return {kwarg_name[value.id] for reader, value in operands[id(op)]
+                if value.id in kwarg_name and value.id not in gradient_ids and not reader.is_no_need_buffer(value)}
+
+    # The ops depending on any output's gradient (the others compute from forward values only).
+    depends_on_gradient: set[int] = set()
+    flowing = set(gradient_ids)
+    for op in ops:
+        if any(value.id in flowing for _, value in operands[id(op)]):
+            depends_on_gradient.add(id(op))
+            flowing.update(result.id for result in op.results())
+
+    memo: dict[int, frozenset[str]] = {}
+
+    def reads_before_gradient(op: Any) -> frozenset[str]:
+        """What ``op`` and the gradient-free ops computing its operands read."""
+        if id(op) not in memo:
+            found = set(own_reads(op))
+            for _, value in operands[id(op)]:
+                source = producer.get(value.id)
+                if source is not None and id(source) not in depends_on_gradient:
+                    found |= reads_before_gradient(source)
+            memo[id(op)] = frozenset(found)
+        return memo[id(op)]
+
+    per_output: list[frozenset[str] | None] = []
+    for gradient_name in gradient_names:
+        if gradient_name not in block.kwargs():
+            per_output.append(None)  # (no gradient of it in the program: not known, the caller's plan stays)
+            continue
+        reached = {block.kwargs()[gradient_name].id}
+        read: set[str] = set()
+        for op in ops:
+            if any(value.id in reached for _, value in operands[id(op)]):
+                reached.update(result.id for result in op.results())
+                read |= reads_before_gradient(op)
+        per_output.append(frozenset(read))
+    return per_output
+
+
+def _operands_with_nested(op: Any) -> Iterator[tuple[Any, Any]]:
+    """(reading op, value) for each operand of ``op`` and of the ops of its nested blocks (a control-flow op's
+    body reads values of the enclosing block directly)."""
+    pending = [op]
+    while pending:
+        current = pending.pop()
+        for value in current.operands_source():
+            yield current, value
+        for nested in current.blocks():
+            pending.extend(nested.ops)

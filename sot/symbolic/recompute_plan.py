@@ -59,6 +59,18 @@ class RecomputePlan:
     def of(cls, read: frozenset[int], saved_inputs: frozenset[int]) -> "RecomputePlan":
         return cls(read, read & saved_inputs, read - saved_inputs)
 
+    @classmethod
+    def of_outputs(cls, read_by_output: list[frozenset[int]], saved_by_output: list[frozenset[int]]
+                   ) -> "RecomputePlan":
+        """The plan of a recomputation of several outputs, from what each one's gradient reads and eager's
+        nodes reached by it keep: an input kept for one output's gradient but only read by another's is both
+        version-checked (the first one's backward refuses as eager's) and copied (the other's backward computes
+        from the values of the call, as eager's)."""
+        plans = [cls.of(read, saved) for read, saved in zip(read_by_output, saved_by_output)]
+        return cls(frozenset().union(*(plan.read for plan in plans)),
+                   frozenset().union(*(plan.inputs_kept_by_gradients for plan in plans)),
+                   frozenset().union(*(plan.copied for plan in plans)))
+
 
 @dataclasses.dataclass(eq=False)
 class _Copy:
@@ -166,10 +178,11 @@ class ForwardState:
 
     def check_unchanged(self, program: "CompiledProgram", outputs_reached: list[int]) -> None:
         """Refuse a recomputation from a kept input or a held parameter changed in place since the call (the
-        version hooks on the outputs refuse it first, as eager does, for what eager's backward saves)."""
+        version hooks on the outputs refuse it first, as eager does, for what eager's backward saves). An input
+        also copied (kept for another output's gradient only) is recomputed from its copy."""
         read_by_output = program.inputs_read_by_gradients
         reached = frozenset().union(*(read_by_output[o] for o in outputs_reached))
-        watched = [self.versions[i] for i in reached if i in self.versions]
+        watched = [self.versions[i] for i in reached if i in self.versions and i not in self.copies]
         for tensor, version in watched + self.parameter_versions:
             if tensor._inplace_version() != version:
                 raise SotError(

@@ -1154,6 +1154,8 @@ _TABLE_EXAMPLES = {
     paddle.matmul: lambda x, w: paddle.matmul(x.reshape([2, 3]), w.reshape([3, 2])),
     "matmul": lambda x, w: x.reshape([2, 3]).matmul(w.reshape([3, 2])), paddle.exp: lambda x, w: paddle.exp(x),
     "exp": lambda x, w: x.exp(), paddle.log: lambda x, w: paddle.log(x), "log": lambda x, w: x.log(),
+    paddle.expand_as: lambda x, w: paddle.expand_as(x, paddle.stack([w, w])),
+    "expand_as": lambda x, w: x.expand_as(paddle.stack([w, w])),
 }
 
 
@@ -1168,7 +1170,7 @@ def test_the_tables_of_gradient_dependence_agree_with_eager():
     product or quotient by a number: `_operands_read`): the first-order gradient of the data operand has none
     with respect to it. For those and `_JVP_NOT_LINKED_TO_THE_COTANGENT`: the gradient of that gradient with
     respect to the cotangent (J u) has none with respect to the cotangent. (An op without an eager double
-    gradient, ``flatten``, raises: no claim to check.)"""
+    gradient, ``flatten`` or ``expand_as``, raises: no claim to check.)"""
     tables = higher_order._EVERY_OPERAND_IS_DATA | higher_order._FIRST_OPERAND_IS_DATA | \
         higher_order._TIMES_A_NUMBER | higher_order._DIVIDED_BY_A_NUMBER | higher_order._JVP_NOT_LINKED_TO_THE_COTANGENT
     assert set(_TABLE_EXAMPLES) == set(tables)
@@ -1184,7 +1186,7 @@ def test_the_tables_of_gradient_dependence_agree_with_eager():
         try:
             (first,) = paddle.grad(out, x, v, create_graph=True)
         except RuntimeError:
-            assert entry in (paddle.flatten, "flatten"), entry  # (no double gradient in eager)
+            assert entry in (paddle.flatten, "flatten", paddle.expand_as, "expand_as"), entry  # (no double gradient in eager)
             continue
         reads_no_data = not _reads_operands(entry, x, w, example)
         if reads_no_data and not first.stop_gradient:

@@ -241,3 +241,68 @@ def test_the_statistics_of_a_batch_norm_changed_in_place_are_refused_as_eager(co
         model.train() if training else model.eval()
         actual = _statistics_changed(sot.symbolic_translate(_normalized), model, grad_input, calls, change)
         assert actual == eager, (calls, change)
+
+
+# -- what each output's backward reads: only the tensors kept by the nodes its gradient reaches ----------------
+def two_outputs_one_keeping_y(w, y):
+    return w * y, w - y  # multiply keeps y (and w); subtract keeps no buffer
+
+
+def an_output_kept_by_an_op_of_another_output(w, y):
+    d = w - paddle.tanh(y)
+    return d, paddle.maximum(y, d)  # maximum keeps d; d's own backward never reaches maximum
+
+
+def an_output_kept_by_its_own_op_and_another(w, y):
+    e = paddle.exp(w + y)  # exp keeps e for e's own backward
+    return e, e * y
+
+
+def _change_the_first_output(y: paddle.Tensor, outputs: tuple) -> None:
+    outputs[0].add_(paddle.ones([3]))
+
+
+def _backward_of(fn: Callable[..., Any], change: Callable[..., None], taken: int) -> Any:
+    """``fn(w, y)`` (two outputs), ``change(y, outputs)`` under no_grad, then the backward of output
+    ``taken`` alone: the gradient of ``w``, or the type of what ``backward()`` raised."""
+    w, y = _inputs()
+    outputs = fn(w, y)
+    with paddle.no_grad():
+        change(y, outputs)
+    try:
+        outputs[taken].sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__
+    return np.round(w.grad.numpy(), 5).tolist()
+
+
+@pytest.mark.parametrize("taken", [0, 1])
+@pytest.mark.parametrize("fn, change", [(two_outputs_one_keeping_y, _change_the_input),
+                                        (an_output_kept_by_an_op_of_another_output, _change_the_first_output),
+                                        (an_output_kept_by_its_own_op_and_another, _change_the_first_output),
+                                        (an_output_kept_by_its_own_op_and_another, _change_the_input)])
+def test_only_the_backward_of_an_output_reaching_the_op_keeping_a_changed_tensor_is_refused(fn, change,
+                                                                                          taken) -> None:
+    """Eager refuses the backward of an output only when its gradient reaches a node keeping the changed
+    tensor's data: the product's backward, not the difference's (which keeps no buffer); the maximum's, not
+    the backward of its operand alone; an exp's own output changed, for both of its readers; the input kept by the
+    product only, for the product's (a recomputed backward: the exp's recomputes from a copy). All but the
+    third have a refused and a computed side, so neither an over- nor an under-refusal passes."""
+    expected = _backward_of(fn, change, taken)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(fn)
+        for call in range(2):
+            assert _backward_of(translated, change, taken) == expected, call
+    assert sot.stats().fallbacks == 0
+
+
+def test_the_cases_above_are_refused_and_computed_by_eager() -> None:
+    """(The parity test above covers both outcomes: eager refuses one output's backward and computes the
+    other's.)"""
+    assert _backward_of(two_outputs_one_keeping_y, _change_the_input, 0) == "RuntimeError"
+    assert isinstance(_backward_of(two_outputs_one_keeping_y, _change_the_input, 1), list)
+    assert _backward_of(an_output_kept_by_an_op_of_another_output, _change_the_first_output, 1) == "RuntimeError"
+    assert isinstance(_backward_of(an_output_kept_by_an_op_of_another_output, _change_the_first_output, 0), list)
+    assert _backward_of(an_output_kept_by_its_own_op_and_another, _change_the_input, 1) == "RuntimeError"
+    assert isinstance(_backward_of(an_output_kept_by_its_own_op_and_another, _change_the_input, 0), list)
+
