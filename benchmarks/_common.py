@@ -85,23 +85,30 @@ def interleave(variants: Sequence[Variant], rounds: int, calls: int,
                after_batch: Callable[[Variant, int], None] | None = None,
                progress: bool = False, cpu_samples: dict[str, list[float]] | None = None,
                settle_s: float = SETTLE_S) -> dict[str, list[float]]:
-    """Per-call seconds of each variant, one sample per round; rounds are round-robin over the variants
-    with the starting variant rotated each round. ``after_batch(variant, calls)`` runs after each timed
-    batch, outside the timing (for consistency checks). A ``cpu_samples`` dict receives the per-call
-    process CPU time of the same batches (less sensitive than wall time to other processes' load).
+    """Per-call seconds of each variant, one sample per round; rounds are round-robin over the variants,
+    the starting variant rotated every two rounds and every other round run in reverse order.
+    ``after_batch(variant, calls)`` runs after each timed batch, outside the timing (for consistency
+    checks). A ``cpu_samples`` dict receives the per-call process CPU time of the same batches (less
+    sensitive than wall time to other processes' load).
 
     Each batch starts after ``settle_s`` of idle time: a static program's run leaves work behind in Paddle's
     threads (its executor's workers, the collector freeing dead tensors in batches), which otherwise lands
-    in the next variant's batch. Rotation keeps the cyclic order, so a variant always followed the same one:
-    measured on small_ops_200 and data_dependent_branch/large (2026-12-02, 2 cores), sot's forward was 1.06x
-    eager right after Paddle's SOT and 0.96x right after eager, and 0.98x either way with 10 ms of idle."""
+    in the next variant's batch. Rotation alone keeps the cyclic order, so a variant always followed the
+    same one: measured on small_ops_200 and data_dependent_branch/large (2026-12-02, 2 cores), sot's forward
+    was 1.06x eager right after Paddle's SOT and 0.96x right after eager, and 0.98x either way with 10 ms of
+    idle. Reversing every other round makes each variant follow another neighbour in half the rounds: in a
+    quiet full run with the cyclic order (2026-12-03), sot's train step of small_ops_200 still read 1.15x
+    eager in wall time (1.12x process CPU), where callgrind counts it at 1.001x eager's instructions (sot
+    runs the original code natively there)."""
     samples: dict[str, list[float]] = {v.key: [] for v in variants}
     if cpu_samples is not None:
         for v in variants:
             cpu_samples.setdefault(v.key, [])
     n = len(variants)
     for r in range(rounds):
-        order = [variants[(r + i) % n] for i in range(n)]
+        order = [variants[(r // 2 + i) % n] for i in range(n)]
+        if r % 2:
+            order.reverse()
         for variant in order:
             if settle_s > 0:
                 time.sleep(settle_s)

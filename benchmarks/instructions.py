@@ -1,4 +1,4 @@
-"""Instructions per forward call of one ``models.py`` workload, eager or sot, counted by callgrind.
+"""Instructions per forward call (or train step) of one ``models.py`` workload, eager or sot, counted by callgrind.
 
 Wall-clock ratios on this shared 2-CPU machine move by several percent with the load; instruction counts do
 not. Run under valgrind (the script says how when run without it)::
@@ -45,6 +45,9 @@ def main() -> None:
     parser.add_argument("workload", help="a models.py workload, e.g. tensor_if/- or data_dependent_branch/tiny")
     parser.add_argument("variant", choices=["eager", "sot"])
     parser.add_argument("--calls", type=int, default=200, help="counted forward calls (default 200)")
+    parser.add_argument("--train-step", action="store_true",
+                        help="count train steps (forward, loss, backward, Adam step, clear_grad) instead of forward "
+                             "calls")
     parser.add_argument("--warmup", type=int, default=100, help="untimed forward calls after the train steps")
     parser.add_argument("--instrument-here", action="store_true",
                         help="with valgrind's --instr-atstart=no: turn instrumentation on just before the counted "
@@ -65,7 +68,8 @@ def main() -> None:
         fn(*inputs)
     if args.instrument_here:
         _instrument_on()
-    functools.reduce(lambda acc, _: fn(*inputs), range(args.calls), None)
+    counted = step if args.train_step else functools.partial(fn, *inputs)
+    functools.reduce(lambda acc, _: counted(), range(args.calls), None)
     if args.variant == "sot":
         print("sot.stats():", models.sot.stats(), file=sys.stderr)
 
