@@ -140,7 +140,9 @@ _INLINABLE_LIBRARY_FILES = tuple(_PADDLE_DIR + os.path.join("nn", "utils", name)
 # Standard library functions that only move attributes between the user's own objects: inlined, so a
 # decorator written with ``functools.wraps`` in the frame does not break the graph.
 # ``dataclasses.fields``/``replace``/``is_dataclass`` only read the class's field table (a
-# ``ModelOutput.__post_init__`` walks it) and build an instance of the user's class. The code objects nested in
+# ``ModelOutput.__post_init__`` walks it) and build an instance of the user's class; ``asdict``/``astuple``
+# walk the fields into dicts, lists and tuples and copy the leaves (``copy.deepcopy`` of an atomic constant
+# is folded: `library_rules`; of a tensor it still runs natively). The code objects nested in
 # these (a generator expression) are inlined with them.
 def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]:
     found: set[types.CodeType] = set()
@@ -152,7 +154,8 @@ def _with_nested_codes(codes: list[types.CodeType]) -> frozenset[types.CodeType]
 
 
 _INLINABLE_DATACLASS_FUNCTIONS = ("fields", "replace", "is_dataclass", "_is_dataclass_instance",
-                                  "_replace")  # (3.13: the body of ``replace``)
+                                  "_replace",  # (3.13: the body of ``replace``)
+                                  "asdict", "astuple", "_asdict_inner", "_astuple_inner")
 # The mapping classes of the standard library are Python over the user's own methods (``UserDict`` over its
 # ``data`` dict, the ``Mapping`` mixins over ``__getitem__``/``__iter__``): an HF-style ``BatchEncoding`` read
 # or unpacked (``model(**batch)``) in the frame is simulated through them.

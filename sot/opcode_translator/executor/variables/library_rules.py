@@ -8,6 +8,7 @@ found. A rule returns None when it cannot answer: the call then runs natively, a
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import types
 from typing import TYPE_CHECKING, Any, Callable
@@ -67,3 +68,19 @@ def _signature(function: "FunctionVariableBase", args: list[VariableBase],
     except (TypeError, ValueError):
         return None
     return ConstantVariable(signature, fn_var.graph, DummyTracker((fn_var,)))
+
+
+# What ``copy.copy``/``copy.deepcopy`` hand back unchanged: the types the ``copy`` module treats as atomic.
+_ATOMIC_TYPES = frozenset({type(None), type(Ellipsis), type(NotImplemented), int, float, bool, complex, bytes, str,
+                           range, types.CodeType, type})
+
+
+@library_rule(copy.copy, copy.deepcopy)
+def _copy_of_an_atomic_value(function: "FunctionVariableBase", args: list[VariableBase],
+                             kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """``copy.deepcopy(3)`` is ``3`` itself: a copy of an atomic constant is the constant (the leaves of
+    ``dataclasses.asdict``/``astuple``, which copy every field value that is no container). Anything else (a
+    tensor, a user object, a memo passed) still runs natively."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], ConstantVariable):
+        return None
+    return args[0] if type(args[0].value) in _ATOMIC_TYPES else None
