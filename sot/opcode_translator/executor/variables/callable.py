@@ -83,7 +83,7 @@ class PaddleApiVariable(CallableVariable):
 NON_GRAPH_TENSOR_METHODS = frozenset({
     "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__", "__len__",
     "__format__", "__repr__", "__str__", "__complex__", "backward", "register_hook", "clear_grad",
-    "clear_gradient", "gradient", "data_ptr", "copy_", "_copy_to", "cpu", "cuda", "pin_memory",
+    "clear_gradient", "gradient", "data_ptr", "copy_", "_copy_to", "cuda", "pin_memory",
     "value", "get_tensor", "detach_", "_md5sum", "_is_initialized", "is_dense", "is_dist", "is_sparse",
     "numel_", "element_size", "_numel", "contiguous", "is_contiguous", "get_strides", "strides",
 })
@@ -150,10 +150,25 @@ def _is_dist(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str,
     return is_dist_value(tensor)
 
 
+@functools.cache
+def _only_cpu_places() -> bool:
+    """Whether every tensor of this process is on the CPU: a build with no GPU, XPU nor custom device."""
+    device = paddle.device
+    return not (device.is_compiled_with_cuda() or device.is_compiled_with_xpu() or device.get_all_custom_device_type())
+
+
+def _cpu(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``x.cpu()`` of a tensor already on the CPU is ``x`` itself (eager returns ``self``); where a tensor may be
+    elsewhere, the call runs natively."""
+    if args or kwargs or not _only_cpu_places():
+        raise BreakGraphError("Tensor.cpu() leaves the graph (a copy to another place)")
+    return tensor
+
+
 # Tensor methods simulated by a rule of their own: ``rule(tensor, args, kwargs)`` gives the result.
 _TENSOR_METHOD_RULES: dict[str, Callable[[TensorVariable, list[VariableBase], dict[str, VariableBase]],
                                          VariableBase]] = {
-    "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist,
+    "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist, "cpu": _cpu,
 }
 
 
