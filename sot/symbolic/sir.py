@@ -333,10 +333,9 @@ def _call_in_grad_mode(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> 
 
 
 def _call(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
-    if args and isinstance(args[0], paddle.pir.Value):
-        lowering = static_lowering(stmt.kind, stmt.target)
-        if lowering is not None:
-            return lowering(*args, **kwargs)
+    lowering = static_lowering(stmt.kind, stmt.target)
+    if lowering is not None and builds_lowered(stmt.target, args):
+        return lowering(*args, **kwargs)
     if stmt.kind == "method":
         return getattr(args[0], stmt.target)(*args[1:], **kwargs)
     return stmt.target(*args, **kwargs)
@@ -398,24 +397,121 @@ def _where_as_eager(condition: Any, x: Any = None, y: Any = None, name: str | No
     return paddle._C_ops.where(condition, x, y)
 
 
+def float32_would_change(value: Any) -> bool:
+    """Whether a Python number would change as a float32: static ops take some numbers as float32 attributes
+    (``full_like``'s value, ``scale``'s scale and bias, ``clip``'s bounds, a list ``to_tensor`` fills),
+    where eager computes with the double; for a float64 result they are passed as float64 tensors instead."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return float(np.float32(value)) != value
+    except OverflowError:
+        return True
+
+
+def _double(value: float) -> Any:
+    """``value`` as a 0-D float64 tensor (``full``'s value attribute is a double)."""
+    return paddle.full([], value, paddle.float64)
+
+
+def full_like_as_eager(x: Any, fill_value: Any, dtype: Any = None, name: str | None = None, **options: Any) -> Any:
+    """``paddle.full_like(x, v)`` of a float64 result: ``v`` broadcast from a float64 0-D tensor."""
+    if paddle.in_dynamic_mode() or options or (dtype is not None and paddle.base.framework.convert_np_dtype_to_dtype_(dtype) != paddle.float64) \
+            or (dtype is None and x.dtype != paddle.float64) or not float32_would_change(fill_value):
+        return paddle.full_like(x, fill_value, dtype, name, **options)
+    return paddle.expand(_double(fill_value), paddle.shape(x))
+
+
+def _nan_to_num_as_eager(x: Any, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None,
+                         name: str | None = None) -> Any:
+    """``paddle.nan_to_num(x)`` of a float64 tensor: Paddle's static form fills with float32 values (the
+    default bounds, the largest float64s, become infinities); selected here from float64 0-D tensors."""
+    if x.dtype != paddle.float64:
+        return paddle.nan_to_num(x, nan, posinf, neginf, name)
+    info = np.finfo(np.float64)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    out = _where_as_eager(paddle.isnan(x), _double(nan), x)
+    infinite = paddle.isinf(x)
+    out = _where_as_eager(paddle.logical_and(infinite, x > 0), _double(posinf), out)
+    return _where_as_eager(paddle.logical_and(infinite, x < 0), _double(neginf), out)
+
+
+def _scale_as_eager(x: Any, scale: Any = 1.0, bias: Any = 0.0, bias_after_scale: bool = True, act: Any = None,
+                    name: str | None = None) -> Any:
+    """``paddle.scale(x, s, b)`` of a float64 tensor: ``s`` as a float64 tensor operand, and a ``b`` a float32
+    would round added (or, ``bias_after_scale=False``, first added) as one: the same two roundings as eager's
+    kernel (checked bit for bit on 2e5 values)."""
+    if x.dtype != paddle.float64 or act is not None or not (float32_would_change(scale) or float32_would_change(bias)):
+        return paddle.scale(x, scale, bias, bias_after_scale, act, name)
+    scale = _double(scale) if float32_would_change(scale) else scale
+    if not float32_would_change(bias):
+        return paddle.scale(x, scale, bias, bias_after_scale)
+    if bias_after_scale:
+        return paddle.scale(x, scale, 0.0) + _double(bias)
+    return paddle.scale(x + _double(bias), scale, 0.0)
+
+
+def _clip_as_eager(x: Any, min: Any = None, max: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    """``paddle.clip(x, lo, hi)`` of a float64 tensor: bounds a float32 would round as float64 tensors."""
+    if x.dtype == paddle.float64:
+        min, max = (_double(v) if float32_would_change(v) else v for v in (min, max))  # noqa: A001
+    return paddle.clip(x, min, max, name)
+
+
+def _to_tensor_as_eager(data: Any, dtype: Any = None, place: Any = None, stop_gradient: bool = True) -> Any:
+    """``paddle.to_tensor`` of Python numbers into a float64 tensor: static ``to_tensor`` fills float64 from
+    float32 values; eager converts with numpy. Built from the float64 array (``assign`` keeps its doubles)."""
+    if isinstance(data, (int, float, list, tuple)) and not isinstance(data, bool):
+        try:
+            array = np.asarray(data)
+        except ValueError:  # (ragged)
+            array = None
+        if array is not None and array.dtype.kind in "iuf":
+            if dtype is not None:
+                target = paddle.base.framework.convert_np_dtype_to_dtype_(dtype)
+            else:
+                target = paddle.float64 if array.dtype.kind == "f" and paddle.get_default_dtype() == "float64" \
+                    else None
+            if target == paddle.float64 and any(float32_would_change(float(v)) for v in array.flat):
+                out = paddle.assign(array.astype(np.float64))
+                out.stop_gradient = stop_gradient
+                return out
+    return paddle.to_tensor(data, dtype, place, stop_gradient)
+
+
 # Statements whose static form Paddle builds differently from the eager op, by the statement's target: an
-# operator function or a Paddle API function (an ``api`` statement) or a method name.
+# operator function or a Paddle API function (an ``api`` statement) or a method name. Lowered when the first
+# argument is a static value; those of `_LOWERED_FOR_ANY_ARGUMENTS` whenever a program is being built.
 _STATIC_LOWERING: dict[Any, Callable[..., Any]] = {
     operator.truediv: _divide_as_eager, operator.itruediv: _divide_as_eager, "__truediv__": _divide_as_eager,
     "__div__": _divide_as_eager, "__itruediv__": _divide_as_eager,
     operator.sub: _subtract_as_eager, operator.isub: _subtract_as_eager, "__sub__": _subtract_as_eager,
     "__isub__": _subtract_as_eager,
     paddle.where: _where_as_eager, "where": _where_as_eager,
+    paddle.full_like: full_like_as_eager, paddle.nan_to_num: _nan_to_num_as_eager,
+    paddle.scale: _scale_as_eager, "scale": _scale_as_eager,
+    paddle.clip: _clip_as_eager, "clip": _clip_as_eager,
+    paddle.to_tensor: _to_tensor_as_eager,
 }
+_LOWERED_FOR_ANY_ARGUMENTS = frozenset({paddle.to_tensor})
 
 
 def static_lowering(kind: str, target: Any) -> Callable[..., Any] | None:
-    """How a statement of ``kind`` calling ``target`` is built on static values (its first argument one),
-    when not by the call itself: also the form meta inference must see, so that its metas (and errors) are
-    those of the program built."""
+    """How a statement of ``kind`` calling ``target`` is built in a program, when not by the call itself
+    (see `builds_lowered`): also the form meta inference must see, so that its metas (and errors) are those of
+    the program built."""
     if kind == "method" or (kind == "api" and type(target) in (types.BuiltinFunctionType, types.FunctionType)):
         return _STATIC_LOWERING.get(target)
     return None
+
+
+def builds_lowered(target: Any, args: tuple) -> bool:
+    """Whether a call of ``target`` (which has a `static_lowering`) with ``args`` is built lowered: on a static
+    first argument, or, for a constructor, whenever it is built in static mode."""
+    if args and isinstance(args[0], paddle.pir.Value):
+        return True
+    return target in _LOWERED_FOR_ANY_ARGUMENTS and not paddle.in_dynamic_mode()
 
 
 def bind_outputs(env: dict[Symbol, Any], pattern: Any, value: Any) -> None:

@@ -16,7 +16,7 @@ from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, a
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
-from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, static_lowering
+from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, builds_lowered, static_lowering
 from .dynamic_shape import counted_axis
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -782,8 +782,7 @@ class FunctionGraph:
             unlowered = call
 
             def call(*args_: Any, **kwargs_: Any) -> Any:
-                lowered = args_ and isinstance(args_[0], paddle.pir.Value)
-                return (lowering if lowered else unlowered)(*args_, **kwargs_)
+                return (lowering if builds_lowered(target, args_) else unlowered)(*args_, **kwargs_)
         op_count: list[int] = []
         configuration = _configuration(kind, target) if key is not None else None
         try:

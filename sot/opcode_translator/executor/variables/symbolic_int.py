@@ -26,7 +26,7 @@ import numpy as np
 import paddle
 
 from ....errors import BreakGraphError
-from ....symbolic.sir import MetaInfo
+from ....symbolic.sir import MetaInfo, float32_would_change
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
@@ -479,16 +479,6 @@ _POWER_OPERATORS = frozenset({operator.pow})
 _DOUBLE_CONSTANT_OPERATORS = frozenset({operator.add, operator.sub, operator.mul})
 
 
-def _needs_double(value: Any) -> bool:
-    """A Python number a float32 attribute would change."""
-    if type(value) not in (int, float):
-        return False
-    try:
-        return float(np.float32(value)) != value
-    except OverflowError:
-        return True
-
-
 def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
     """``x ** c`` of a floating tensor as ``paddle.pow(x, c)``; ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a
     float64 tensor and a number ``c`` a float32 would round, with ``c`` a 0-D float64 tensor (the product a
@@ -506,7 +496,7 @@ def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase])
         return None
     tensor, number = (left, right) if isinstance(left, TensorVariable) else (right, left)
     if not isinstance(tensor, TensorVariable) or not isinstance(number, ConstantVariable) \
-            or tensor.meta.dtype != paddle.float64 or not _needs_double(number.value):
+            or tensor.meta.dtype != paddle.float64 or not float32_would_change(number.value):
         return None
     graph = tensor.graph
     graph.add_guard(number)
