@@ -19,7 +19,7 @@ from paddle.pir.core import convert_np_dtype_to_dtype_, vartype_to_datatype
 
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure
-from .sir import LayerCall, MetaInfo
+from .sir import LayerCall, MetaInfo, eager_static_forms
 from .tracer_inheritance import static_section
 from .zero_sign import pin_zero_sign
 
@@ -42,7 +42,7 @@ def static_mode() -> Iterator[None]:
 def throwaway_static_program() -> Iterator[None]:
     """`static_mode` without pinning the sign of zero (used to pin it)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
-    with static_section(), warnings.catch_warnings(), shallow_op_callstacks():
+    with static_section(), warnings.catch_warnings(), shallow_op_callstacks(), eager_static_forms():
         warnings.simplefilter("ignore")
         with paddle.static.program_guard(main, startup):
             with paddle.base.framework._dygraph_guard(None):

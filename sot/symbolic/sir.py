@@ -6,16 +6,19 @@ kept inline. It can be run eagerly (`run_sir`) or on static placeholders to buil
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
 import operator
 import types
 import weakref
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import paddle
+from paddle import _C_ops
+from paddle.tensor import creation as _creation
 
 from ..errors import SourceLocation
 from ..eval_frame_ext import HEAPTYPE, type_version
@@ -398,10 +401,8 @@ def _where_as_eager(condition: Any, x: Any = None, y: Any = None, name: str | No
 
 
 def float32_would_change(value: Any) -> bool:
-    """Whether a Python number would change as a float32: static ops take some numbers as float32 attributes
-    (``full_like``'s value, ``scale``'s scale and bias, ``clip``'s bounds, a list ``to_tensor`` fills),
-    where eager computes with the double; for a float64 result they are passed as float64 tensors instead."""
-    if type(value) not in (int, float):
+    """Whether a Python (or numpy) number would change as a float32 (see `eager_static_forms`)."""
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         return False
     try:
         return float(np.float32(value)) != value
@@ -414,87 +415,125 @@ def _double(value: float) -> Any:
     return paddle.full([], value, paddle.float64)
 
 
-def full_like_as_eager(x: Any, fill_value: Any, dtype: Any = None, name: str | None = None, **options: Any) -> Any:
-    """``paddle.full_like(x, v)`` of a float64 result: ``v`` broadcast from a float64 0-D tensor."""
-    if paddle.in_dynamic_mode() or options or (dtype is not None and paddle.base.framework.convert_np_dtype_to_dtype_(dtype) != paddle.float64) \
-            or (dtype is None and x.dtype != paddle.float64) or not float32_would_change(fill_value):
-        return paddle.full_like(x, fill_value, dtype, name, **options)
-    return paddle.expand(_double(fill_value), paddle.shape(x))
+def _is_float64_value(value: Any) -> bool:
+    return isinstance(value, paddle.pir.Value) and value.dtype == paddle.float64
 
 
-def _nan_to_num_as_eager(x: Any, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None,
-                         name: str | None = None) -> Any:
-    """``paddle.nan_to_num(x)`` of a float64 tensor: Paddle's static form fills with float32 values (the
-    default bounds, the largest float64s, become infinities); selected here from float64 0-D tensors."""
-    if x.dtype != paddle.float64:
-        return paddle.nan_to_num(x, nan, posinf, neginf, name)
-    info = np.finfo(np.float64)
-    posinf = float(info.max) if posinf is None else posinf
-    neginf = float(info.min) if neginf is None else neginf
-    out = _where_as_eager(paddle.isnan(x), _double(nan), x)
-    infinite = paddle.isinf(x)
-    out = _where_as_eager(paddle.logical_and(infinite, x > 0), _double(posinf), out)
-    return _where_as_eager(paddle.logical_and(infinite, x < 0), _double(neginf), out)
+# -- Python numbers reaching float64 static values: eager's doubles ------------------------------------------
+# Each takes Paddle's function it stands for and gives the replacement, which hands every other call to it.
+def _scale_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``_C_ops.scale(x, s, b, after)``: ``s`` and ``b`` are float32 in a program. ``s`` is passed as a float64
+    tensor operand; a ``b`` a float32 would round is added (or, ``after`` false, first added) as one: the same
+    two roundings as eager's kernel (checked bit for bit on 2e5 values)."""
+    def scale(*args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != 4 or not _is_float64_value(args[0]):
+            return original(*args, **kwargs)
+        x, factor, bias, bias_after_scale = args
+        if not (float32_would_change(factor) or float32_would_change(bias)):
+            return original(*args)
+        factor = _double(factor) if float32_would_change(factor) else factor
+        if not float32_would_change(bias):
+            return original(x, factor, bias, bias_after_scale)
+        if bias_after_scale:
+            return paddle.add(original(x, factor, 0.0, True), _double(bias))
+        return original(paddle.add(x, _double(bias)), factor, 0.0, True)
+
+    return scale
 
 
-def _scale_as_eager(x: Any, scale: Any = 1.0, bias: Any = 0.0, bias_after_scale: bool = True, act: Any = None,
-                    name: str | None = None) -> Any:
-    """``paddle.scale(x, s, b)`` of a float64 tensor: ``s`` as a float64 tensor operand, and a ``b`` a float32
-    would round added (or, ``bias_after_scale=False``, first added) as one: the same two roundings as eager's
-    kernel (checked bit for bit on 2e5 values)."""
-    if x.dtype != paddle.float64 or act is not None or not (float32_would_change(scale) or float32_would_change(bias)):
-        return paddle.scale(x, scale, bias, bias_after_scale, act, name)
-    scale = _double(scale) if float32_would_change(scale) else scale
-    if not float32_would_change(bias):
-        return paddle.scale(x, scale, bias, bias_after_scale)
-    if bias_after_scale:
-        return paddle.scale(x, scale, 0.0) + _double(bias)
-    return paddle.scale(x + _double(bias), scale, 0.0)
+def _full_like_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``_C_ops.full_like(x, v, dtype, place)`` of a float64 result: ``v`` is filled through a float32 in a
+    program (``nan_to_num``'s default bounds, the largest float64s, became infinities); broadcast here from a
+    float64 0-D tensor."""
+    def full_like(*args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != 4 or not isinstance(args[0], paddle.pir.Value) or args[2] != paddle.float64 \
+                or not float32_would_change(args[1]):
+            return original(*args, **kwargs)
+        return paddle.expand(_double(args[1]), paddle.shape(args[0]))
+
+    return full_like
 
 
-def _clip_as_eager(x: Any, min: Any = None, max: Any = None, name: str | None = None) -> Any:  # noqa: A002
-    """``paddle.clip(x, lo, hi)`` of a float64 tensor: bounds a float32 would round as float64 tensors."""
-    if x.dtype == paddle.float64:
-        min, max = (_double(v) if float32_would_change(v) else v for v in (min, max))  # noqa: A001
-    return paddle.clip(x, min, max, name)
+def _clip_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``_C_ops.clip(x, lo, hi)`` of a float64 ``x``: bounds a float32 would round as float64 tensors."""
+    def clip(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.keys() - {"out"} or len(args) != 3 or not _is_float64_value(args[0]):
+            return original(*args, **kwargs)
+        return original(args[0], *(_double(v) if float32_would_change(v) else v for v in args[1:]), **kwargs)
+
+    return clip
 
 
-def _to_tensor_as_eager(data: Any, dtype: Any = None, place: Any = None, stop_gradient: bool = True) -> Any:
-    """``paddle.to_tensor`` of Python numbers into a float64 tensor: static ``to_tensor`` fills float64 from
-    float32 values; eager converts with numpy. Built from the float64 array (``assign`` keeps its doubles)."""
-    if isinstance(data, (int, float, list, tuple)) and not isinstance(data, bool):
-        try:
-            array = np.asarray(data)
-        except ValueError:  # (ragged)
-            array = None
-        if array is not None and array.dtype.kind in "iuf":
-            if dtype is not None:
-                target = paddle.base.framework.convert_np_dtype_to_dtype_(dtype)
-            else:
-                target = paddle.float64 if array.dtype.kind == "f" and paddle.get_default_dtype() == "float64" \
-                    else None
-            if target == paddle.float64 and any(float32_would_change(float(v)) for v in array.flat):
+def _true_divide_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Value.__truediv__``: ``v / c`` of a float64 value is a product by a float32 ``1 / c`` in a program;
+    eager divides by ``c`` filled (`_divide_as_eager`)."""
+    def true_divide(value: Any, other: Any) -> Any:
+        if _is_float64_value(value) and type(other) in (int, float):
+            return _divide_as_eager(value, other)
+        return original(value, other)
+
+    return true_divide
+
+
+def _to_tensor_static_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``creation._to_tensor_static`` (static ``to_tensor``) of Python numbers into a float64 tensor: Paddle
+    makes the numbers the default dtype (float32) first, then casts (``paddle.quantile`` makes its ``q`` a
+    tensor that way). Built from the float64 array instead (``assign`` keeps its doubles)."""
+    def to_tensor_static(data: Any, dtype: Any = None, stop_gradient: bool = True) -> Any:
+        if dtype is not None and isinstance(data, (int, float, list, tuple)) and not isinstance(data, bool) \
+                and paddle.base.framework.convert_np_dtype_to_dtype_(dtype) == paddle.float64:
+            try:
+                array = np.asarray(data)
+            except ValueError:  # (ragged)
+                array = None
+            if array is not None and array.dtype.kind == "f" \
+                    and any(float32_would_change(float(v)) for v in array.flat):
                 out = paddle.assign(array.astype(np.float64))
                 out.stop_gradient = stop_gradient
                 return out
-    return paddle.to_tensor(data, dtype, place, stop_gradient)
+        return original(data, dtype, stop_gradient)
+
+    return to_tensor_static
+
+
+_EAGER_STATIC_FORMS: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
+    (_C_ops, "scale", _scale_as_eager), (_C_ops, "full_like", _full_like_as_eager), (_C_ops, "clip", _clip_as_eager),
+    (paddle.pir.Value, "__truediv__", _true_divide_as_eager),
+    (_creation, "_to_tensor_static", _to_tensor_static_as_eager),
+]
+
+
+@contextlib.contextmanager
+def eager_static_forms() -> Iterator[None]:
+    """Inside the block (a program being built or metas inferred by this thread), Python numbers reach float64
+    static values as doubles, as in eager. Paddle's static ops take some numbers as float32 (``scale``'s
+    factor and bias, which ``v * c``, ``v + c``, ``v - c`` of a static value are; ``full_like``'s value;
+    ``clip``'s bounds; the numbers static ``to_tensor`` fills) where eager computes with the double:
+    ``full_like(x, 0.1)`` of a float64 ``x`` gave 0.10000000149011612, ``nan_to_num`` of a float64 infinity
+    inf instead of the largest float64, also inside Paddle functions recorded as one statement (which run
+    their own Python on static values: ``quantile``, ``deg2rad``). Replaced at Paddle's entry points for the
+    block, so every caller gets eager's numbers; float32 values keep Paddle's forms. Paddle's own are back
+    after the block (also for other threads: builds are serialised by `compile.BUILD_LOCK`)."""
+    saved = [(owner, name, getattr(owner, name), make) for owner, name, make in _EAGER_STATIC_FORMS]
+    try:
+        for owner, name, original, make in saved:
+            setattr(owner, name, make(original))
+        yield
+    finally:
+        for owner, name, original, _ in saved:
+            setattr(owner, name, original)
 
 
 # Statements whose static form Paddle builds differently from the eager op, by the statement's target: an
 # operator function or a Paddle API function (an ``api`` statement) or a method name. Lowered when the first
-# argument is a static value; those of `_LOWERED_FOR_ANY_ARGUMENTS` whenever a program is being built.
+# argument is a static value.
 _STATIC_LOWERING: dict[Any, Callable[..., Any]] = {
     operator.truediv: _divide_as_eager, operator.itruediv: _divide_as_eager, "__truediv__": _divide_as_eager,
     "__div__": _divide_as_eager, "__itruediv__": _divide_as_eager,
     operator.sub: _subtract_as_eager, operator.isub: _subtract_as_eager, "__sub__": _subtract_as_eager,
     "__isub__": _subtract_as_eager,
     paddle.where: _where_as_eager, "where": _where_as_eager,
-    paddle.full_like: full_like_as_eager, paddle.nan_to_num: _nan_to_num_as_eager,
-    paddle.scale: _scale_as_eager, "scale": _scale_as_eager,
-    paddle.clip: _clip_as_eager, "clip": _clip_as_eager,
-    paddle.to_tensor: _to_tensor_as_eager,
 }
-_LOWERED_FOR_ANY_ARGUMENTS = frozenset({paddle.to_tensor})
 
 
 def static_lowering(kind: str, target: Any) -> Callable[..., Any] | None:
@@ -508,10 +547,8 @@ def static_lowering(kind: str, target: Any) -> Callable[..., Any] | None:
 
 def builds_lowered(target: Any, args: tuple) -> bool:
     """Whether a call of ``target`` (which has a `static_lowering`) with ``args`` is built lowered: on a static
-    first argument, or, for a constructor, whenever it is built in static mode."""
-    if args and isinstance(args[0], paddle.pir.Value):
-        return True
-    return target in _LOWERED_FOR_ANY_ARGUMENTS and not paddle.in_dynamic_mode()
+    first argument."""
+    return bool(args) and isinstance(args[0], paddle.pir.Value)
 
 
 def bind_outputs(env: dict[Symbol, Any], pattern: Any, value: Any) -> None:
@@ -559,19 +596,20 @@ def run_sir(sir: StatementIR, inputs: list[Any], located: bool = False) -> list[
     def resolve(value: Any) -> Any:
         return env[value] if isinstance(value, Symbol) else value
 
-    for stmt in sir.statements:
-        args = map_structure(resolve, stmt.args)
-        kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
-        if located and stmt.frames:
-            result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs, ambient_amp))
-        elif located and stmt.location is not None and stmt.location.lineno:
-            caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
-            result = caller(call_statement, (stmt, args, kwargs, ambient_amp), {})
-        else:
-            result = call_statement(stmt, args, kwargs, ambient_amp)
-        bind_outputs(env, stmt.outputs, result)
-        if stmt.inplace_version:
-            match_inplace_version(result, stmt.inplace_version)
+    with contextlib.nullcontext() if paddle.in_dynamic_mode() else eager_static_forms():
+        for stmt in sir.statements:
+            args = map_structure(resolve, stmt.args)
+            kwargs = {k: map_structure(resolve, v) for k, v in stmt.kwargs.items()}
+            if located and stmt.frames:
+                result = _call_located(stmt.frames, call_statement, (stmt, args, kwargs, ambient_amp))
+            elif located and stmt.location is not None and stmt.location.lineno:
+                caller = _located_caller(stmt.location.filename, stmt.location.lineno, stmt.function or sir.name)
+                result = caller(call_statement, (stmt, args, kwargs, ambient_amp), {})
+            else:
+                result = call_statement(stmt, args, kwargs, ambient_amp)
+            bind_outputs(env, stmt.outputs, result)
+            if stmt.inplace_version:
+                match_inplace_version(result, stmt.inplace_version)
     return [env[symbol] for symbol in sir.outputs]
 
 

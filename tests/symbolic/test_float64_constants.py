@@ -1,5 +1,4 @@
-"""Python numbers reach a float64 result in a compiled program as doubles, as in eager (`sir.full_like_as_eager`
-and the other float64 lowerings of `sir._STATIC_LOWERING`).
+"""Python numbers reach a float64 result in a compiled program as doubles, as in eager (`sir.eager_static_forms`).
 
 Paddle's static ops take some numbers as float32 attributes or fill them through float32 values, where eager
 computes with the double: ``full_like(x, 0.1)`` of a float64 ``x`` gave 0.10000000149011612 in a program,
@@ -96,14 +95,15 @@ def test_full_like_of_a_dynamic_dimension(compile_all: Any) -> None:
 LIBRARY_CASES: dict[str, Callable[[paddle.Tensor], paddle.Tensor]] = {
     "quantile": lambda x: paddle.quantile(x, V),
     "index_fill": lambda x: paddle.index_fill(x, paddle.to_tensor([0]), 0, V),
+    "deg2rad": lambda x: paddle.deg2rad(x),
 }
 
 
 @pytest.mark.parametrize("name", sorted(LIBRARY_CASES))
 def test_numbers_inside_library_functions_keep_the_double(name: str, compile_all: Any) -> None:
-    """A Paddle function recorded as one statement runs its own Python in static mode, where a number meets a
-    static value through float32 (``Value * q`` is a ``scale`` op with a float32 factor): ``quantile`` of a
-    float64 tensor was 0.3600000008940697 where eager gives 0.36 (known bug: see tests/known_bugs.txt)."""
+    """A Paddle function recorded as one statement runs its own Python on static values, where numbers became
+    float32 (`sir.eager_static_forms`): ``quantile`` of a float64 tensor was 0.3600000008940697 where eager
+    gives 0.36 (its ``q`` made a tensor by static ``to_tensor``)."""
     f = LIBRARY_CASES[name]
 
     def g(x):

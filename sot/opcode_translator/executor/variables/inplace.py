@@ -36,7 +36,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError
 from ....symbolic.pytree import leaves, map_structure
-from ....symbolic.sir import MetaInfo, Statement, Symbol, full_like_as_eager
+from ....symbolic.sir import MetaInfo, Statement, Symbol
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
@@ -68,8 +68,8 @@ def zeroed(x: paddle.Tensor) -> paddle.Tensor:
 
 
 def filled(x: paddle.Tensor, value: Any) -> paddle.Tensor:
-    """``x.fill_(value)`` out of place (a float64 ``x`` keeps the double: `full_like_as_eager`)."""
-    return full_like_as_eager(x, value)
+    """``x.fill_(value)`` out of place."""
+    return paddle.full_like(x, value)
 
 
 # In-place methods whose out-of-place form is not simply the method without the trailing underscore.
