@@ -277,6 +277,21 @@ def test_assign_with_output_zero_and_fill():
     assert counts() == (0, 0, 1)
 
 
+def _fill_and_zero_what_requires_grad(x):
+    y = x * 2
+    y.fill_(0.5)
+    z = x * 3
+    z.zero_()
+    return y * x + z
+
+
+def test_fill_and_zero_of_tensors_requiring_grad_stay_in_the_graph():
+    """The filled tensor still requires grad, with a zero gradient to what it was computed from (eager's
+    node for the in-place fill): one graph, the gradients eager's."""
+    check_gradients(_fill_and_zero_what_requires_grad, (2, 3))
+    assert counts() == (0, 0, 1)
+
+
 def test_inplace_functional_api():
     def fn(x):
         y = x - 0.5

@@ -64,12 +64,16 @@ def set_items(x: paddle.Tensor, key: Any, value: Any) -> paddle.Tensor:
 
 def zeroed(x: paddle.Tensor) -> paddle.Tensor:
     """``x.zero_()`` out of place."""
-    return paddle.zeros_like(x)
+    return filled(x, 0)
 
 
 def filled(x: paddle.Tensor, value: Any) -> paddle.Tensor:
-    """``x.fill_(value)`` out of place."""
-    return paddle.full_like(x, value)
+    """``x.fill_(value)`` out of place. Of a tensor that requires grad, the result still does, with a zero
+    gradient to ``x`` (eager's node for the in-place fill): the filled values selected over ``x``."""
+    out = paddle.full_like(x, value)
+    if x.stop_gradient:
+        return out
+    return paddle.where(paddle.ones_like(x, dtype=paddle.bool), out, x)
 
 
 # In-place methods whose out-of-place form is not simply the method without the trailing underscore.
