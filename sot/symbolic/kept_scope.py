@@ -11,7 +11,11 @@ node (`higher_order.needs_recomputed_backward`). Paddle's program runner keeps t
   on a tensor met after the call, then a backward reaching the call: failed likewise).
 
 And once freed, the scope may be handed to the next run of the program, whose values a later pass through
-the first call would read: a wrong gradient.
+the first call would read: a wrong gradient. The node also marks the scope reusable before it has freed it
+(as observed: Paddle's source is not at hand): a run in another thread (runs of one program are serialised, backward passes are not) could take the scope in
+between and lose its values to the freeing (issue 9: its outputs or its backward read tensors that "hold no
+memory", or a wrong gradient), so a pass that consumes the node takes the scope out of the runner's cache
+before the node runs and returns it when the pass ends.
 
 So each such call gets a `_CallScope` (a gradient hook on one of its outputs: Paddle calls it, with None if
 that output gets no gradient, right before the node, or its copy, runs; owned by the node, it lives as long as
@@ -116,10 +120,14 @@ class _CallScope:
             _restore(self.scope, self.snapshot)
         if current is not None and current.consumes_graph:
             self.consumed = True
-            if self.snapshot is not None:
-                self.snapshot = None
-                # (returned once the node has run: a run the pass makes meanwhile, from a hook, must not get it)
-                backward_pass.at_pass_end(self.put_back)
+            self.snapshot = None
+            # Out of the cache until the pass ends, kept or not: the node marks the scope reusable before it
+            # has freed the scope's values, and a run in another thread that took it in between lost its values
+            # to that freeing (see the module's docstring). The pass ends after the freeing (and a run the pass
+            # itself makes meanwhile, from a hook, must not get it either).
+            if self.home is None:
+                self.home = self.keeper.take_out(self.scope)
+            backward_pass.at_pass_end(self.put_back)
         elif self.snapshot is None and not self.consumed:
             self.keep()
 

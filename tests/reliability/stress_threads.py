@@ -13,6 +13,8 @@ building a static program had set to None for the time of the build (``_dygraph_
 then ran in static mode with no tracer, and its first eager op dereferenced it. Each iteration starts new
 threads, which is why it showed here and not with long-lived threads. See sot/symbolic/tracer_inheritance.py
 (new threads inherit the tracer of the process as it was outside sot's builds).
+Also found with it (issue 9, fixed): training_one_layer, a scope of the program runner handed to a run of one
+thread while another thread's backward was freeing it (see sot/symbolic/kept_scope.py).
 """
 from __future__ import annotations
 
