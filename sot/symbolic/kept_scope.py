@@ -12,10 +12,10 @@ node (`higher_order.needs_recomputed_backward`). Paddle's program runner keeps t
 
 And once freed, the scope may be handed to the next run of the program, whose values a later pass through
 the first call would read: a wrong gradient. The node also marks the scope reusable before it has freed it
-(as observed: Paddle's source is not at hand): a run in another thread (runs of one program are serialised, backward passes are not) could take the scope in
-between and lose its values to the freeing (issue 9: its outputs or its backward read tensors that "hold no
-memory", or a wrong gradient), so a pass that consumes the node takes the scope out of the runner's cache
-before the node runs and returns it when the pass ends.
+(as observed: Paddle's source is not at hand): a run in another thread (runs of one program are serialised,
+backward passes are not) could take the scope in between and lose its values to the freeing (issue 9: its
+outputs or its backward read tensors that "hold no memory", or a wrong gradient), so a pass that consumes the
+node takes the scope out of the runner's cache before the node runs and returns it when the pass ends.
 
 So each such call gets a `_CallScope` (a gradient hook on one of its outputs: Paddle calls it, with None if
 that output gets no gradient, right before the node, or its copy, runs; owned by the node, it lives as long as
