@@ -14,7 +14,7 @@ from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocat
 from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
-from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
+from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, static_lowering
 from .dynamic_shape import counted_axis
@@ -180,8 +180,8 @@ def _configuration(kind: str, target: Any) -> tuple | None:
 
 def repr_free(tree: Any) -> Any:
     """A hashable form of an argument structure (lists become tuples, dicts sorted items)."""
-    if type(tree) in (list, tuple):
-        return (type(tree).__name__,) + tuple(repr_free(item) for item in tree)
+    if type(tree) in (list, tuple) or is_namedtuple(tree):
+        return (type(tree),) + tuple(repr_free(item) for item in tree)
     if type(tree) is dict:
         return ("dict",) + tuple(sorted((k, repr_free(v)) for k, v in tree.items()))
     if type(tree) is slice:
@@ -593,10 +593,11 @@ class FunctionGraph:
         if isinstance(var, SequenceVariable):
             var.length()  # (the program is made for this many items: a list from outside guards its length)
             items = [self._to_sir_arg(item) for item in var.items]
-            # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
-            # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
+            # A named tuple reaches the program as itself: the callee may tell it by its class
+            # (``MultiHeadAttention`` takes a ``Cache`` and a ``StaticCache`` apart with ``isinstance``); a
+            # `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
             if issubclass(var.py_type, tuple):
-                return tuple(items)
+                return var.py_type._make(items) if is_namedtuple_class(var.py_type) else tuple(items)
             if var.py_type is not list and any(isinstance(item, Symbol) for item in items):
                 return list(items)
             return var.py_type(items)
