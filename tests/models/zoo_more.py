@@ -390,3 +390,132 @@ MORE = {
         _spec("user_styles", StyledModel, styled_inputs, classification_loss(3), lambda: styled_inputs(3, seed=1)),
     ]
 }
+
+
+# -- a second batch ------------------------------------------------------------------------------------------------
+
+
+class KwargsHooked(nn.Layer):
+    """Forward hooks registered ``with_kwargs=True`` (they see and may replace the keyword arguments), a hook
+    prepended before another, a sublayer subclassing `nn.Linear` that calls ``super().forward`` and a method
+    decorated with ``paddle.no_grad()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = ScaledLinear(8, 8)
+        self.head = nn.Linear(8, 3)
+        self.block.register_forward_pre_hook(self._pre, with_kwargs=True)
+        self.block.register_forward_post_hook(self._post, with_kwargs=True)
+        self.head.register_forward_post_hook(lambda layer, inputs, output: output * 0.5)
+        self.head.register_forward_post_hook(lambda layer, inputs, output: output + 1.0, prepend=True)
+
+    @staticmethod
+    def _pre(layer: nn.Layer, args: tuple, kwargs: dict) -> tuple:
+        return (args[0] * 2.0,), {**kwargs, "scale": kwargs.get("scale", 1.0) * 0.5}
+
+    @staticmethod
+    def _post(layer: nn.Layer, args: tuple, kwargs: dict, output: paddle.Tensor) -> paddle.Tensor:
+        return output + kwargs["scale"]
+
+    @paddle.no_grad()
+    def statistics(self, x: paddle.Tensor) -> paddle.Tensor:
+        return x.mean(axis=0, keepdim=True)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        h = self.block(x, scale=3.0)
+        return self.head(h - self.statistics(h))
+
+
+class ScaledLinear(nn.Linear):
+    def forward(self, x: paddle.Tensor, scale: float = 1.0) -> paddle.Tensor:
+        return super().forward(x) * scale
+
+
+class EncoderWithPadding(nn.Layer):
+    """`nn.TransformerEncoder` with a key-padding mask built from lengths and a causal mask,
+    `F.scaled_dot_product_attention`, `masked_fill` and `topk` (a named tuple)."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(dim, 4, 32, dropout=0.0, activation="gelu")
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x: paddle.Tensor, lengths: paddle.Tensor) -> paddle.Tensor:
+        length = x.shape[1]
+        padding = paddle.arange(length).unsqueeze(0) >= lengths.unsqueeze(1)  # True where padded
+        mask = paddle.where(padding, paddle.full([], float("-inf")), paddle.zeros([])).unsqueeze(1).unsqueeze(1)
+        causal = paddle.triu(paddle.full([length, length], float("-inf")), diagonal=1)
+        x = self.encoder(x, src_mask=mask + causal)
+        q, k, v = self.qkv(x).unsqueeze(2).chunk(3, axis=-1)  # [batch, length, heads=1, dim]
+        x = x + F.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(2)
+        x = x.masked_fill(padding.unsqueeze(-1), 0.0)
+        top = x.topk(2, axis=1)
+        return self.head(top.values.sum(axis=1) + x.sum(axis=1))
+
+
+class RecurrentVariants(nn.Layer):
+    """GRU with initial states and ``sequence_length``, an `nn.RNN` over an `LSTMCell`, `BiRNN` of `GRUCell`."""
+
+    def __init__(self, dim: int = 6, hidden: int = 8) -> None:
+        super().__init__()
+        self.gru = nn.GRU(dim, hidden, num_layers=2, time_major=False)
+        self.cell_rnn = nn.RNN(nn.LSTMCell(hidden, hidden))
+        self.birnn = nn.BiRNN(nn.GRUCell(hidden, hidden), nn.GRUCell(hidden, hidden))
+        self.head = nn.Linear(2 * hidden, 3)
+
+    def forward(self, x: paddle.Tensor, lengths: paddle.Tensor, h0: paddle.Tensor) -> paddle.Tensor:
+        out, h = self.gru(x, h0, sequence_length=lengths)
+        out, (h, c) = self.cell_rnn(out, sequence_length=lengths)
+        out, _ = self.birnn(out + h.unsqueeze(1), sequence_length=lengths)
+        return self.head(out.mean(axis=1))
+
+
+def recurrent_variant_inputs(batch: int = 2, seed: int = 0) -> tuple:
+    lengths = paddle.to_tensor([5, 2, 4][:batch], dtype="int64")
+    return randn(batch, 5, 6, seed=seed), lengths, randn(2, batch, 8, seed=seed + 1)
+
+
+class ImageOps(nn.Layer):
+    """Conv with ``padding='same'``, dilation and groups, depthwise separable convs, adaptive pooling, unfold /
+    fold, grid_sample of an affine grid and a channel shuffle by reshape/transpose."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Conv2D(4, 8, 3, padding="same", dilation=2)
+        self.depthwise = nn.Conv2D(8, 8, 3, padding=1, groups=8)
+        self.pointwise = nn.Conv2D(8, 8, 1)
+        self.pool = nn.AdaptiveAvgPool2D((2, 2))
+        self.theta = self.create_parameter([1, 2, 3], default_initializer=nn.initializer.Assign(
+            paddle.to_tensor([[[0.9, 0.1, 0.0], [-0.1, 0.9, 0.0]]])))
+        self.head = nn.Linear(8 * 4 + 8 * 9, 3)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        x = F.relu(self.same(x))
+        batch, channels, height, width = x.shape
+        x = x.reshape([batch, 2, channels // 2, height, width]).transpose([0, 2, 1, 3, 4]).reshape(
+            [batch, channels, height, width])
+        x = self.pointwise(self.depthwise(x))
+        grid = F.affine_grid(self.theta.expand([batch, 2, 3]), [batch, channels, height, width],
+                             align_corners=False)
+        x = x + F.grid_sample(x, grid, align_corners=False)
+        patches = F.unfold(x, kernel_sizes=3, strides=2)  # [batch, channels * 9, blocks]
+        folded = F.fold(patches, output_sizes=[height - (height + 1) % 2, width - (width + 1) % 2],
+                        kernel_sizes=3, strides=2)
+        features = paddle.concat([self.pool(x).flatten(1), patches.mean(axis=-1)], axis=1)
+        return self.head(features) + folded.mean()
+
+
+MORE.update({
+    spec.name: spec for spec in [
+        _spec("kwargs_hooks", KwargsHooked, lambda: (randn(4, 8, seed=1),), classification_loss(3),
+              lambda: (randn(5, 8, seed=2),)),
+        _spec("encoder_padding_masks", EncoderWithPadding, lambda: masked_attention_inputs(2)[::2],
+              classification_loss(3), lambda: masked_attention_inputs(3, seed=4)[::2]),
+        _spec("recurrent_variants", RecurrentVariants, recurrent_variant_inputs, classification_loss(3),
+              lambda: recurrent_variant_inputs(3, seed=2)),
+        _spec("image_ops", ImageOps, lambda: (randn(2, 4, 7, 7, seed=1),), classification_loss(3),
+              lambda: (randn(3, 4, 7, 7, seed=2),)),
+    ]
+})
