@@ -48,3 +48,37 @@ def test_a_named_tuple_reaches_a_layer_as_itself() -> None:
     assert_grads_equal(attention, eager)
     stats = sot.stats()
     assert (stats.compiled_graphs, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats_line(stats)
+
+
+class TinyLM(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(12, 8)
+        self.out = nn.Linear(8, 12)
+
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
+        return self.out(self.embed(ids).mean(axis=1))
+
+
+def generate(model: nn.Layer, ids: paddle.Tensor, eos: int, max_length: int = 6) -> paddle.Tensor:
+    """A Python ``while`` stopped by a length and by a tensor condition (every sequence has ended)."""
+    finished = paddle.zeros([ids.shape[0]], dtype="bool")
+    while ids.shape[1] < max_length and not finished.all():
+        next_ids = model(ids).argmax(-1)
+        next_ids = paddle.where(finished, paddle.full_like(next_ids, eos), next_ids)
+        finished = finished | (next_ids == eos)
+        ids = paddle.concat([ids, next_ids.unsqueeze(1)], axis=1)
+    return ids
+
+
+def test_a_generation_loop_with_a_tensor_stopping_condition_matches_eager() -> None:
+    """The condition depends on data (a break per step is expected), the tokens and lengths are eager's."""
+    paddle.seed(0)
+    model = TinyLM()
+    model.eval()
+    ids = paddle.to_tensor([[1, 2], [4, 5]])
+    first_tokens = model(ids).argmax(-1).numpy().tolist()
+    for eos in sorted(set(first_tokens)) + [11]:  # stopping at once, after some steps, never
+        out, e_out = sot.symbolic_translate(generate)(model, ids, eos), generate(model, ids, eos)
+        assert out.numpy().tolist() == e_out.numpy().tolist()
+    assert sot.stats().fallbacks == 0, stats_line(sot.stats())
