@@ -9,8 +9,12 @@ from typing import Any, Callable, Iterator
 
 def is_namedtuple(tree: Any) -> bool:
     """An instance of a ``collections.namedtuple``/``typing.NamedTuple`` class."""
-    return isinstance(tree, tuple) and type(tree) is not tuple and hasattr(type(tree), "_fields") \
-        and hasattr(type(tree), "_make")
+    return isinstance(tree, tuple) and is_namedtuple_class(type(tree))
+
+
+def is_namedtuple_class(cls: type) -> bool:
+    """A ``collections.namedtuple``/``typing.NamedTuple`` class (or a subclass of one)."""
+    return issubclass(cls, tuple) and cls is not tuple and hasattr(cls, "_fields") and hasattr(cls, "_make")
 
 
 def plain(tree: Any) -> Any:

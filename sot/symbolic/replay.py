@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import paddle
 
+from .pytree import is_namedtuple
 from .amp import ambient_amp_enabled, amp_applied
 from .sir import (Statement, StatementIR, Symbol, _call_located, _located_caller, match_inplace_version,
                   run_sir)
@@ -81,6 +82,9 @@ class _ReplaySource:
         if type(value) is tuple:
             inner = "".join(f"{self.expression(item)}, " for item in value)
             return f"({inner})"
+        if is_namedtuple(value):  # (``_make`` as `map_structure` rebuilds it: no custom ``__new__`` runs)
+            inner = "".join(f"{self.expression(item)}, " for item in value)
+            return f"{self.constant(type(value))}._make(({inner}))"
         if type(value) is list:
             return "[" + ", ".join(self.expression(item) for item in value) + "]"
         if type(value) is dict:

@@ -24,7 +24,7 @@ from ..errors import SourceLocation
 from ..eval_frame_ext import HEAPTYPE, type_version
 from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .layer_signature import layer_config_key
-from .pytree import leaves, map_structure
+from .pytree import is_namedtuple, leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
 
@@ -200,6 +200,8 @@ class Statement:
 def _format_arg(value: Any) -> str:
     if isinstance(value, Symbol):
         return value.name
+    if is_namedtuple(value):
+        return f"{type(value).__name__}(" + ", ".join(_format_arg(item) for item in value) + ")"
     if type(value) in (tuple, list):
         inner = ", ".join(_format_arg(item) for item in value)
         return f"({inner},)" if type(value) is tuple and len(value) == 1 else (
@@ -269,8 +271,8 @@ class StatementIR:
         def freeze(value: Any) -> Any:
             if isinstance(value, Symbol):
                 return ("sym", value.name)
-            if type(value) in (tuple, list):
-                return (type(value).__name__,) + tuple(freeze(item) for item in value)
+            if type(value) in (tuple, list) or is_namedtuple(value):  # (a named tuple by its very class)
+                return (type(value),) + tuple(freeze(item) for item in value)
             if type(value) is dict:
                 return ("dict",) + tuple(sorted((k, freeze(v)) for k, v in value.items()))
             if type(value) is slice:  # (unhashable before 3.12)

@@ -14,7 +14,7 @@ from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocat
 from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
-from ...symbolic.pytree import is_namedtuple, leaves, map_structure, plain
+from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, builds_lowered, static_lowering
 from .dynamic_shape import counted_axis
@@ -180,8 +180,8 @@ def _configuration(kind: str, target: Any) -> tuple | None:
 
 def repr_free(tree: Any) -> Any:
     """A hashable form of an argument structure (lists become tuples, dicts sorted items)."""
-    if type(tree) in (list, tuple):
-        return (type(tree).__name__,) + tuple(repr_free(item) for item in tree)
+    if type(tree) in (list, tuple) or is_namedtuple(tree):
+        return (type(tree),) + tuple(repr_free(item) for item in tree)
     if type(tree) is dict:
         return ("dict",) + tuple(sorted((k, repr_free(v)) for k, v in tree.items()))
     if type(tree) is slice:
@@ -593,10 +593,11 @@ class FunctionGraph:
         if isinstance(var, SequenceVariable):
             var.length()  # (the program is made for this many items: a list from outside guards its length)
             items = [self._to_sir_arg(item) for item in var.items]
-            # A named tuple reaches the program as a plain tuple (SIR patterns hold tuples and lists only);
-            # a `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
+            # A named tuple reaches the program as itself: the callee may tell it by its class
+            # (``MultiHeadAttention`` takes a ``Cache`` and a ``StaticCache`` apart with ``isinstance``); a
+            # `paddle.Size` holding a symbolic dimension as a plain list (a Size holds ints only).
             if issubclass(var.py_type, tuple):
-                return tuple(items)
+                return var.py_type._make(items) if is_namedtuple_class(var.py_type) else tuple(items)
             if var.py_type is not list and any(isinstance(item, Symbol) for item in items):
                 return list(items)
             return var.py_type(items)
@@ -635,6 +636,9 @@ class FunctionGraph:
         try:
             sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
                                                                              op_amp)
+            if symbolic and not self._symbolic_meta_agrees(kind, name, target, args, kwargs, sir_args,
+                                                           sir_kwargs, out_meta, op_amp):
+                raise FallbackError(f"{name}: its static meta with a symbolic int is not this call's")
         except FallbackError:
             if not symbolic:
                 raise
@@ -749,6 +753,55 @@ class FunctionGraph:
         meta_kwargs = {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()}
         out_meta, weight = self._infer(kind, name, target, meta_args, meta_kwargs, amp)
         return sir_args, sir_kwargs, out_meta, weight
+
+    def _symbolic_meta_agrees(self, kind: str, name: str, target: Any, args: list[VariableBase],
+                              kwargs: dict[str, VariableBase], sir_args: tuple, sir_kwargs: dict, out_meta: Any,
+                              amp: AmpState) -> bool:
+        """Whether the outputs inferred with the symbolic ints as 0-D tensors fit those of this call's values
+        (same structure, ranks and dtypes; a static dimension equal). Some static APIs infer less than their
+        eager form from a tensor in a shape (``F.affine_grid(theta, [n, c, h, w])`` gives a rank-5 grid where
+        eager's has rank 4): the int is then passed instead (pinned; a dimension of a computed tensor cannot
+        be, the graph breaks there), or every op after it is mis-inferred and the frame falls back."""
+        from .variables.symbolic_int import SymbolicIntVariable
+
+        from .variables.inplace import DYNAMIC_STAND_IN
+
+        values: dict[Symbol, int] = {}
+        stand_in = False
+        pending: list[Any] = [list(args), list(kwargs.values())]
+        while pending:
+            var = pending.pop()
+            if isinstance(var, (list, tuple)):
+                pending.extend(var)
+            elif isinstance(var, SymbolicIntVariable):
+                # (a dimension of a computed tensor has no value here: a stand-in size shows ranks and dtypes)
+                values[var.tensor.symbol] = DYNAMIC_STAND_IN if var.known is None else var.known
+                stand_in = stand_in or var.known is None
+            elif isinstance(var, SequenceVariable):
+                pending.extend(var.items)
+            elif isinstance(var, DictVariable):
+                pending.extend(var.items.values())
+
+        def concrete(leaf: Any) -> Any:
+            if isinstance(leaf, Symbol):
+                return values[leaf] if leaf in values else self.metas[leaf]
+            return leaf
+
+        try:
+            expected, _ = self._infer(kind, name, target, map_structure(concrete, sir_args),
+                                      {k: map_structure(concrete, v) for k, v in sir_kwargs.items()}, amp)
+        except FallbackError:
+            return True  # (the int is not taken either: nothing better known)
+        inferred, wanted = list(leaves(plain(out_meta))), list(leaves(plain(expected)))
+        if len(inferred) != len(wanted):
+            return False
+        for got, want in zip(inferred, wanted):
+            if isinstance(got, MetaInfo) != isinstance(want, MetaInfo):
+                return False
+            if isinstance(got, MetaInfo) and (got.dtype != want.dtype or len(got.shape) != len(want.shape) or (
+                    not stand_in and any(dim not in (-1, size) for dim, size in zip(got.shape, want.shape)))):
+                return False
+        return True
 
     def _op_amp(self) -> AmpState:
         """The AMP state the next statement's ops are built under (off where eager would not cast)."""

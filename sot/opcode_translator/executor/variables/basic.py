@@ -286,6 +286,9 @@ class TensorVariable(VariableBase):
         # Made by an api/method statement: a new object, unless the op hands back an input itself (probed on
         # demand, see `same_tensor`); a layer's output may be its input (``nn.Identity``).
         self.fresh = False
+        # The value as simulated ints, when the graph computes what the simulation knows: ``paddle.shape(x)``
+        # holds x's dimensions, an item of it one of them (see `known_values`); forgotten when changed in place.
+        self.known_value: VariableBase | None = None
 
     @property
     def is_rebound(self) -> bool:
@@ -301,6 +304,12 @@ class TensorVariable(VariableBase):
 
         self.symbol, self.meta = symbol, meta
         self.history.append(symbol)
+        known, self.known_value = self.known_value, None
+        previous_undo = undo
+
+        def undo() -> None:
+            previous_undo()
+            self.known_value = known
         if self.tracker.is_traceable():  # from outside the frame: the real tensor is written back
             self.graph.side_effects.mutate(self, undo)
         else:
@@ -386,10 +395,13 @@ class TensorVariable(VariableBase):
         raise FallbackError(f"tensor attribute {name!r} is not supported yet")
 
     def getitem(self, key: VariableBase) -> VariableBase:
+        from .known_values import item_of_known
         from .symbolic_int import checked_index
 
-        return self.graph.call_tensor_op("api", "operator.getitem", operator.getitem,
-                                         [self, checked_index(self, key)], {})
+        result = self.graph.call_tensor_op("api", "operator.getitem", operator.getitem,
+                                           [self, checked_index(self, key)], {})
+        item_of_known(self, key, result)
+        return result
 
     def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
         from .inplace import apply_in_place, set_items

@@ -75,7 +75,11 @@ class PaddleApiVariable(CallableVariable):
         changed = in_place_api(self.value, name, args, kwargs)
         if changed is not None:
             return changed
-        return self.graph.call_tensor_op("api", name, self.value, args, kwargs)
+        result = self.graph.call_tensor_op("api", name, self.value, args, kwargs)
+        from .known_values import note_known_result
+
+        note_known_result(self.value, args, kwargs, result)
+        return result
 
 
 # Tensor methods whose result leaves the tensor world (Python values, numpy, autograd state, I/O): a graph
@@ -166,9 +170,21 @@ def _cpu(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, Var
 
 
 # Tensor methods simulated by a rule of their own: ``rule(tensor, args, kwargs)`` gives the result.
+def _item(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``t.item()``: the simulated int when the simulation knows ``t``'s value (a dimension read
+    through ``paddle.shape(x)[i]``, see `known_values`); otherwise the value leaves the graph (a break)."""
+    from .known_values import known_python_int
+
+    known = known_python_int(tensor, args, kwargs)
+    if known is None:
+        raise BreakGraphError("Tensor.item() leaves the graph (Python value or autograd state)")
+    return known
+
+
 _TENSOR_METHOD_RULES: dict[str, Callable[[TensorVariable, list[VariableBase], dict[str, VariableBase]],
                                          VariableBase]] = {
     "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist, "cpu": _cpu,
+    "item": _item,
 }
 
 

@@ -526,6 +526,27 @@ _COMPUTING_OPERATORS = frozenset({
     operator.imod, operator.ipow, operator.imatmul,
 })
 _probe_cache: dict[Any, Probe] = {}
+# Built-in layers whose forward always computes a new tensor from its input (a matmul, a convolution, a gather, a
+# normalisation), never a view of it or the input itself (as ``nn.Identity``, ``nn.Flatten`` or an inactive
+# ``nn.Dropout`` give), and whose eager backward keeps no output (`saves_for_backward` counts a layer as keeping
+# nothing): an in-place change of the output (``h = self.fc(x); h.add_(r)``) is simulated, not a fallback.
+_NEW_TENSOR_LAYERS = frozenset({
+    paddle.nn.Linear, paddle.nn.Conv1D, paddle.nn.Conv2D, paddle.nn.Conv3D, paddle.nn.Conv1DTranspose,
+    paddle.nn.Conv2DTranspose, paddle.nn.Conv3DTranspose, paddle.nn.Embedding, paddle.nn.LayerNorm,
+    paddle.nn.BatchNorm, paddle.nn.BatchNorm1D, paddle.nn.BatchNorm2D, paddle.nn.BatchNorm3D,
+    paddle.nn.InstanceNorm1D, paddle.nn.InstanceNorm2D, paddle.nn.InstanceNorm3D,
+})
+
+
+def _computes_new_tensors(target: Any) -> bool:
+    """A ``layer`` statement running one of `_NEW_TENSOR_LAYERS`' own forward, without forward hooks (a hook may
+    return anything)."""
+    from ....symbolic.sir import LayerCall
+
+    if not isinstance(target, LayerCall) or not target.is_alive() or target.runs_forward_hooks():
+        return False
+    # (an exact class: a subclass may override forward; ``super().forward(x)`` in one runs ``forward_of``'s)
+    return (target.forward_of or type(target.layer)) in _NEW_TENSOR_LAYERS
 
 
 def forget_alias_probes() -> None:
@@ -553,6 +574,8 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
     them: found by running it on zeros of the same meta, under no_grad and with the random state restored
     (cached per op and metas). Anything that cannot be probed (a layer, a dynamic shape, a failing probe) may
     do both."""
+    if statement.kind == "layer":
+        return _NEW_TENSOR if _computes_new_tensors(statement.target) else _UNKNOWN
     if statement.kind not in ("api", "method"):
         return _UNKNOWN
     if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):

@@ -21,7 +21,7 @@ from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable
-from .container import TupleVariable
+from .container import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -187,25 +187,33 @@ class LayerVariable(ObjectVariable):
         graph.add_guard(self)
         if not layer._forward_pre_hooks and not layer._forward_post_hooks:
             return self._call_forward(args, kwargs)
-        # ``Layer.__call__`` with hooks: pre-hooks may replace the inputs, post-hooks the output.
-        if layer._forward_pre_hooks_with_kwargs_flag or layer._forward_post_hooks_with_kwargs_flag:
-            raise FallbackError(f"{type(layer).__name__} has forward hooks taking keyword arguments: not "
-                                "simulated yet")
+        # ``Layer.__call__`` with hooks: pre-hooks may replace the inputs (those registered ``with_kwargs``
+        # the keyword arguments too, getting and returning both), post-hooks the output.
         inputs: VariableBase = TupleVariable(list(args), graph, DummyTracker(tuple(args)))
-        for hook_var in self._hooks("_forward_pre_hooks"):
+        keywords = DictVariable(dict(kwargs), graph, DummyTracker(tuple(kwargs.values())))
+        with_kwargs = layer._forward_pre_hooks_with_kwargs_flag
+        for hook_id, hook_var in self._hooks("_forward_pre_hooks"):
+            if hook_id in with_kwargs:
+                result = hook_var.call([self, inputs, keywords], {})
+                if not _is_none(result):
+                    inputs, keywords = _args_and_kwargs(result)
+                continue
             result = hook_var.call([self, inputs], {})
-            if not (isinstance(result, ConstantVariable) and result.value is None):
+            if not _is_none(result):
                 inputs = result if isinstance(result, TupleVariable) else TupleVariable(
                     [result], graph, DummyTracker((result,)))
-        output = self._call_forward(list(inputs.items), kwargs)
-        for hook_var in self._hooks("_forward_post_hooks"):
-            result = hook_var.call([self, inputs, output], {})
-            if not (isinstance(result, ConstantVariable) and result.value is None):
+        output = self._call_forward(list(inputs.items), dict(keywords.items))
+        with_kwargs = layer._forward_post_hooks_with_kwargs_flag
+        for hook_id, hook_var in self._hooks("_forward_post_hooks"):
+            result = hook_var.call([self, inputs, keywords, output] if hook_id in with_kwargs
+                                   else [self, inputs, output], {})
+            if not _is_none(result):
                 output = result
         return output
 
-    def _hooks(self, store: str) -> list[VariableBase]:
-        """The hooks of ``store`` in order, each guarded by identity (through its path in the dict)."""
+    def _hooks(self, store: str) -> list[tuple[int, VariableBase]]:
+        """The hooks of ``store`` in order with their ids, each guarded by identity (through its path in the
+        dict; an id is never reused, so whether it was registered ``with_kwargs`` is fixed with it)."""
         from .function import SourceOnlyVariable
 
         hooks = getattr(self.value, store)
@@ -216,7 +224,7 @@ class LayerVariable(ObjectVariable):
             tracker = GetItemTracker(owner, hook_id) if self.tracker.is_traceable() else DummyTracker((self,))
             var = VariableFactory.from_value(hook, self.graph, tracker)
             self.graph.add_guard(var)
-            variables.append(var)
+            variables.append((hook_id, var))
         return variables
 
     def _call_forward(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
@@ -283,6 +291,21 @@ class LayerVariable(ObjectVariable):
 
 
 _HOOK_STORES = ("_forward_pre_hooks", "_forward_post_hooks")
+
+
+def _is_none(var: VariableBase) -> bool:
+    return isinstance(var, ConstantVariable) and var.value is None
+
+
+def _args_and_kwargs(result: VariableBase) -> tuple[TupleVariable, DictVariable]:
+    """What a pre-hook registered ``with_kwargs`` returned: ``(args, kwargs)``, as eager takes it (any other
+    value makes eager raise a RuntimeError: the frame runs eagerly to raise it)."""
+    if isinstance(result, TupleVariable) and len(result.items) == 2:
+        args, kwargs = result.items
+        if isinstance(args, TupleVariable) and isinstance(kwargs, DictVariable) \
+                and all(type(key) is str for key in kwargs.items):
+            return args, kwargs
+    raise FallbackError("a forward pre-hook taking keyword arguments returned other than (tuple, dict of str)")
 
 
 def _compiled_state_guards(builder: "GuardBuilder", expr: str, layer: paddle.nn.Layer,
