@@ -1168,16 +1168,30 @@ def failing_leaf_add_in_a_while_loop(w, t):
     return w
 
 
-def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration() -> None:
-    """Seed 122287 (known bug): eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises
-    (swallowed by the manager); translated, the second iteration (in the function resuming the ``while`` loop
-    at the ``with`` statement) raises without the write. (A ``for`` loop or two plain blocks behave as eager.)"""
-    def observe(fn: Callable[..., Any]) -> Any:
-        w = _parameter()
-        fn(w, paddle.ones([2]))
-        return w.numpy().tolist()
+def failing_leaf_add_in_a_try_in_a_while_loop(w, t):
+    i = 0
+    while i < 3:
+        i += 1
+        try:
+            w.add_(t)
+        except ValueError:
+            w = w * 1 if i == 2 else w
+    return w
 
-    assert_translated_like_eager(observe, failing_leaf_add_in_a_while_loop, min_graph_size=10)
+
+@pytest.mark.parametrize("fn", [failing_leaf_add_in_a_while_loop, failing_leaf_add_in_a_try_in_a_while_loop],
+                         ids=["with", "try"])
+def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration(fn: Callable[..., Any]) -> None:
+    """Seed 122287: eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises (swallowed);
+    translated, the op runs natively and its exception is raised again at the instruction by a function entering
+    the frame there (`resume.build_raising_code`), which raised it from inside the body: the ``while`` loop
+    coming back to the instruction raised the first iteration's exception again instead of calling ``add_``."""
+    def observe(f: Callable[..., Any]) -> Any:
+        w = _parameter()
+        out = f(w, paddle.ones([2]))
+        return w.numpy().tolist(), out.numpy().tolist()
+
+    assert_translated_like_eager(observe, fn, min_graph_size=10)
 
 
 def maximum_of_a_changed_tensor_then_step(x, w):
