@@ -550,10 +550,10 @@ def _hv_by_finite_differences(model: nn.Layer, x: paddle.Tensor, eps: float = 1e
 
 
 def test_hv_wrt_parameters_of_a_bare_convolution(compile_all):
-    """Known bug (tests/known_bugs.txt): a program whose output is a convolution's own, called on an input not
-    requiring grad: the ``create_graph`` pass raises Paddle's "Tensor holds no memory" (the product program's
-    gradient of the filter or bias is an empty tensor); with a ``tanh`` after it, or a linear layer, H v is
-    right."""
+    """A program whose output is a convolution's own, called on an input not requiring grad: the second pass
+    raised Paddle's "Tensor holds no memory" (``conv2d_grad_grad`` leaves the filter's gradient unallocated
+    without a second gradient of the input, `compile._unwritten_as_zeros`); with a ``tanh`` after it, or a
+    linear layer, H v was right."""
     paddle.seed(13)
     model = nn.Conv2D(3, 4, 3)
     x = paddle.to_tensor(np.random.default_rng(7).random((2, 3, 6, 6)).astype("float32"))
