@@ -1297,9 +1297,9 @@ def test_a_double_gradient_through_a_batch_norm_raises_or_not_as_eager(compile_a
     (``batch_norm_grad``'s kernel: a ValueError, "`is_test = True` CANNOT be used in train program"); the compiled
     second order, built from decomposed gradients, computed it. The call's eager refusals are probed once
     (`higher_order.EagerRefusals`) and raised in the same pass, with eager's type and message (not Paddle's
-    OSError wrapping what a hook raises). In training mode both should give the same values, at two calls: known
-    bug (tests/known_bugs.txt), sot's backward through the gradient refuses a tensor changed in place (eager's
-    "tensor_version:1 != wrapper_version_snapshot:0"), before and after this test was written."""
+    OSError wrapping what a hook raises). In training mode both give the same values, at two calls: the
+    decomposed gradient of ``batch_norm_grad`` Paddle's prim backward builds is wrong (it is kept whole,
+    `higher_order._WRONG_WHEN_DECOMPOSED`; eager's values are the finite differences')."""
     paddle.seed(1)
     model = _Normalised()
     model.train(training)
