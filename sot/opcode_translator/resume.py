@@ -13,7 +13,7 @@ import types
 from functools import lru_cache
 from typing import Callable
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from ..errors import FallbackError
 from . import pyversion
@@ -117,8 +117,9 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
     its position in ``body``; edits must replace items in place, keeping positions valid) and then need up to
     ``extra_stack`` more stack slots. ``role`` is appended to the qualified name (logs and reports).
-    ``raise_at_entry``: the entry raises the exception passed as last argument (`build_raising_code`), right
-    before the instruction at ``offset``, so the same exception-table entries cover it.
+    ``raise_at_entry``: the entry raises the exception passed as last argument (`build_raising_code`) as the
+    instruction at ``offset`` would, from a block after the body covered by the same exception-table entry
+    (`_raising_exit`).
     ``cells_from_closure``: the original's cell variables (`cells_shared_across_breaks`) become free variables
     (after its own), so the function is made with the very cells of the frame it continues (closures made
     before the entry share them, as in the original frame); they are then never received as ``live``
@@ -145,9 +146,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         freevars += shared
         cellvars = [name for name in cellvars if name not in shared]
     if raise_at_entry:
-        line = _line_at(code, offset) or code.co_firstlineno
-        body[index[offset]:index[offset]] = [target, Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line),
-                                             Instr("RAISE_VARARGS", 1, lineno=line)]
+        body += _raising_exit(body, index[offset], _line_at(code, offset) or code.co_firstlineno, target)
         extra_stack += 1
     else:
         body.insert(index[offset], target)
@@ -206,6 +205,25 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     # (3.10 code objects carry no qualified name: give reports and logs this one)
     pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
     return new_code
+
+
+def _raising_exit(body: list, position: int, line: int, target: Label) -> list:
+    """What the entry of a raising function (`build_raising_code`) jumps to, placed after the body: raising the
+    exception received as if the instruction at ``position`` raised it, covered by the exception-table entry
+    covering that instruction (its handler, stack depth and lasti flag; on 3.10 the prologue re-entered the
+    blocks). Not in the body's own flow: a loop coming back to the instruction runs it again (seed 122287: a
+    ``while`` loop around a ``with`` block re-raised the first iteration's exception instead of calling)."""
+    covering = None
+    for item in body[:position]:
+        if isinstance(item, TryBegin):
+            covering = item
+        elif isinstance(item, TryEnd) and item.entry is covering:
+            covering = None
+    raising = [Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line), Instr("RAISE_VARARGS", 1, lineno=line)]
+    if covering is None:
+        return [target, *raising]
+    entry = TryBegin(covering.target, covering.push_lasti, covering.stack_depth)
+    return [target, entry, *raising, TryEnd(entry)]
 
 
 def _cells_to_free_variables(body: list, names: set[str]) -> None:

@@ -489,8 +489,10 @@ class CompiledProgram:
         with paddle.enable_grad():
             if program._program is None and differentiates_gradients(self.sir):
                 with BUILD_LOCK, decomposed_gradients():  # (see there; the first call builds the program)
-                    return program(list(inputs) + cotangents)
-            return program(list(inputs) + cotangents)
+                    gradients = program(list(inputs) + cotangents)
+            else:
+                gradients = program(list(inputs) + cotangents)
+        return _unwritten_as_zeros(gradients, [inputs[i] for i in grad_positions] + list(parameters))
 
     def _refuse_undifferentiable_gradient_ops(self) -> None:
         """Refuse (a `SotError`, raised by the pass) to build the product of this product program when its
@@ -619,6 +621,18 @@ def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:
         return len(scopes) >= limit and not any(scope._can_reused for scope in scopes)
     except Exception:  # another Paddle version: as Paddle does
         return False
+
+
+def _unwritten_as_zeros(gradients: list, tensors: list) -> list:
+    """``gradients`` (of ``tensors``, in order) with zeros for those the program left unwritten: a grad kernel
+    skips an output whose every term is zero for lack of the operand it would come from (Paddle 3.3's
+    ``conv2d_grad_grad`` leaves the filter's gradient unallocated without the input's second gradient: H v with
+    respect to the parameters of a bare convolution called on an input not requiring grad), and an unwritten
+    tensor raises "holds no memory" where it is read."""
+    if not isinstance(gradients, list) or len(gradients) != len(tensors):
+        return gradients
+    return [gradient if not isinstance(gradient, paddle.Tensor) or gradient._is_initialized()
+            else paddle.zeros_like(tensor) for gradient, tensor in zip(gradients, tensors)]
 
 
 def _saved_for_backward(program: Any, sir: StatementIR) -> tuple[list[int], list[int], list[paddle.Tensor]]:

@@ -24,6 +24,7 @@ from ..errors import SourceLocation
 from ..eval_frame_ext import HEAPTYPE, type_version
 from .amp import AMP_OFF, AmpState, amp_applied, current_amp_state
 from .layer_signature import layer_config_key
+from .program_ops import NUMBER_DIVISOR_MARK
 from .pytree import is_namedtuple, leaves, map_structure
 
 StatementKind = Literal["api", "method", "layer", "pylayer", "call"]
@@ -355,12 +356,16 @@ def _divide_as_eager(x: Any, divisor: Any) -> Any:
 
     For a Python number, Paddle's static operator multiplies by the reciprocal (one ``scale`` op): another
     rounding than eager's division (one float32 result in three is an ulp off), and ``-0.0 / 1`` gives 0.0.
-    Eager divides by a tensor filled with the number, in the tensor's dtype (float32 for an integer tensor)."""
+    Eager divides by a tensor filled with the number, in the tensor's dtype (float32 for an integer tensor),
+    with a node keeping nothing of ``x`` (``div_scale``; a division by a tensor keeps ``x``): the filling op is
+    marked (`program_ops.NUMBER_DIVISOR_MARK`) so that the saved-tensor check does not count ``x`` as read."""
     if type(divisor) not in (int, float) or x.dtype not in _FLOATING + _INTEGER:
         return operator.truediv(x, divisor)
     if x.dtype not in _FLOATING:
         x = x.astype(paddle.float32)
-    return paddle.divide(x, paddle.full([], divisor, x.dtype))
+    divisor_filled = paddle.full([], divisor, x.dtype)
+    divisor_filled.get_defining_op().set_bool_attr(NUMBER_DIVISOR_MARK, True)
+    return paddle.divide(x, divisor_filled)
 
 
 def _subtract_as_eager(x: Any, value: Any) -> Any:

@@ -1089,20 +1089,48 @@ def divide_by_a_number_then_step_under_no_grad(x, w):
     return y
 
 
-def test_a_division_by_a_number_keeps_nothing_for_its_backward() -> None:
-    """Found next to seed 121378 (known bug): eager's ``w / 2`` is ``div_scale`` (DivScaleGradNode), which
-    keeps nothing of ``w``; the program divides by a filled tensor (eager's rounding, `sir._divide_as_eager`)
-    with a divide whose backward keeps ``w``, so an in-place step of ``w`` under no_grad before ``backward()``
-    makes the translated backward refuse. (Static programs have no div_scale op.)"""
-    def observe(fn: Callable[..., Any]) -> Any:
+def divide_by_a_filled_tensor_then_step_under_no_grad(x, w):
+    y = w / paddle.full([], 2.0)
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def divide_by_a_tensor_then_step_under_no_grad(x, w):
+    y = w / x
+    with paddle.no_grad():
+        w.subtract_(x)
+    return y
+
+
+def divide_a_float64_by_a_number_then_step_under_no_grad(x, w):
+    w = w.astype("float64")
+    y = w / 2.5
+    with paddle.no_grad():
+        w.subtract_(x.astype("float64"))
+    return y
+
+
+@pytest.mark.parametrize("fn", [divide_by_a_number_then_step_under_no_grad,
+                                divide_a_float64_by_a_number_then_step_under_no_grad,
+                                divide_by_a_filled_tensor_then_step_under_no_grad,
+                                divide_by_a_tensor_then_step_under_no_grad],
+                         ids=["number", "float64-number", "filled-tensor", "tensor"])
+def test_a_division_by_a_number_keeps_nothing_for_its_backward(fn: Callable[..., Any]) -> None:
+    """Found next to seed 121378: eager's ``w / 2`` is ``div_scale`` (DivScaleGradNode), which keeps nothing of
+    ``w``; the program divides by a filled tensor (eager's rounding, `sir._divide_as_eager`) with a divide whose
+    backward op lists ``w``, so an in-place step of ``w`` under no_grad before ``backward()`` made the
+    translated backward refuse where eager computes. A division by a tensor (a user's filled one included)
+    keeps ``w`` in eager: the translated backward must still refuse there."""
+    def observe(f: Callable[..., Any]) -> Any:
         w = _parameter()
         try:
-            fn(paddle.ones([2]), w).sum().backward()
+            f(paddle.ones([2]) * 3, w).sum().backward()
         except Exception as exc:  # noqa: BLE001
             return type(exc).__name__
         return w.grad.numpy().tolist()
 
-    assert_translated_like_eager(observe, divide_by_a_number_then_step_under_no_grad, min_graph_size=0)
+    assert_translated_like_eager(observe, fn, min_graph_size=0)
 
 
 def write_through_a_reshaped_view_after_a_break(y, s):
@@ -1140,16 +1168,30 @@ def failing_leaf_add_in_a_while_loop(w, t):
     return w
 
 
-def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration() -> None:
-    """Seed 122287 (known bug): eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises
-    (swallowed by the manager); translated, the second iteration (in the function resuming the ``while`` loop
-    at the ``with`` statement) raises without the write. (A ``for`` loop or two plain blocks behave as eager.)"""
-    def observe(fn: Callable[..., Any]) -> Any:
-        w = _parameter()
-        fn(w, paddle.ones([2]))
-        return w.numpy().tolist()
+def failing_leaf_add_in_a_try_in_a_while_loop(w, t):
+    i = 0
+    while i < 3:
+        i += 1
+        try:
+            w.add_(t)
+        except ValueError:
+            w = w * 1 if i == 2 else w
+    return w
 
-    assert_translated_like_eager(observe, failing_leaf_add_in_a_while_loop, min_graph_size=10)
+
+@pytest.mark.parametrize("fn", [failing_leaf_add_in_a_while_loop, failing_leaf_add_in_a_try_in_a_while_loop],
+                         ids=["with", "try"])
+def test_a_failing_in_place_op_on_a_leaf_changes_it_at_every_iteration(fn: Callable[..., Any]) -> None:
+    """Seed 122287: eager's ``w.add_(t)`` on a leaf requiring grad writes the data, then raises (swallowed);
+    translated, the op runs natively and its exception is raised again at the instruction by a function entering
+    the frame there (`resume.build_raising_code`), which raised it from inside the body: the ``while`` loop
+    coming back to the instruction raised the first iteration's exception again instead of calling ``add_``."""
+    def observe(f: Callable[..., Any]) -> Any:
+        w = _parameter()
+        out = f(w, paddle.ones([2]))
+        return w.numpy().tolist(), out.numpy().tolist()
+
+    assert_translated_like_eager(observe, fn, min_graph_size=10)
 
 
 def maximum_of_a_changed_tensor_then_step(x, w):

@@ -550,10 +550,10 @@ def _hv_by_finite_differences(model: nn.Layer, x: paddle.Tensor, eps: float = 1e
 
 
 def test_hv_wrt_parameters_of_a_bare_convolution(compile_all):
-    """Known bug (tests/known_bugs.txt): a program whose output is a convolution's own, called on an input not
-    requiring grad: the ``create_graph`` pass raises Paddle's "Tensor holds no memory" (the product program's
-    gradient of the filter or bias is an empty tensor); with a ``tanh`` after it, or a linear layer, H v is
-    right."""
+    """A program whose output is a convolution's own, called on an input not requiring grad: the second pass
+    raised Paddle's "Tensor holds no memory" (``conv2d_grad_grad`` leaves the filter's gradient unallocated
+    without a second gradient of the input, `compile._unwritten_as_zeros`); with a ``tanh`` after it, or a
+    linear layer, H v was right."""
     paddle.seed(13)
     model = nn.Conv2D(3, 4, 3)
     x = paddle.to_tensor(np.random.default_rng(7).random((2, 3, 6, 6)).astype("float32"))
@@ -1297,9 +1297,9 @@ def test_a_double_gradient_through_a_batch_norm_raises_or_not_as_eager(compile_a
     (``batch_norm_grad``'s kernel: a ValueError, "`is_test = True` CANNOT be used in train program"); the compiled
     second order, built from decomposed gradients, computed it. The call's eager refusals are probed once
     (`higher_order.EagerRefusals`) and raised in the same pass, with eager's type and message (not Paddle's
-    OSError wrapping what a hook raises). In training mode both should give the same values, at two calls: known
-    bug (tests/known_bugs.txt), sot's backward through the gradient refuses a tensor changed in place (eager's
-    "tensor_version:1 != wrapper_version_snapshot:0"), before and after this test was written."""
+    OSError wrapping what a hook raises). In training mode both give the same values, at two calls: the
+    decomposed gradient of ``batch_norm_grad`` Paddle's prim backward builds is wrong (it is kept whole,
+    `higher_order._WRONG_WHEN_DECOMPOSED`; eager's values are the finite differences')."""
     paddle.seed(1)
     model = _Normalised()
     model.train(training)
