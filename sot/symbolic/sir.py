@@ -407,7 +407,7 @@ def _where_as_eager(condition: Any, x: Any = None, y: Any = None, name: str | No
     return paddle._C_ops.where(condition, x, y)
 
 
-def float32_would_change(value: Any) -> bool:
+def _float32_would_change(value: Any) -> bool:
     """Whether a Python (or numpy) number would change as a float32 (see `eager_static_forms`)."""
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         return False
@@ -436,10 +436,10 @@ def _scale_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
         if kwargs or len(args) != 4 or not _is_float64_value(args[0]):
             return original(*args, **kwargs)
         x, factor, bias, bias_after_scale = args
-        if not (float32_would_change(factor) or float32_would_change(bias)):
+        if not (_float32_would_change(factor) or _float32_would_change(bias)):
             return original(*args)
-        factor = _double(factor) if float32_would_change(factor) else factor
-        if not float32_would_change(bias):
+        factor = _double(factor) if _float32_would_change(factor) else factor
+        if not _float32_would_change(bias):
             return original(x, factor, bias, bias_after_scale)
         if bias_after_scale:
             return paddle.add(original(x, factor, 0.0, True), _double(bias))
@@ -454,7 +454,7 @@ def _full_like_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     float64 0-D tensor."""
     def full_like(*args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != 4 or not isinstance(args[0], paddle.pir.Value) or args[2] != paddle.float64 \
-                or not float32_would_change(args[1]):
+                or not _float32_would_change(args[1]):
             return original(*args, **kwargs)
         return paddle.expand(_double(args[1]), paddle.shape(args[0]))
 
@@ -466,7 +466,7 @@ def _clip_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     def clip(*args: Any, **kwargs: Any) -> Any:
         if kwargs.keys() - {"out"} or len(args) != 3 or not _is_float64_value(args[0]):
             return original(*args, **kwargs)
-        return original(args[0], *(_double(v) if float32_would_change(v) else v for v in args[1:]), **kwargs)
+        return original(args[0], *(_double(v) if _float32_would_change(v) else v for v in args[1:]), **kwargs)
 
     return clip
 
@@ -494,7 +494,7 @@ def _to_tensor_static_as_eager(original: Callable[..., Any]) -> Callable[..., An
             except ValueError:  # (ragged)
                 array = None
             if array is not None and array.dtype.kind == "f" \
-                    and any(float32_would_change(float(v)) for v in array.flat):
+                    and any(_float32_would_change(float(v)) for v in array.flat):
                 out = paddle.assign(array.astype(np.float64))
                 out.stop_gradient = stop_gradient
                 return out

@@ -26,7 +26,7 @@ import numpy as np
 import paddle
 
 from ....errors import BreakGraphError
-from ....symbolic.sir import MetaInfo, float32_would_change
+from ....symbolic.sir import MetaInfo
 from ..tracker import DummyTracker, Tracker
 from .base import VariableBase
 from .basic import ConstantVariable, TensorVariable
@@ -476,41 +476,20 @@ def eager_scaling(fn: Callable[..., Any], operands: list[VariableBase]) -> Varia
 # * ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a float64 tensor: eager keeps ``c`` a double, the program's
 #   ``scale`` takes it as a float32 attribute (``x + math.pi`` 1e-7 off; ``x * 1e-300`` 0.0).
 _POWER_OPERATORS = frozenset({operator.pow})
-_DOUBLE_CONSTANT_OPERATORS = frozenset({operator.add, operator.sub, operator.mul})
 
 
 def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
-    """``x ** c`` of a floating tensor as ``paddle.pow(x, c)``; ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a
-    float64 tensor and a number ``c`` a float32 would round, with ``c`` a 0-D float64 tensor (the product a
-    ``scale`` by it, as eager's: its bias turns -0.0 into 0.0). None otherwise (the plain operator is eager's)."""
-    if len(operands) != 2 or not all(type(o) in (TensorVariable, ConstantVariable) for o in operands):
+    """``x ** c`` of a floating tensor as ``paddle.pow(x, c)`` (Paddle's static ``**`` of a number takes
+    another path than eager's). None otherwise (the plain operator is eager's; a number reaching a float64
+    tensor keeps its double in the program through `sir.eager_static_forms`)."""
+    if fn not in _POWER_OPERATORS or len(operands) != 2:
         return None
     left, right = operands
-    if fn in _POWER_OPERATORS:
-        if not isinstance(left, TensorVariable) or not isinstance(right, ConstantVariable) \
-                or type(right.value) not in (int, float) or left.meta.dtype not in _FLOAT_OPERAND_DTYPES:
-            return None
-        right.graph.add_guard(right)
-        return left.graph.call_tensor_op("api", "paddle.pow", paddle.pow, [left, right], {})
-    if fn not in _DOUBLE_CONSTANT_OPERATORS:
+    if type(left) is not TensorVariable or type(right) is not ConstantVariable \
+            or type(right.value) not in (int, float) or left.meta.dtype not in _FLOAT_OPERAND_DTYPES:
         return None
-    tensor, number = (left, right) if isinstance(left, TensorVariable) else (right, left)
-    if not isinstance(tensor, TensorVariable) or not isinstance(number, ConstantVariable) \
-            or tensor.meta.dtype != paddle.float64 or not float32_would_change(number.value):
-        return None
-    graph = tensor.graph
-    graph.add_guard(number)
-    from .basic import ObjectVariable
-    from .container import ListVariable
-
-    filled = graph.call_tensor_op("api", "paddle.full", paddle.full,
-                                  [ListVariable([], graph, DummyTracker(())), number,
-                                   ObjectVariable(paddle.float64, graph, DummyTracker())], {})
-    if fn is operator.mul:
-        zero = ConstantVariable(0.0, graph, DummyTracker())
-        return graph.call_tensor_op("api", "paddle.scale", paddle.scale, [tensor], {"scale": filled, "bias": zero})
-    ordered = [tensor, filled] if tensor is left else [filled, tensor]
-    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, ordered, {})
+    right.graph.add_guard(right)
+    return left.graph.call_tensor_op("api", "paddle.pow", paddle.pow, [left, right], {})
 
 
 _DIVISION_OPERATORS = frozenset({operator.truediv, operator.itruediv})

@@ -1,7 +1,8 @@
-"""A tensor operator with a Python number computes as eager does (symbolic_int.eager_constant_operand): ``x ** c``
-of a floating tensor is eager's ``pow`` (the replayed operator was another kernel: ``x ** 3`` an ulp off in
-float32), and ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a float64 tensor keep ``c`` a double (the program's
-``scale`` rounded it to float32: ``x + math.pi`` was 1e-7 off, ``x * 1e-300`` was 0.0). Compared bit for bit."""
+"""A tensor operator with a Python number computes as eager does: ``x ** c`` of a floating tensor is eager's
+``pow`` (symbolic_int.eager_constant_operand; the replayed operator was another kernel: ``x ** 3`` an ulp off in
+float32), and ``x + c``, ``x - c``, ``c - x``, ``x * c`` of a float64 tensor keep ``c`` a double
+(sir.eager_static_forms; the program's ``scale`` rounded it to float32: ``x + math.pi`` was 1e-7 off,
+``x * 1e-300`` was 0.0). Compared bit for bit."""
 from __future__ import annotations
 
 import math
