@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Literal
 import numpy as np
 import paddle
 from paddle import _C_ops
+from paddle.nn.layer import rnn as _rnn_module
 from paddle.tensor import creation as _creation
 
 from ..errors import SourceLocation
@@ -503,10 +504,26 @@ def _to_tensor_static_as_eager(original: Callable[..., Any]) -> Callable[..., An
     return to_tensor_static
 
 
+def _rnn_unrolled_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``paddle.nn.layer.rnn._rnn_static_graph``, the static form of ``nn.RNN``/``nn.BiRNN`` (a while op
+    over tensor arrays), fails to build in Paddle 3.3.1 ("result and operand type is not equal"): the graph
+    then ran eagerly. Eager's form (``_rnn_dynamic_graph``: a Python loop over the time steps) builds the same
+    cell ops unrolled, when the program knows the number of steps (results and gradients eager's bit for
+    bit); an unknown one (-1) keeps Paddle's form."""
+    def rnn_static_graph(cell: Any, inputs: Any, initial_states: Any = None, sequence_length: Any = None,
+                         time_major: bool = False, is_reverse: bool = False, **kwargs: Any) -> Any:
+        steps = paddle.utils.flatten(inputs)[0].shape[0 if time_major else 1]
+        form = original if steps < 0 else _rnn_module._rnn_dynamic_graph
+        return form(cell, inputs, initial_states, sequence_length, time_major, is_reverse, **kwargs)
+
+    return rnn_static_graph
+
+
 _EAGER_STATIC_FORMS: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
     (_C_ops, "scale", _scale_as_eager), (_C_ops, "full_like", _full_like_as_eager), (_C_ops, "clip", _clip_as_eager),
     (paddle.pir.Value, "__truediv__", _true_divide_as_eager),
     (_creation, "_to_tensor_static", _to_tensor_static_as_eager),
+    (_rnn_module, "_rnn_static_graph", _rnn_unrolled_as_eager),
 ]
 
 
@@ -519,8 +536,9 @@ def eager_static_forms() -> Iterator[None]:
     ``full_like(x, 0.1)`` of a float64 ``x`` gave 0.10000000149011612, ``nan_to_num`` of a float64 infinity
     inf instead of the largest float64, also inside Paddle functions recorded as one statement (which run
     their own Python on static values: ``quantile``, ``deg2rad``). Replaced at Paddle's entry points for the
-    block, so every caller gets eager's numbers; float32 values keep Paddle's forms. Paddle's own are back
-    after the block (also for other threads: builds are serialised by `compile.BUILD_LOCK`)."""
+    block, so every caller gets eager's numbers; float32 values keep Paddle's forms. ``nn.RNN`` is built
+    unrolled, as eager runs it (`_rnn_unrolled_as_eager`). Paddle's own forms are back after the block (also
+    for other threads: builds are serialised by `compile.BUILD_LOCK`)."""
     saved = [(owner, name, getattr(owner, name), make) for owner, name, make in _EAGER_STATIC_FORMS]
     try:
         for owner, name, original, make in saved:
