@@ -162,3 +162,32 @@ def test_a_library_warning_is_shown_once_as_in_plain_python(tmp_path: Path):
     message = "When training, we now always track global mean and variance."
     assert plain.stderr.count(message) == 1
     assert translated.stderr.count(message) == 1, translated.stderr
+
+
+PROGRESS_LINE = """
+    import sys
+
+    import paddle
+
+
+    def progress(step, total, loss):
+        sys.stdout.write(f"\\\\r{step}/{total} loss={loss:.4f}")
+
+
+    if __name__ == "__main__":
+        w = paddle.ones([3])
+        for step in range(12):
+            loss = float((w * step).sum())
+            progress(step + 1, 12, loss)
+        print()
+"""
+
+
+def test_a_progress_function_called_with_new_numbers_each_step_is_not_retranslated_each_time(tmp_path: Path):
+    """A helper that only formats Python numbers has no graph to specialize for their values: translating it
+    again for each step's numbers costs a translation per call and ends at the cache limit's warning."""
+    (tmp_path / "progress.py").write_text(textwrap.dedent(PROGRESS_LINE).lstrip())
+    plain = _run(tmp_path, False, "progress.py")
+    translated = _run(tmp_path, True, "progress.py")
+    assert translated.stdout == plain.stdout
+    assert "cache limit" not in translated.stderr, translated.stderr
