@@ -65,8 +65,38 @@ def _exit_code_of(exc: SystemExit) -> int:
     return 1
 
 
+def _merge_resumed_frames(exc: BaseException | None, seen: set[int] | None = None) -> None:
+    """Drop from the traceback of ``exc`` (and of the exceptions it chains) each entry of a translated frame
+    whose next entry is the same user frame resumed after a graph break: Python shows that frame once, at
+    the line where it raised, not once per piece it was split into."""
+    from .opcode_translator.frame_groups import continues
+
+    seen = set() if seen is None else seen
+    if exc is None or id(exc) in seen:
+        return
+    seen.add(id(exc))
+    head = exc.__traceback__
+    while head is not None and head.tb_next is not None and continues(head.tb_next.tb_frame.f_code,
+                                                                       head.tb_frame.f_code):
+        head = head.tb_next
+    entry = head
+    while entry is not None:
+        following = entry.tb_next
+        while following is not None and following.tb_next is not None and \
+                continues(following.tb_next.tb_frame.f_code, following.tb_frame.f_code):
+            following = following.tb_next
+        entry.tb_next = following
+        entry = following
+    if head is not exc.__traceback__:
+        exc.__traceback__ = head
+    _merge_resumed_frames(exc.__cause__, seen)
+    _merge_resumed_frames(exc.__context__, seen)
+
+
 def _print_user_traceback(exc: BaseException, filename: str) -> None:
-    """The traceback as Python would print it, without our own frames above the script's."""
+    """The traceback as Python would print it, without our own frames above the script's, and with each
+    user frame once however many pieces graph breaks split it into."""
+    _merge_resumed_frames(exc)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next

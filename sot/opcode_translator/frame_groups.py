@@ -37,6 +37,23 @@ def frame_origin(code: types.CodeType) -> types.CodeType:
     return found if found is not None else code
 
 
+def continues(inner: types.CodeType, outer: types.CodeType) -> bool:
+    """Whether a frame running ``inner``, called from a frame running ``outer``, is the rest of that same
+    user frame after a graph break (a resume function called by the translated code before it), not a
+    call of its own (recursion). Tracebacks show one frame for the pair, as eager would."""
+    from .pyversion import code_qualname
+
+    same_function = (inner.co_filename, inner.co_firstlineno, inner.co_name) == \
+        (outer.co_filename, outer.co_firstlineno, outer.co_name)
+    if not same_function:
+        return False
+    # (a piece of a frame is named after it with its role: "main (resumed at line 8)", "(raising at ...)",
+    # a loop body's; its translated code keeps the name)
+    qualname = code_qualname(inner)
+    return frame_origin(inner) is not inner or \
+        qualname.startswith(code_qualname(outer).split(" (")[0] + " (") and qualname.endswith(")")
+
+
 def join(code: types.CodeType, guard: Any, program: CompiledProgram) -> None:
     """The entry ``guard`` of ``code`` (being added to its cache) runs ``program``: the program joins the
     group of ``code``'s frame, for as long as the entry is in the cache and the program can run."""
