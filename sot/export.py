@@ -30,12 +30,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import types
-import warnings
 from typing import Any, Callable, Iterator
 
 import paddle
 
 from .errors import SotError
+from .symbolic.build_warnings import build_warnings_ignored
 from .symbolic.compile import BUILD_LOCK
 from .symbolic.pytree import leaves
 from .symbolic.sir import LayerCall
@@ -379,8 +379,7 @@ def export(fn_or_layer: Any, *example_inputs: Any, path: str) -> ExportedProgram
     # Saving builds a static program through Paddle's process-wide default programs, switching this thread to
     # static mode meanwhile, as sot's own builds do: one build at a time, and threads starting meanwhile start
     # in dygraph mode (`BUILD_LOCK`).
-    with BUILD_LOCK, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with BUILD_LOCK, build_warnings_ignored():
         # Paddle refuses to prune a program with an input no output depends on; such an input (an unused
         # argument, a tensor passed twice) stays an input of the saved model, so skip pruning then.
         used = {key for kind, key in layer._sot_inputs + layer._sot_results if kind == "feed"}

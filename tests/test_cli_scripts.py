@@ -153,8 +153,9 @@ WARNS_IN_TRAINING = """
 
 def test_a_library_warning_is_shown_once_as_in_plain_python(tmp_path: Path):
     """BatchNorm warns at every training forward; the default filter shows it once per place. Building a
-    program under ``warnings.catch_warnings()`` changes the filters' version, which makes every module's
-    ``__warningregistry__`` forget what it showed: eager shows the warning again."""
+    program under ``warnings.catch_warnings()`` changed the filters' version, which made every module's
+    ``__warningregistry__`` forget what it showed: eager showed the warning again after each translation
+    (`symbolic.build_warnings`)."""
     (tmp_path / "warns.py").write_text(textwrap.dedent(WARNS_IN_TRAINING).lstrip())
     plain = _run(tmp_path, False, "warns.py")
     translated = _run(tmp_path, True, "warns.py")

@@ -12,7 +12,6 @@ import gc
 import math
 import sys
 import threading
-import warnings
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -29,6 +28,7 @@ from ..stack_room import enter_room, leave_room
 from ..stats import counters
 from . import backward_pass, gradient_flags, kept_scope, program_registries, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
+from .build_warnings import build_warnings_ignored
 from .callstack import shallow_op_callstacks
 from .cost_model import WARMUP_CALLS, CostModel
 from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gradients, decomposed_gradients,
@@ -263,9 +263,8 @@ class CompiledProgram:
                 raise ReferenceError(f"sot: {self!r} was released (a layer it calls was deleted)")
             enter_room()  # building is deep Python code, run wherever the user's call happens to be
             try:
-                with BUILD_LOCK, warnings.catch_warnings(), BUILD_FLAGS.held(build_flags()), \
+                with BUILD_LOCK, build_warnings_ignored(), BUILD_FLAGS.held(build_flags()), \
                         shallow_op_callstacks():
-                    warnings.simplefilter("ignore")
                     _, self._program = self.static_function.get_concrete_program(inputs)
             finally:
                 leave_room()
@@ -307,8 +306,7 @@ class CompiledProgram:
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks(), \
-                                warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
+                                build_warnings_ignored():
                             outputs = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()

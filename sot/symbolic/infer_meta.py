@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import warnings
 from typing import Any, Callable, Iterable, Iterator
 
 import paddle
@@ -17,6 +16,7 @@ from paddle.base.dygraph.base import to_static_mode_guard
 from paddle.base.libpaddle import DataType
 from paddle.pir.core import convert_np_dtype_to_dtype_, vartype_to_datatype
 
+from .build_warnings import build_warnings_ignored
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure
 from .sir import LayerCall, MetaInfo, eager_static_forms
@@ -42,8 +42,7 @@ def static_mode() -> Iterator[None]:
 def throwaway_static_program() -> Iterator[None]:
     """`static_mode` without pinning the sign of zero (used to pin it)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
-    with static_section(), warnings.catch_warnings(), shallow_op_callstacks(), eager_static_forms():
-        warnings.simplefilter("ignore")
+    with static_section(), build_warnings_ignored(), shallow_op_callstacks(), eager_static_forms():
         with paddle.static.program_guard(main, startup):
             with paddle.base.framework._dygraph_guard(None):
                 yield
