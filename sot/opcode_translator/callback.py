@@ -151,6 +151,7 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     # (a frame run as written, its graph too small: the original code, right for any inputs)
     new_code, hook_free, relaxed = entry_added(code, translation.native, guard, translation.code,
                                                translation.hook_free, translation.kind == "eager")
+    frame_groups.translated(new_code, code)
     return guard, new_code, translation.frames, hook_free, relaxed
 
 

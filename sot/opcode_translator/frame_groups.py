@@ -23,11 +23,26 @@ from ..symbolic.cost_model import CostGroup
 # builders cache it as long as they need it).
 _origins: "weakref.WeakKeyDictionary[types.CodeType, weakref.ref[types.CodeType]]" = weakref.WeakKeyDictionary()
 _groups: "weakref.WeakKeyDictionary[types.CodeType, CostGroup]" = weakref.WeakKeyDictionary()
+# A translated code -> the code it translates (a frame runs the former: tracebacks show it).
+_sources: "weakref.WeakKeyDictionary[types.CodeType, weakref.ref[types.CodeType]]" = weakref.WeakKeyDictionary()
 
 
 def derived_from(derived: types.CodeType, code: types.CodeType) -> None:
     """``derived`` (a resume function, a loop body) continues ``code``: it belongs to ``code``'s frame."""
     _origins[derived] = weakref.ref(frame_origin(code))
+
+
+def translated(new_code: types.CodeType, code: types.CodeType) -> None:
+    """A frame of ``code`` runs ``new_code`` (its translation, or ``code`` itself)."""
+    if new_code is not code:
+        _sources[new_code] = weakref.ref(code)
+
+
+def _source(code: types.CodeType) -> types.CodeType:
+    """The code ``code`` is the translation of (itself, when it is no translation)."""
+    source = _sources.get(code)
+    found = source() if source is not None else None
+    return found if found is not None else code
 
 
 def frame_origin(code: types.CodeType) -> types.CodeType:
@@ -47,11 +62,13 @@ def continues(inner: types.CodeType, outer: types.CodeType) -> bool:
         (outer.co_filename, outer.co_firstlineno, outer.co_name)
     if not same_function:
         return False
-    # (a piece of a frame is named after it with its role: "main (resumed at line 8)", "(raising at ...)",
-    # a loop body's; its translated code keeps the name)
+    # (a piece of a frame is derived from it: a resume function, a loop body, `derived_from`; a frame of it
+    # runs its translation. 3.11+ also name it after the frame with its role: "main (resumed at line 8)")
+    source = _source(inner)
+    if frame_origin(source) is not source:
+        return True
     qualname = code_qualname(inner)
-    return frame_origin(inner) is not inner or \
-        qualname.startswith(code_qualname(outer).split(" (")[0] + " (") and qualname.endswith(")")
+    return qualname.startswith(code_qualname(outer).split(" (")[0] + " (") and qualname.endswith(")")
 
 
 def join(code: types.CodeType, guard: Any, program: CompiledProgram) -> None:
