@@ -13,18 +13,49 @@ from __future__ import annotations
 
 import types
 import weakref
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..eval_frame_ext import cache_entries
 from ..symbolic.compile import CompiledProgram
 from ..symbolic.cost_model import CostGroup
 
+_V = TypeVar("_V")
+
+
+class _CodeKeyedMap(Generic[_V]):
+    """A map from code objects, by identity, holding them weakly.
+
+    Not a `weakref.WeakKeyDictionary`: code objects hash and compare by their fields, constants included, so
+    two distinct codes can be one key, and a code with an unhashable constant (a dict some generated code
+    loads) cannot be a key at all."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[types.CodeType], _V]] = {}
+
+    def __setitem__(self, code: types.CodeType, value: _V) -> None:
+        key = id(code)
+
+        def forget(ref: weakref.ref[types.CodeType]) -> None:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(code, forget), value)
+
+    def get(self, code: types.CodeType) -> _V | None:
+        entry = self._entries.get(id(code))
+        return entry[1] if entry is not None and entry[0]() is code else None
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 # A resume function / loop body -> the user's code it continues (held weakly both ways: the resume code's
 # builders cache it as long as they need it).
-_origins: "weakref.WeakKeyDictionary[types.CodeType, weakref.ref[types.CodeType]]" = weakref.WeakKeyDictionary()
-_groups: "weakref.WeakKeyDictionary[types.CodeType, CostGroup]" = weakref.WeakKeyDictionary()
+_origins: _CodeKeyedMap[weakref.ref[types.CodeType]] = _CodeKeyedMap()
+_groups: _CodeKeyedMap[CostGroup] = _CodeKeyedMap()
 # A translated code -> the code it translates (a frame runs the former: tracebacks show it).
-_sources: "weakref.WeakKeyDictionary[types.CodeType, weakref.ref[types.CodeType]]" = weakref.WeakKeyDictionary()
+_sources: _CodeKeyedMap[weakref.ref[types.CodeType]] = _CodeKeyedMap()
 
 
 def derived_from(derived: types.CodeType, code: types.CodeType) -> None:

@@ -225,3 +225,24 @@ def test_a_piece_that_gives_up_while_measured_does_not_hold_the_others(fake_cloc
     assert branch.choice == "eager" and branch.cost.chosen_how == "gave up"
     assert prefix.choice == "compiled" and prefix.cost.chosen_how == "alone"
     assert prefix.cost.group.decided and prefix.cost.group.mode == "compiled"
+
+
+def _a_function() -> int:
+    return 1
+
+
+def test_code_maps_key_codes_by_identity_even_with_unhashable_constants() -> None:
+    """Generated code may load a dict constant (code objects hash their constants), and two distinct codes
+    with equal fields must stay two keys (code objects compare by their fields)."""
+    source = _a_function.__code__
+    with_dict = source.replace(co_consts=(*source.co_consts, {"a": 1}))
+    twin = source.replace()  # equal to ``source``, another object
+    assert twin == source and twin is not source
+    frame_groups.translated(with_dict, source)
+    frame_groups.translated(twin, with_dict)
+    assert frame_groups._source(with_dict) is source
+    assert frame_groups._source(twin) is with_dict
+    assert frame_groups._source(source) is source
+    frame_groups.derived_from(with_dict, source)
+    assert frame_groups.frame_origin(with_dict) is source
+    assert frame_groups.frame_origin(twin) is twin
