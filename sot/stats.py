@@ -23,6 +23,8 @@ class _Counters:
     compiled_graphs: int = 0
     # Cache hits are counted in C on the hot path; we keep the value at the last reset.
     hit_baseline: int = 0
+    # Bumped by every reset: a count taken back (`uncount_compiled_graph`) must belong to the current one.
+    epoch: int = 0
 
 
 counters = _Counters()
@@ -49,3 +51,17 @@ def reset_counters() -> None:
     global counters
     counters.translate_count = counters.graph_breaks = counters.fallbacks = counters.compiled_graphs = 0
     counters.hit_baseline = _hit_count()
+    counters.epoch += 1
+
+
+def count_compiled_graph() -> int:
+    """Count a new SIR program; returns the epoch to hand back to `uncount_compiled_graph`."""
+    counters.compiled_graphs += 1
+    return counters.epoch
+
+
+def uncount_compiled_graph(epoch: int) -> None:
+    """A program counted in ``epoch`` turned out not to build (its statements run eagerly): it is no compiled
+    graph. Nothing to take back when a reset came in between."""
+    if epoch == counters.epoch and counters.compiled_graphs > 0:
+        counters.compiled_graphs -= 1

@@ -25,7 +25,7 @@ from ..eval_frame_ext import get_callback, set_callback
 from ..eval_frame_ext.tensor_meta import fresh_inplace_versions
 from ..log import log
 from ..stack_room import enter_room, leave_room
-from ..stats import counters
+from ..stats import count_compiled_graph, uncount_compiled_graph
 from . import backward_pass, gradient_flags, kept_scope, program_registries, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .build_warnings import build_warnings_ignored
@@ -100,6 +100,8 @@ class CompiledProgram:
         # backward); for a first-order product program under ``create_graph``: its program's second refusal.
         self._eager_refusals: EagerRefusals | None = None
         self._draws_random_numbers: bool | None = None  # see draws_random_numbers()
+        # The `sot.stats()` epoch it was counted in as a compiled graph (`compile_sir`); None: not counted.
+        self.counted_in: int | None = None
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -162,7 +164,7 @@ class CompiledProgram:
             mark_outputs(outputs, needs_recomputed_backward(inputs, self._grad_inputs))
         return outputs
 
-    def _replay_after_failure(self, failure: Exception, inputs: list) -> list:
+    def _replay_after_failure(self, failure: Exception, inputs: list, building: bool = False) -> list:
         """The program failed to build or to run: replay its statements eagerly, each from its user line, so
         that a user error (an index out of range only a kernel sees) is raised exactly as eager raises it.
         When the replay works, the failure was not the user's: `_give_up_compiling`. A product program
@@ -175,6 +177,9 @@ class CompiledProgram:
         version_check.ReplayWatch(self.sir)(inputs, outputs)
         if not isinstance(failure, RecursionError):  # (out of stack says nothing about the program)
             self._give_up_compiling(failure)
+            if building and self.counted_in is not None:  # never built: not a compiled graph in `sot.stats()`
+                uncount_compiled_graph(self.counted_in)
+                self.counted_in = None
         return outputs
 
     def _give_up_compiling(self, failure: Exception) -> None:
@@ -255,7 +260,7 @@ class CompiledProgram:
             except Exception as failure:
                 if self._program is not None or self.static_function is None:
                     raise  # a failed run was replayed already (this is the user's error), or a released program
-                return self._replay_after_failure(failure, inputs)  # building the program failed
+                return self._replay_after_failure(failure, inputs, building=True)  # building it failed
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:
@@ -995,7 +1000,7 @@ def compile_sir(sir: StatementIR) -> CompiledProgram:
     if program is None:
         program = CompiledProgram(sir, key)
         _compiled[key] = program
-        counters.compiled_graphs += 1
+        program.counted_in = count_compiled_graph()
     return program
 
 

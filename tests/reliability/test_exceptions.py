@@ -535,6 +535,35 @@ def test_a_program_failing_where_eager_works_gives_eager_results_and_logs_why(
     assert failures == [1], f"the broken program was tried {len(failures)} times"
     err = capsys.readouterr().err
     assert f"injected {what} failure" in err and "eager mode works" in err, err
+    # A program that never built is no compiled graph; one that built and failed to run was compiled.
+    assert sot.stats().compiled_graphs == (0 if what == "build" else 1)
+
+
+def _a_sir(scale: float = 2.0) -> Any:
+    """A one-statement SIR, ``x * scale``, for a [3] float32 input."""
+    from sot.symbolic.sir import MetaInfo, Statement, StatementIR, Symbol
+
+    x, y = Symbol("var_0"), Symbol("var_1")
+    metas = {x: MetaInfo((3,), paddle.float32, True), y: MetaInfo((3,), paddle.float32, True)}
+    return StatementIR("test", [x], [Statement("api", "scale", paddle.scale, (x, scale), {}, y)], [y], metas)
+
+
+def test_a_failed_build_after_a_reset_is_not_taken_off_the_new_count(monkeypatch: Any) -> None:
+    """The count a failed build takes back is the one of the epoch it was counted in: a reset in between
+    leaves the new count alone."""
+    from sot.symbolic import compile as compile_module
+
+    _break_programs(monkeypatch, "build")
+    with sot.config.patch(min_graph_size=0):
+        program = compile_module.compile_sir(_a_sir())
+        sot.reset()
+        other = compile_module.compile_sir(_a_sir(scale=3.0))
+        assert sot.stats().compiled_graphs == 1
+        x = paddle.ones([3])
+        program([x])  # fails to build, replays eagerly
+        assert sot.stats().compiled_graphs == 1
+        other([x])
+        assert sot.stats().compiled_graphs == 0
 
 
 @pytest.mark.parametrize("what", list(PROGRAM_FAILURES))
