@@ -261,7 +261,24 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var)
     result = graph.run_user_python(fn, values, kw_values)
-    return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+    var = VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+    if _returns_new_containers(fn):
+        var.outside_object = False  # (a list made by the call: the frame's own, to change as it likes)
+    return var
+
+
+# The types whose methods never hand back an object that existed before the call: what they return that
+# can be changed (``str.split``'s list) is made by the call.
+_METHODS_MAKE_NEW_CONTAINERS = (str, bytes, int, float, complex, bool)
+
+
+def _returns_new_containers(fn: Callable[..., Any]) -> bool:
+    """Whether a container ``fn`` returns is new (``s.split(",")``), not one from outside the frame: a method
+    of a value of `_METHODS_MAKE_NEW_CONTAINERS`, bound or called on the type."""
+    owner = getattr(fn, "__self__", None)
+    if type(owner) in _METHODS_MAKE_NEW_CONTAINERS:
+        return True
+    return getattr(fn, "__objclass__", None) in _METHODS_MAKE_NEW_CONTAINERS
 
 
 # Functions that look at an object's identity or type only, never at its state or its Python methods.
@@ -1352,6 +1369,13 @@ class OpaqueCallableVariable(CallableVariable):
         return []  # a bound method is a new object at each access; the guard on its owner covers it
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        # A method of str/bytes/numbers taken from the type (``str.split(s, ",")``, ``map(str.lower, names)``)
+        # only reads its immutable operand: folded as the bound method is.
+        if getattr(self.value, "__objclass__", None) in _METHODS_MAKE_NEW_CONTAINERS and args and \
+                all(isinstance(a, ConstantVariable) for a in [*args, *kwargs.values()]):
+            folded = constant_fold(self.value, self.graph, args, kwargs)
+            if folded is not None:
+                return folded
         raise BreakGraphError(f"call of {getattr(self.value, '__qualname__', self.value)!r} (C code with unknown "
                               "effects) runs natively")
 
