@@ -1,6 +1,7 @@
 """Library calls answered during simulation (variables/library_rules.py): ``inspect.signature`` of a Python
 function or bound method is folded under a guard on the function's identity; ``copy.copy``/``deepcopy`` of an
-atomic constant is the constant, so ``dataclasses.asdict``/``astuple`` (inlined) of a config do not break."""
+atomic constant is the constant, so ``dataclasses.asdict``/``astuple`` (inlined) of a config do not break;
+``typing.cast`` is its value; ``os.path``/``re`` functions of constant strings are folded."""
 from __future__ import annotations
 
 import collections
@@ -8,6 +9,9 @@ import copy
 import dataclasses
 import functools
 import inspect
+import os
+import re
+import typing
 
 import numpy as np
 import paddle
@@ -132,3 +136,32 @@ def test_a_copy_of_an_atomic_constant_is_the_constant(compile_all):
     x = _t(3)
     assert_same(sot.symbolic_translate(copies)(x, 2, "abc"), copies(x, 2, "abc"))
     assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def paths_and_patterns(x, name):
+    path = os.path.join("checkpoints", name, "model.pdparams")
+    stem, ext = os.path.splitext(os.path.basename(path))
+    digits = re.findall(r"\d+", name)
+    digits.append("0")  # (a new list: the frame's own)
+    layer = int(re.sub(r"[^0-9]", "", name) or 0)
+    y = typing.cast(paddle.Tensor, x * len(stem))
+    return y + layer + len(digits), path, ext, digits
+
+
+def test_path_and_regex_functions_of_constants_are_folded(compile_all):
+    fast = sot.symbolic_translate(paths_and_patterns)
+    x = _t(3)
+    for name in ("block12", "block12", "layer3"):
+        got = fast(x, name)
+        assert_same(got, paths_and_patterns(x, name))
+    assert_counts(translate_count=2, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+
+
+def split_with_a_callable(x, text):
+    return x * len(re.sub(r"\d", lambda m: m.group(0) * 2, text))
+
+
+def test_a_regex_with_a_callable_replacement_still_runs_natively(compile_all):
+    x = _t(3)
+    assert_same(sot.symbolic_translate(split_with_a_callable)(x, "a1b2"), split_with_a_callable(x, "a1b2"))
+    assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0  # (re.sub ran natively)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import posixpath
+import re
 import types
+import typing
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..tracker import DummyTracker
@@ -84,3 +87,38 @@ def _copy_of_an_atomic_value(function: "FunctionVariableBase", args: list[Variab
     if len(args) != 1 or kwargs or not isinstance(args[0], ConstantVariable):
         return None
     return args[0] if type(args[0].value) in _ATOMIC_TYPES else None
+
+
+@library_rule(typing.cast)
+def _typing_cast(function: "FunctionVariableBase", args: list[VariableBase],
+                 kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """``typing.cast(T, value)`` is ``value``: a hint for type checkers, nothing at run time."""
+    if len(args) == 2 and not kwargs:
+        return args[1]
+    if len(args) == 1 and set(kwargs) == {"val"}:
+        return kwargs["val"]
+    return None
+
+
+# Library functions of str operands only that compute their answer from them and nothing else (no state, no
+# file system): with constant operands their answer is a constant too (a list they return is a new one).
+_PURE_STRING_FUNCTIONS = (posixpath.join, posixpath.basename, posixpath.dirname, posixpath.splitext,
+                          posixpath.split, posixpath.normpath, posixpath.isabs,
+                          re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape)
+
+
+@library_rule(*_PURE_STRING_FUNCTIONS)
+def _pure_string_function(function: "FunctionVariableBase", args: list[VariableBase],
+                          kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """``os.path.join("ckpt", name)``, ``re.findall(r"\\d+", key)`` of constant strings: folded (each ran
+    natively at a graph break). Operands of other types (a callable ``repl``, a path-like object) run
+    natively as before."""
+    operands = [*args, *kwargs.values()]
+    if not all(isinstance(a, ConstantVariable) and isinstance(a.value, (str, bytes, int)) for a in operands):
+        return None
+    from .callable import constant_fold
+
+    folded = constant_fold(function.value, function.graph, args, kwargs)
+    if folded is not None:
+        folded.outside_object = False  # (a list made by the call: the frame's own)
+    return folded
