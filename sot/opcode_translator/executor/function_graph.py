@@ -262,6 +262,11 @@ class FunctionGraph:
         self.inputs: dict[Symbol, TensorVariable] = {}
         self.guard_builder = GuardBuilder(frame.code)
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
+        # The guarded variables (and what they were derived from) that decided something in the simulation:
+        # a jump, an index, a call, an exception... All but those guarded only as operands of computations
+        # of plain values (formatting, arithmetic: `add_guard`'s ``data_only``), whose numbers may then be
+        # widened to their types for a frame without a graph (graph_free.py).
+        self._decided: dict[int, VariableBase] = {}
         # Grad mode decides whether outputs require gradients, mixed precision the dtypes ops compute in:
         # every entry is guarded on both (the AMP op lists too, when AMP is on).
         self.state = autograd_state()
@@ -324,16 +329,36 @@ class FunctionGraph:
         self.metas[symbol] = meta
         return symbol
 
-    def add_guard(self, var: VariableBase) -> None:
+    def add_guard(self, var: VariableBase, data_only: bool = False) -> None:
         """Guard ``var`` (and what it was derived from): the simulation depended on its value.
+
+        ``data_only``: its value was only an operand of a computation of plain values (the text of an
+        f-string, a sum), whose result is a variable of its own: a later decision on that result guards it,
+        which marks this one as deciding too (`decided`).
 
         Only recorded here; the expressions are written by `build_guard`, when every variable knows how it
         was used (e.g. whether an array's contents were read)."""
+        if not data_only:
+            self._mark_decided(var)
         if id(var) in self._guarded:
             return
         for source in var.tracker.inputs:
-            self.add_guard(source)
+            self.add_guard(source, data_only=True)  # (marked above when ``var`` decides)
         self._guarded[id(var)] = var
+
+    def _mark_decided(self, var: VariableBase) -> None:
+        """``var`` and what it was derived from decided something."""
+        pending = [var]
+        while pending:
+            current = pending.pop()
+            if id(current) in self._decided:
+                continue
+            self._decided[id(current)] = current
+            pending.extend(current.tracker.inputs)
+
+    def guarded_for_data_only(self, var: VariableBase) -> bool:
+        """``var`` was guarded, only ever as an operand of computations of plain values (`add_guard`)."""
+        return id(var) in self._guarded and id(var) not in self._decided
 
     def pins(self, var: VariableBase, _seen: set[int] | None = None) -> bool:
         """Whether this translation's guard determines ``var`` (the value it has at a graph break, handed to

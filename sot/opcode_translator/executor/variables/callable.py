@@ -244,8 +244,12 @@ def builtin_rule(*fns: Any) -> Callable[[BuiltinRule], BuiltinRule]:
 
 
 def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[VariableBase],
-                  kwargs: dict[str, VariableBase]) -> VariableBase | None:
-    """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor)."""
+                  kwargs: dict[str, VariableBase], data_only: bool = False) -> VariableBase | None:
+    """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor).
+
+    ``data_only``: ``fn`` is a pure computation of plain values (formatting, arithmetic) that decides
+    nothing by itself (`FunctionGraph.add_guard`), unless it raises: the exception then decides what the
+    frame does next."""
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
     _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
@@ -259,9 +263,23 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     values = [value_of(a) for a in args]
     kw_values = {k: value_of(v) for k, v in kwargs.items()}
     for var in [*args, *kwargs.values()]:
-        graph.add_guard(var)
-    result = graph.run_user_python(fn, values, kw_values)
+        graph.add_guard(var, data_only=data_only)
+    try:
+        result = graph.run_user_python(fn, values, kw_values)
+    except UserCodeError:
+        for var in [*args, *kwargs.values()]:
+            graph.add_guard(var)
+        raise
     return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+# Types of the values a computation may take as data only (`constant_fold`'s ``data_only``).
+PLAIN_DATA_TYPES = (int, float, bool, str, type(None))
+
+
+def is_plain_data(var: VariableBase) -> bool:
+    """A known int, float, bool, str or None (not a symbolic int, whose uses have rules of their own)."""
+    return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
 
 
 # Functions that look at an object's identity or type only, never at its state or its Python methods.
@@ -355,7 +373,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
         # Folding would change the real object during simulation (and only then): run it natively.
         raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
-    folded = constant_fold(fn, graph, operands, {})
+    folded = constant_fold(fn, graph, operands, {}, data_only=all(is_plain_data(var) for var in operands))
     if folded is not None:
         return folded
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
