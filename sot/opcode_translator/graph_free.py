@@ -7,13 +7,15 @@ cache limit. Specializing on those values gains nothing.
 
 On a miss, an existing entry of the code is *widened* when:
 
-- it runs the original code itself and no piece of it recorded a tensor statement (`_graph_free`): neither
-  its own translation nor, after a graph break, any entry of the resume functions the break continues in
-  (all of which also run their code natively);
-- its guard checks the values of some numbers (ints, floats) only because the simulation computed with them
-  (`FunctionGraph.add_guard`'s ``data_only``: the text of an f-string, a sum), never because they decided
-  something (a jump, an index, a call, an exception): the simulation takes the same path, with no tensor op,
-  for any other values of those types;
+- it runs the original code itself and no piece of it recorded a tensor op (`_graph_free`): neither its own
+  translation nor, after a graph break, any entry of the resume functions the break continues in (all of
+  which also run their code natively). The arithmetic of numbers kept in the graph (``step % 10`` of a
+  symbolic int) is no tensor op: every value it computes is a 0-D int64/float64;
+- its guard checks the values of some numbers (ints, floats, and symbolic ones pinned) only because the
+  simulation computed with them (`FunctionGraph.add_guard`'s ``data_only``: the text of an f-string, a sum),
+  never because they decided something (a jump, an index, a call, an exception; a symbolic int's branch is
+  guarded by its expression, ``step % 10 == 0``, which stays): the simulation takes the same path, with no
+  tensor op, for any other values those checks admit;
 - the resume functions' entries decide nothing on the values the frame hands them (type checks and
   data-only number checks aside: `Guard.decides_on_arguments`);
 - the missing call passes the guard without those value checks (`Guard.widened`; the numbers' types are
@@ -30,6 +32,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import paddle
+
 from ..eval_frame_ext import cache_entries, is_skipped
 from .executor.function_graph import FrameInfo
 from .executor.guard import Guard, argument_names
@@ -37,18 +41,27 @@ from .executor.guard import Guard, argument_names
 _MAX_RESUME_DEPTH = 4  # resume functions of resume functions looked into; deeper counts as having a graph
 
 
-def _records_no_statement(check: Any) -> bool:
+# What the arithmetic of numbers kept in the graph (symbolic ints and floats: `symbolic_int.py`) computes in.
+_SCALAR_DTYPES = (paddle.int64, paddle.float64)
+
+
+def _records_no_tensor_op(check: Any) -> bool:
+    """The entry's translation recorded no statement, or only arithmetic of varying numbers: every value of
+    its graph is a 0-D int64/float64 (the numbers given to the program, what it computes from them)."""
     translation = getattr(check, "translation", None)
     if translation is None:
         return False
-    return translation.sir is None or not translation.sir.statements
+    sir = translation.sir
+    if sir is None or not sir.statements:
+        return True
+    return all(meta.shape == () and meta.dtype in _SCALAR_DTYPES for meta in sir.metas.values())
 
 
 def _graph_free(code: types.CodeType, check: Any, new_code: types.CodeType, depth: int = 0) -> bool:
     """The entry ``(check, new_code)`` of ``code`` runs ``code`` itself, and neither it nor the entries of
     the resume functions it continues in recorded a tensor statement (those decide nothing on the values
     they are handed)."""
-    if new_code is not code or not _records_no_statement(check) or depth > _MAX_RESUME_DEPTH:
+    if new_code is not code or not _records_no_tensor_op(check) or depth > _MAX_RESUME_DEPTH:
         return False
     plan = getattr(check, "native_plan", None)
     for path in plan.paths if plan is not None else ():

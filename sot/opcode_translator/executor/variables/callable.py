@@ -260,8 +260,12 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
             known[id(var)] = var.get_py_value()
         return known[id(var)]
 
-    values = [value_of(a) for a in args]
-    kw_values = {k: value_of(v) for k, v in kwargs.items()}
+    reading_data, graph.reading_data = graph.reading_data, data_only  # (a symbolic number pinned as data)
+    try:
+        values = [value_of(a) for a in args]
+        kw_values = {k: value_of(v) for k, v in kwargs.items()}
+    finally:
+        graph.reading_data = reading_data
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var, data_only=data_only)
     try:
@@ -278,7 +282,11 @@ PLAIN_DATA_TYPES = (int, float, bool, str, type(None))
 
 
 def is_plain_data(var: VariableBase) -> bool:
-    """A known int, float, bool, str or None (not a symbolic int, whose uses have rules of their own)."""
+    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation)."""
+    from .symbolic_int import SymbolicIntVariable
+
+    if isinstance(var, SymbolicIntVariable):
+        return var.known is not None
     return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
 
 
@@ -397,7 +405,7 @@ def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
             result = dunder_operator(fn, args)
             if result is not None:
                 return result
-        folded = constant_fold(fn, graph, args, kwargs)
+        folded = _fold_data(fn, graph, args, kwargs)
         if folded is not None:
             return folded
         return graph.call_tensor_op("api", name, fn, args, kwargs)
@@ -405,9 +413,21 @@ def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
     return rule
 
 
+# Builtins that compute a value from plain values and decide nothing by themselves (`constant_fold`'s
+# ``data_only``; not ``range``, whose iteration decides, nor ``hash``).
+_DATA_BUILTINS = frozenset({abs, pow, int, float, str, round, divmod, repr, format, bin, oct, hex, ascii, chr, ord})
+
+
+def _fold_data(fn: Callable[..., Any], graph: "FunctionGraph", args: list[VariableBase],
+               kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    operands = [*args, *kwargs.values()]
+    return constant_fold(fn, graph, args, kwargs,
+                         data_only=fn in _DATA_BUILTINS and all(is_plain_data(var) for var in operands))
+
+
 def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        folded = constant_fold(fn, graph, args, kwargs)
+        folded = _fold_data(fn, graph, args, kwargs)
         if folded is None:  # e.g. float(tensor): the value leaves the graph
             raise BreakGraphError(f"{fn.__name__}() of a tensor reads its value: runs natively")
         return folded
@@ -456,7 +476,7 @@ def subscript(container: VariableBase, key: VariableBase) -> VariableBase:
     """``container[key]``, with the guard ``BINARY_SUBSCR`` puts on a value read from the frame."""
     var = container.getitem(key)
     if var.tracker.is_traceable():
-        container.graph.add_guard(var)
+        container.graph.guard_read(var)
     return var
 
 
