@@ -18,6 +18,7 @@ from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
 from . import frame_groups
+from .graph_free import widened_guard
 from .native import entry_added
 from .skip_files import runs_hook_free, should_skip
 from .transform import Translation, describe_code, translate_frame
@@ -117,6 +118,9 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     if _cache_limit_reached(code, frame, guards):
         return SKIP
     if guards:
+        widened = _widened_entry(code, frame)
+        if widened is not None:
+            return widened
         learn_from_miss(code, guards, globals_, closure, args)
     counters.translate_count += 1
     try:
@@ -153,6 +157,26 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
                                                translation.hook_free, translation.kind == "eager")
     frame_groups.translated(new_code, code)
     return guard, new_code, translation.frames, hook_free, relaxed
+
+
+def _widened_entry(code: types.CodeType, frame: FrameInfo) -> tuple | None:
+    """The entry to add instead of translating again: the original code under the widened guard of an entry
+    without a graph that only computed with the numbers that changed (graph_free.py), or None."""
+    found = widened_guard(code, frame)
+    if found is None:
+        return None
+    widened, entry_check = found
+    log(1, f"{describe_code(code)} has no graph and only formats (or computes with) the numbers that changed: "
+           "it runs natively for any values of their types")
+    guard = widened.check
+    guard.guard = widened  # type: ignore[attr-defined]
+    guard.translation = entry_check.translation  # type: ignore[attr-defined]
+    guard.native_plan = None  # type: ignore[attr-defined]
+    translated_codes.add(code)
+    # (the same path as the entry's, with the same calls: hook-free when it is)
+    new_code, hook_free, relaxed = entry_added(code, None, guard, code, getattr(entry_check, "hook_free", False),
+                                               True)
+    return guard, new_code, 0, hook_free, relaxed
 
 
 def _on_break(code: types.CodeType, translation: Translation) -> None:

@@ -22,7 +22,7 @@ from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
 from .variables.base import VariableBase
-from .variables.basic import ObjectVariable, TensorVariable, is_plain_instance
+from .variables.basic import ConstantVariable, ObjectVariable, TensorVariable, is_plain_instance
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
                                      contains_symbolic, pin_all, pin_direct, pin_floats)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
@@ -262,6 +262,14 @@ class FunctionGraph:
         self.inputs: dict[Symbol, TensorVariable] = {}
         self.guard_builder = GuardBuilder(frame.code)
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
+        # The guarded variables (and what they were derived from) that decided something in the simulation:
+        # a jump, an index, a call, an exception... All but those guarded only as operands of computations
+        # of plain values (formatting, arithmetic: `add_guard`'s ``data_only``), whose numbers may then be
+        # widened to their types for a frame without a graph (graph_free.py).
+        self._decided: dict[int, VariableBase] = {}
+        # Values a symbolic guard determines (``n > 3`` of a symbolic int): deciding on one decides on the
+        # expression the guard checks, not on the values it was computed from (`determined_by_expression`).
+        self._expressed: dict[int, VariableBase] = {}
         # Grad mode decides whether outputs require gradients, mixed precision the dtypes ops compute in:
         # every entry is guarded on both (the AMP op lists too, when AMP is on).
         self.state = autograd_state()
@@ -286,7 +294,9 @@ class FunctionGraph:
         if self.amp_state.enabled:
             self.add_query_guard(amp_lists_and_promotion, amp_lists_and_promotion())
         self._pins: list[tuple[VariableBase, int, int]] = []
-        self._expr_guards: list[tuple[VariableBase, str]] = []
+        self._expr_guards: list[tuple[VariableBase, str, bool]] = []  # (variable, template, data only)
+        # Inside `constant_fold`'s data-only computation: a symbolic number pinned there is pinned as data.
+        self.reading_data = False
         # (a tensor changed in place, a built-in layer called after the change): they must share no memory
         self._apart_from_layers: list[tuple[TensorVariable, LayerCall]] = []
         self._symbolic_guards: list[tuple[Callable[[GuardBuilder], str], str]] = []
@@ -324,16 +334,46 @@ class FunctionGraph:
         self.metas[symbol] = meta
         return symbol
 
-    def add_guard(self, var: VariableBase) -> None:
+    def add_guard(self, var: VariableBase, data_only: bool = False) -> None:
         """Guard ``var`` (and what it was derived from): the simulation depended on its value.
+
+        ``data_only``: its value was only an operand of a computation of plain values (the text of an
+        f-string, a sum), whose result is a variable of its own: a later decision on that result guards it,
+        which marks this one as deciding too (`decided`).
 
         Only recorded here; the expressions are written by `build_guard`, when every variable knows how it
         was used (e.g. whether an array's contents were read)."""
+        if not data_only:
+            self._mark_decided(var)
         if id(var) in self._guarded:
             return
         for source in var.tracker.inputs:
-            self.add_guard(source)
+            self.add_guard(source, data_only=True)  # (marked above when ``var`` decides)
         self._guarded[id(var)] = var
+
+    def guard_read(self, var: VariableBase) -> None:
+        """Guard a value read from the frame's inputs (a global, an attribute, an item, a closure cell). A
+        number is guarded as data only: reading it decides nothing, its uses guard it where they decide."""
+        self.add_guard(var, data_only=type(var) is ConstantVariable and type(var.value) in (int, float))
+
+    def _mark_decided(self, var: VariableBase) -> None:
+        """``var`` and what it was derived from decided something."""
+        pending = [var]
+        while pending:
+            current = pending.pop()
+            if id(current) in self._decided or id(current) in self._expressed:
+                continue
+            self._decided[id(current)] = current
+            pending.extend(current.tracker.inputs)
+
+    def determined_by_expression(self, var: VariableBase) -> None:
+        """``var``'s value is what a symbolic guard checks (`add_symbolic_guard`): a decision on it depends
+        on that expression only."""
+        self._expressed[id(var)] = var
+
+    def guarded_for_data_only(self, var: VariableBase) -> bool:
+        """``var`` was guarded, only ever as an operand of computations of plain values (`add_guard`)."""
+        return id(var) in self._guarded and id(var) not in self._decided
 
     def pins(self, var: VariableBase, _seen: set[int] | None = None) -> bool:
         """Whether this translation's guard determines ``var`` (the value it has at a graph break, handed to
@@ -375,9 +415,12 @@ class FunctionGraph:
             if check is None:
                 check = apart_checks[id(call)] = self._apart_check(builder, call)
             builder.add(check.format(builder.expr_of(var)))
-        for var, template in self._expr_guards:
+        for var, template, data_only in self._expr_guards:
             if var.tracker.is_traceable():
-                builder.add(template.format(builder.expr_of(var)))
+                check = template.format(builder.expr_of(var))
+                builder.add(check)
+                if data_only:  # (a symbolic number pinned only to be formatted, computed with: `Guard.widened`)
+                    builder.note_number_checks([check], data_only=self.guarded_for_data_only(var))
         for tensor, dim, size in self._pins:
             builder.add(f"{builder.expr_of(tensor)}.shape[{dim}] == {size}")
         for render, template in self._symbolic_guards:
@@ -548,10 +591,11 @@ class FunctionGraph:
             raise FallbackError("a tensor that may be a view of a tensor changed in place later is used "
                                 "(views are not simulated)", self.location)
 
-    def add_expr_guard(self, var: VariableBase, template: str) -> None:
-        """A guard written by hand around ``var``'s expression (``{}`` stands for it)."""
-        self.add_guard(var)
-        self._expr_guards.append((var, template))
+    def add_expr_guard(self, var: VariableBase, template: str, data_only: bool = False) -> None:
+        """A guard written by hand around ``var``'s expression (``{}`` stands for it); ``data_only`` as in
+        `add_guard`, for the pin of a symbolic number's value."""
+        self.add_guard(var, data_only=data_only)
+        self._expr_guards.append((var, template, data_only))
 
     def add_rendered_guard(self, var: VariableBase, render: Callable[[GuardBuilder, str], str]) -> None:
         """A check of ``var`` that needs the guard's constants (a helper function): ``render(builder, expr)``
@@ -565,7 +609,7 @@ class FunctionGraph:
         ``template`` the check around it (``{}`` or ``not {}``). The inputs it reads are guarded too."""
         for var in symbolic:
             for source, _ in var.sources:
-                self.add_guard(source)
+                self.add_guard(source, data_only=True)  # (the decision is the expression, checked as such)
         self._symbolic_guards.append((render, template))
 
     def pin_dimension(self, tensor: VariableBase, dim: int) -> None:
@@ -587,7 +631,7 @@ class FunctionGraph:
         if isinstance(var, TensorVariable):
             self.check_not_stale(var)
             if var.tracker.is_traceable() and not var.is_rebound and var.symbol not in self.inputs:
-                self.add_guard(var)
+                self.add_guard(var, data_only=True)  # (a program input: its values are the program's data)
                 self.inputs[var.symbol] = var
             return var.symbol
         if isinstance(var, SequenceVariable):

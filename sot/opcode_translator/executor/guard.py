@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import dataclasses
 import functools
 import keyword
@@ -249,6 +250,9 @@ class GuardBuilder:
         # (input path, expression, weak reference) of every built-in layer guarded by identity: the same, for
         # paths that hold another layer of the class at later calls.
         self.layer_checks: list[tuple[str, str, Any]] = []
+        # The checks of the values of ints and floats -> whether each is of numbers guarded as data only (their
+        # text formatted, their sum computed: `FunctionGraph.guarded_for_data_only`), which `Guard.widened` drops.
+        self.number_checks: dict[str, bool] = {}
         self._seen: set[str] = set()
         self.tensor_arguments: set[str] = set()  # the arguments that are tensors (`Guard.reads_arguments`)
 
@@ -348,6 +352,12 @@ class GuardBuilder:
         # (paths are chains of attribute and item accesses: no parentheses needed)
         return re.sub(r"__v\d+", lambda m: self.expand(self._bindings[m.group(0)]), expr)
 
+    def note_number_checks(self, checks: list[str], data_only: bool) -> None:
+        """``checks`` compare an int's or float's value; ``data_only`` as in `number_checks` (one use that
+        decided something keeps a check shared by several variables)."""
+        for check in checks:
+            self.number_checks[check] = self.number_checks.get(check, True) and data_only
+
     # -- collecting -------------------------------------------------------------------------------------
     def add(self, expr: str) -> None:
         if expr not in self._seen:
@@ -414,6 +424,7 @@ _ARGUMENT_CHECK = re.compile(r"^(type\(__a\d+\) is __c\d+|__a\d+ == __c\d+|__a\d
                              r"|__a\d+ not in \(0, 1\))$")
 
 
+_TYPE_CHECK = re.compile(r"^type\(__a\d+\) is __c\d+$")
 _ARGUMENT = re.compile(r"__a\d+")
 _ARGUMENT_PART = re.compile(r"__a\d+\s*[.\[]")  # an attribute or item of an argument
 _REACHED_THROUGH_INPUTS = re.compile(r"__v\d+|__globals|__closure")
@@ -884,6 +895,21 @@ class Guard:
         self.layer_checks = [(path, builder.expand(expr), ref) for path, expr, ref in builder.layer_checks]
         builder.forget_build_state()
 
+    def widened(self) -> "Guard | None":
+        """This guard without the checks of the values of the numbers guarded as data only (their types are
+        still checked), or None when it has none: what a frame without a graph runs natively under for every
+        value of them (graph_free.py)."""
+        dropped = {check for check, data_only in self._builder.number_checks.items() if data_only}
+        dropped &= set(self._builder.exprs)
+        if not dropped:
+            return None
+        builder = copy.copy(self._builder)
+        builder.exprs = [expr for expr in self._builder.exprs if expr not in dropped]
+        builder.namespace = dict(self._builder.namespace)
+        builder.number_checks = {}
+        builder.int_checks, builder.float_checks = [], []  # (values no longer checked: nothing to learn from)
+        return Guard(builder)
+
     @functools.cached_property
     def relaxed_check(self) -> Callable[..., bool] | bool:
         """What an entry whose code is right for any inputs (it runs the original code: native.py) checks on
@@ -902,6 +928,18 @@ class Guard:
             return False
         pattern = re.compile(r"\b(?:" + "|".join(params) + r")\b")
         return any(pattern.search(expr) for expr in self._builder.exprs)
+
+    def decides_on_arguments(self, names: Iterable[str]) -> bool:
+        """Whether a check other than a type check or a data-only number check (`widened`) reads one of the
+        arguments ``names`` that is not a tensor: whether what the entry did may depend on their values."""
+        data_only = {check for check, data in self._builder.number_checks.items() if data}
+        params = [self._builder._params[name] for name in names
+                  if name in self._builder._params and name not in self._builder.tensor_arguments]
+        if not params:
+            return False
+        pattern = re.compile(r"\b(?:" + "|".join(params) + r")\b")
+        return any(pattern.search(expr) for expr in self._builder.exprs
+                   if expr not in data_only and not _TYPE_CHECK.match(expr))
 
     @functools.cached_property
     def source(self) -> str:

@@ -6,6 +6,7 @@ import dis
 
 from ..opcode_executor import OpcodeExecutor, Return, handles
 from ..variables.base import VariableBase
+from ..variables.symbolic_int import SymbolicIntVariable
 
 
 @handles("RETURN_VALUE")
@@ -29,7 +30,8 @@ def jump(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 def _truth(executor: OpcodeExecutor, value: VariableBase) -> bool:
     truth = value.bool()
-    executor.graph.add_guard(value)
+    # (a symbolic int's truth is guarded by its expression: its value decided nothing)
+    executor.graph.add_guard(value, data_only=isinstance(value, SymbolicIntVariable) and value.truth_is_symbolic)
     return truth
 
 

@@ -100,7 +100,7 @@ def push_callable(executor: OpcodeExecutor, var: VariableBase, with_null: bool) 
 @handles("LOAD_GLOBAL")
 def load_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     var = executor.resolver.load(instr.argval, executor.graph)
-    executor.graph.add_guard(var)
+    executor.graph.guard_read(var)
     push_callable(executor, var, pyversion.pushes_null(instr))
 
 
@@ -109,7 +109,7 @@ def load_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     obj = executor.pop()
     var = obj.getattr(instr.argval)
     if var.tracker.is_traceable():
-        executor.graph.add_guard(var)
+        executor.graph.guard_read(var)
     push_callable(executor, var, pyversion.pushes_null(instr))
 
 
@@ -122,7 +122,7 @@ def load_super_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     proxy = super_fn.call([cls, self_var], {})
     var = proxy.getattr(instr.argval)
     if var.tracker.is_traceable():
-        executor.graph.add_guard(var)
+        executor.graph.guard_read(var)
     push_callable(executor, var, pyversion.pushes_null(instr))
 
 
@@ -141,7 +141,7 @@ def copy_free_vars(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 def load_deref(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     var = executor.cells[instr.argval].load(instr.argval)
     if var.tracker.is_traceable():
-        executor.graph.add_guard(var)
+        executor.graph.guard_read(var)
     executor.push(var)
 
 

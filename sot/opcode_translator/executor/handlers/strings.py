@@ -1,6 +1,8 @@
 """f-strings: ``FORMAT_VALUE`` (3.10-3.12), its 3.13 split into ``CONVERT_VALUE``, ``FORMAT_SIMPLE`` and
 ``FORMAT_WITH_SPEC``, and ``BUILD_STRING``. Python values are formatted during simulation (guarded); a
-tensor's text depends on its data, so formatting one breaks the graph and runs natively."""
+tensor's text depends on its data, so formatting one breaks the graph and runs natively. The values
+formatted are guarded as data only (`FunctionGraph.add_guard`): a frame without a graph that only formats
+numbers is not translated again for each of their values (graph_free.py)."""
 from __future__ import annotations
 
 import dis
@@ -21,7 +23,7 @@ FORMAT_VALUE_HAS_SPEC = 0x04
 def _fold(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
     if any(isinstance(var, TensorVariable) for var in operands):
         raise BreakGraphError("formatting a tensor as text reads its data: runs natively")
-    folded = constant_fold(fn, executor.graph, operands, {})
+    folded = constant_fold(fn, executor.graph, operands, {}, data_only=True)  # (the text decides nothing yet)
     assert folded is not None
     return folded
 

@@ -38,6 +38,12 @@ class ConstantVariable(VariableBase):
         return self.value
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        checks = self._value_checks(builder, expr)
+        if type(self.value) in (int, float):  # the checks after its type's: of its value
+            builder.note_number_checks(checks[1:], data_only=self.graph.guarded_for_data_only(self))
+        return checks
+
+    def _value_checks(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.value is None or type(self.value) is bool or self.value is Ellipsis:
             return [f"{expr} is {self.value!r}"]
         if type(self.value) is float and self.value != self.value:  # NaN never equals itself

@@ -244,8 +244,12 @@ def builtin_rule(*fns: Any) -> Callable[[BuiltinRule], BuiltinRule]:
 
 
 def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[VariableBase],
-                  kwargs: dict[str, VariableBase]) -> VariableBase | None:
-    """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor)."""
+                  kwargs: dict[str, VariableBase], data_only: bool = False) -> VariableBase | None:
+    """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor).
+
+    ``data_only``: ``fn`` is a pure computation of plain values (formatting, arithmetic) that decides
+    nothing by itself (`FunctionGraph.add_guard`), unless it raises: the exception then decides what the
+    frame does next."""
     if any(isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
         return None
     _check_no_hidden_user_code(fn, [*args, *kwargs.values()])
@@ -256,11 +260,20 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
             known[id(var)] = var.get_py_value()
         return known[id(var)]
 
-    values = [value_of(a) for a in args]
-    kw_values = {k: value_of(v) for k, v in kwargs.items()}
+    reading_data, graph.reading_data = graph.reading_data, data_only  # (a symbolic number pinned as data)
+    try:
+        values = [value_of(a) for a in args]
+        kw_values = {k: value_of(v) for k, v in kwargs.items()}
+    finally:
+        graph.reading_data = reading_data
     for var in [*args, *kwargs.values()]:
-        graph.add_guard(var)
-    result = graph.run_user_python(fn, values, kw_values)
+        graph.add_guard(var, data_only=data_only)
+    try:
+        result = graph.run_user_python(fn, values, kw_values)
+    except UserCodeError:
+        for var in [*args, *kwargs.values()]:
+            graph.add_guard(var)
+        raise
     var = VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
     if _returns_new_containers(fn):
         var.outside_object = False  # (a list made by the call: the frame's own, to change as it likes)
@@ -279,6 +292,19 @@ def _returns_new_containers(fn: Callable[..., Any]) -> bool:
     if type(owner) in _METHODS_MAKE_NEW_CONTAINERS:
         return True
     return getattr(fn, "__objclass__", None) in _METHODS_MAKE_NEW_CONTAINERS
+
+
+# Types of the values a computation may take as data only (`constant_fold`'s ``data_only``).
+PLAIN_DATA_TYPES = (int, float, bool, str, type(None))
+
+
+def is_plain_data(var: VariableBase) -> bool:
+    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation)."""
+    from .symbolic_int import SymbolicIntVariable
+
+    if isinstance(var, SymbolicIntVariable):
+        return var.known is not None
+    return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
 
 
 # Functions that look at an object's identity or type only, never at its state or its Python methods.
@@ -372,7 +398,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
         # Folding would change the real object during simulation (and only then): run it natively.
         raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
-    folded = constant_fold(fn, graph, operands, {})
+    folded = constant_fold(fn, graph, operands, {}, data_only=all(is_plain_data(var) for var in operands))
     if folded is not None:
         return folded
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
@@ -396,7 +422,7 @@ def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
             result = dunder_operator(fn, args)
             if result is not None:
                 return result
-        folded = constant_fold(fn, graph, args, kwargs)
+        folded = _fold_data(fn, graph, args, kwargs)
         if folded is not None:
             return folded
         return graph.call_tensor_op("api", name, fn, args, kwargs)
@@ -404,9 +430,21 @@ def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
     return rule
 
 
+# Builtins that compute a value from plain values and decide nothing by themselves (`constant_fold`'s
+# ``data_only``; not ``range``, whose iteration decides, nor ``hash``).
+_DATA_BUILTINS = frozenset({abs, pow, int, float, str, round, divmod, repr, format, bin, oct, hex, ascii, chr, ord})
+
+
+def _fold_data(fn: Callable[..., Any], graph: "FunctionGraph", args: list[VariableBase],
+               kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    operands = [*args, *kwargs.values()]
+    return constant_fold(fn, graph, args, kwargs,
+                         data_only=fn in _DATA_BUILTINS and all(is_plain_data(var) for var in operands))
+
+
 def _fold_only(fn: Callable[..., Any]) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        folded = constant_fold(fn, graph, args, kwargs)
+        folded = _fold_data(fn, graph, args, kwargs)
         if folded is None:  # e.g. float(tensor): the value leaves the graph
             raise BreakGraphError(f"{fn.__name__}() of a tensor reads its value: runs natively")
         return folded
@@ -455,7 +493,7 @@ def subscript(container: VariableBase, key: VariableBase) -> VariableBase:
     """``container[key]``, with the guard ``BINARY_SUBSCR`` puts on a value read from the frame."""
     var = container.getitem(key)
     if var.tracker.is_traceable():
-        container.graph.add_guard(var)
+        container.graph.guard_read(var)
     return var
 
 

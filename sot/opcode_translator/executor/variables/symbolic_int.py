@@ -90,13 +90,18 @@ class SymbolicIntVariable(ConstantVariable):
             raise BreakGraphError("a dynamic dimension of a computed tensor is used as a Python value")
         for source, dim in self.sources:
             if dim is None:
-                self.graph.add_expr_guard(source, f"{{}} == {source.known!r}")
+                self.graph.add_expr_guard(source, f"{{}} == {source.known!r}", data_only=self.graph.reading_data)
             else:
                 self.graph.pin_dimension(source, dim)
         return self.known
 
     def get_py_type(self) -> type:
         return int
+
+    @property
+    def truth_is_symbolic(self) -> bool:
+        """`bool` is guarded by the truth of its expression (not by the value)."""
+        return self.known is not None and self.form is not None
 
     def bool(self) -> bool:
         """``if n:``: decided by this call's value, guarded by the truth of the same expression."""
@@ -370,7 +375,9 @@ def _symbolic_comparison(fn: Callable[..., Any], operands: list[VariableBase]) -
         return f"({parts[0]} {symbol} {parts[1]})"
 
     graph.add_symbolic_guard(render, "{}" if answer else "not {}", *symbolic)
-    return ConstantVariable(answer, graph, DummyTracker(tuple(operands)))
+    result = ConstantVariable(answer, graph, DummyTracker(tuple(operands)))
+    graph.determined_by_expression(result)
+    return result
 
 
 # The operators whose float operand eager Paddle casts to a float32/float64 tensor's dtype (a product is a
