@@ -20,6 +20,7 @@ from . import pyversion
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
+from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
 from .executor.liveness import cells_shared_across_breaks, is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
@@ -206,6 +207,8 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
+            if isinstance(brk.cause, NativeLoopBreak):
+                return _translate_native_loop(frame, graph, brk)
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
                 return _translate_native_with(frame, with_offset, brk)
@@ -332,6 +335,18 @@ def _breaking_loop(brk: GraphBreak) -> int | None:
         if isinstance(var, IteratorVariable) and var.loop_offset is not None:
             return var.loop_offset
     return None
+
+
+def _translate_native_loop(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
+    """A ``for`` loop over an iterator the simulation cannot step (`NativeLoopBreak`): the loop runs natively
+    around a translated body function (`_translate_loop`). A loop the body function cannot leave by an
+    exception (inside a ``try``/``with`` block) breaks at its ``GET_ITER`` instead: the iterator is made
+    natively and the rest of the frame, the loop with it, continues in a resume function."""
+    try:
+        check_loop_supported(frame.code, brk.cause.for_iter_offset)
+    except FallbackError:
+        return _translate_break(frame, graph, brk)
+    return _translate_loop(frame, brk.cause.for_iter_offset, brk)
 
 
 def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> Translation:

@@ -261,7 +261,16 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var)
     result = graph.run_user_python(fn, values, kw_values)
+    if isinstance(result, _FRESH_MUTABLE_RESULTS):
+        # Folded, it would be one constant object shared by every call (changed in place by one call, seen
+        # changed by the next): each eager call makes its own, so the operation runs natively.
+        raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() makes a new {type(result).__name__}: runs natively")
     return VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
+
+
+# What a folded operation may return that is a new mutable object modelled by no simulated container (a numpy
+# array from ``arr > 0.5``, ``a * 2``): it must not become a constant of the translation.
+_FRESH_MUTABLE_RESULTS = (np.ndarray, bytearray)
 
 
 # Functions that look at an object's identity or type only, never at its state or its Python methods.
