@@ -362,7 +362,12 @@ def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> 
     except GraphBreak as entry:
         if entry.cause is not None:  # a break before the loop: handled as an ordinary break
             return _translate_break(frame, graph, entry)
-        return _emit_loop(frame, graph, entry, for_iter_offset, brk, how)
+        try:
+            return _emit_loop(frame, graph, entry, for_iter_offset, brk, how)
+        except FallbackError as exc:
+            if exc.location is None and brk.cause is not None:
+                exc.location = brk.cause.location  # (reported at the break that made the loop run natively)
+            raise
     raise FallbackError("the loop was not reached again")
 
 

@@ -12,6 +12,7 @@ import dis
 from ....errors import BreakGraphError, FallbackError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
+from ..variables.basic import ObjectVariable
 from ..variables.iterator import IteratorVariable, iterate
 
 
@@ -52,7 +53,11 @@ def get_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 def for_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     iterator = executor.peek()
     if not isinstance(iterator, IteratorVariable):
-        # e.g. the real iterator a natively-run comprehension receives: stepping it would consume it
+        # A real iterator (the one a 3.10/3.11 comprehension's function receives): stepping it during simulation
+        # would consume it. In an inlined call, that call runs natively; the translated frame cannot break at
+        # its own FOR_ITER (its loop would continue in a resume function per item).
+        if executor.parent is not None and isinstance(iterator, ObjectVariable):
+            raise BreakGraphError(f"stepping a {type(iterator.value).__name__} object runs natively")
         raise FallbackError(f"stepping {iterator!r} is not supported (only iterators made during simulation)")
     if executor.parent is None and iterator.loop_offset is None:
         iterator.loop_offset = instr.offset  # a break in this loop's body makes the body a function

@@ -733,6 +733,11 @@ class NumpyArrayVariable(ObjectVariable):
             builder.array_checks.append((self.tracker.describe(), expr, contents))
         return guards
 
+    def length(self) -> int:
+        """``len(arr)``: the first dimension, which the guard on the shape fixes (not the contents)."""
+        self.graph.add_guard(self)
+        return self.graph.run_user_python(len, [self.value], {})
+
     def getattr(self, name: str) -> VariableBase:
         if name in PURE_ARRAY_METHODS and not self.varies():
             return ArrayMethodVariable(self, name)

@@ -745,6 +745,9 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
 
         step = user_method(iterator, "__next__")
         if step is None:
+            if isinstance(iterator, ObjectVariable) and not isinstance(iterator.value, type):
+                # (a real iterator stepped by C or library code: a generator, a DataLoader's iterator)
+                raise BreakGraphError(f"next() of a {type(iterator.value).__name__} object runs natively")
             raise FallbackError(f"next() of {iterator!r} is not supported")
         try:
             return call_method(iterator, step, [])
