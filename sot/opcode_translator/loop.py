@@ -95,7 +95,8 @@ def shared_loop_cells(code: types.CodeType, how: pyversion.LoopEntry, for_iter_o
 
 @lru_cache(maxsize=256)
 def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...],
-                         below: int = 0, native: bool = False, loop_cells: tuple[str, ...] = ()) -> types.CodeType:
+                         below: int = 0, native: bool = False, loop_cells: tuple[str, ...] = (),
+                         maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
     """The loop body function of the loop at ``for_iter_offset``, under whose iterator the stack holds
     ``below`` values (an enclosing loop's iterator; a comprehension's result and the variables it saved):
     they come first among its arguments (the values it never reads may be None).
@@ -104,7 +105,10 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
     ``loop_cells``: those a 3.12+ inlined comprehension makes for its variables before its loop, one per run
     of the comprehension, so every item (every closure made in the body) shares it, as in eager code.
 
-    ``native``: the function runs natively, never translated (a comprehension's body: `transform._emit_loop`)."""
+    ``native``: the function runs natively, never translated (a comprehension's body: `transform._emit_loop`).
+    ``maybe_unbound``: the locals of ``live`` the loop may not have bound yet (received as `runtime.UNBOUND`,
+    then unbound in the body: `resume.build_entry_code`); the caller checked that the body binds them before it
+    hands them back (`transform._check_bound_when_handed_back`)."""
     exit_offset = loop_exit(code, for_iter_offset)
     offsets = [i.offset for i in dis.get_instructions(code)]
     body_start = offsets[offsets.index(for_iter_offset) + 1]
@@ -148,7 +152,7 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
 
     role = f"for-loop body at line {_line(code, body_start)}"
     body = build_entry_code(code, body_start, (False,) * (below + 2), live, role, _flatten(edit), len(live) + 4,
-                            cells_from_closure=True, closure_cells=loop_cells)
+                            cells_from_closure=True, closure_cells=loop_cells, maybe_unbound=maybe_unbound)
     derived_from(body, code)  # (its programs are chosen with the frame's: `frame_groups`)
     if native:
         from .skip_files import skip_code

@@ -258,6 +258,20 @@ def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
     return LoopEntry(before.offset, "other")
 
 
+def loop_begun_by(code: types.CodeType, get_iter_offset: int) -> tuple[int, LoopEntry] | None:
+    """``(for_iter_offset, entry)`` of the ``for`` loop (a statement or a 3.12+ inlined comprehension) whose
+    iterator the ``GET_ITER`` at ``get_iter_offset`` makes; None when that iterator goes elsewhere."""
+    instructions = [instr for instr in dis.get_instructions(code) if instr.opname != "EXTENDED_ARG"]
+    at = [instr.offset for instr in instructions].index(get_iter_offset)
+    for instr in instructions[at + 1:]:
+        if instr.opname == "FOR_ITER":
+            entry = loop_entry(code, instr.offset)
+            return (instr.offset, entry) if entry.get_iter == get_iter_offset else None
+        if instr.opname not in ("LOAD_FAST_AND_CLEAR", "MAKE_CELL", "SWAP", *_COMPREHENSION_RESULTS):
+            return None
+    return None
+
+
 def comprehension_cleanup(code: types.CodeType, target: int) -> bool:
     """3.12+: whether the exception handler at ``target`` is the hidden one of an inlined comprehension, which
     puts its saved variables back and re-raises (``SWAP 2, POP_TOP, SWAP n, STORE_FAST..., RERAISE 0``): no

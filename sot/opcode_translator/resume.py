@@ -19,6 +19,7 @@ from ..errors import FallbackError
 from . import pyversion
 from .frame_groups import derived_from
 from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
+from .runtime import UNBOUND
 
 STACK_ARG = "__sot_stack_{}"
 _PROLOGUE_OPS = pyversion.PROLOGUE_OPNAMES
@@ -60,15 +61,16 @@ def abstract_instruction(code: types.CodeType, offset: int) -> Instr:
 
 @lru_cache(maxsize=1024)
 def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...],
-                      live: tuple[str, ...]) -> types.CodeType:
+                      live: tuple[str, ...], maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
     """The code of the resume function entering ``code`` at ``offset``.
 
     ``stack_layout`` describes the stack to rebuild, bottom first: True for a NULL (pushed by the prologue;
     a NULL cannot be passed as an argument), False for a value received as argument ``__sot_stack_<i>``.
     ``live`` are the locals received as arguments of their own name. The frame's cells are received as
-    the function's closure (after the original free variables): see `build_entry_code`."""
+    the function's closure (after the original free variables): see `build_entry_code`; those of
+    ``maybe_unbound`` may be received as `runtime.UNBOUND`."""
     resume = build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}",
-                              cells_from_closure=True)
+                              cells_from_closure=True, maybe_unbound=maybe_unbound)
     derived_from(resume, code)  # (its programs are chosen with the frame's: `frame_groups`)
     return resume
 
@@ -111,7 +113,7 @@ Edit = Callable[[list, dict[int, int]], None]
 def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
                      role: str, edit: Edit | None = None, extra_stack: int = 0,
                      raise_at_entry: bool = False, cells_from_closure: bool = False,
-                     closure_cells: tuple[str, ...] = ()) -> types.CodeType:
+                     closure_cells: tuple[str, ...] = (), maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
@@ -126,7 +128,10 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     arguments. ``closure_cells``: more cell variables received in the closure, after those (a 3.12+ inlined
     comprehension's, which the original makes again at each run of the comprehension: see
     `loop.build_loop_body_code`), whose plain-local uses (their save and restore around the comprehension)
-    the caller must keep out of what the function runs."""
+    the caller must keep out of what the function runs.
+    ``maybe_unbound``: arguments among ``live`` that may be `runtime.UNBOUND` (a local a loop body had not
+    bound yet, carried between iterations): the prologue deletes such a local, which is then unbound as in the
+    original (a read raises UnboundLocalError)."""
     if pyversion.super_without_positional_parameter(code):
         raise FallbackError(f"{code.co_name} calls super() without positional parameters (a RuntimeError in "
                             f"eager): entered at an offset, it would take its first local as the instance")
@@ -165,6 +170,14 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         prologue.append(Instr(name, *arg, lineno=first_line))
 
     pyversion.emit_prologue(emit, len(freevars), cellvars, CellVar)
+    for name in maybe_unbound:
+        bound = Label()
+        emit("LOAD_FAST", name)
+        emit("LOAD_CONST", UNBOUND)
+        emit("IS_OP", 0)
+        pyversion.emit_pop_jump_forward_if(emit, False, bound)
+        emit("DELETE_FAST", name)
+        prologue.append(bound)
     blocks = _blocks_to_rebuild(code, offset, len(stack_layout))
     n_stack = 0
     for depth in range(len(stack_layout) + 1):

@@ -17,6 +17,20 @@ _INT64 = paddle.int64
 _FLOAT64 = paddle.float64
 
 
+class _Unbound:
+    """What generated code passes for a local that is not bound (yet): a loop body function receives it for a
+    local the loop only binds later (`resume.build_entry_code` deletes such a local again)."""
+
+    def __repr__(self) -> str:
+        return "<unbound local>"
+
+    def __reduce__(self) -> str:
+        return "UNBOUND"
+
+
+UNBOUND = _Unbound()
+
+
 def write_back_list(target: list, content: list) -> None:
     """Give ``target`` the content the simulation computed for it, keeping its identity."""
     target[:] = content

@@ -20,8 +20,9 @@ from . import pyversion
 from .codegen import CodeGen
 from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
+from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import cells_shared_across_breaks, is_protected, live_in
+from .executor.liveness import bound_from, cells_shared_across_breaks, is_protected, live_in
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
@@ -32,7 +33,7 @@ from .native import NativePlan, ResumePath, can_call_from_native, runs_only_libr
     trampolines_fit_any_call
 from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit, shared_loop_cells
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
-from .runtime import leave_block, without_own_frame
+from .runtime import UNBOUND, leave_block, without_own_frame
 
 
 @dataclasses.dataclass
@@ -206,6 +207,8 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             loop = _breaking_loop(brk)
             if loop is not None:
                 return _translate_loop(frame, loop, brk)
+            if isinstance(brk.cause, NativeLoopBreak):
+                return _translate_native_loop(frame, graph, brk)
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
                 return _translate_native_with(frame, with_offset, brk)
@@ -334,6 +337,18 @@ def _breaking_loop(brk: GraphBreak) -> int | None:
     return None
 
 
+def _translate_native_loop(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
+    """A ``for`` loop over an iterator the simulation cannot step (`NativeLoopBreak`): the loop runs natively
+    around a translated body function (`_translate_loop`). A loop the body function cannot leave by an
+    exception (inside a ``try``/``with`` block) breaks at its ``GET_ITER`` instead: the iterator is made
+    natively and the rest of the frame, the loop with it, continues in a resume function."""
+    try:
+        check_loop_supported(frame.code, brk.cause.for_iter_offset)
+    except FallbackError:
+        return _translate_break(frame, graph, brk)
+    return _translate_loop(frame, brk.cause.for_iter_offset, brk)
+
+
 def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> Translation:
     """A break inside a ``for`` body: translate again up to the loop, then run the loop natively around a
     translated body function (loop.py), and continue after it in a resume function."""
@@ -347,7 +362,12 @@ def _translate_loop(frame: FrameInfo, for_iter_offset: int, brk: GraphBreak) -> 
     except GraphBreak as entry:
         if entry.cause is not None:  # a break before the loop: handled as an ordinary break
             return _translate_break(frame, graph, entry)
-        return _emit_loop(frame, graph, entry, for_iter_offset, brk, how)
+        try:
+            return _emit_loop(frame, graph, entry, for_iter_offset, brk, how)
+        except FallbackError as exc:
+            if exc.location is None and brk.cause is not None:
+                exc.location = brk.cause.location  # (reported at the break that made the loop run natively)
+            raise
     raise FallbackError("the loop was not reached again")
 
 
@@ -383,17 +403,21 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in in_closure))
     if any(name in code.co_cellvars for name in live):  # (a cell another comprehension makes: not at the loop)
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
-    unbound = [name for name in live if name not in entry.locals]
-    if unbound:
-        raise FallbackError(f"a graph break in a loop using {', '.join(unbound)} before the loop assigns it")
     exit_offset = loop_exit(code, for_iter_offset)
+    unbound = tuple(name for name in live if name not in entry.locals)
+    if unbound:
+        _check_bound_when_handed_back(code, for_iter_offset, exit_offset, live, unbound)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
-    values = [entry.locals[name] for name in live]
+    values = [entry.locals.get(name) for name in live]
     plan, codegen = _begin_break_code(graph, code, entry.lineno, entry,
-                                      [iterable, *below_values, *values, *_cell_contents(entry)])
+                                      [iterable, *below_values, *(v for v in values if v is not None),
+                                       *_cell_contents(entry)])
     sir, program = plan.sir, plan.program
     for name, var in zip(live, values):  # the loop's state lives in the frame's own locals from here on
-        codegen.reconstruct(var)
+        if var is None:
+            codegen.load_const(UNBOUND)  # (not bound yet: the functions receiving it unbind it)
+        else:
+            codegen.reconstruct(var)
         codegen.store_fast(name)
     head, after, stop, broke, done = Label(), Label(), Label(), Label(), Label()
     item, flag, value, state = codegen.new_temp(), codegen.new_temp(), codegen.new_temp(), codegen.new_temp()
@@ -419,7 +443,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     # A comprehension runs natively between compiled code, on every version (3.10/3.11 call its function,
     # whose frame the hook runs natively: callback._is_comprehension_body): its body function too.
     body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement",
-                                loop_cells=loop_cell_names)
+                                loop_cells=loop_cell_names, maybe_unbound=unbound)
     codegen.push_callable(lambda: codegen.make_function(body, loop_cells))
     for var in below:  # (the same objects at every item: a comprehension's result is appended to)
         if isinstance(var, NullVariable):
@@ -455,7 +479,9 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     pyversion.emit_for_iter_exit(codegen.emit)  # (3.12+: the END_FOR an exhausted FOR_ITER skips)
     codegen.add(done)
     layout = tuple(isinstance(var, NullVariable) for var in below)
-    codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, layout, live_exit)))
+    maybe_unbound_after = tuple(name for name in unbound if name in live_exit)
+    codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, layout, live_exit,
+                                                                          maybe_unbound_after)))
     for var in below_values:
         codegen.reconstruct(var)
     for name in live_exit:
@@ -467,6 +493,22 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        frames=frames_needed(graph, program is not None))
+
+
+def _check_bound_when_handed_back(code: types.CodeType, for_iter_offset: int, exit_offset: int,
+                                  live: tuple[str, ...], unbound: tuple[str, ...]) -> None:
+    """Locals live at the loop head that are not bound when the loop starts (``loss`` assigned in the body
+    and printed after the loop; live at the head through a ``with`` block that might swallow an exception
+    before the assignment) are carried as `runtime.UNBOUND`, unbound again in the body function and after
+    the loop. The body function reads them to hand them back at the head and at a ``break``: they must be
+    bound there on every path through the body."""
+    instructions = [instr.offset for instr in dis.get_instructions(code)]
+    body_start = instructions[instructions.index(for_iter_offset) + 1]
+    bound = bound_from(code, body_start, frozenset(live) - set(unbound))
+    for point in (for_iter_offset, exit_offset):
+        missing = [name for name in unbound if point in bound and name not in bound[point]]
+        if missing:
+            raise FallbackError(f"a graph break in a loop using {', '.join(missing)} before the loop assigns it")
 
 
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:

@@ -22,7 +22,7 @@ from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
 from .variables.base import VariableBase
-from .variables.basic import ConstantVariable, ObjectVariable, TensorVariable, is_plain_instance
+from .variables.basic import ConstantVariable, NumpyArrayVariable, ObjectVariable, TensorVariable, is_plain_instance
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
                                      contains_symbolic, pin_all, pin_direct, pin_floats)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
@@ -653,6 +653,11 @@ class FunctionGraph:
             return {key: self._to_sir_arg(item) for key, item in var.items.items()}
         if getattr(var, "created", False):
             raise FallbackError("an object created during simulation passed to a Paddle API")
+        if isinstance(var, NumpyArrayVariable) and var.varies():
+            # (a batch sliced from a dataset, ``paddle.to_tensor(x[i:i + 20])``: baked into the program, its
+            # contents would be guarded, translated again for each batch until the cache limit)
+            raise BreakGraphError("a numpy array whose contents change between calls, passed to a Paddle API, "
+                                  "runs natively")
         if hasattr(var, "needs_identity"):
             var.needs_identity = True  # the very object is embedded in the program
         self.add_guard(var)

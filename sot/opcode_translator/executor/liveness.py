@@ -292,24 +292,44 @@ def definitely_bound(code: types.CodeType) -> dict[int, frozenset[str]]:
     Native code that relies on a local being bound somewhere holds for any call when the local is in here.
     Conservative: only fast locals are tracked, and an exception handler starts with the arguments that no
     instruction ever unbinds (it may be entered from anywhere in its block)."""
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    arguments = frozenset(name for name in argument_names(code) if name not in cells)
+    return _must_bound(code, 0, arguments, reads_bind=False)
+
+
+# Reads that raise UnboundLocalError when their local is unbound (3.12+'s unchecked LOAD_FAST is only emitted
+# where the compiler proved it bound): execution goes on past one only with the local bound.
+_RAISE_IF_UNBOUND = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST"})
+
+
+def bound_from(code: types.CodeType, start_offset: int, initial: frozenset[str]) -> dict[int, frozenset[str]]:
+    """Like `definitely_bound`, for ``code`` entered at ``start_offset`` with the locals ``initial`` bound (a
+    loop body function: `transform._emit_loop`). A read that raises when its local is unbound binds it for
+    what follows it: a path goes on past the read only with the local bound."""
+    index = [instr.offset for instr in dis.get_instructions(code)].index(start_offset)
+    return _must_bound(code, index, initial, reads_bind=True)
+
+
+def _must_bound(code: types.CodeType, start: int, initial: frozenset[str],
+                reads_bind: bool) -> dict[int, frozenset[str]]:
     instructions = list(dis.get_instructions(code))
     index_of = {instr.offset: i for i, instr in enumerate(instructions)}
     handler_targets = {target for _, _, target in _handler_edges(code)}
     cells = set(code.co_cellvars) | set(code.co_freevars)
     state: list[frozenset[str] | None] = [None] * len(instructions)
-    arguments = frozenset(name for name in argument_names(code) if name not in cells)
     cleared = {instr.argval for instr in instructions if instr.opname in _CLEARS}
-    state[0] = arguments
+    state[start] = initial
     for target in handler_targets:
         if target in index_of:
-            state[index_of[target]] = arguments - cleared
+            state[index_of[target]] = initial - cleared
     work = [i for i, s in enumerate(state) if s is not None]
     while work:
         i = work.pop()
         instr = instructions[i]
         bound = set(state[i] or ())
         for is_use, name in _effects(instr):
-            if not is_use and instr.opname not in _CLEARS and name not in cells:
+            if (not is_use and instr.opname not in _CLEARS or reads_bind and is_use
+                    and instr.opname in _RAISE_IF_UNBOUND) and name not in cells:
                 bound.add(name)
         if instr.opname in _CLEARS and isinstance(instr.argval, str):
             bound.discard(instr.argval)

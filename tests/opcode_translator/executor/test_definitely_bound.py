@@ -48,3 +48,25 @@ def test_a_delete_unbinds() -> None:
 def test_after_a_handler_only_arguments_never_unbound_are_definite() -> None:
     after = _bound_at_load(sample, "z", -1)
     assert "x" in after and "z" not in after
+
+
+def _loop_body(w, n):
+    for i in range(n):
+        with open(w) as f:
+            loss = f.read()
+        print(loss)  # a read that raises when unbound: bound after it on every path
+    return loss
+
+
+def test_bound_from_a_loop_body_counts_a_read_that_would_raise_as_binding():
+    from sot.opcode_translator.executor.liveness import bound_from
+
+    code = _loop_body.__code__
+    instructions = list(dis.get_instructions(code))
+    head = next(i for i in instructions if i.opname == "FOR_ITER")
+    body_start = instructions[instructions.index(head) + 1].offset
+    bound = bound_from(code, body_start, frozenset({"w", "n"}))
+    assert "loss" in bound[head.offset]
+    assert "loss" not in bound[body_start]
+    # Without the read, only the with block's normal path binds it: not every path (an exit may swallow).
+    assert "loss" not in definitely_bound(code).get(head.offset, frozenset())

@@ -43,7 +43,12 @@ def build_const_key_map(executor: OpcodeExecutor, instr: dis.Instruction) -> Non
 def list_extend(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     target = executor.peek(instr.arg)
-    if not isinstance(target, ListVariable) or target.tracker.is_traceable():
+    if isinstance(target, ListVariable) and target.tracker.is_traceable():
+        # (the list a star-argument call is building, handed to a resume function by a break in its middle
+        # (``f(*make_data())``): changed like any list from outside, written back after the graph)
+        target.getattr("extend").call([source], {})
+        return
+    if not isinstance(target, ListVariable):
         raise FallbackError("extending a list that came from outside the frame is a side effect not supported yet")
     target.items.extend(source.unpack())
 

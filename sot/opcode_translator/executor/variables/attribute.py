@@ -27,6 +27,10 @@ _MISSING = object()
 _SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType,
                           types.WrapperDescriptorType, types.MethodDescriptorType,
                           types.BuiltinFunctionType, types.ClassMethodDescriptorType)
+# The function types of compilers to C extensions, by type name (their module is the compiler's versioned
+# runtime: ``_cython_3_2_4``): binding one to an instance (its ``__get__``, C code) makes a bound method and
+# runs nothing else. Calling it (a numpy ``Generator.standard_normal``) then runs natively at a graph break.
+_COMPILED_FUNCTION_TYPE_NAMES = frozenset({"cython_function_or_method", "fused_cython_function"})
 
 
 def _no_attribute(message: str) -> UserCodeError:
@@ -225,7 +229,7 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         # ``member.name``/``member.value`` (and enum's other properties): plain reads of the member itself
         value = getattr(var.value, name)
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
-    if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES):
+    if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES) or _is_compiled_function(descriptor):
         try:
             value = getattr(var.value, name)
         except AttributeError as exc:
@@ -240,6 +244,13 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
+
+
+def _is_compiled_function(descriptor: Any) -> bool:
+    """A function of a C extension compiled by Cython (`_COMPILED_FUNCTION_TYPE_NAMES`), its ``__get__`` C code."""
+    kind = type(descriptor)
+    return kind.__name__ in _COMPILED_FUNCTION_TYPE_NAMES and not isinstance(inspect.getattr_static(kind, "__get__"),
+                                                                           types.FunctionType)
 
 
 def has_attribute(var: "ObjectVariable", name: str) -> bool:

@@ -203,16 +203,27 @@ class ObjectVariable(VariableBase):
             return constant_fold(operator.getitem, self.graph, [self, key], {}) or super().getitem(key)
         function = user_method(self, "__getitem__")
         if function is None:
+            self._subscript_runs_natively("__getitem__")
             return super().getitem(key)
         return call_method(self, function, [key])
 
     def setitem(self, key: VariableBase, value: VariableBase | None) -> None:
         from .dunder import call_method, user_method
 
-        function = user_method(self, "__setitem__" if value is not None else "__delitem__")
+        dunder = "__setitem__" if value is not None else "__delitem__"
+        function = user_method(self, dunder)
         if function is None:
+            self._subscript_runs_natively(dunder)
             return super().setitem(key, value)
         call_method(self, function, [key] if value is None else [key, value])
+
+    def _subscript_runs_natively(self, dunder: str) -> None:
+        """A subscript of an object whose type implements ``dunder`` without a Python function to inline (C
+        code: a numpy array's ``x[i:i + 20]``, ``arr[mask] = 0``) runs natively at a graph break: its result
+        (a view, a copy, a scalar) and its effects are exactly eager's. (Classes, whose subscript makes
+        generic aliases, are left to the caller.)"""
+        if not isinstance(self.value, type) and inspect.getattr_static(type(self.value), dunder, None) is not None:
+            raise BreakGraphError(f"{type(self.value).__name__}.{dunder} (C code) runs natively")
 
     def length(self) -> int:
         from .dunder import length
@@ -728,14 +739,19 @@ class NumpyArrayVariable(ObjectVariable):
             builder.array_checks.append((self.tracker.describe(), expr, contents))
         return guards
 
+    def length(self) -> int:
+        """``len(arr)``: the first dimension, which the guard on the shape fixes (not the contents)."""
+        self.graph.add_guard(self)
+        return self.graph.run_user_python(len, [self.value], {})
+
     def getattr(self, name: str) -> VariableBase:
-        if name in PURE_ARRAY_METHODS and not self._varies():
+        if name in PURE_ARRAY_METHODS and not self.varies():
             return ArrayMethodVariable(self, name)
         return super().getattr(name)
 
-    def _varies(self) -> bool:
-        """The contents of this input were seen changing between calls: folding them would translate again
-        at every call (dynamic_shape.py)."""
+    def varies(self) -> bool:
+        """The contents of this input were seen changing between calls: folding them (or baking them into a
+        program) would translate again at every call (dynamic_shape.py)."""
         from ..dynamic_shape import is_varying_array
 
         return self.tracker.is_traceable() and is_varying_array(self.graph.frame.code, self.tracker.describe())

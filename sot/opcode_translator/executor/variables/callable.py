@@ -274,6 +274,10 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
         for var in [*args, *kwargs.values()]:
             graph.add_guard(var)
         raise
+    if isinstance(result, _FRESH_MUTABLE_RESULTS):
+        # Folded, it would be one constant object shared by every call (changed in place by one call, seen
+        # changed by the next): each eager call makes its own, so the operation runs natively.
+        raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() makes a new {type(result).__name__}: runs natively")
     var = VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
     if _returns_new_containers(fn):
         var.outside_object = False  # (a list made by the call: the frame's own, to change as it likes)
@@ -305,6 +309,11 @@ def is_plain_data(var: VariableBase) -> bool:
     if isinstance(var, SymbolicIntVariable):
         return var.known is not None
     return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
+
+
+# What a folded operation may return that is a new mutable object modelled by no simulated container (a numpy
+# array from ``arr > 0.5``, ``a * 2``): it must not become a constant of the translation.
+_FRESH_MUTABLE_RESULTS = (np.ndarray, bytearray)
 
 
 # Functions that look at an object's identity or type only, never at its state or its Python methods.
@@ -791,6 +800,9 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
 
         step = user_method(iterator, "__next__")
         if step is None:
+            if isinstance(iterator, ObjectVariable) and not isinstance(iterator.value, type):
+                # (a real iterator stepped by C or library code: a generator, a DataLoader's iterator)
+                raise BreakGraphError(f"next() of a {type(iterator.value).__name__} object runs natively")
             raise FallbackError(f"next() of {iterator!r} is not supported")
         try:
             return call_method(iterator, step, [])

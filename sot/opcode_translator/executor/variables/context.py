@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 import types
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -116,6 +117,11 @@ def enter_context(manager: VariableBase) -> tuple[VariableBase, VariableBase]:
         if None not in methods:
             enter, exit_var = methods
             return exit_var, enter.call([], {})
+        if all(inspect.getattr_static(type(manager.value), name, None) is not None
+               for name in ("__enter__", "__exit__")):
+            # A manager of C code (a file, a lock): entered natively, its real ``__exit__`` handed to the resume
+            # function, which runs the block.
+            raise BreakGraphError(f"`with` over a {type(manager.value).__name__} object (C code) is entered natively")
     raise FallbackError(f"`with` over {manager!r} is not simulated yet")
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING, Callable, Iterator
 
-from ....errors import FallbackError
+from ....errors import BreakGraphError, FallbackError
 from ..tracker import DummyTracker
 from .base import VariableBase
-from .basic import ConstantVariable, TensorVariable
+from .basic import ConstantVariable, ObjectVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -160,6 +160,10 @@ def iterate(var: VariableBase) -> IteratorVariable:
         var.check_iterable()
     if keys is not None:
         return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
+    if isinstance(var, ObjectVariable) and not isinstance(var.value, type):
+        # A real object iterated by C or library code (an ``enumerate`` or generator object, a numpy array,
+        # a file): its iteration runs natively (a ``for`` loop over it too: handlers/iteration.py).
+        raise BreakGraphError(f"iterating over {type(var.value).__name__} objects runs natively")
     raise FallbackError(f"iterating over {var!r} is not supported yet")
 
 

@@ -1,0 +1,83 @@
+"""A local that a loop with a graph break in its body binds only inside the body, and that is read after the
+loop (``loss`` printed after a training loop) or is live at the loop head through a ``with`` block, is carried
+between the items as `runtime.UNBOUND` (transform._emit_loop): the loop runs natively around its translated
+body instead of the frame falling back, and a loop that never binds it raises eager's UnboundLocalError."""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+
+def _outcome(fn, *args):
+    try:
+        result = fn(*args)
+    except Exception as exc:  # noqa: BLE001 (compared with eager's)
+        return type(exc), str(exc)
+    return result.numpy().tolist() if isinstance(result, paddle.Tensor) else result
+
+
+def _check(fn, *args, capsys=None):
+    expected = _outcome(fn, *args)
+    printed = capsys.readouterr().out if capsys else None
+    got = _outcome(sot.symbolic_translate(fn), *args)
+    if capsys:
+        assert capsys.readouterr().out == printed
+    assert got == expected
+
+
+def train(w, steps):
+    for step in range(steps):
+        with paddle.amp.auto_cast(level="O1"):  # (its exit could swallow an exception before ``loss = ...``)
+            loss = (w * step).sum()
+        print(f"step {step} loss {loss.item():.3f}")
+    return loss
+
+
+def epochs(w, steps):
+    for epoch in range(2):
+        for i in range(steps):
+            loss = w.sum() * i
+            print("i", i)
+        print("epoch", epoch, float(loss))
+    return loss
+
+
+@pytest.mark.parametrize("fn", [train, epochs])
+def test_a_local_bound_in_the_body_and_read_after_the_loop(fn, capsys):
+    _check(fn, paddle.ones([2]), 3, capsys=capsys)
+    stats = sot.stats()
+    assert stats.fallbacks == 0 and stats.graph_breaks >= 1, stats
+
+
+@pytest.mark.parametrize("fn", [train, epochs])
+def test_a_loop_that_never_runs_leaves_it_unbound(fn, capsys):
+    _check(fn, paddle.ones([2]), 3, capsys=capsys)
+    _check(fn, paddle.ones([2]), 0, capsys=capsys)  # UnboundLocalError, as eagerly
+
+
+def test_a_local_bound_only_before_a_break_still_gives_the_eager_result(capsys):
+    def find(w, n):
+        for i in range(n):
+            print(i)
+            if i > 1:
+                found = w * i
+                break
+        return found
+
+    for n in (4, 2):
+        _check(find, paddle.ones([2]), n, capsys=capsys)
+
+
+def test_the_item_values_reach_the_body_every_iteration(capsys):
+    def running_mean(xs, w):
+        for count, x in enumerate(xs, 1):
+            mean = (x * w).mean() if count == 1 else mean + ((x * w).mean() - mean) / count
+            print(count, float(mean))
+        return mean
+
+    xs = [paddle.to_tensor(np.full([2], v, "float32")) for v in (1.0, 3.0, 8.0)]
+    _check(running_mean, xs, paddle.ones([2]), capsys=capsys)
+    assert sot.stats().fallbacks == 0, sot.stats()
