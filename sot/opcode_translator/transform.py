@@ -405,8 +405,11 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     exit_offset = loop_exit(code, for_iter_offset)
     unbound = tuple(name for name in live if name not in entry.locals)
-    if unbound:
-        _check_bound_when_handed_back(code, for_iter_offset, exit_offset, live, unbound)
+    # (one the body never names is handed through it as the `runtime.UNBOUND` it received: only after the
+    # loop, where it is read, is it unbound again)
+    unbound_in_body = tuple(name for name in unbound if name in _names_in_body(code, for_iter_offset, exit_offset))
+    if unbound_in_body:
+        _check_bound_when_handed_back(code, for_iter_offset, exit_offset, live, unbound_in_body)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals.get(name) for name in live]
     plan, codegen = _begin_break_code(graph, code, entry.lineno, entry,
@@ -443,7 +446,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     # A comprehension runs natively between compiled code, on every version (3.10/3.11 call its function,
     # whose frame the hook runs natively: callback._is_comprehension_body): its body function too.
     body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement",
-                                loop_cells=loop_cell_names, maybe_unbound=unbound)
+                                loop_cells=loop_cell_names, maybe_unbound=unbound_in_body)
     codegen.push_callable(lambda: codegen.make_function(body, loop_cells))
     for var in below:  # (the same objects at every item: a comprehension's result is appended to)
         if isinstance(var, NullVariable):
@@ -493,6 +496,17 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        frames=frames_needed(graph, program is not None))
+
+
+def _names_in_body(code: types.CodeType, for_iter_offset: int, exit_offset: int) -> frozenset[str]:
+    """The locals an instruction of the loop body (after ``FOR_ITER``, before the loop's exit) loads, stores
+    or deletes."""
+    names: set[str] = set()
+    for instr in dis.get_instructions(code):
+        if for_iter_offset < instr.offset < exit_offset and "FAST" in instr.opname:
+            # (3.13's LOAD_FAST_LOAD_FAST and the like name two locals)
+            names.update(instr.argval if isinstance(instr.argval, tuple) else (instr.argval,))
+    return frozenset(name for name in names if isinstance(name, str))
 
 
 def _check_bound_when_handed_back(code: types.CodeType, for_iter_offset: int, exit_offset: int,

@@ -81,3 +81,23 @@ def test_the_item_values_reach_the_body_every_iteration(capsys):
     xs = [paddle.to_tensor(np.full([2], v, "float32")) for v in (1.0, 3.0, 8.0)]
     _check(running_mean, xs, paddle.ones([2]), capsys=capsys)
     assert sot.stats().fallbacks == 0, sot.stats()
+
+
+def evaluate_after_training(xs):
+    for x in xs:
+        y = x * 2
+        print("value", float(y.sum()))
+    with paddle.no_grad():  # (``out`` is live at the loop head through this block's exits)
+        out = xs[0] + 1
+    print(out.numpy())
+    return out
+
+
+def test_a_local_the_body_never_names_is_handed_through_it(capsys):
+    """``out``, unbound at the loop and never named in its body (bound after the loop, inside a ``with``),
+    passes through the body function as it came: no fallback (the body was required to bind it)."""
+    xs = [paddle.ones([2]), paddle.full([2], 3.0)]
+    _check(evaluate_after_training, xs, capsys=capsys)
+    assert sot.stats().fallbacks == 0
+    assert _outcome(sot.symbolic_translate(evaluate_after_training), []) == \
+        _outcome(evaluate_after_training, [])  # (an empty list: eager's IndexError)

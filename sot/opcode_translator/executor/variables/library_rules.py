@@ -102,9 +102,13 @@ def _typing_cast(function: "FunctionVariableBase", args: list[VariableBase],
 
 # Library functions of str operands only that compute their answer from them and nothing else (no state, no
 # file system): with constant operands their answer is a constant too (a list they return is a new one).
-_PURE_STRING_FUNCTIONS = (posixpath.join, posixpath.basename, posixpath.dirname, posixpath.splitext,
-                          posixpath.split, posixpath.normpath, posixpath.isabs,
-                          re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape)
+# (Python functions only: rules are keyed by code object; one written in C on some version, as 3.13's
+# ``normpath``, is C code with unknown effects there: a graph break.)
+_PURE_STRING_FUNCTIONS = tuple(
+    fn for fn in (posixpath.join, posixpath.basename, posixpath.dirname, posixpath.splitext, posixpath.split,
+                  posixpath.normpath, posixpath.isabs, re.match, re.fullmatch, re.search, re.sub, re.subn,
+                  re.split, re.findall, re.escape)
+    if isinstance(fn, types.FunctionType))
 
 
 @library_rule(*_PURE_STRING_FUNCTIONS)
