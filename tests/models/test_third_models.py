@@ -2,6 +2,7 @@
 parity and whole-graph capture, and the bugs they found, reduced."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -12,9 +13,9 @@ import pytest
 
 import sot
 
-from .harness import assert_grads_equal, assert_state_equal, check_whole_model, stats_line
+from .harness import assert_close, assert_grads_equal, assert_state_equal, check_whole_model, stats_line
 from .zoo import randn
-from .zoo_third import THIRD
+from .zoo_third import THIRD, RotaryAttention
 
 
 @pytest.mark.parametrize("name", [
@@ -86,3 +87,26 @@ def test_a_gan_step_with_two_optimizers_and_detach_matches_eager() -> None:
         assert_state_equal(layer, e_layer, rtol=1e-5, atol=1e-6)
         assert_grads_equal(layer, e_layer, rtol=1e-5, atol=1e-6)
     assert sot.stats().fallbacks == 0, stats_line(sot.stats())
+
+
+def test_rotary_attention_with_a_growing_cache_accumulating_gradients_over_lengths() -> None:
+    """Gradients accumulated over steps of growing and shrinking lengths (no ``clear_grad`` between): each new
+    length is a new program (the first ones) or a symbolic one, the cos/sin tables are rebuilt in forward when
+    a longer sequence comes, the attention map and a call count are stored on the layer. (The accumulated
+    gradients were lost whenever a new program was built: `compile.parameter_gradients_kept`.)"""
+    paddle.seed(4)
+    model = RotaryAttention()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    for step, length in enumerate((3, 3, 6, 6, 5, 8)):
+        x = randn(2, length, 16, seed=step)
+        out, e_out = fast(x), eager(x)
+        assert_close(out, e_out, f"output at step {step}")
+        assert_close(model.last_attn, eager.last_attn, f"stored attention at step {step}")
+        assert (model.calls, model.rotary.max_seq_len_cached) == (eager.calls, eager.rotary.max_seq_len_cached)
+        assert_close(model.rotary.cos_cached, eager.rotary.cos_cached, "rebuilt cache")
+        (out * out).mean().backward()
+        (e_out * e_out).mean().backward()
+        assert_grads_equal(model, eager)
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks) == (0, 0), stats_line(stats)

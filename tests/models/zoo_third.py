@@ -658,6 +658,67 @@ class StyleNet(nn.Layer):
         return self.head(act(x).mean(axis=1))
 
 
+# -- rotary attention with a lazily grown cache ----------------------------------------------------------------------
+
+
+class RotaryEmbedding(nn.Layer):
+    """LLaMA-style: the cos/sin tables are rebuilt (attributes rebound in forward) when a longer sequence comes."""
+
+    def __init__(self, dim: int, max_position_embeddings: int = 4, base: int = 10000) -> None:
+        super().__init__()
+        self.dim = dim
+        inv_freq = 1.0 / (base ** (paddle.arange(0, dim, 2, dtype="float32") / dim))
+        self.register_buffer("inv_freq", inv_freq, persistable=False)
+        self._set_cos_sin_cache(max_position_embeddings)
+
+    def _set_cos_sin_cache(self, seq_len: int) -> None:
+        self.max_seq_len_cached = seq_len
+        t = paddle.arange(seq_len, dtype="float32")
+        freqs = paddle.einsum("i,j->ij", t, self.inv_freq)
+        emb = paddle.concat([freqs, freqs], axis=-1)
+        self.cos_cached = emb.cos()[None, :, None, :]
+        self.sin_cached = emb.sin()[None, :, None, :]
+
+    def forward(self, x: paddle.Tensor, seq_len: int) -> tuple:
+        if seq_len > self.max_seq_len_cached:
+            self._set_cos_sin_cache(seq_len)
+        return self.cos_cached[:, :seq_len, :, :], self.sin_cached[:, :seq_len, :, :]
+
+
+def rotate_half(x: paddle.Tensor) -> paddle.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return paddle.concat([-x2, x1], axis=-1)
+
+
+class RotaryAttention(nn.Layer):
+    """Causal self-attention with rotary embeddings; keeps the last attention map (``self.last_attn``, for
+    visualisation) and counts its calls, as research code does."""
+
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.o_proj = nn.Linear(dim, dim)
+        self.rotary = RotaryEmbedding(self.head_dim)
+        self.last_attn: paddle.Tensor | None = None
+        self.calls = 0
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(x).reshape([batch, length, 3, self.heads, self.head_dim]).unbind(2)
+        cos, sin = self.rotary(v, seq_len=length)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        scores = paddle.matmul(q.transpose([0, 2, 1, 3]), k.transpose([0, 2, 1, 3]), transpose_y=True)
+        scores = scores / self.head_dim ** 0.5
+        causal = paddle.triu(paddle.ones([length, length], dtype="bool"), 1)
+        attn = F.softmax(scores.masked_fill(causal, float("-inf")), axis=-1)
+        self.last_attn = attn.detach()
+        self.calls += 1
+        out = paddle.matmul(attn, v.transpose([0, 2, 1, 3])).transpose([0, 2, 1, 3]).reshape([batch, length, -1])
+        return self.o_proj(out)
+
+
 # -- the table ---------------------------------------------------------------------------------------------------------
 
 
