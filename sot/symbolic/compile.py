@@ -311,7 +311,8 @@ class CompiledProgram:
                     enter_room()
                     try:
                         with BUILD_LOCK, BUILD_FLAGS.held(self._build_flags), shallow_op_callstacks(), \
-                                build_warnings_ignored():
+                                build_warnings_ignored(), \
+                                parameter_gradients_kept(getattr(self._program, "_params", None) or ()):
                             outputs = self._run_program(inputs, fed, recomputed)
                     finally:
                         leave_room()
@@ -610,6 +611,24 @@ class CompiledProgram:
 # eager's memory, freed with its outputs); up to it (a few forward calls before one backward: a siamese or
 # triplet loss, losses of micro-batches summed) every call runs compiled.
 MAX_BUSY_SCOPES = 8
+
+
+@contextlib.contextmanager
+def parameter_gradients_kept(parameters: Any) -> Iterator[None]:
+    """Keep the gradients accumulated in ``parameters`` through the build of a program's runnable programs.
+
+    Building the train program, Paddle sets the gradient type of each parameter it holds (``_set_grad_type``),
+    which drops the gradient accumulated so far: with gradient accumulation (``backward()`` at every step,
+    ``step()`` every k), a new program (a new batch size, a retranslation, eval then train) silently lost the
+    earlier steps' gradients. The same tensors are put back (a later pass accumulates into them, as into
+    eager's)."""
+    saved = [(parameter, parameter.grad) for parameter in parameters]
+    try:
+        yield
+    finally:
+        for parameter, gradient in saved:
+            if gradient is not None and parameter.grad is None:
+                parameter.grad = gradient
 
 
 def _scopes_all_busy(program: Any, inputs: list, limit: int) -> bool:

@@ -36,6 +36,9 @@ class ModelSpec:
     slow: bool = False
     # Inputs with another batch size (a guard miss: retranslation or a symbolic dimension), if checked.
     other_batch: Callable[[], tuple] | None = None
+    # Draws random numbers in forward (dropout masks, noise): the harness seeds Paddle alike before the eager
+    # and the translated call, and the translation must draw eager's numbers.
+    random: bool = False
 
 
 SEED = 2024

@@ -37,6 +37,23 @@ def _no_attribute(message: str) -> UserCodeError:
     return UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
 
 
+# Python 3.10/3.11's enum metaclass has a ``__getattr__`` (gone in 3.12) that only looks a member up by name and
+# refuses dunders: ``dataclasses.asdict`` asks an enum class ``hasattr(cls, "__dataclass_fields__")``.
+_ENUM_META_GETATTR = inspect.getattr_static(enum.EnumMeta, "__getattr__", None)
+if not isinstance(_ENUM_META_GETATTR, types.FunctionType):
+    _ENUM_META_GETATTR = None
+
+
+def _enum_member_by_name(var: VariableBase, enum_class: Any, name: str) -> VariableBase:
+    """What ``EnumMeta.__getattr__`` returns for a name not found on the class: its member of that name, or an
+    AttributeError (always for a dunder)."""
+    member = None if name.startswith("__") and name.endswith("__") else enum_class._member_map_.get(name)
+    if member is None:
+        raise _no_attribute(name)
+    var.graph.add_guard(var)
+    return VariableFactory.from_value(member, var.graph, _value_tracker(var, name))
+
+
 def _value_tracker(owner: VariableBase, name: str) -> Tracker:
     return GetAttrTracker(owner, name) if owner.tracker.is_traceable() else DummyTracker((owner,))
 
@@ -142,6 +159,8 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
             # (a constant: the guard on ``var`` fixes its type; a constant is also a source for the globals
             # the function reads, which a library's ``__getattr__`` has of its own)
             return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
+        if is_class and fallback is not None and fallback is _ENUM_META_GETATTR:
+            return _enum_member_by_name(var, obj, name)
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import itertools
 import operator
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ....errors import FallbackError, UserCodeError
 from ....eval_frame_ext import clone_set_layout
-from ..tracker import DummyTracker, GetAttrTracker, GetItemTracker, Tracker
+from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, TensorVariable
 
@@ -169,10 +170,31 @@ _CONSTANT_KEY_TYPES = (int, str, float, bool, bytes, type(None))
 
 
 def _is_constant_key(key: Any) -> bool:
-    """A key the simulated dict can hold as a Python value: a constant, or a plain tuple of such keys."""
+    """A key the simulated dict can hold as a Python value: a constant, an object key (`is_object_key`), or a
+    plain tuple of such keys."""
     if type(key) is tuple:
         return all(_is_constant_key(part) for part in key)
-    return type(key) in _CONSTANT_KEY_TYPES
+    return type(key) in _CONSTANT_KEY_TYPES or is_object_key(key)
+
+
+def is_object_key(key: Any) -> bool:
+    """A key that is not a constant but that the simulated dict can hold as itself, the real object: an enum
+    member (``{Activation.GELU: F.gelu}``) or a class (``{nn.Linear: init_linear}``), whose hash and equality
+    are those of its identity (or of its plain ``int``/``str`` value for an ``IntEnum``/``StrEnum``), so that
+    looking it up in the simulated dict finds what the real lookup finds, and runs no user code. Such a key
+    lives as long as its module: generated code loads it as a constant and guards compare it by identity."""
+    cls = type(key)
+    if isinstance(key, enum.Enum):
+        return all(getattr(cls, name) in _PURE_KEY_METHODS[name] for name in ("__hash__", "__eq__"))
+    return isinstance(key, type) and cls.__hash__ is type.__hash__ and cls.__eq__ is type.__eq__
+
+
+# Hash and equality an object key may have: identity's (object's, also type's), enum's hash (of the member's
+# name) and those of int and str (the values of IntEnum / StrEnum members).
+_PURE_KEY_METHODS = {
+    "__hash__": (object.__hash__, enum.Enum.__hash__, int.__hash__, str.__hash__),
+    "__eq__": (object.__eq__, int.__eq__, str.__eq__),
+}
 
 
 class DictVariable(ItemsReadTracked, VariableBase):
@@ -237,8 +259,6 @@ class DictVariable(ItemsReadTracked, VariableBase):
     unpack = iter_items
 
     def getitem(self, key: VariableBase) -> VariableBase:
-        if not isinstance(key, (ConstantVariable, TupleVariable, TensorVariable)):
-            raise FallbackError(f"dict lookup with {key!r} is not supported yet")
         value = dict_key(key, "dict lookup with", tensors=True)
         self.graph.add_guard(self)
         if value not in self._items:
@@ -442,7 +462,17 @@ def dict_key(var: VariableBase, what: str = "dict key", tensors: bool = False) -
         return tuple(dict_key(item, what, tensors) for item in var.items)
     if tensors and isinstance(var, TensorVariable):
         return TensorKey.of(var)
+    if _holds_object_key(var):
+        var.needs_identity = True  # (which object it is decides the item read)
+        var.graph.add_guard(var)
+        return var.value
     return _constant_value(var, what)
+
+
+def _holds_object_key(var: VariableBase) -> bool:
+    from .basic import ObjectVariable
+
+    return isinstance(var, ObjectVariable) and is_object_key(var.value)
 
 
 class TensorKey:
@@ -587,6 +617,8 @@ def key_variable(key: Any, graph: "FunctionGraph", tracker: Tracker) -> Variable
         return TupleVariable([key_variable(part, graph, tracker) for part in key], graph, tracker)
     if isinstance(key, TensorKey):
         return key.var
+    if type(key) not in _CONSTANT_KEY_TYPES:  # an object key: the object itself, a constant of the translation
+        return VariableFactory.from_value(key, graph, ConstTracker(key))
     return ConstantVariable(key, graph, tracker)
 
 
@@ -1077,6 +1109,12 @@ def _repeat_count(var: VariableBase) -> int | None:
 
 
 def _concatenate(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
+    if SizeVariable in (type(lhs), type(rhs)):
+        # ``x.shape[:-1] + [heads, dim]``: `paddle.Size` concatenates with a list, a tuple or a Size on either
+        # side, and gives a Size of the items as they are (symbolic dimensions stay symbolic).
+        if not all(_is_plain(side, ListVariable, TupleVariable, SizeVariable) for side in (lhs, rhs)):
+            return None
+        return SizeVariable(lhs.unpack() + rhs.unpack(), lhs.graph, DummyTracker((lhs, rhs)))
     if not (_is_plain(lhs, ListVariable, TupleVariable) and type(rhs) is type(lhs)):
         return None
     return type(lhs)(lhs.unpack() + rhs.unpack(), lhs.graph, DummyTracker((lhs, rhs)))
@@ -1096,9 +1134,10 @@ def _extend_in_place(lhs: VariableBase, rhs: VariableBase) -> VariableBase | Non
 
 
 def _repeat(lhs: VariableBase, rhs: VariableBase) -> VariableBase | None:
-    if not _is_plain(lhs, ListVariable, TupleVariable):
+    sequences = (ListVariable, TupleVariable, SizeVariable)  # (``Size * n`` is a Size)
+    if not _is_plain(lhs, *sequences):
         lhs, rhs = rhs, lhs  # ``3 * seq``
-    if not _is_plain(lhs, ListVariable, TupleVariable):
+    if not _is_plain(lhs, *sequences):
         return None  # (before reading the count: reading a symbolic int's value pins it)
     count = _repeat_count(rhs)
     if count is None:
@@ -1141,7 +1180,8 @@ def _is_key_variable(var: VariableBase, tensors: bool = False) -> bool:
     """``var`` can be turned into a dict key by `dict_key` (a constant, or a plain tuple of such)."""
     if type(var) is TupleVariable:
         return all(_is_key_variable(item, tensors) for item in var.items)
-    return isinstance(var, ConstantVariable) or (tensors and isinstance(var, TensorVariable))
+    return (isinstance(var, ConstantVariable) or (tensors and isinstance(var, TensorVariable))
+            or _holds_object_key(var))
 
 
 def _key_membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
