@@ -18,7 +18,7 @@ from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
 from . import frame_groups
-from .graph_free import widened_guard
+from .graph_free import keeps_missing_without_a_graph, widened_guard
 from .native import entry_added
 from .skip_files import runs_hook_free, should_skip
 from .transform import Translation, describe_code, translate_frame
@@ -121,6 +121,10 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
         widened = _widened_entry(code, frame)
         if widened is not None:
             return widened
+        if keeps_missing_without_a_graph(code):
+            log(1, f"{describe_code(code)} keeps missing with no graph in any of its {len(guards)} entries: "
+                   "it runs natively from now on")
+            return SKIP
         learn_from_miss(code, guards, globals_, closure, args)
     counters.translate_count += 1
     try:

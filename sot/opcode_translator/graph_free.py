@@ -39,6 +39,9 @@ from .executor.function_graph import FrameInfo
 from .executor.guard import Guard, argument_names
 
 _MAX_RESUME_DEPTH = 4  # resume functions of resume functions looked into; deeper counts as having a graph
+# Entries without a graph a piece of a frame broken by graph breaks (a resume function, a loop body) may gather
+# before it runs natively for good (`keeps_missing_without_a_graph`).
+GRAPH_FREE_PIECE_ENTRIES = 3
 
 
 # What the arithmetic of numbers kept in the graph (symbolic ints and floats: `symbolic_int.py`) computes in.
@@ -98,4 +101,23 @@ def widened_guard(code: types.CodeType, frame: FrameInfo) -> tuple[Guard, Any] |
     return None
 
 
-__all__ = ["widened_guard"]
+def keeps_missing_without_a_graph(code: types.CodeType) -> bool:
+    """Whether ``code``, a piece of a frame broken by graph breaks, has `GRAPH_FREE_PIECE_ENTRIES` entries
+    already, none of whose translations recorded a tensor op, and still misses: it then runs natively for
+    good (with what follows it in the frame, which its entries ran as further pieces), instead of a
+    translation per value.
+
+    Those pieces are where a training loop's Python values land: ``print(f"step {step} lr {lr:.6f} loss
+    {loss.item():.6f}")`` split at ``get_lr()`` and ``.item()`` leaves pieces that format a new step, learning
+    rate or loss at every step. Their values may decide things (widening does not apply), and they gain
+    nothing from translation. A user's own function is left to widening and the cache limit: called with a
+    tensor later, it is translated."""
+    from .frame_groups import frame_origin
+
+    if frame_origin(code) is code:
+        return False
+    entries = cache_entries(code)
+    return len(entries) >= GRAPH_FREE_PIECE_ENTRIES and all(_records_no_tensor_op(check) for check, _ in entries)
+
+
+__all__ = ["GRAPH_FREE_PIECE_ENTRIES", "keeps_missing_without_a_graph", "widened_guard"]

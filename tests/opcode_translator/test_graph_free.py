@@ -233,3 +233,44 @@ def test_the_widened_entry_keeps_eager_output_and_exceptions() -> None:
             raise AssertionError("no AttributeError")
     finally:
         globals()["OUT"] = saved
+
+
+LOG = io.StringIO()
+
+
+def train_loop(w, steps):
+    best = float("inf")
+    for step in range(steps):
+        loss = (w * (step + 1)).sum()
+        value = loss.item()  # (a break: what follows is a piece of the frame with no tensor op)
+        if value < best:  # (a decision on the number: no widening)
+            best = value
+        LOG.write(f"step {step} loss {value:.3f} best {best:.3f}\n")
+    return best
+
+
+def test_a_piece_of_a_loop_without_a_graph_runs_natively_after_a_few_values():
+    """The piece after ``.item()`` decides on a new loss at each step and records no tensor op: after
+    `GRAPH_FREE_PIECE_ENTRIES` entries it runs natively for good, instead of a translation per step until
+    the cache limit warns."""
+    from sot.opcode_translator import graph_free as graph_free_module
+    from sot.opcode_translator.graph_free import GRAPH_FREE_PIECE_ENTRIES
+
+    w = paddle.to_tensor([1.0, -2.0, 0.5])
+    want = train_loop(w, 20)
+    expected_log = LOG.getvalue()
+    LOG.seek(0)
+    LOG.truncate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (the cache limit's warning would fail the test)
+        got = sot.symbolic_translate(train_loop)(w, 20)
+    assert got == want and LOG.getvalue() == expected_log
+    from sot.opcode_translator.callback import translated_codes
+    from sot.opcode_translator.frame_groups import frame_origin
+
+    pieces = [code for code in translated_codes
+              if code is not train_loop.__code__ and frame_origin(code) is train_loop.__code__]
+    graph_free = [code for code in pieces if all(graph_free_module._records_no_tensor_op(check)
+                                                 for check, _ in cache_entries(code))]
+    assert graph_free and all(len(cache_entries(code)) <= GRAPH_FREE_PIECE_ENTRIES for code in graph_free)
+    assert sot.stats().translate_count < 2 * sot.config.cache_limit
