@@ -90,8 +90,14 @@ def prepare(ns: dict[str, Any], inputs: InputSet) -> dict[str, Any]:
     gobj.__dict__.clear()
     gobj.__dict__.update(a=inputs.gobj_a, t=paddle.ones([inputs.n_elems]), items=[inputs.gobj_a])
     obj = ns["Obj"](inputs.obj_a, tensor(inputs.obj_t))
-    return dict(x=tensor(inputs.x), y=tensor(inputs.y), w=tensor(inputs.w, stop_gradient=False), n=inputs.n,
+    args = dict(x=tensor(inputs.x), y=tensor(inputs.y), w=tensor(inputs.w, stop_gradient=False), n=inputs.n,
                 s=inputs.s, lst=list(inputs.lst), d=dict(inputs.d), obj=obj, tl=[tensor(t) for t in inputs.tl])
+    shaped = inputs.shaped
+    if shaped is not None:  # (the programs from generator.SHAPES_FROM on)
+        args.update(xm=tensor(shaped.xm), xs=tensor(shaped.xs), wm=tensor(shaped.wm, stop_gradient=False),
+                    ix=paddle.to_tensor(np.array(shaped.ix, dtype="int64")),
+                    ci=paddle.to_tensor(np.array(shaped.ci, dtype="int32")))
+    return args
 
 
 class Snapshot:
@@ -171,7 +177,8 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     snap = Snapshot(known)
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
-    state = {name: state_snap(args[name], name) for name in ("x", "y", "w", "lst", "d", "obj", "tl")}
+    state = {name: state_snap(args[name], name) for name in ("x", "y", "w", "lst", "d", "obj", "tl",
+                                                             "xm", "xs", "wm", "ix", "ci") if name in args}
     state.update({g: state_snap(ns[g], g) for g in ("COUNTER", "GLIST", "GDICT", "GOBJ", "GT", "GSCALE", "GCACHE")
                   if g in ns})
     if "GATE" in ns:
@@ -180,6 +187,8 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
     grad: Any = None
     if error is None:
         grad = gradient_of(result, args["w"])
+        if "wm" in args:  # (backward ran once: it filled both gradients)
+            grad = (grad, None if args["wm"].grad is None else args["wm"].grad.numpy().copy())
         if "GATE" in ns:
             alpha_grad = ns["GATE"].alpha.grad
             grad = (grad, None if alpha_grad is None else alpha_grad.numpy().copy())
