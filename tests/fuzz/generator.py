@@ -319,7 +319,7 @@ class InputSet:
 class Program:
     seed: int
     source: str
-    inputs: list[InputSet]  # [A, B]
+    inputs: list[InputSet]  # [A, B] (and C from SHAPES_FROM on)
     min_graph_size: int
     # the translated runs: first call, cache hit, the other input set (guards), back to the first
     runs: tuple[str, ...] = ("A", "A", "B", "A")
@@ -331,7 +331,7 @@ class Program:
                 del found["shaped"]
             return found
 
-        return "\n".join(f"# input set {'AB'[i]}: {fields(s)}" for i, s in enumerate(self.inputs))
+        return "\n".join(f"# input set {'ABC'[i]}: {fields(s)}" for i, s in enumerate(self.inputs))
 
 
 @dataclasses.dataclass
@@ -1511,6 +1511,14 @@ def add_shaped_inputs(r: random.Random, first: InputSet, second: InputSet) -> No
     second.shaped = make_shaped(r, b2, k2, l2)
 
 
+def make_third_shaped(r: random.Random, first: ShapedInputs, second: ShapedInputs) -> ShapedInputs:
+    """Set C (the last run): a batch size neither A nor B had, when the cache may hold an entry whose sizes
+    became dynamic after B's miss; sometimes also another length."""
+    b = r.choice([v for v in (1, 2, 3, 4, 5, 6, 7) if v not in (first.b, second.b)])
+    l = r.choice([2, 3, 4, 5, 6, 7]) if r.random() < 0.4 else second.l  # noqa: E741
+    return make_shaped(r, b, second.k if r.random() < 0.8 else first.k, l)
+
+
 def generate(seed: int) -> Program:
     gen = Gen(seed)
     source = gen.generate()
@@ -1521,7 +1529,11 @@ def generate(seed: int) -> Program:
         second = first  # the same values again: pure cache hits
     else:
         second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]), extended)
-    if seed >= SHAPES_FROM:
-        add_shaped_inputs(random.Random(seed * 7919 + 2), first, second)
     min_graph_size = 0 if seed % 2 == 0 else 10
-    return Program(seed, source, [first, second], min_graph_size)
+    if seed < SHAPES_FROM:
+        return Program(seed, source, [first, second], min_graph_size)
+    shaped_r = random.Random(seed * 7919 + 2)
+    add_shaped_inputs(shaped_r, first, second)
+    third = make_inputs(shaped_r, shaped_r.choice([2, 3, 4, 5, 6, 7]), extended)
+    third.shaped = make_third_shaped(shaped_r, first.shaped, second.shaped)
+    return Program(seed, source, [first, second, third], min_graph_size, runs=("A", "A", "B", "A", "C"))

@@ -151,8 +151,12 @@ class Outcome:
 
 
 def normalize_message(message: str) -> str:
-    """Paddle names tensors with a global counter (``generated_tensor_13``): not part of the behaviour."""
-    return re.sub(r"generated_tensor_\d+", "generated_tensor_N", message)
+    """Paddle names tensors with a global counter (``generated_tensor_13``), and a backward refused after an
+    in-place change quotes the tensor's version counters, which a module parameter (``GATE.alpha``) carries
+    from one run to the next: neither is part of the behaviour."""
+    message = re.sub(r"generated_tensor_\d+", "generated_tensor_N", message)
+    return re.sub(r"(version is |expected version is |tensor_version:|wrapper_version_snapshot:)\d+", r"\1N",
+                  message)
 
 
 def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
@@ -224,7 +228,7 @@ def gradient_of(result: Any, w: paddle.Tensor) -> Any:
             total = total + t.sum()
         total.backward()
     except Exception as exc:  # noqa: BLE001
-        return ("backward raised", type(exc).__name__, str(exc))
+        return ("backward raised", type(exc).__name__, normalize_message(str(exc)))
     return None if w.grad is None else w.grad.numpy().copy()
 
 
@@ -342,7 +346,7 @@ def watch_internal_errors() -> Iterator[InternalErrors]:
 def check_program(program: Program, timeout: int = TIMEOUT) -> Failure | None:
     ns = load_module(program.source, f"seed-{program.seed}")
     fn = ns["f"]
-    sets = dict(zip("AB", program.inputs))
+    sets = dict(zip("ABC", program.inputs))
     try:
         with time_limit(timeout):
             expected = {name: run_once(fn, ns, sets[name]) for name in sorted(set(program.runs))}

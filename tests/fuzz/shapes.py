@@ -237,6 +237,11 @@ class ShapedGrammar:
             (0.3, f"paddle.cast(paddle.tanh({g}.astype('float64')), 'float32')"),
             (0.2, f"({g} + {g}.astype('float64')).astype('float32')"),
             (0.4, f"({g} + ({g} > <F>).astype('int32').astype('float32'))"),
+            (0.5, f"{g}.squeeze().reshape([{dims}])"), (0.3, f"paddle.reshape({g}, {v}.shape)"),
+            (0.3, f"paddle.zeros({v}.shape)"), (0.3, f"{g}.expand_as({v})"),
+            (0.3, f"paddle.concat([{v}[-(<D:{shape[0]}> // 2):], {v}[:-(<D:{shape[0]}> // 2) or None]], axis=0)"),
+            (0.3, f"({g} * ({v}.shape[0] == 1))"),
+            (0.3, f"paddle.unsqueeze({g}, [0, {n + 1}]).squeeze([0, {n + 1}])"),
         ]
         if n >= 2:
             templates += [(0.3, f"paddle.concat([{v}[:, :<D:{shape[1]}> // 2], {v}[:, <D:{shape[1]}> // 2:] * 0.5], "
@@ -287,7 +292,7 @@ class ShapedGrammar:
             return []
         shape = self.pick_shape()
         g = f"<G:{shape}>"
-        templates = [(2, f"{g}.sum()"), (2, f"{g}.mean()"), (1, "F.cross_entropy(<G:BK>, ix)"),
+        templates = [(2, f"{g}.sum()"), (2, f"{g}.mean()"), (0.5, f"{g}.squeeze().sum()"), (1, "F.cross_entropy(<G:BK>, ix)"),
                      (1, f"F.mse_loss({g}, {g})"), (0.5, "(<G:BK>.argmax(axis=-1) == ix).astype('float32').mean()"),
                      (0.5, f"paddle.masked_select({g}, <C:{shape}>).sum()"), (0.5, f"{g}.max()"),
                      (0.4, f"F.binary_cross_entropy_with_logits({g}, ({g} > 0).astype('float32'))"),
@@ -301,7 +306,9 @@ class ShapedGrammar:
             return []
         shape = self.pick_shape()
         letter = self.r.choice("BKL")
-        templates = [(2, f"<D:{letter}>"), (0.5, f"<V1:{shape}>.ndim"), (0.5, f"<V1:{shape}>.size"),
+        templates = [(2, f"<D:{letter}>"), (0.5, f"<V1:{shape}>.ndim"), (0.5, f"len(<G:{shape}>.squeeze().shape)"),
+                     (0.3, f"paddle.nonzero(<C:{shape}>).shape[0]"), (0.3, f"len(paddle.masked_select(<G:{shape}>, <C:{shape}>))"),
+                     (0.3, f"int(<C:{shape}>.sum())"), (0.3, f"sum(<V1:{shape}>.shape)"), (0.5, f"<V1:{shape}>.size"),
                      (0.5, f"len(<V1:{shape}>)"), (0.4, f"(<D:{letter}> * <D:{self.r.choice('BKL')}>)"),
                      (0.3, f"len(<V1:{shape}>.unbind({self.axis(shape)}))"),
                      (self.p_tensor_branch, f"int(<C:{shape}>.sum())"),
@@ -328,10 +335,12 @@ class ShapedGrammar:
             return []
         p = " " * ind
         return [
-            (8 * gw, lambda: self.s_assign_g(p)),
-            (3 * gw, lambda: self.s_reassign_g(p)),
-            (2 * nest * gw, lambda: self.s_for_shape(ind)),
-            (0.8 * gw, lambda: self.s_setitem_g(p)),
+            (16 * gw, lambda: self.s_assign_g(p)),
+            (1.2 * gw, lambda: self.s_inplace_g(p)),
+            (0.5 * gw, lambda: self.s_shape_cache(p)),
+            (6 * gw, lambda: self.s_reassign_g(p)),
+            (4 * nest * gw, lambda: self.s_for_shape(ind)),
+            (1.5 * gw, lambda: self.s_setitem_g(p)),
             (0.6 * gw, lambda: self.s_print_g(p)),
         ]
 
@@ -400,6 +409,26 @@ class ShapedGrammar:
         else:
             lines.append(p + f"{target}[{self.r.choice([0, -1])}] = {self.e_F(1)}")
         return lines
+
+    def s_inplace_g(self, p: str) -> list[str]:
+        """In-place methods on a clone, some changing its shape on the way (``unsqueeze_``, ``reshape_``)."""
+        shape = self.pick_shape()
+        name = self.fresh("g")
+        lines = [p + f"{name} = {self.e_G(shape, 1)}.clone()"]
+        self.declare(name, "G" + shape)
+        dims = ", ".join(self.dim(c) for c in shape)
+        return lines + [p + line for line in self.r.choice([
+            [f"{name}.add_({self.e_G(shape, 1)})"], [f"{name}.scale_({self.e_F(0)})"],
+            [f"{name}.unsqueeze_(0)", f"{name}.squeeze_(0)"], [f"{name}.reshape_([-1])", f"{name}.reshape_([{dims}])"],
+            [f"{name}.clip_(-1.0, 1.0)"], [f"{name}.multiply_({self.e_G(shape, 1)})"],
+        ])]
+
+    def s_shape_cache(self, p: str) -> list[str]:
+        """A module cache keyed by a size (``GCACHE`` exists from CACHES_FROM on): filled on a miss."""
+        shape = self.pick_shape()
+        key = f"({self.dim(self.r.choice(shape.replace('1', '') or 'B'))}, {shape!r})"
+        return [p + f"if {key} not in GCACHE:", p + f"    GCACHE[{key}] = {self.e_G(shape, 1)}",
+                p + f"COUNTER += len(GCACHE)"]
 
     def s_print_g(self, p: str) -> list[str]:
         tag = f"p{self.fresh('')}"
