@@ -340,8 +340,8 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     ``api`` statement calling the operator."""
     from .container import container_operator
     from .dunder import dunder_operator
-    from .symbolic_int import (eager_constant_operand, eager_reflected_division, eager_scaling, symbolic_arithmetic,
-                               tensor_operand, with_eager_scale_bias)
+    from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_reflected_division, eager_scaling,
+                               symbolic_arithmetic, tensor_operand, with_eager_scale_bias)
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -361,7 +361,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
     if tensor is None:
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
-    for eager_form in (eager_scaling, eager_reflected_division, eager_constant_operand):
+    for eager_form in (eager_bool_operand, eager_scaling, eager_reflected_division, eager_constant_operand):
         result = eager_form(fn, operands)
         if result is not None:
             return result
