@@ -1420,6 +1420,7 @@ BOOL_OPERAND_FORMS = {
     "x * b": lambda x, b: x * b, "b * x": lambda x, b: b * x, "x - b": lambda x, b: x - b,
     "x + b": lambda x, b: x + b, "x / b": lambda x, b: x / b, "b / x": lambda x, b: b / x,
     "x ** b": lambda x, b: x ** b, "x // b": lambda x, b: x // b, "x *= b": lambda x, b: operator_imul(x, b),
+    "x * np.bool_(b)": lambda x, b: x * np.bool_(b), "x - np.bool_(b)": lambda x, b: x - np.bool_(b),
 }
 
 
@@ -1434,7 +1435,7 @@ def test_a_python_bool_operand_of_tensor_arithmetic_is_a_bool_tensor_as_in_eager
     """Seed 200500: ``xs * (xs.shape[0] == 1)``: eager Paddle makes a Python bool operand a 0-D bool tensor
     (an elementwise product: -0.0 for a negative ``x`` times False), the program took it as the number 0
     (a ``scale``: 0.0). Also ``bool_tensor + True`` was an int64 tensor (eager: bool) and ``bool_tensor - True``
-    computed where eager raises."""
+    computed where eager raises; with a numpy bool (eager: TypeError) the program computed."""
     values = {"float32": [-1.5, -0.0, 2.0], "int32": [1, 0, 3], "bool": [True, False, True]}[dtype]
 
     def observe(fn: Callable[..., Any]) -> Any:

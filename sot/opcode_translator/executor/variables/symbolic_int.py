@@ -506,10 +506,15 @@ def eager_bool_operand(fn: Callable[..., Any], operands: list[VariableBase]) -> 
     ``paddle.full([], b, 'bool')`` in its place). The program's operator took the bool as the number 0 or 1:
     ``x * False`` a ``scale`` giving 0.0 where eager gives -0.0 for a negative ``x`` (fuzz seed 200500),
     ``bool_tensor + True`` an int64 tensor where eager keeps bool, ``bool_tensor - True`` a result where eager
-    raises. The bool is guarded. None for other operators and operands."""
+    raises. The bool is guarded. A numpy bool operand runs natively (eager raises TypeError). None for other
+    operators and operands."""
     if fn not in _BOOL_TENSOR_OPERATORS or len(operands) != 2:
         return None
-    flags = [o for o in operands if type(o) is ConstantVariable and type(o.value) in (bool, np.bool_)]
+    if any(type(o) is ConstantVariable and type(o.value) is np.bool_ for o in operands) \
+            and any(isinstance(o, TensorVariable) for o in operands):
+        # (eager raises TypeError for a numpy bool operand; the program computed with it as a number)
+        raise BreakGraphError(f"operator.{fn.__name__} of a tensor and a numpy bool: runs natively")
+    flags = [o for o in operands if type(o) is ConstantVariable and type(o.value) is bool]
     if len(flags) != 1 or not any(isinstance(o, TensorVariable) for o in operands):
         return None
     flag = flags[0]
