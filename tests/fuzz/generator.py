@@ -51,6 +51,12 @@ keyword-only argument, helpers called with star and keyword arguments, ``functoo
 loop variable through a default argument, chained comparisons, ``divmod`` and bitwise integer operators,
 ``getattr`` with a default, and ``match`` statements (literals, captures with guards, sequence and mapping
 patterns). (Weights ``self.o``.)
+
+Seeds from `SHAPES_FROM` on also take 2-D and 3-D tensors (``xm`` [B, K], ``xs`` [B, L, K], ``wm`` [K, K] whose
+gradient is compared, int64 labels ``ix`` [B], int32 ``ci`` [B, L]) whose sizes change between the input sets,
+and a third input set C with a batch size neither A nor B had (runs A, A, B, A, C: guards, cache misses,
+dynamic dimensions). Their grammar, which tracks every tensor's symbolic shape, is `shapes.ShapedGrammar`
+(weights ``self.g``).
 """
 from __future__ import annotations
 
