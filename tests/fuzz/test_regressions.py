@@ -1446,3 +1446,35 @@ def test_a_python_bool_operand_of_tensor_arithmetic_is_a_bool_tensor_as_in_eager
         return BOOL_OPERAND_FORMS[form](x, b)
 
     assert_translated_like_eager(observe, apply, min_graph_size=0)
+
+
+def _floor_divide_in_place(t: Any, c: Any) -> Any:
+    t //= c
+    return t
+
+
+FLOOR_DIVISION_FORMS = {
+    "t // 2": lambda t, n: t // 2, "t // -2.5": lambda t, n: t // -2.5, "3 // t": lambda t, n: 3 // t,
+    "t // n": lambda t, n: t // n, "t // True": lambda t, n: t // True, "t //= 2": lambda t, n: _floor_divide_in_place(t, 2),
+    "numel // 2": lambda t, n: t.numel() // 2, "t % 2": lambda t, n: t % 2,
+}
+
+
+@pytest.mark.parametrize("form", sorted(FLOOR_DIVISION_FORMS))
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("shape", [[], [3]])
+def test_a_floor_division_of_a_0d_tensor_by_a_number_is_1d_as_in_eager(form: str, dtype: str, shape: list) -> None:
+    """Probing the shapes tier (``x.numel() // 2``): eager Paddle's ``//`` fills a Python number as a [1]
+    tensor, so ``t // 2`` of a 0-D ``t`` is a [1] tensor; the program's was 0-D (later ops then broadcast to
+    other shapes than eager's)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        found = []
+        for n in (2, 3, -4):  # (n a symbolic int from the second call on)
+            out = fn(paddle.full(shape, 7, dtype), n)
+            found.append((out.shape, str(out.dtype), out.numpy().tolist()))
+        return found
+
+    def apply(t, n):
+        return FLOOR_DIVISION_FORMS[form](t, n)
+
+    assert_translated_like_eager(observe, apply, min_graph_size=0)

@@ -565,6 +565,25 @@ def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], 
     return result.graph.call_tensor_op("api", "operator.add", operator.add, [result, zero], {})
 
 
+_FLOOR_DIVISION_OPERATORS = frozenset({operator.floordiv, operator.ifloordiv})
+
+
+def with_eager_floor_division_shape(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
+        VariableBase:
+    """``result`` of ``fn`` on a 0-D tensor and a Python number (or symbolic int), made the shape eager
+    gives: eager Paddle's ``//`` fills the number as a [1] tensor, so ``t // 2`` (and ``2 // t``) of a 0-D
+    ``t`` is a [1] tensor (``x.numel() // 2``); the program's was 0-D. Other operators keep a 0-D result."""
+    if fn not in _FLOOR_DIVISION_OPERATORS or len(operands) != 2 or not isinstance(result, TensorVariable) \
+            or len(result.meta.shape) != 0:
+        return result
+    tensors = [o for o in operands if isinstance(o, TensorVariable)]
+    if len(tensors) != 1 or len(tensors[0].meta.shape) != 0:
+        return result
+    graph = result.graph
+    axis = ConstantVariable(0, graph, DummyTracker())
+    return graph.call_tensor_op("api", "paddle.unsqueeze", paddle.unsqueeze, [result, axis], {})
+
+
 class SymbolicSliceVariable(ConstantVariable):
     """``start:stop:step`` with a symbolic bound: passed to the program as a slice of its tensors
     (``x[:, :n]``); read as a Python slice (a list's ``items[:n]``) it pins the bounds."""
