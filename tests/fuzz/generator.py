@@ -51,12 +51,20 @@ keyword-only argument, helpers called with star and keyword arguments, ``functoo
 loop variable through a default argument, chained comparisons, ``divmod`` and bitwise integer operators,
 ``getattr`` with a default, and ``match`` statements (literals, captures with guards, sequence and mapping
 patterns). (Weights ``self.o``.)
+
+Seeds from `SHAPES_FROM` on also take 2-D and 3-D tensors (``xm`` [B, K], ``xs`` [B, L, K], ``wm`` [K, K] whose
+gradient is compared, int64 labels ``ix`` [B], int32 ``ci`` [B, L]) whose sizes change between the input sets,
+and a third input set C with a batch size neither A nor B had (runs A, A, B, A, C: guards, cache misses,
+dynamic dimensions). Their grammar, which tracks every tensor's symbolic shape, is `shapes.ShapedGrammar`
+(weights ``self.g``).
 """
 from __future__ import annotations
 
 import dataclasses
 import random
 from typing import Callable
+
+from .shapes import SHAPED_PARAMS, ShapedGrammar
 
 PRELUDE = '''\
 import math
@@ -112,6 +120,7 @@ WITH_BREAKS_FROM = 80_000  # the first seed with generator managers and breaks i
 CACHES_FROM = 120_000  # the first seed with dicts of tensors, GCACHE, Obj2, tensor introspection...
 MORE_FROM = 100_000  # the first seed with tensor-valued loop exits, in-place tensor methods, Bag, star unpacking...
 OPS_FROM = 140_000  # the first seed with dtype/shape-changing tensor ops, GATE, Affine, match, star/keyword calls...
+SHAPES_FROM = 200_000  # the first seed with 2-D/3-D tensors whose sizes change between input sets (shapes.py)
 
 # Module code of the extended programs (after PRELUDE).
 EXTENDED_PRELUDE = '''
@@ -278,6 +287,20 @@ class Affine:
 
 
 @dataclasses.dataclass
+class ShapedInputs:
+    """The shaped parameters of one call (seeds from SHAPES_FROM on): sizes B, K, L and nested lists."""
+
+    b: int
+    k: int
+    l: int  # noqa: E741
+    xm: list[list[float]]
+    xs: list[list[list[float]]]
+    wm: list[list[float]]
+    ix: list[int]
+    ci: list[list[int]]
+
+
+@dataclasses.dataclass
 class InputSet:
     """Values of one call; tensors as (shape, values) so every run builds fresh copies."""
 
@@ -295,19 +318,26 @@ class InputSet:
     gscale: float
     adder: int
     gobj_a: int
+    shaped: ShapedInputs | None = None  # (the seeds from SHAPES_FROM on)
 
 
 @dataclasses.dataclass
 class Program:
     seed: int
     source: str
-    inputs: list[InputSet]  # [A, B]
+    inputs: list[InputSet]  # [A, B] (and C from SHAPES_FROM on)
     min_graph_size: int
     # the translated runs: first call, cache hit, the other input set (guards), back to the first
     runs: tuple[str, ...] = ("A", "A", "B", "A")
 
     def describe_inputs(self) -> str:
-        return "\n".join(f"# input set {'AB'[i]}: {dataclasses.asdict(s)}" for i, s in enumerate(self.inputs))
+        def fields(s: InputSet) -> dict:
+            found = dataclasses.asdict(s)
+            if found["shaped"] is None:  # (older seeds print what they printed before)
+                del found["shaped"]
+            return found
+
+        return "\n".join(f"# input set {'ABC'[i]}: {fields(s)}" for i, s in enumerate(self.inputs))
 
 
 @dataclasses.dataclass
@@ -319,7 +349,7 @@ class Helper:
     params: list[str] = dataclasses.field(default_factory=list)  # parameter names (keyword calls)
 
 
-class Gen:
+class Gen(ShapedGrammar):
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.r = random.Random(seed)
@@ -347,6 +377,8 @@ class Gen:
         self.c = 1.0 if self.caches else 0.0  # the weight factor of the choices added from CACHES_FROM on
         self.ops = seed >= OPS_FROM
         self.o = 1.0 if self.ops else 0.0  # the weight factor of the choices added from OPS_FROM on
+        self.shaped = seed >= SHAPES_FROM
+        self.g = 1.0 if self.shaped else 0.0  # the weight factor of the shaped-tensor choices (shapes.py)
 
     # -- names and scopes -------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -506,6 +538,7 @@ class Gen:
             (0.3 * self.o, lambda: f"({self.e_T(s)} @ {self.e_T(s)})"),
             (0.3 * self.o, lambda: (lambda t: f"{t}.unbind()[{self.e_I(0)} % {t}.shape[0]]")(self.r.choice(tvars))),
             (0.3 * self.o, lambda: f"paddle.prod({self.e_T(s)}.clip(-1.5, 1.5))"),
+            *self.shaped_T0(),
         ])
 
     def e_Tany(self, d: int) -> str:
@@ -592,6 +625,7 @@ class Gen:
             (0.3 * self.o, lambda: f"({self.e_I(s)} >> 1)"),
             (0.3 * self.o, lambda: f"getattr({self.r.choice(os_)}, 'extra', {self.e_I(s)})"),
             (0.3 * self.o, lambda: f"len({self.r.choice(self.vars_of('T'))}.unbind())"),
+            *self.shaped_I(),
         ])
 
     def e_F(self, d: int) -> str:
@@ -657,6 +691,7 @@ class Gen:
             (self.p_tensor_branch * self.o, lambda: f"bool(paddle.all({self.e_T(s)} > {self.e_F(0)}))"),
             (0.3 * self.o, lambda: f"paddle.is_tensor({self.r.choice(self.vars_of('T'))})"),
             (0.3 * self.o, lambda: f"GATE.training"),
+            *self.shaped_B(),
         ])
 
     def isinstance_test(self) -> str:
@@ -884,6 +919,7 @@ class Gen:
             (0.2 * self.o, lambda: [p + "with paddle.no_grad():",
                                     p + f"    GATE.alpha.{self.r.choice(['scale_(0.5)', 'add_(paddle.ones([1]))'])}"]),
         ]
+        options += self.shaped_stmts(ind, nest)
         helpers = [h for h in self.helpers if not (self.no_mut and h.mutates)]
         if helpers:
             options.append((1, lambda: [p + self.call_helper(self.r.choice(helpers), 2)]))
@@ -1310,8 +1346,11 @@ class Gen:
     def return_expr(self) -> str:
         picks = []
         for _ in range(self.r.randint(1, 4)):
-            ty = self.r.choice(["T", "T", "T0", "I", "F", "L", "D", "TL", "O"] + ["S"] * self.extended)
-            if ty == "O":
+            ty = self.r.choice(["T", "T", "T0", "I", "F", "L", "D", "TL", "O"] + ["S"] * self.extended
+                               + ["G", "G", "G"] * self.shaped)
+            if ty == "G":
+                picks.append(self.shaped_return() if self.g_visible() else self.e_T(1))
+            elif ty == "O":
                 picks.append(f"{self.e_O(0)}.a")
             elif self.chance(0.5) and self.vars_of(ty):
                 picks.append(self.r.choice(self.vars_of(ty)))
@@ -1397,8 +1436,9 @@ class Gen:
         for _ in range(self.r.randint(0, 2)):
             self.budget = 4
             lines += self.helper_def(self.fresh("gh"), 0, nested=False) + ["", ""]
-        self.scopes = [dict(GLOBAL_READABLE), dict(PARAMS)]
-        lines.append(f"def f({', '.join(PARAMS)}):")
+        params = dict(PARAMS, **SHAPED_PARAMS) if self.shaped else PARAMS
+        self.scopes = [dict(GLOBAL_READABLE), dict(params)]
+        lines.append(f"def f({', '.join(params)}):")
         lines.append("    global COUNTER, GT, GSCALE" if self.more else "    global COUNTER, GT")
         # closures and nested helpers
         if self.chance(0.4):
@@ -1454,6 +1494,37 @@ def make_inputs(r: random.Random, n_elems: int, extended: bool = False) -> Input
     return inputs
 
 
+def make_shaped(r: random.Random, b: int, k: int, l: int) -> ShapedInputs:  # noqa: E741
+    return ShapedInputs(b=b, k=k, l=l, xm=[_vec(r, k) for _ in range(b)],
+                        xs=[[_vec(r, k) for _ in range(l)] for _ in range(b)],
+                        wm=[[round(r.uniform(-1, 1), 3) for _ in range(k)] for _ in range(k)],
+                        ix=[r.randrange(k) for _ in range(b)], ci=[[r.randrange(4) for _ in range(l)] for _ in range(b)])
+
+
+def add_shaped_inputs(r: random.Random, first: InputSet, second: InputSet) -> None:
+    """The shaped parameters of both sets: set B mostly has another batch size, sometimes another length or
+    width (set B is a copy of A when the generator chose the same values again)."""
+    b, k, l = r.choice([1, 2, 3, 3, 4, 5]), r.choice([2, 3, 4]), r.choice([2, 3, 4, 5])  # noqa: E741
+    first.shaped = make_shaped(r, b, k, l)
+    if second is first:
+        return
+    if r.random() < 0.25:
+        second.shaped = dataclasses.replace(first.shaped)
+        return
+    b2 = r.choice([v for v in (1, 2, 3, 4, 5, 6) if v != b]) if r.random() < 0.7 else b
+    l2 = r.choice([2, 3, 4, 5, 6]) if r.random() < 0.4 else l
+    k2 = r.choice([2, 3, 4, 5]) if r.random() < 0.15 else k
+    second.shaped = make_shaped(r, b2, k2, l2)
+
+
+def make_third_shaped(r: random.Random, first: ShapedInputs, second: ShapedInputs) -> ShapedInputs:
+    """Set C (the last run): a batch size neither A nor B had, when the cache may hold an entry whose sizes
+    became dynamic after B's miss; sometimes also another length."""
+    b = r.choice([v for v in (1, 2, 3, 4, 5, 6, 7) if v not in (first.b, second.b)])
+    l = r.choice([2, 3, 4, 5, 6, 7]) if r.random() < 0.4 else second.l  # noqa: E741
+    return make_shaped(r, b, second.k if r.random() < 0.8 else first.k, l)
+
+
 def generate(seed: int) -> Program:
     gen = Gen(seed)
     source = gen.generate()
@@ -1465,4 +1536,10 @@ def generate(seed: int) -> Program:
     else:
         second = make_inputs(r, first.n_elems if r.random() < 0.6 else r.choice([2, 3, 4, 5, 6]), extended)
     min_graph_size = 0 if seed % 2 == 0 else 10
-    return Program(seed, source, [first, second], min_graph_size)
+    if seed < SHAPES_FROM:
+        return Program(seed, source, [first, second], min_graph_size)
+    shaped_r = random.Random(seed * 7919 + 2)
+    add_shaped_inputs(shaped_r, first, second)
+    third = make_inputs(shaped_r, shaped_r.choice([2, 3, 4, 5, 6, 7]), extended)
+    third.shaped = make_third_shaped(shaped_r, first.shaped, second.shaped)
+    return Program(seed, source, [first, second, third], min_graph_size, runs=("A", "A", "B", "A", "C"))

@@ -90,7 +90,7 @@ class Reducer:
         current = self.program
         last = self.fails(current)
         assert last is not None, "the program does not fail"
-        for runs in (("A",), ("A", "A"), ("B",), ("A", "B")):
+        for runs in (("A",), ("A", "A"), ("B",), ("A", "B"), ("A", "C"), ("B", "C"), ("A", "B", "C")):
             candidate = dataclasses.replace(current, runs=runs)
             found = self.fails(candidate)
             if found:

@@ -1403,3 +1403,78 @@ def test_a_backward_not_reading_a_tensor_changed_after_a_break_is_not_refused() 
         return np.round(w.grad.numpy(), 4).tolist()
 
     assert_translated_like_eager(observe, top_outer_product_minus_a_norm_then_change, min_graph_size=0)
+
+
+def _bool_operand_outcome(fn: Callable[..., Any], tensor: paddle.Tensor) -> Any:
+    """dtype, values and signs of zeros of ``fn(tensor)``, or the type of its exception."""
+    try:
+        out = fn(tensor)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__
+    values = out.numpy()
+    signs = np.signbit(values).tolist() if values.dtype.kind == "f" else None
+    return str(out.dtype), repr(values.tolist()), signs
+
+
+BOOL_OPERAND_FORMS = {
+    "x * b": lambda x, b: x * b, "b * x": lambda x, b: b * x, "x - b": lambda x, b: x - b,
+    "x + b": lambda x, b: x + b, "x / b": lambda x, b: x / b, "b / x": lambda x, b: b / x,
+    "x ** b": lambda x, b: x ** b, "x // b": lambda x, b: x // b, "x *= b": lambda x, b: operator_imul(x, b),
+    "x * np.bool_(b)": lambda x, b: x * np.bool_(b), "x - np.bool_(b)": lambda x, b: x - np.bool_(b),
+}
+
+
+def operator_imul(x: Any, b: Any) -> Any:
+    x *= b
+    return x
+
+
+@pytest.mark.parametrize("form", sorted(BOOL_OPERAND_FORMS))
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_a_python_bool_operand_of_tensor_arithmetic_is_a_bool_tensor_as_in_eager(form: str, dtype: str) -> None:
+    """Seed 200500: ``xs * (xs.shape[0] == 1)``: eager Paddle makes a Python bool operand a 0-D bool tensor
+    (an elementwise product: -0.0 for a negative ``x`` times False), the program took it as the number 0
+    (a ``scale``: 0.0). Also ``bool_tensor + True`` was an int64 tensor (eager: bool) and ``bool_tensor - True``
+    computed where eager raises; with a numpy bool (eager: TypeError) the program computed."""
+    values = {"float32": [-1.5, -0.0, 2.0], "int32": [1, 0, 3], "bool": [True, False, True]}[dtype]
+
+    def observe(fn: Callable[..., Any]) -> Any:
+        return [_bool_operand_outcome(lambda t: fn(t, flag), paddle.to_tensor(np.array(values, dtype=dtype)))
+                for flag in (False, True)]
+
+    def apply(x, b):
+        return BOOL_OPERAND_FORMS[form](x, b)
+
+    assert_translated_like_eager(observe, apply, min_graph_size=0)
+
+
+def _floor_divide_in_place(t: Any, c: Any) -> Any:
+    t //= c
+    return t
+
+
+FLOOR_DIVISION_FORMS = {
+    "t // 2": lambda t, n: t // 2, "t // -2.5": lambda t, n: t // -2.5, "3 // t": lambda t, n: 3 // t,
+    "t // n": lambda t, n: t // n, "t // True": lambda t, n: t // True, "t //= 2": lambda t, n: _floor_divide_in_place(t, 2),
+    "numel // 2": lambda t, n: t.numel() // 2, "t % 2": lambda t, n: t % 2,
+}
+
+
+@pytest.mark.parametrize("form", sorted(FLOOR_DIVISION_FORMS))
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("shape", [[], [3]])
+def test_a_floor_division_of_a_0d_tensor_by_a_number_is_1d_as_in_eager(form: str, dtype: str, shape: list) -> None:
+    """Probing the shapes tier (``x.numel() // 2``): eager Paddle's ``//`` fills a Python number as a [1]
+    tensor, so ``t // 2`` of a 0-D ``t`` is a [1] tensor; the program's was 0-D (later ops then broadcast to
+    other shapes than eager's)."""
+    def observe(fn: Callable[..., Any]) -> Any:
+        found = []
+        for n in (2, 3, -4):  # (n a symbolic int from the second call on)
+            out = fn(paddle.full(shape, 7, dtype), n)
+            found.append((out.shape, str(out.dtype), out.numpy().tolist()))
+        return found
+
+    def apply(t, n):
+        return FLOOR_DIVISION_FORMS[form](t, n)
+
+    assert_translated_like_eager(observe, apply, min_graph_size=0)

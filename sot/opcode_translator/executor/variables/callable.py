@@ -392,8 +392,9 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     ``api`` statement calling the operator."""
     from .container import container_operator
     from .dunder import dunder_operator
-    from .symbolic_int import (eager_constant_operand, eager_reflected_division, eager_scaling, symbolic_arithmetic,
-                               tensor_operand, with_eager_scale_bias)
+    from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_reflected_division, eager_scaling,
+                               symbolic_arithmetic, tensor_operand, with_eager_floor_division_shape,
+                               with_eager_scale_bias)
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -413,14 +414,14 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
     if tensor is None:
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
-    for eager_form in (eager_scaling, eager_reflected_division, eager_constant_operand):
+    for eager_form in (eager_bool_operand, eager_scaling, eager_reflected_division, eager_constant_operand):
         result = eager_form(fn, operands)
         if result is not None:
-            return result
+            return with_eager_floor_division_shape(fn, operands, result)
     # A symbolic int operand computes in the tensor's dtype, as a Python int would.
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
                                   [tensor_operand(tensor, o, fn) for o in operands], {})
-    return with_eager_scale_bias(fn, operands, result)
+    return with_eager_floor_division_shape(fn, operands, with_eager_scale_bias(fn, operands, result))
 
 
 def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:

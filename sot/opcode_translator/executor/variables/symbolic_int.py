@@ -499,6 +499,47 @@ def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase])
     return left.graph.call_tensor_op("api", "paddle.pow", paddle.pow, [left, right], {})
 
 
+# Arithmetic operators for which eager Paddle makes a Python bool operand a 0-D bool tensor (then the
+# elementwise op, with its dtype promotion and kernels), where a number would be a ``scale`` or a filled
+# tensor of the other operand's dtype.
+_BOOL_TENSOR_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+                                    operator.mod, operator.pow, operator.iadd, operator.isub, operator.imul,
+                                    operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow})
+
+
+def eager_bool_operand(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``x * True`` (``x - False``, ``True + x``...) of a tensor and a Python bool as eager computes it: with
+    the bool as a 0-D bool tensor (measured on Paddle 3.3: the same values, dtypes and errors as eager with
+    ``paddle.full([], b, 'bool')`` in its place). The program's operator took the bool as the number 0 or 1:
+    ``x * False`` a ``scale`` giving 0.0 where eager gives -0.0 for a negative ``x`` (fuzz seed 200500),
+    ``bool_tensor + True`` an int64 tensor where eager keeps bool, ``bool_tensor - True`` a result where eager
+    raises. The bool is guarded. A numpy bool operand runs natively (eager raises TypeError). None for other
+    operators and operands."""
+    if fn not in _BOOL_TENSOR_OPERATORS or len(operands) != 2:
+        return None
+    if any(type(o) is ConstantVariable and type(o.value) is np.bool_ for o in operands) \
+            and any(isinstance(o, TensorVariable) for o in operands):
+        # (eager raises TypeError for a numpy bool operand; the program computed with it as a number)
+        raise BreakGraphError(f"operator.{fn.__name__} of a tensor and a numpy bool: runs natively")
+    flags = [o for o in operands if type(o) is ConstantVariable and type(o.value) is bool]
+    if len(flags) != 1 or not any(isinstance(o, TensorVariable) for o in operands):
+        return None
+    flag = flags[0]
+    graph = flag.graph
+    if fn in _DIVISION_OPERATORS and flag is operands[0] and operands[1].meta.dtype == paddle.bool:
+        # (eager's own path for ``True / bool_tensor`` raises another error than its division by a tensor)
+        raise BreakGraphError("a Python bool divided by a bool tensor: runs natively")
+    graph.add_guard(flag)
+    from .basic import ObjectVariable
+
+    filled = graph.call_tensor_op("api", "paddle.full", paddle.full,
+                                  [ConstantVariable((), graph, DummyTracker()),
+                                   ConstantVariable(bool(flag.value), graph, DummyTracker((flag,))),
+                                   ObjectVariable(paddle.bool, graph, DummyTracker())], {})
+    return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
+                                [filled if o is flag else o for o in operands], {})
+
+
 _DIVISION_OPERATORS = frozenset({operator.truediv, operator.itruediv})
 
 
@@ -529,6 +570,25 @@ def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], 
         return result
     zero = ConstantVariable(0.0, result.graph, DummyTracker())
     return result.graph.call_tensor_op("api", "operator.add", operator.add, [result, zero], {})
+
+
+_FLOOR_DIVISION_OPERATORS = frozenset({operator.floordiv, operator.ifloordiv})
+
+
+def with_eager_floor_division_shape(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
+        VariableBase:
+    """``result`` of ``fn`` on a 0-D tensor and a Python number (or symbolic int), made the shape eager
+    gives: eager Paddle's ``//`` fills the number as a [1] tensor, so ``t // 2`` (and ``2 // t``) of a 0-D
+    ``t`` is a [1] tensor (``x.numel() // 2``); the program's was 0-D. Other operators keep a 0-D result."""
+    if fn not in _FLOOR_DIVISION_OPERATORS or len(operands) != 2 or not isinstance(result, TensorVariable) \
+            or len(result.meta.shape) != 0:
+        return result
+    tensors = [o for o in operands if isinstance(o, TensorVariable)]
+    if len(tensors) != 1 or len(tensors[0].meta.shape) != 0:
+        return result
+    graph = result.graph
+    axis = ConstantVariable(0, graph, DummyTracker())
+    return graph.call_tensor_op("api", "paddle.unsqueeze", paddle.unsqueeze, [result, axis], {})
 
 
 class SymbolicSliceVariable(ConstantVariable):
