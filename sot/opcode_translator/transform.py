@@ -22,7 +22,7 @@ from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import bound_from, cells_shared_across_breaks, is_protected, live_in
+from .executor.liveness import bound_from, cells_shared_across_breaks, is_protected, live_in, names_used_between
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
@@ -407,7 +407,8 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     unbound = tuple(name for name in live if name not in entry.locals)
     # (one the body never names is handed through it as the `runtime.UNBOUND` it received: only after the
     # loop, where it is read, is it unbound again)
-    unbound_in_body = tuple(name for name in unbound if name in _names_in_body(code, for_iter_offset, exit_offset))
+    in_body = names_used_between(code, for_iter_offset, exit_offset) if unbound else frozenset()
+    unbound_in_body = tuple(name for name in unbound if name in in_body)
     if unbound_in_body:
         _check_bound_when_handed_back(code, for_iter_offset, exit_offset, live, unbound_in_body)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
@@ -496,17 +497,6 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
                        program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
                        frames=frames_needed(graph, program is not None))
-
-
-def _names_in_body(code: types.CodeType, for_iter_offset: int, exit_offset: int) -> frozenset[str]:
-    """The locals an instruction of the loop body (after ``FOR_ITER``, before the loop's exit) loads, stores
-    or deletes."""
-    names: set[str] = set()
-    for instr in dis.get_instructions(code):
-        if for_iter_offset < instr.offset < exit_offset and "FAST" in instr.opname:
-            # (3.13's LOAD_FAST_LOAD_FAST and the like name two locals)
-            names.update(instr.argval if isinstance(instr.argval, tuple) else (instr.argval,))
-    return frozenset(name for name in names if isinstance(name, str))
 
 
 def _check_bound_when_handed_back(code: types.CodeType, for_iter_offset: int, exit_offset: int,

@@ -45,6 +45,13 @@ def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
     return effects
 
 
+def names_used_between(code: types.CodeType, start: int, end: int) -> frozenset[str]:
+    """The local and cell names the instructions strictly between offsets ``start`` and ``end`` read or
+    write (a loop's body between its ``FOR_ITER`` and its exit)."""
+    return frozenset(name for instr in dis.get_instructions(code) if start < instr.offset < end
+                     for _, name in _effects(instr))
+
+
 # Instructions that pop nothing: `saved_local_restores` knows a saved value below them stays in place.
 _POP_NOTHING = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF",
                 "LOAD_CLOSURE", "LOAD_NAME", "LOAD_ASSERTION_ERROR", "LOAD_BUILD_CLASS", "LOAD_LOCALS", "PUSH_NULL",
