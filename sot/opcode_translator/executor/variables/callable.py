@@ -244,8 +244,12 @@ def builtin_rule(*fns: Any) -> Callable[[BuiltinRule], BuiltinRule]:
 
 
 def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[VariableBase],
-                  kwargs: dict[str, VariableBase], data_only: bool = False) -> VariableBase | None:
+                  kwargs: dict[str, VariableBase], data_only: bool = False,
+                  new_containers: bool = False) -> VariableBase | None:
     """Evaluate ``fn`` directly when every argument is a known Python value (not a tensor).
+
+    ``new_containers``: a container ``fn`` returns is made by the call (as `_returns_new_containers` knows
+    of str/bytes/number methods): the frame's own.
 
     ``data_only``: ``fn`` is a pure computation of plain values (formatting, arithmetic) that decides
     nothing by itself (`FunctionGraph.add_guard`), unless it raises: the exception then decides what the
@@ -279,7 +283,7 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
         # changed by the next): each eager call makes its own, so the operation runs natively.
         raise BreakGraphError(f"{getattr(fn, '__name__', fn)}() makes a new {type(result).__name__}: runs natively")
     var = VariableFactory.from_value(result, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
-    if _returns_new_containers(fn):
+    if new_containers or _returns_new_containers(fn):
         var.outside_object = False  # (a list made by the call: the frame's own, to change as it likes)
     return var
 

@@ -122,7 +122,4 @@ def _pure_string_function(function: "FunctionVariableBase", args: list[VariableB
         return None
     from .callable import constant_fold
 
-    folded = constant_fold(function.value, function.graph, args, kwargs)
-    if folded is not None:
-        folded.outside_object = False  # (a list made by the call: the frame's own)
-    return folded
+    return constant_fold(function.value, function.graph, args, kwargs, new_containers=True)
