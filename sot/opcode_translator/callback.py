@@ -13,7 +13,7 @@ from ..eval_frame_ext import SKIP, cache_entries, cache_size
 from ..log import enabled, log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
-from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK
+from ..symbolic.compile import BUILD_LOCK, INFERENCE_CALLBACK, compiled_programs
 from .executor.function_graph import FrameInfo
 from .executor.dynamic_shape import learn_from_miss
 from .executor.guard import log_guard_misses
@@ -155,7 +155,8 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
     guard.translation = dataclasses.replace(translation, code=None, native=None)  # type: ignore[attr-defined]
     guard.native_plan = translation.native  # type: ignore[attr-defined]  # lives as long as the entry
     if translation.program is not None:  # chosen compiled or eager with the frame's other programs
-        frame_groups.join(code, translation.guard, translation.program)
+        for program in compiled_programs(translation.program):
+            frame_groups.join(code, translation.guard, program)
     # (a frame run as written, its graph too small: the original code, right for any inputs)
     new_code, hook_free, relaxed = entry_added(code, translation.native, guard, translation.code,
                                                translation.hook_free, translation.kind == "eager")

@@ -12,7 +12,8 @@ from bytecode import Instr, Label
 from ..config import config
 from ..errors import BreakGraphError, FallbackError
 from ..log import enabled, log
-from ..symbolic.compile import CompiledProgram, compile_sir
+from ..symbolic.compile import CompiledProgram, compile_graph, compiled_programs
+from ..symbolic.gradient_parts import ProgramParts
 from ..symbolic.made_differentiable import call_made_differentiable
 from ..symbolic.replay import compile_replay
 from ..symbolic.sir import StatementIR, Symbol
@@ -44,7 +45,7 @@ class Translation:
     guard: Guard
     kind: str  # "compiled", "eager" (graph too small or empty), "break" (prefix + resume), "fallback"
     sir: StatementIR | None = None
-    program: CompiledProgram | None = None
+    program: CompiledProgram | ProgramParts | None = None
     failure: FallbackError | None = None
     native: NativePlan | None = None  # when the entry may come to run the original code (native.py)
     # Python frames ``code`` may need on top of its own (the hook runs the frame as written when the
@@ -102,7 +103,7 @@ class ProgramPlan:
     """What runs the recorded graph for one translation: the SIR, its runner (None when there is nothing to run),
     and the views among its results made again natively from their bases (`plan_view_replay`)."""
 
-    def __init__(self, sir: StatementIR, program: "CompiledProgram | EagerProgram | None",
+    def __init__(self, sir: StatementIR, program: "CompiledProgram | ProgramParts | EagerProgram | None",
                  views: ViewReplay | None = None) -> None:
         self.sir = sir
         self.program = program
@@ -151,7 +152,7 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
         if not sir.statements or not sir.outputs:
             return ProgramPlan(sir, None, views)
         if force_compile or sir.op_count() >= config.min_graph_size:
-            return ProgramPlan(sir, compile_sir(sir), views)
+            return ProgramPlan(sir, compile_graph(sir), views)
     # Replayed eagerly on the real tensors: views of inputs are views already, not those of written-back tensors.
     views = plan_view_replay(graph, list(outputs), written_back_only=True)
     full = graph.build_sir(_not_replayed(outputs, views))
@@ -233,7 +234,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     effects = graph.side_effects
     plan = _program_for(graph, [result, *effects.values()])
     sir, program = plan.sir, plan.program
-    if not isinstance(program, CompiledProgram):
+    if not compiled_programs(program):
         # Nothing worth a compiled program: the original code runs natively, under the same guards.
         log(2, f"{code.co_name}: {sir.op_count()} ops (< min_graph_size={config.min_graph_size}), "
                "runs eagerly")
@@ -251,7 +252,7 @@ def _translate_return(frame: FrameInfo, graph: FunctionGraph, executor: OpcodeEx
     codegen.return_value()
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
-    native = NativePlan(code, new_code, [program]) if graph.inlined_calls == 0 else None
+    native = NativePlan(code, new_code, compiled_programs(program)) if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "compiled", sir=sir, program=program, native=native,
                        frames=frames_needed(graph, True))
 
@@ -326,7 +327,7 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause)
+                       program=program if compiled_programs(program) else None, failure=brk.cause)
 
 
 def _breaking_loop(brk: GraphBreak) -> int | None:
@@ -495,7 +496,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       program=program if compiled_programs(program) else None, failure=brk.cause,
                        frames=frames_needed(graph, program is not None))
 
 
@@ -716,11 +717,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
     _log_translation(code, new_code, sir)
     fits_any_call = trampolines_fit_any_call(code, instr.offset, len(base),
                                              [(offset, live) for (offset, _), live in zip(paths, lives)])
-    native = NativePlan(code, new_code, [program], instr.offset, tuple(resume_paths),
+    native = NativePlan(code, new_code, compiled_programs(program), instr.offset, tuple(resume_paths),
                         break_runs_user_code=not runs_only_library_code(operands),
                         trampolines_fit_any_call=fits_any_call) if graph.inlined_calls == 0 else None
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
-                       program=program if isinstance(program, CompiledProgram) else None, failure=brk.cause,
+                       program=program if compiled_programs(program) else None, failure=brk.cause,
                        native=native, frames=frames_needed(graph, program is not None))
 
 

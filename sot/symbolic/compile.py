@@ -35,6 +35,7 @@ from .higher_order import (EagerRefusals, OwnBackwardCall, constants_read_by_gra
                            differentiates_gradients, draws_random_numbers, inputs_read_by_gradients, mark_outputs,
                            needs_recomputed_backward, output_groups, probe_eager_refusals,
                            run_with_recomputed_backward, vjp_sir)
+from .gradient_parts import ProgramParts, split_sir_parts
 from .made_differentiable import call_made_differentiable
 from .program_ops import buffers_read_per_output_gradient, forward_ops
 from .recompute_plan import RecomputePlan
@@ -1010,6 +1011,20 @@ def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
     except Exception:  # noqa: BLE001 - another Paddle version: left to Paddle
         return set()
     return found
+
+
+def compile_graph(sir: StatementIR) -> "CompiledProgram | ProgramParts":
+    """What runs a recorded graph compiled: one program, or one per part when its results belong to separate
+    gradient graphs (`gradient_parts`: a backward through one part must leave the others' nodes usable)."""
+    parts = split_sir_parts(sir, compile_sir)
+    return parts if parts is not None else compile_sir(sir)
+
+
+def compiled_programs(program: Any) -> list[CompiledProgram]:
+    """The compiled programs behind what `compile_graph` returned (none for anything else)."""
+    if isinstance(program, ProgramParts):
+        return program.programs
+    return [program] if isinstance(program, CompiledProgram) else []
 
 
 def compile_sir(sir: StatementIR) -> CompiledProgram:

@@ -1,0 +1,117 @@
+"""A graph whose results belong to separate gradient graphs runs as one program per part (sot/symbolic/
+gradient_parts.py): a ``backward()`` through one part must leave the others usable, as eager's nodes are."""
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+import pytest
+
+import sot
+from conftest import assert_counts, assert_same
+from sot.symbolic.gradient_parts import gradient_parts
+
+
+def _parameters(seed: int = 1) -> tuple[paddle.Tensor, paddle.Tensor]:
+    paddle.seed(seed)
+    return paddle.create_parameter([2, 2], "float32"), paddle.create_parameter([2, 1], "float32")
+
+
+def _independent(x: paddle.Tensor, y: paddle.Tensor, w1: paddle.Tensor, w2: paddle.Tensor) -> tuple:
+    return (x @ w1).tanh().sum(), (y @ w2).exp().sum()
+
+
+def test_separate_backward_passes_through_independent_results_match_eager(compile_all) -> None:
+    x, y = paddle.ones([3, 2]), paddle.full([3, 2], 0.5)
+    runs = []
+    for function in (_independent, sot.symbolic_translate(_independent)):
+        w1, w2 = _parameters()
+        a, b = function(x, y, w1, w2)
+        a.backward()
+        after_first = [w1.grad.numpy().copy(), w2.grad]
+        b.backward()
+        runs.append([a, b, w1.grad, w2.grad, after_first])
+    (a, b, g1, g2, first), (ea, eb, eg1, eg2, efirst) = runs[1], runs[0]
+    assert_same([a, b, g1, g2], [ea, eb, eg1, eg2])
+    np.testing.assert_allclose(first[0], efirst[0], rtol=1e-6)
+    assert first[1] is None and efirst[1] is None, "the first pass gave w2 a gradient: it reached the other part"
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+
+
+def _detached_middle(x: paddle.Tensor, w1: paddle.Tensor, w2: paddle.Tensor) -> tuple:
+    h = x @ w1
+    return h, (h.detach() * 2 @ w2).sum()
+
+
+def test_a_pass_through_a_detached_read_leaves_the_producer_untouched(compile_all) -> None:
+    """``w1.grad`` stays None after the pass through the detached side (one program gave it zeros), and the
+    later pass through ``h`` works (one program raised: its node was consumed)."""
+    x = paddle.ones([3, 2])
+    runs = []
+    for function in (_detached_middle, sot.symbolic_translate(_detached_middle)):
+        w1, w2 = _parameters(2)
+        h, loss = function(x, w1, w2)
+        loss.backward()
+        first = w1.grad
+        h.sum().backward()
+        runs.append((first, [h, loss, w1.grad, w2.grad]))
+    assert runs[1][0] is None and runs[0][0] is None
+    assert_same(runs[1][1], runs[0][1])
+
+
+def test_the_split_graph_hits_its_cache_on_the_next_call(compile_all) -> None:
+    translated = sot.symbolic_translate(_independent)
+    w1, w2 = _parameters()
+    for _ in range(3):
+        a, b = translated(paddle.ones([3, 2]), paddle.ones([3, 2]), w1, w2)
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+    assert sot.stats().cache_hits == 2
+
+
+def _connected(x: paddle.Tensor, w1: paddle.Tensor, w2: paddle.Tensor) -> tuple:
+    h = (x @ w1).tanh()
+    return (h @ w2).sum(), h.mean()
+
+
+def test_results_sharing_a_gradient_graph_stay_one_program(compile_all) -> None:
+    w1, w2 = _parameters()
+    a, b = sot.symbolic_translate(_connected)(paddle.ones([3, 2]), w1, w2)
+    (a + b).backward()
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def test_nothing_is_split_without_gradients(compile_all) -> None:
+    w1, w2 = _parameters()
+    with paddle.no_grad():
+        sot.symbolic_translate(_independent)(paddle.ones([3, 2]), paddle.ones([3, 2]), w1, w2)
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def _two_dropouts(x: paddle.Tensor, w1: paddle.Tensor, w2: paddle.Tensor) -> tuple:
+    a = F.dropout(x @ w1, 0.5)
+    b = F.dropout(x @ w2, 0.5)
+    return a.sum(), b.sum(), a, b
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_random_numbers_are_drawn_in_eager_order_across_parts(compile_all, seed: int) -> None:
+    x = paddle.ones([64, 2])
+    runs = []
+    for function in (_two_dropouts, sot.symbolic_translate(_two_dropouts)):
+        w1, w2 = _parameters()
+        paddle.seed(seed)
+        runs.append(function(x, w1, w2))
+    assert_same(runs[1], runs[0])
+
+
+def test_the_parts_of_a_recorded_graph(compile_all) -> None:
+    """The cut is where no gradient crosses: the detach reads ``h`` in the second part, fed detached."""
+    explained = sot.explain(_detached_middle, paddle.ones([3, 2]), *_parameters())
+    found = gradient_parts(explained.graphs[0].sir)
+    assert found is not None
+    parts, where = found
+    assert len(parts) == 2 and where == [(0, 0), (1, 0)]
+    first, second = parts
+    assert [s.name for s in first.sir.statements] == ["operator.matmul"]
+    assert second.sources[0] == (0, 0) and second.detached == frozenset({0})
+    assert second.sir.metas[second.sir.inputs[0]].stop_gradient
