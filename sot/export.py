@@ -135,7 +135,7 @@ class _Target:
 
 
 def _recording_class(base: type) -> type:
-    """A subclass of ``CompiledProgram`` whose calls remember their inputs and outputs."""
+    """A subclass of ``CompiledProgram`` (or `ProgramParts`) whose calls remember their inputs and outputs."""
 
     class Recording(base):  # type: ignore[misc, valid-type]
         def __call__(self, inputs: list) -> list:
@@ -158,6 +158,7 @@ def _capture(fn: Any, example_inputs: tuple) -> tuple[Any, Any, list, list, Any]
     from .config import config
     from .opcode_translator.callback import add_listener, remove_listener
     from .symbolic.compile import CompiledProgram
+    from .symbolic.gradient_parts import ProgramParts
     from .translate import symbolic_translate
 
     target = _Target(fn)
@@ -167,7 +168,7 @@ def _capture(fn: Any, example_inputs: tuple) -> tuple[Any, Any, list, list, Any]
     def listen(translation: Any, frame: Any) -> None:
         records.append((frame.code, translation))
         program = translation.program
-        if isinstance(program, CompiledProgram) and not any(p is program for p, _ in swapped):
+        if isinstance(program, (CompiledProgram, ProgramParts)) and not any(p is program for p, _ in swapped):
             try:  # never let an export problem escape into the frame callback
                 program.__class__ = _recording_class(type(program))
             except TypeError:

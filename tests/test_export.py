@@ -179,6 +179,27 @@ def test_layer_parameters_are_baked_in(tmp_path: Any) -> None:
     check_loaded(path, (x,), expected)
 
 
+class TwoTowers(paddle.nn.Layer):
+    """Results of separate gradient graphs: run as one program per part (sot/symbolic/gradient_parts.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left, self.right = paddle.nn.Linear(2, 3), paddle.nn.Linear(2, 3)
+
+    def forward(self, x: paddle.Tensor, y: paddle.Tensor) -> tuple:
+        return self.left(x).tanh().sum(), self.right(y).exp()
+
+
+def test_a_graph_run_as_separate_gradient_parts_is_exported_whole(tmp_path: Any) -> None:
+    paddle.seed(4)
+    layer = TwoTowers()
+    x, y = paddle.randn([3, 2]), paddle.randn([3, 2])
+    path = str(tmp_path / "towers")
+    sot.export(layer, x, y, path=path)
+    assert sot.stats().compiled_graphs == 2
+    check_loaded(path, (x, y), layer(x, y))
+
+
 def test_layer_with_builtin_sublayers_and_batchnorm_eval(tmp_path: Any) -> None:
     net = conv_net()
     x = paddle.randn([2, 3, 6, 6])
