@@ -180,14 +180,15 @@ def test_layer_parameters_are_baked_in(tmp_path: Any) -> None:
 
 
 class TwoTowers(paddle.nn.Layer):
-    """Results of separate gradient graphs: run as one program per part (sot/symbolic/gradient_parts.py)."""
+    """Results of gradient graphs cut by a ``detach()``: one program per part (sot/symbolic/gradient_parts.py)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.left, self.right = paddle.nn.Linear(2, 3), paddle.nn.Linear(2, 3)
+        self.left, self.right = paddle.nn.Linear(2, 2), paddle.nn.Linear(2, 3)
 
     def forward(self, x: paddle.Tensor, y: paddle.Tensor) -> tuple:
-        return self.left(x).tanh().sum(), self.right(y).exp()
+        h = self.left(x).tanh()
+        return h.sum(), self.right(h.detach() + y).exp()
 
 
 def test_a_graph_run_as_separate_gradient_parts_is_exported_whole(tmp_path: Any) -> None:

@@ -9,16 +9,19 @@ generator's nodes, but with ``fake`` and ``loss_d`` from one program it consumed
 second pass raised "The TensorWrappers of Dy2StGradNode do not exist" (and gave the generator's parameters a
 gradient of zeros, where eager leaves them None).
 
-So the graph is cut where no gradient crosses: between two statements such that nothing after the cut
-differentiates a tensor made before it (a ``detach()``, a comparison, a shape read may still *read* one). Each
-part that has a result requiring gradients becomes a program of its own (`gradient_parts`), run in the
+So the graph is cut where no gradient crosses but a tensor requiring gradients does: between two statements
+such that nothing after the cut differentiates a tensor made before it, while something there reads one (a
+``detach()``: the user cut the gradient graph there). Each part that has a result requiring gradients becomes
+a program of its own (`gradient_parts`), run in the
 original order (`ProgramParts`: random numbers are drawn in eager's order, as the parts are runs of
 consecutive statements). A tensor a part reads from an earlier one is handed over detached, so the later
 part's node has no edge into the earlier one: a backward from it stops there, as eager's does.
 
 A graph is left whole when it records no gradients, changes tensors from outside in place (their write-back
 indexes are the whole program's), or has a single part with a result requiring gradients (the usual forward
-of a model, its loss reaching everything).
+of a model, its loss reaching everything). Results that are merely computed apart, with no tensor handed
+over detached (two towers of a model fed two inputs), stay one program too: a forward is one graph. A
+``backward()`` through one of them then still uses up the program's node for the other (a known limit).
 """
 from __future__ import annotations
 
@@ -44,25 +47,34 @@ def _differentiable(sir: StatementIR, symbol: Symbol) -> bool:
 
 
 def _cuts(sir: StatementIR) -> list[int]:
-    """The positions ``k`` (a cut before statement ``k``) no gradient crosses: no statement at or after ``k``
-    with an output requiring gradients reads a tensor requiring gradients made before ``k``."""
+    """The positions ``k`` (a cut before statement ``k``) no gradient crosses while a tensor requiring gradients
+    does: no statement at or after ``k`` with an output requiring gradients reads a tensor requiring gradients
+    made before ``k``, and some statement there reads one (a ``detach()``, a shape read).
+
+    Only those: the user cut the gradient graph there while using the value, so a pass from after the cut
+    must stop there, as eager's does. Results merely computed apart (a model's two towers fed two inputs)
+    stay one program, as a forward is one graph."""
     statements = sir.statements
     made_at: dict[Symbol, int] = {}
-    # spans[k] > 0: some gradient edge (made at i, differentiated at j) has i < k <= j.
-    spans = [0] * (len(statements) + 2)
+    # differentiated[k] > 0: some gradient edge (made at i, differentiated at j) has i < k <= j; read[k] > 0:
+    # some tensor requiring gradients made at i is read at j, i < k <= j.
+    differentiated = [0] * (len(statements) + 2)
+    read = [0] * (len(statements) + 2)
     for j, statement in enumerate(statements):
-        if any(_differentiable(sir, s) for s in statement.output_symbols()):
-            for symbol in statement.inputs():
-                i = made_at.get(symbol)
-                if i is not None and _differentiable(sir, symbol):
+        differentiable_result = any(_differentiable(sir, s) for s in statement.output_symbols())
+        for symbol in statement.inputs():
+            i = made_at.get(symbol)
+            if i is not None and _differentiable(sir, symbol):
+                for spans in ((differentiated, read) if differentiable_result else (read,)):
                     spans[i + 1] += 1
                     spans[j + 1] -= 1
         for symbol in statement.output_symbols():
             made_at[symbol] = j
-    cuts, open_edges = [], 0
+    cuts, open_edges, open_reads = [], 0, 0
     for k in range(1, len(statements)):
-        open_edges += spans[k]
-        if open_edges == 0:
+        open_edges += differentiated[k]
+        open_reads += read[k]
+        if open_edges == 0 and open_reads > 0:
             cuts.append(k)
     return cuts
 

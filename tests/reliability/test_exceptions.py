@@ -422,7 +422,7 @@ def _injection_points() -> dict[str, tuple[Any, str, Any]]:
     return {
         "OpcodeExecutor.for_frame": (OpcodeExecutor, "for_frame", classmethod(_boom)),
         "OpcodeExecutor.run": (OpcodeExecutor, "run", _boom),
-        "compile_sir": (transform, "compile_sir", _boom),
+        "compile_graph": (transform, "compile_graph", _boom),
         "CodeGen.to_code": (CodeGen, "to_code", _boom),
         "build_resume_code": (transform, "build_resume_code", _boom),
         "FunctionGraph.build_guard": (FunctionGraph, "build_guard", _boom),
@@ -430,7 +430,7 @@ def _injection_points() -> dict[str, tuple[Any, str, Any]]:
     }
 
 
-INJECTION_POINTS = ["OpcodeExecutor.for_frame", "OpcodeExecutor.run", "compile_sir", "CodeGen.to_code",
+INJECTION_POINTS = ["OpcodeExecutor.for_frame", "OpcodeExecutor.run", "compile_graph", "CodeGen.to_code",
                     "build_resume_code", "FunctionGraph.build_guard", "translate_frame"]
 
 
