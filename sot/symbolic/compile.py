@@ -1013,10 +1013,11 @@ def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
     return found
 
 
-def compile_graph(sir: StatementIR) -> "CompiledProgram | ProgramParts":
+def compile_graph(sir: StatementIR, backward_next: bool = False) -> "CompiledProgram | ProgramParts":
     """What runs a recorded graph compiled: one program, or one per part when its results belong to separate
-    gradient graphs (`gradient_parts`: a backward through one part must leave the others' nodes usable)."""
-    parts = split_sir_parts(sir, compile_sir)
+    gradient graphs (`gradient_parts`: a backward through one part must leave the others' nodes usable;
+    ``backward_next``: a backward pass runs right after it)."""
+    parts = split_sir_parts(sir, compile_sir, apart_too=backward_next)
     return parts if parts is not None else compile_sir(sir)
 
 

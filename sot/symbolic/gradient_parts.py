@@ -9,26 +9,29 @@ generator's nodes, but with ``fake`` and ``loss_d`` from one program it consumed
 second pass raised "The TensorWrappers of Dy2StGradNode do not exist" (and gave the generator's parameters a
 gradient of zeros, where eager leaves them None).
 
-So the graph is cut where no gradient crosses but a tensor requiring gradients does: between two statements
-such that nothing after the cut differentiates a tensor made before it, while something there reads one (a
-``detach()``: the user cut the gradient graph there). Each part that has a result requiring gradients becomes
-a program of its own (`gradient_parts`), run in the
-original order (`ProgramParts`: random numbers are drawn in eager's order, as the parts are runs of
-consecutive statements). A tensor a part reads from an earlier one is handed over detached, so the later
-part's node has no edge into the earlier one: a backward from it stops there, as eager's does.
+So the statements are grouped by gradient: joined when one differentiates what another made (or reads a
+value made without gradient). Where a statement whose results need no gradient reads a tensor requiring
+gradients (a ``detach()``: the user cut the gradient graph there while using the value) and that joins two
+groups with results requiring gradients, each group becomes a program of its own (`gradient_parts`), run in
+an order where each part comes after those it reads from (`ProgramParts`). A tensor a part reads from another
+is handed over detached, so its node has no edge into the other's: a backward from it stops there, as
+eager's does. Groups with results merely computed apart (two towers of a model fed two inputs) are split
+only when the graph ends at a ``backward()`` (``apart_too``: an actor's and a critic's losses, each
+``backward()``-ed in turn); otherwise they stay one program, as a forward is one graph, and a ``backward()``
+through one of them, outside the translated function, still uses up the program's node for the other (a
+known limit). When the parts run in another order than the statements were recorded, at most one of them may
+draw random numbers (`_may_draw_random_numbers`): the draws stay in eager's order.
 
 A graph is left whole when it records no gradients, changes tensors from outside in place (their write-back
-indexes are the whole program's), or has a single part with a result requiring gradients (the usual forward
-of a model, its loss reaching everything). Results that are merely computed apart, with no tensor handed
-over detached (two towers of a model fed two inputs), stay one program too: a forward is one graph. A
-``backward()`` through one of them then still uses up the program's node for the other (a known limit).
+indexes are the whole program's), or has a single group with a result requiring gradients (the usual forward
+of a model, its loss reaching everything).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable
 
-from .sir import Statement, StatementIR, Symbol
+from .sir import LayerCall, Statement, StatementIR, Symbol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,106 +49,166 @@ def _differentiable(sir: StatementIR, symbol: Symbol) -> bool:
     return meta is not None and not meta.stop_gradient
 
 
-def _cuts(sir: StatementIR) -> list[int]:
-    """The positions ``k`` (a cut before statement ``k``) no gradient crosses while a tensor requiring gradients
-    does: no statement at or after ``k`` with an output requiring gradients reads a tensor requiring gradients
-    made before ``k``, and some statement there reads one (a ``detach()``, a shape read).
+class _Components:
+    """Union-find over statement indexes."""
 
-    Only those: the user cut the gradient graph there while using the value, so a pass from after the cut
-    must stop there, as eager's does. Results merely computed apart (a model's two towers fed two inputs)
-    stay one program, as a forward is one graph."""
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        self.parent[self.find(i)] = self.find(j)
+
+
+# Substrings of the names of Paddle functions and methods that draw random numbers, and the layers that do.
+_RANDOM_NAMES = ("dropout", "rand", "uniform", "normal", "bernoulli", "multinomial", "poisson", "gumbel", "rrelu",
+                 "exponential", "shuffle", "sample")
+
+
+def _may_draw_random_numbers(statement: Statement) -> bool:
+    """Whether running the statement may draw from the global generator (an unknown callee may)."""
+    if statement.kind in ("pylayer", "call"):
+        return True
+    if isinstance(statement.target, LayerCall):
+        if not statement.target.is_alive() or statement.target.runs_forward_hooks():
+            return True
+        return any(any(word in type(sub).__name__.lower() for word in _RANDOM_NAMES)
+                   or (isinstance(getattr(sub, "dropout", None), float) and sub.dropout > 0)
+                   for sub in statement.target.layer.sublayers(include_self=True))
+    return any(word in statement.name.lower() for word in _RANDOM_NAMES)
+
+
+def _part_order(count: int, first: list[int], needs: list[set[int]]) -> list[int] | None:
+    """The parts in an order where each comes after those it reads from (earliest first statement first
+    among the ready ones); None on a cycle."""
+    done: list[int] = []
+    left = set(range(count))
+    while left:
+        ready = [p for p in left if not (needs[p] & left)]
+        if not ready:
+            return None
+        chosen = min(ready, key=first.__getitem__)
+        done.append(chosen)
+        left.remove(chosen)
+    return done
+
+
+def gradient_parts(sir: StatementIR, apart_too: bool = False
+                   ) -> tuple[list[PartPlan], list[tuple[int, int]]] | None:
+    """The parts of ``sir`` (None when it stays whole), and where each of its outputs comes from: ``(p, i)``,
+    output ``i`` of part ``p``.
+
+    Statements are joined when one differentiates what another made, or reads a value made without gradient
+    (a mask, a detached copy: it goes with its reader). What is left apart is a read, by a statement whose
+    results need no gradient (a ``detach()``), of a tensor requiring gradients: the user cut the gradient
+    graph there. Groups with no result requiring gradients join the group they read from. The graph is split
+    only where such a cut joins two groups with results requiring gradients, or, with ``apart_too``, also
+    between groups merely computed apart (the graph ends at a ``backward()`` through some of them)."""
     statements = sir.statements
+    if not sir.grad_enabled or sir.written_back or sir.made_differentiable or len(statements) < 2:
+        return None
     made_at: dict[Symbol, int] = {}
-    # differentiated[k] > 0: some gradient edge (made at i, differentiated at j) has i < k <= j; read[k] > 0:
-    # some tensor requiring gradients made at i is read at j, i < k <= j.
-    differentiated = [0] * (len(statements) + 2)
-    read = [0] * (len(statements) + 2)
+    for j, statement in enumerate(statements):
+        for symbol in statement.output_symbols():
+            made_at[symbol] = j
+    if any(s not in made_at for s in sir.outputs):  # (an output that is an input: not made by a statement)
+        return None
+    components = _Components(len(statements))
+    detached_reads: list[tuple[int, int]] = []  # (maker, reader)
     for j, statement in enumerate(statements):
         differentiable_result = any(_differentiable(sir, s) for s in statement.output_symbols())
         for symbol in statement.inputs():
             i = made_at.get(symbol)
-            if i is not None and _differentiable(sir, symbol):
-                for spans in ((differentiated, read) if differentiable_result else (read,)):
-                    spans[i + 1] += 1
-                    spans[j + 1] -= 1
-        for symbol in statement.output_symbols():
-            made_at[symbol] = j
-    cuts, open_edges, open_reads = [], 0, 0
-    for k in range(1, len(statements)):
-        open_edges += differentiated[k]
-        open_reads += read[k]
-        if open_edges == 0 and open_reads > 0:
-            cuts.append(k)
-    return cuts
-
-
-def _blocks(sir: StatementIR) -> list[range]:
-    """Runs of consecutive statements between cuts, each with a result of the graph requiring gradients (a run
-    without one joins the run before it, or the next one at the start)."""
-    wanted = {s for s in sir.outputs if _differentiable(sir, s)}
-    bounds = [0, *_cuts(sir), len(sir.statements)]
-    blocks: list[range] = []
-    start, has_result = 0, False
-    for begin, end in zip(bounds, bounds[1:]):
-        has_result = has_result or any(s in wanted for st in sir.statements[begin:end] for s in st.output_symbols())
-        if has_result:
-            blocks.append(range(start, end))
-            start, has_result = end, False
-    if start < len(sir.statements):  # (a tail without such a result: part of the last block)
-        if not blocks:
-            return [range(0, len(sir.statements))]
-        blocks[-1] = range(blocks[-1].start, len(sir.statements))
-    return blocks
-
-
-def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, int]]] | None:
-    """The parts of ``sir`` (None when it stays whole), and where each of its outputs comes from: ``(p, i)``,
-    output ``i`` of part ``p``."""
-    if not sir.grad_enabled or sir.written_back or sir.made_differentiable or len(sir.statements) < 2:
+            if i is None:
+                continue
+            if _differentiable(sir, symbol) and not differentiable_result:
+                detached_reads.append((i, j))
+            else:
+                components.union(i, j)
+    wanted = {made_at[s] for s in sir.outputs if _differentiable(sir, s)}
+    roots = sorted({components.find(j) for j in wanted}, key=lambda r: min(
+        j for j in range(len(statements)) if components.find(j) == r))
+    if len(roots) < 2:
         return None
-    blocks = _blocks(sir)
-    if len(blocks) < 2:
+    # A group without a result requiring gradients joins the first part it reads from (or the first part).
+    part_of_root = {root: p for p, root in enumerate(roots)}
+    part_of_statement: list[int] = [-1] * len(statements)
+    for j in range(len(statements)):
+        part_of_statement[j] = part_of_root.get(components.find(j), -1)
+    for j in range(len(statements)):
+        if part_of_statement[j] < 0:
+            group = components.find(j)
+            sources = [part_of_statement[i] for i, k in detached_reads if components.find(k) == group
+                       and part_of_statement[i] >= 0]
+            target = sources[0] if sources else 0
+            for k in range(len(statements)):
+                if components.find(k) == group:
+                    part_of_statement[k] = target
+    crossing = [(part_of_statement[i], part_of_statement[j]) for i, j in detached_reads
+                if part_of_statement[i] != part_of_statement[j]]
+    if not crossing and not apart_too:
         return None
-    statements = sir.statements
+    count = len(roots)
+    needs: list[set[int]] = [set() for _ in range(count)]
+    for maker, reader in crossing:
+        needs[reader].add(maker)
+    first = [min(j for j in range(len(statements)) if part_of_statement[j] == p) for p in range(count)]
+    order = _part_order(count, first, needs)
+    if order is None:
+        return None
+    running = [j for p in order for j in range(len(statements)) if part_of_statement[j] == p]
+    if running != sorted(running):
+        # Reordered: random numbers must still be drawn in eager's order, so at most one part may draw them.
+        drawing = {part_of_statement[j] for j in range(len(statements)) if _may_draw_random_numbers(statements[j])}
+        if len(drawing) > 1:
+            return None
+    return _plans(sir, [[statements[j] for j in range(len(statements)) if part_of_statement[j] == p]
+                        for p in order])
+
+
+def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPlan], list[tuple[int, int]]]:
+    """The parts running ``groups`` of statements in this order, each reading only the graph's inputs and
+    what the parts before it made."""
     part_of: dict[Symbol, int] = {}
-    for p, block in enumerate(blocks):
-        for statement in statements[block.start:block.stop]:
+    for p, group in enumerate(groups):
+        for statement in group:
             for symbol in statement.output_symbols():
                 part_of[symbol] = p
-    if any(s not in part_of for s in sir.outputs):  # (an output that is an input: not made by a statement)
-        return None
-    read_later: list[set[Symbol]] = [set() for _ in blocks]
-    for p, block in enumerate(blocks):
-        for statement in statements[block.start:block.stop]:
+    read_by_others: list[set[Symbol]] = [set() for _ in groups]
+    for p, group in enumerate(groups):
+        for statement in group:
             for symbol in statement.inputs():
                 q = part_of.get(symbol)
                 if q is not None and q != p:
-                    read_later[q].add(symbol)
+                    read_by_others[q].add(symbol)
     wanted = set(sir.outputs)
     outputs: list[list[Symbol]] = []
-    for p, block in enumerate(blocks):
-        made = [s for st in statements[block.start:block.stop] for s in st.output_symbols()]
-        outputs.append([s for s in dict.fromkeys(made) if s in wanted or s in read_later[p]])
+    for p, group in enumerate(groups):
+        made = [s for statement in group for s in statement.output_symbols()]
+        outputs.append([s for s in dict.fromkeys(made) if s in wanted or s in read_by_others[p]])
     graph_inputs = {symbol: i for i, symbol in enumerate(sir.inputs)}
     parts = []
-    for p, block in enumerate(blocks):
-        part_statements = list(statements[block.start:block.stop])
-        inputs = _part_inputs(part_statements, part_of, p)
-        metas = {s: sir.metas[s] for st in part_statements for s in st.output_symbols() if s in sir.metas}
+    for p, group in enumerate(groups):
+        inputs = _part_inputs(group, part_of, p)
+        metas = {s: sir.metas[s] for st in group for s in st.output_symbols() if s in sir.metas}
         sources, detached = [], set()
         for position, symbol in enumerate(inputs):
             meta = sir.metas[symbol]
             if symbol in part_of:
                 q = part_of[symbol]
                 sources.append((q, outputs[q].index(symbol)))
-                if not meta.stop_gradient:  # (only read, never differentiated, here: see `_cuts`)
+                if not meta.stop_gradient:  # (only read, never differentiated, here: see `gradient_parts`)
                     detached.add(position)
                     meta = dataclasses.replace(meta, stop_gradient=True)
             else:
                 sources.append((-1, graph_inputs[symbol]))
             metas[symbol] = meta
-        part_sir = StatementIR(f"{sir.name}_part{p}", inputs, part_statements, outputs[p], metas,
-                               grad_enabled=sir.grad_enabled)
+        part_sir = StatementIR(f"{sir.name}_part{p}", inputs, group, outputs[p], metas, grad_enabled=sir.grad_enabled)
         parts.append(PartPlan(part_sir, tuple(sources), frozenset(detached)))
     where = [(part_of[s], outputs[part_of[s]].index(s)) for s in sir.outputs]
     return parts, where
@@ -187,9 +250,10 @@ class ProgramParts:
         return f"ProgramParts({self.sir.name}: {', '.join(repr(p) for p in self.programs)})"
 
 
-def split_sir_parts(sir: StatementIR, compile_part: Callable[[StatementIR], Any]) -> ProgramParts | None:
+def split_sir_parts(sir: StatementIR, compile_part: Callable[[StatementIR], Any], apart_too: bool = False
+                    ) -> ProgramParts | None:
     """`ProgramParts` running ``sir`` (each part compiled by ``compile_part``), or None when it stays whole."""
-    found = gradient_parts(sir)
+    found = gradient_parts(sir, apart_too)
     if found is None:
         return None
     parts, where = found

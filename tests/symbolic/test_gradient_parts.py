@@ -2,8 +2,11 @@
 gradient_parts.py): a ``backward()`` through one part must leave the others usable, as eager's nodes are."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import paddle
+import paddle.nn as nn
 import paddle.nn.functional as F
 import pytest
 
@@ -129,3 +132,83 @@ def test_the_parts_of_a_recorded_graph(compile_all) -> None:
     assert [s.name for s in first.sir.statements] == ["operator.matmul"]
     assert second.sources[0] == (0, 0) and second.detached == frozenset({0})
     assert second.sir.metas[second.sir.inputs[0]].stop_gradient
+
+
+# -- the graph ends at a backward(): split even where the results are merely computed apart -------------------
+def _actor_critic(actor: nn.Layer, critic: nn.Layer, opt_a: Any, opt_c: Any, x: paddle.Tensor,
+                  actions: paddle.Tensor, returns: paddle.Tensor) -> tuple:
+    """The critic's values reach the actor's loss detached, after both networks ran: the parts run in
+    another order than recorded (the critic's first)."""
+    logits = actor(x)
+    values = critic(x).squeeze(-1)
+    chosen = paddle.take_along_axis(F.log_softmax(logits, -1), actions.unsqueeze(-1), -1).squeeze(-1)
+    actor_loss = -(chosen * (returns - values.detach())).mean()
+    critic_loss = F.mse_loss(values, returns)
+    opt_a.clear_grad()
+    actor_loss.backward()
+    opt_a.step()
+    opt_c.clear_grad()
+    critic_loss.backward()
+    opt_c.step()
+    return actor_loss, critic_loss
+
+
+def _two_models(actor: nn.Layer, critic: nn.Layer, opt_a: Any, opt_c: Any, x: paddle.Tensor,
+                actions: paddle.Tensor, returns: paddle.Tensor) -> tuple:
+    loss_a = actor(x).mean()
+    loss_c = critic(x).mean()
+    loss_a.backward()
+    paddle.autograd.backward([loss_c])
+    opt_a.step()
+    opt_c.step()
+    opt_a.clear_grad()
+    opt_c.clear_grad()
+    return loss_a, loss_c
+
+
+def _networks(dropout: float = 0.0) -> tuple:
+    paddle.seed(0)
+    actor = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, 3))
+    critic = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    return (actor, critic, paddle.optimizer.Adam(1e-2, parameters=actor.parameters()),
+            paddle.optimizer.Adam(1e-2, parameters=critic.parameters()))
+
+
+@pytest.mark.parametrize("step", [_actor_critic, _two_models], ids=["actor_critic_detached", "two_models"])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_separate_backward_passes_in_one_training_step_match_eager(step: Any, dropout: float) -> None:
+    model, e_model = _networks(dropout), _networks(dropout)
+    fast = sot.symbolic_translate(step)
+    for index in range(3):
+        paddle.seed(10 + index)
+        x, actions, returns = paddle.randn([8, 4]), paddle.randint(0, 3, [8]), paddle.randn([8])
+        paddle.seed(20 + index)
+        expected = step(*e_model, x, actions, returns)
+        paddle.seed(20 + index)
+        assert_same(list(fast(*model, x, actions, returns)), list(expected))
+    for layer, e_layer in zip(model[:2], e_model[:2]):
+        for p, e_p in zip(layer.parameters(), e_layer.parameters()):
+            np.testing.assert_allclose(p.numpy(), e_p.numpy(), rtol=1e-5, atol=1e-6)
+    stats = sot.stats()
+    assert stats.fallbacks == 0 and stats.compiled_graphs == 2, stats
+
+
+def _both_draw(x: paddle.Tensor, w1: paddle.Tensor, w2: paddle.Tensor) -> tuple:
+    a = F.dropout(x @ w1, 0.5)
+    b = F.dropout(x @ w2, 0.5)
+    return a.sum() * (b.detach() * 0 + 1).sum(), b.sum()
+
+
+def test_parts_that_would_run_reordered_while_both_draw_random_numbers_stay_whole(compile_all) -> None:
+    """``b`` (made second) must run before ``a``'s loss that reads it detached: both draw, so the graph
+    stays one program, drawing in eager's order."""
+    explained = sot.explain(_both_draw, paddle.ones([4, 2]), *_parameters())
+    sir = explained.graphs[0].sir
+    assert gradient_parts(sir) is None and gradient_parts(sir, apart_too=True) is None
+    x = paddle.ones([64, 2])
+    runs = []
+    for function in (_both_draw, sot.symbolic_translate(_both_draw)):
+        w1, w2 = _parameters()
+        paddle.seed(7)
+        runs.append(function(x, w1, w2))
+    assert_same(runs[1], runs[0])
