@@ -329,7 +329,13 @@ class CompiledProgram:
             # (each output a counter of its own, as a new eager tensor: Paddle's share the scope variable's)
             fresh_inplace_versions(outputs, fed)
         for index in self._stop_gradient_outputs:
-            outputs[index].stop_gradient = True
+            if records_grad:
+                # (the runner gives every output the program's grad node: eager's tensor made without gradient
+                # has none, and a later ``t.stop_gradient = False`` must make a leaf of it, not an edge into
+                # the program; the detached tensor shares its memory and inplace version)
+                outputs[index] = outputs[index].detach()
+            else:
+                outputs[index].stop_gradient = True
         for index, version in self._output_versions:  # (before the versions of saved outputs are noted)
             match_inplace_version(outputs[index], version)
         if records_grad:

@@ -89,6 +89,44 @@ def test_a_gan_step_with_two_optimizers_and_detach_matches_eager() -> None:
     assert sot.stats().fallbacks == 0, stats_line(sot.stats())
 
 
+def wgan_gp_step(generator: nn.Layer, critic: nn.Layer, opt_g: Any, opt_c: Any, real: paddle.Tensor,
+                 z: paddle.Tensor) -> tuple:
+    """A WGAN-GP step in one function: the gradient penalty's ``paddle.grad(create_graph=True)`` on an
+    interpolate made to require grad, the critic on ``fake.detach()``, then the generator through the critic."""
+    fake = generator(z)
+    alpha = paddle.rand([real.shape[0], 1])
+    inter = alpha * real + (1 - alpha) * fake.detach()
+    inter.stop_gradient = False
+    grad = paddle.grad(critic(inter).sum(), inter, create_graph=True)[0]
+    penalty = ((grad.norm(2, axis=1) - 1) ** 2).mean()
+    loss_c = critic(fake.detach()).mean() - critic(real).mean() + 10 * penalty
+    opt_c.clear_grad()
+    loss_c.backward()
+    opt_c.step()
+    loss_g = -critic(fake).mean()
+    opt_g.clear_grad()
+    loss_g.backward()
+    opt_g.step()
+    return loss_c, loss_g
+
+
+def test_a_wgan_gp_step_in_one_function_matches_eager() -> None:
+    model, e_model = _gan(), _gan()
+    step = sot.symbolic_translate(wgan_gp_step)
+    losses, e_losses = [], []
+    for index in range(3):
+        real, z = randn(6, 8, seed=index), randn(6, 4, seed=10 + index)
+        paddle.seed(20 + index)
+        losses.append([float(v) for v in step(*model, real, z)])
+        paddle.seed(20 + index)
+        e_losses.append([float(v) for v in wgan_gp_step(*e_model, real, z)])
+    np.testing.assert_allclose(losses, e_losses, rtol=1e-5, atol=1e-6)
+    for layer, e_layer in zip(model[:2], e_model[:2]):
+        assert_state_equal(layer, e_layer, rtol=1e-5, atol=1e-6)
+        assert_grads_equal(layer, e_layer, rtol=1e-5, atol=1e-6)
+    assert sot.stats().fallbacks == 0, stats_line(sot.stats())
+
+
 def test_rotary_attention_with_a_growing_cache_accumulating_gradients_over_lengths() -> None:
     """Gradients accumulated over steps of growing and shrinking lengths (no ``clear_grad`` between): each new
     length is a new program (the first ones) or a symbolic one, the cos/sin tables are rebuilt in forward when
