@@ -86,12 +86,6 @@ class BreakGraphError(FallbackError):
     (``paddle.grad(..., create_graph=True)``). The graph before the break is then replayed eagerly: a
     compiled program's backward makes gradients without gradient nodes of their own, so a gradient of them
     would be lost or refused.
-
-    ``backward_next``: see below.
     """
 
     eager_before: bool = False
-    # What runs natively at the break is a backward pass (``loss.backward()``): the graph before it is split
-    # into its separate gradient graphs (`gradient_parts`, ``apart_too``), so that the pass uses up only the
-    # nodes of its own, as eagerly, and a later pass through another result still works.
-    backward_next: bool = False

@@ -140,7 +140,7 @@ def _root_variable(graph: FunctionGraph, symbol: Symbol, written_back: dict[Symb
 
 
 def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile: bool = False,
-                 eager: bool = False, backward_next: bool = False) -> ProgramPlan:
+                 eager: bool = False) -> ProgramPlan:
     """The SIR producing the tensors ``needed`` requires, and what runs it (None when nothing to run):
     compiled when big enough (or ``force_compile``), else (or when ``eager``) replayed eagerly."""
     outputs: dict[Symbol, TensorVariable] = {}
@@ -152,7 +152,7 @@ def _program_for(graph: FunctionGraph, needed: list[VariableBase], force_compile
         if not sir.statements or not sir.outputs:
             return ProgramPlan(sir, None, views)
         if force_compile or sir.op_count() >= config.min_graph_size:
-            return ProgramPlan(sir, compile_graph(sir, backward_next), views)
+            return ProgramPlan(sir, compile_graph(sir), views)
     # Replayed eagerly on the real tensors: views of inputs are views already, not those of written-back tensors.
     views = plan_view_replay(graph, list(outputs), written_back_only=True)
     full = graph.build_sir(_not_replayed(outputs, views))
@@ -539,9 +539,8 @@ def _begin_break_code(graph: FunctionGraph, code: types.CodeType, lineno: int, b
     ``needed`` and the side effects' values), each of ``needed`` read once into a temporary before anything
     changes the paths to it, the frame's cells given their simulated contents, then the side effects."""
     effects = graph.side_effects
-    cause = brk.cause if isinstance(brk.cause, BreakGraphError) else None
-    plan = _program_for(graph, needed + effects.values(), eager=cause is not None and cause.eager_before,
-                        backward_next=cause is not None and cause.backward_next)
+    plan = _program_for(graph, needed + effects.values(),
+                        eager=isinstance(brk.cause, BreakGraphError) and brk.cause.eager_before)
     codegen = CodeGen(code, lineno)
     _leave_blocks(codegen, graph)
     plan.emit_call(codegen, graph)

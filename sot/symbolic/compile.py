@@ -103,6 +103,7 @@ class CompiledProgram:
         self._draws_random_numbers: bool | None = None  # see draws_random_numbers()
         # The `sot.stats()` epoch it was counted in as a compiled graph (`compile_sir`); None: not counted.
         self.counted_in: int | None = None
+        self.part_counted = False  # (made as a part of a graph, `compile_graph`, which counted the graph)
         # The program holds the parameters of the built-in layers it calls (the SIR holds the layers weakly):
         # when one of the layers is deleted, the program can never run again (its guard checks the layer's
         # identity), so it lets its parameters go.
@@ -1019,12 +1020,25 @@ def gradient_ops_paddle_crashes_on(program: Any) -> set[str]:
     return found
 
 
-def compile_graph(sir: StatementIR, backward_next: bool = False) -> "CompiledProgram | ProgramParts":
+def compile_graph(sir: StatementIR) -> "CompiledProgram | ProgramParts":
     """What runs a recorded graph compiled: one program, or one per part when its results belong to separate
-    gradient graphs (`gradient_parts`: a backward through one part must leave the others' nodes usable;
-    ``backward_next``: a backward pass runs right after it)."""
-    parts = split_sir_parts(sir, compile_sir, apart_too=backward_next)
-    return parts if parts is not None else compile_sir(sir)
+    gradient graphs (`gradient_parts`: a backward through one part must leave the others' nodes usable). One
+    compiled graph in `sot.stats()` either way: the graph was captured whole."""
+    new: list[CompiledProgram] = []
+
+    def compile_part(part: StatementIR) -> CompiledProgram:
+        program = compile_sir(part, counted=False)
+        if program.counted_in is None and not program.part_counted:
+            program.part_counted = True
+            new.append(program)
+        return program
+
+    parts = split_sir_parts(sir, compile_part)
+    if parts is None:
+        return compile_sir(sir)
+    if new:
+        new[0].counted_in = count_compiled_graph()
+    return parts
 
 
 def compiled_programs(program: Any) -> list[CompiledProgram]:
@@ -1034,14 +1048,16 @@ def compiled_programs(program: Any) -> list[CompiledProgram]:
     return [program] if isinstance(program, CompiledProgram) else []
 
 
-def compile_sir(sir: StatementIR) -> CompiledProgram:
-    """The compiled program for ``sir``, reused when an equal SIR was compiled before."""
+def compile_sir(sir: StatementIR, counted: bool = True) -> CompiledProgram:
+    """The compiled program for ``sir``, reused when an equal SIR was compiled before; ``counted``: a new one
+    is a compiled graph in `sot.stats()` (not a part of one, `compile_graph`)."""
     key = sir.structural_key()
     program = _compiled.get(key)
     if program is None:
         program = CompiledProgram(sir, key)
         _compiled[key] = program
-        program.counted_in = count_compiled_graph()
+        if counted:
+            program.counted_in = count_compiled_graph()
     return program
 
 

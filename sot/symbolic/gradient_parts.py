@@ -9,18 +9,19 @@ generator's nodes, but with ``fake`` and ``loss_d`` from one program it consumed
 second pass raised "The TensorWrappers of Dy2StGradNode do not exist" (and gave the generator's parameters a
 gradient of zeros, where eager leaves them None).
 
+Eager code relies on it in other ways too: an actor's and a critic's losses computed side by side, each
+``backward()``-ed in turn (the second pass raised likewise), or one of two results ``backward()``-ed before
+an optimizer steps over both models (the program gave the other model's parameters gradients of zeros, where
+eager leaves them None: Adam and weight decay then moved them, a wrong answer).
+
 So the statements are grouped by gradient: joined when one differentiates what another made (or reads a
-value made without gradient). Where a statement whose results need no gradient reads a tensor requiring
-gradients (a ``detach()``: the user cut the gradient graph there while using the value) and that joins two
-groups with results requiring gradients, each group becomes a program of its own (`gradient_parts`), run in
-an order where each part comes after those it reads from (`ProgramParts`). A tensor a part reads from another
-is handed over detached, so its node has no edge into the other's: a backward from it stops there, as
-eager's does. Groups with results merely computed apart (two towers of a model fed two inputs) are split
-only when the graph ends at a ``backward()`` (``apart_too``: an actor's and a critic's losses, each
-``backward()``-ed in turn); otherwise they stay one program, as a forward is one graph, and a ``backward()``
-through one of them, outside the translated function, still uses up the program's node for the other (a
-known limit). When the parts run in another order than the statements were recorded, at most one of them may
-draw random numbers (`_may_draw_random_numbers`): the draws stay in eager's order.
+value made without gradient). Each group with a result requiring gradients becomes a program of its own
+(`gradient_parts`), the parts run in an order where each comes after those it reads from (`ProgramParts`). A
+tensor requiring gradients that a part reads from another (through a ``detach()``: the user cut the gradient
+graph there while using the value) is handed over detached, so the part's node has no edge into the other's:
+a backward from it stops there, as eager's does. When the parts run in another order than the statements
+were recorded, at most one of them may draw random numbers (`_may_draw_random_numbers`), so the draws stay in
+eager's order; else the graph stays whole. It is still one compiled graph in `sot.stats()`: captured whole.
 
 A graph is left whole when it records no gradients, changes tensors from outside in place (their write-back
 indexes are the whole program's), or has a single group with a result requiring gradients (the usual forward
@@ -98,17 +99,15 @@ def _part_order(count: int, first: list[int], needs: list[set[int]]) -> list[int
     return done
 
 
-def gradient_parts(sir: StatementIR, apart_too: bool = False
-                   ) -> tuple[list[PartPlan], list[tuple[int, int]]] | None:
+def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, int]]] | None:
     """The parts of ``sir`` (None when it stays whole), and where each of its outputs comes from: ``(p, i)``,
     output ``i`` of part ``p``.
 
     Statements are joined when one differentiates what another made, or reads a value made without gradient
     (a mask, a detached copy: it goes with its reader). What is left apart is a read, by a statement whose
     results need no gradient (a ``detach()``), of a tensor requiring gradients: the user cut the gradient
-    graph there. Groups with no result requiring gradients join the group they read from. The graph is split
-    only where such a cut joins two groups with results requiring gradients, or, with ``apart_too``, also
-    between groups merely computed apart (the graph ends at a ``backward()`` through some of them)."""
+    graph there. Groups with no result requiring gradients join the group they read from; each group with one
+    is a part."""
     statements = sir.statements
     if not sir.grad_enabled or sir.written_back or sir.made_differentiable or len(statements) < 2:
         return None
@@ -151,8 +150,6 @@ def gradient_parts(sir: StatementIR, apart_too: bool = False
                     part_of_statement[k] = target
     crossing = [(part_of_statement[i], part_of_statement[j]) for i, j in detached_reads
                 if part_of_statement[i] != part_of_statement[j]]
-    if not crossing and not apart_too:
-        return None
     count = len(roots)
     needs: list[set[int]] = [set() for _ in range(count)]
     for maker, reader in crossing:
@@ -250,10 +247,9 @@ class ProgramParts:
         return f"ProgramParts({self.sir.name}: {', '.join(repr(p) for p in self.programs)})"
 
 
-def split_sir_parts(sir: StatementIR, compile_part: Callable[[StatementIR], Any], apart_too: bool = False
-                    ) -> ProgramParts | None:
+def split_sir_parts(sir: StatementIR, compile_part: Callable[[StatementIR], Any]) -> ProgramParts | None:
     """`ProgramParts` running ``sir`` (each part compiled by ``compile_part``), or None when it stays whole."""
-    found = gradient_parts(sir, apart_too)
+    found = gradient_parts(sir)
     if found is None:
         return None
     parts, where = found

@@ -205,9 +205,7 @@ class TensorMethodVariable(CallableVariable):
         if rule is not None:
             return rule(self.tensor, args, kwargs)
         if self.name in NON_GRAPH_TENSOR_METHODS:
-            brk = BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
-            brk.backward_next = self.name == "backward"
-            raise brk
+            raise BreakGraphError(f"Tensor.{self.name}() leaves the graph (Python value or autograd state)")
         from .inplace import in_place_method, is_in_place_name
 
         if is_in_place_name(self.name):

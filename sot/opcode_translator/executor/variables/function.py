@@ -219,7 +219,6 @@ class FunctionVariableBase(VariableBase):
                 return answered
             error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
             error.eager_before = self._differentiates_twice(args, kwargs)
-            error.backward_next = getattr(self, "value", None) in _BACKWARD_PASS_FUNCTIONS
             raise error
         generator = self.code.co_flags & CO_GENERATOR_LIKE == CO_GENERATOR
         if self.code.co_flags & CO_GENERATOR_LIKE and not generator:
@@ -242,11 +241,6 @@ class FunctionVariableBase(VariableBase):
             return child.run()
         finally:
             graph.current_executor = parent
-
-
-# Library functions running a backward pass that uses up the grad nodes it runs (`BreakGraphError.backward_next`;
-# ``paddle.grad`` runs on copies of them). ``Tensor.backward`` is a tensor method (`callable.py`).
-_BACKWARD_PASS_FUNCTIONS: tuple[Any, ...] = (paddle.autograd.backward,)
 
 
 # Library functions that may differentiate gradients (see `BreakGraphError.eager_before`), with the argument
