@@ -17,6 +17,7 @@ from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, builds_lowered, static_lowering
+from .variables import sparse_gradients
 from .dynamic_shape import counted_axis
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -669,6 +670,8 @@ class FunctionGraph:
         if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
+        if kind == "api":
+            sparse_gradients.check_function_call(self, target, args, kwargs)
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
