@@ -322,6 +322,12 @@ class FunctionGraph:
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
         # their recorded value is out of date, so using one makes the frame run eagerly.
         self.stale_symbols: set[Symbol] = set()
+        # The tensor variable holding each symbol (the first one made for it, or the tensor an in-place op rebound
+        # to it): the base of a view changed in place is found by its symbol (`inplace.reshaped_view_base`).
+        self.symbol_owners: dict[Symbol, TensorVariable] = {}
+        # Results of in-place changes of a view whose base keeps its gradient node (`inplace.propagate_to_base`):
+        # no longer a view of that base, so they must not leave the frame (eager's would still alias the base).
+        self.unaliased_views: set[Symbol] = set()
         # Names of the attributes `load_attribute` read from a class (not an instance dict) through an object
         # the guard has no path to (``type(self).n``), so with no value guard of their own: a class guarded
         # member by member keeps them even when they keep changing (guard.class_lookup_checks). (A read
@@ -571,7 +577,7 @@ class FunctionGraph:
                    if isinstance(var, TensorVariable) and var.tracker.is_traceable() and var.value is not None]
         for var in changed:
             expr = builder.expr_of(var)
-            if not var.input_meta.stop_gradient:
+            if not var.input_meta.stop_gradient and not var.data_written_back:
                 builder.add(f"{expr}.is_leaf is False")
             for other in tensors:
                 if other is not var:
