@@ -71,6 +71,17 @@ def write_back_tensor(target: paddle.Tensor, value: paddle.Tensor, changes: int)
         target._bump_inplace_version()
 
 
+def write_back_data(target: paddle.Tensor, value: paddle.Tensor, changes: int) -> None:
+    """A tensor requiring grad from outside the frame, changed in place through views of it (``y =
+    x.reshape(...); y[0] = v``), takes the final data computed by the program and nothing else, as eager's
+    change through a view leaves the base's gradient node as it was. The copy outside autograd bumps the
+    inplace version once, the rest of the ``changes`` are bumped by hand (views share the version counter)."""
+    with paddle.no_grad():
+        paddle.assign(value, output=target)
+    for _ in range(changes - 1):
+        target._bump_inplace_version()
+
+
 class BlockExit:
     """The ``__exit__`` of a block entered for real at a graph break, handed to the resume function.
 

@@ -17,6 +17,7 @@ from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, builds_lowered, static_lowering
+from .variables import sparse_gradients
 from .dynamic_shape import counted_axis
 from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
@@ -321,6 +322,12 @@ class FunctionGraph:
         # Symbols of tensors that may be views of a tensor changed in place later (see variables/inplace.py):
         # their recorded value is out of date, so using one makes the frame run eagerly.
         self.stale_symbols: set[Symbol] = set()
+        # The tensor variable holding each symbol (the first one made for it, or the tensor an in-place op rebound
+        # to it): the base of a view changed in place is found by its symbol (`inplace.reshaped_view_base`).
+        self.symbol_owners: dict[Symbol, TensorVariable] = {}
+        # Results of in-place changes of a view whose base keeps its gradient node (`inplace.propagate_to_base`):
+        # no longer a view of that base, so they must not leave the frame (eager's would still alias the base).
+        self.unaliased_views: set[Symbol] = set()
         # Names of the attributes `load_attribute` read from a class (not an instance dict) through an object
         # the guard has no path to (``type(self).n``), so with no value guard of their own: a class guarded
         # member by member keeps them even when they keep changing (guard.class_lookup_checks). (A read
@@ -570,7 +577,7 @@ class FunctionGraph:
                    if isinstance(var, TensorVariable) and var.tracker.is_traceable() and var.value is not None]
         for var in changed:
             expr = builder.expr_of(var)
-            if not var.input_meta.stop_gradient:
+            if not var.input_meta.stop_gradient and not var.data_written_back:
                 builder.add(f"{expr}.is_leaf is False")
             for other in tensors:
                 if other is not var:
@@ -669,6 +676,8 @@ class FunctionGraph:
         if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
+        if kind == "api":
+            sparse_gradients.check_function_call(self, target, args, kwargs)
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()

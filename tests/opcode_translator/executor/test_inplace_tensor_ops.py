@@ -460,9 +460,20 @@ def test_inplace_on_a_view_of_an_argument_runs_eagerly():
     assert sot.stats().fallbacks == 1 and sot.stats().graph_breaks == 0
 
 
-def test_setitem_on_a_view_runs_eagerly():
+def test_setitem_on_a_reshaped_view_changes_its_base_in_the_graph():
+    """(test_inplace_reshaped_views.py has more)"""
     def fn(x):
         y = x.reshape([4, 3])
+        y[0] = 5.0
+        return x + 0
+
+    check(fn, lambda: (_tensor(3, 4),))
+    assert counts() == (0, 0, 1)
+
+
+def test_setitem_on_a_sliced_view_runs_eagerly():
+    def fn(x):
+        y = x[1:]
         y[0] = 5.0
         return x + 0
 

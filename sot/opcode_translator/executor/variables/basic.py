@@ -306,6 +306,12 @@ class TensorVariable(VariableBase):
         # The value as simulated ints, when the graph computes what the simulation knows: ``paddle.shape(x)``
         # holds x's dimensions, an item of it one of them (see `known_values`); forgotten when changed in place.
         self.known_value: VariableBase | None = None
+        # Changed through a view of it while it requires grad: eager changes its data only, its gradient node
+        # stays; the caller's tensor then takes the data only (`write_back`), and the frame cannot read the new
+        # value (its symbol is stale: no op here gives a value with another value's gradient).
+        self.data_written_back = False
+        self.written_back_value = False  # the final value of a tensor from outside, for its write-back
+        graph.symbol_owners.setdefault(self.symbol, self)
 
     @property
     def is_rebound(self) -> bool:
@@ -321,6 +327,7 @@ class TensorVariable(VariableBase):
 
         self.symbol, self.meta = symbol, meta
         self.history.append(symbol)
+        self.graph.symbol_owners[symbol] = self
         known, self.known_value = self.known_value, None
         previous_undo = undo
 
@@ -340,15 +347,16 @@ class TensorVariable(VariableBase):
         final = getattr(self, "_final", None)
         if final is None or final.symbol != self.symbol:
             final = TensorVariable(self.meta, self.graph, DummyTracker((self,)), symbol=self.symbol)
+            final.written_back_value = True
             self._final = final
         return final
 
     def write_back(self, codegen: "CodeGen") -> None:
         """The caller's tensor takes the final value, as eager in-place ops left it (data, autograd and inplace
         version: one more per change)."""
-        from ...runtime import write_back_tensor
+        from ...runtime import write_back_data, write_back_tensor
 
-        codegen.load_callable_const(write_back_tensor)
+        codegen.load_callable_const(write_back_data if self.data_written_back else write_back_tensor)
         codegen.reconstruct(self)
         codegen.reconstruct(self._final_value())
         codegen.load_const(len(self.history) - 1)
@@ -392,7 +400,11 @@ class TensorVariable(VariableBase):
         return [meta_check, *place]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
-        self.graph.check_not_stale(self)
+        if not self.written_back_value:  # (data written back: stale for the frame's own reads only)
+            self.graph.check_not_stale(self)
+        if self.symbol in self.graph.unaliased_views:
+            raise FallbackError("a view changed in place, whose base keeps its own gradient node, leaves the frame "
+                                "(eager's still aliases the base; views are not simulated)", self.graph.location)
         codegen.load_graph_output(self.symbol)
 
     def bool(self) -> bool:

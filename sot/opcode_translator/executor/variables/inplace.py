@@ -12,7 +12,8 @@ value of a tensor from outside makes the caller's tensor watched (`StatementIR.w
 What this model cannot express is never simulated approximately:
   * views. Eager slicing, ``reshape``, ``squeeze``... share memory with their input, so an in-place change of one
     changes the other. Whether an op makes a view is found by running it once on zeros of the same meta (cached,
-    `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly);
+    `probe`). A tensor that may be a view of another one is not changed in the graph (the frame runs eagerly),
+    but for a view made by reshaping ops (`reshaped_view_base`): its base is changed with it (`_change_through_base`);
     views made earlier from the changed tensor become stale, and using one later makes the frame run eagerly too.
     Views among a program's results are made again natively from their base after it (`plan_view_replay`; the
     base of a view of a changed argument is the caller's tensor, once written back), so code after the frame
@@ -186,6 +187,7 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
     graph = target.graph
     op = spelling or name
     graph.check_not_stale(target)
+    base = reshaped_view_base(target, op)
     views = _views(target, op)
     if fn is None:
         _break_natively(views, f"in-place {op} has no out-of-place form in the graph: runs natively")
@@ -205,6 +207,7 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
         # in-place ops, and the set_value statement of a program, leave the flag as it was)
         _break_natively(views, f"{op} of a value that requires grad under no_grad makes the tensor require grad "
                                "(a new leaf, as eager's __setitem__ does): runs natively")
+    base_views = _check_base_changeable(base, op) if base is not None else []
     saver = saver_in_graph(target)  # (the tensor itself may not require grad, nor grad be on now)
     if saver is not None:
         raise FallbackError(f"in-place {op} changes a tensor that {saver.name} saved for its backward (eager's "
@@ -227,13 +230,124 @@ def apply_in_place(target: TensorVariable, kind: str, name: str, fn: Any, args: 
     if meta.stop_gradient != (meta.stop_gradient and before.stop_gradient):
         _break_natively(views, f"in-place {op} keeps the gradient requirement of the tensor it changes, not its "
                                "out-of-place form's: runs natively")
+    if base is not None:
+        result = _change_through_base(target, base, result, op)
+        meta = result.meta
+        views = [*views, *base_views]
     if views:
-        stale = set(views) - graph.stale_symbols
-        graph.stale_symbols |= stale
-        graph.side_effects.on_rollback(lambda: graph.stale_symbols.difference_update(stale))
+        _mark(graph, graph.stale_symbols, views)
     target.rebind(result.symbol, meta)
     _count_the_change(target)
     return target
+
+
+def _mark(graph: "FunctionGraph", marked: set[Symbol], symbols: list[Symbol]) -> None:
+    """Add ``symbols`` to one of the graph's sets of symbols (stale, unaliased views); undone on rollback."""
+    new = set(symbols) - marked
+    marked |= new
+    graph.side_effects.on_rollback(lambda: marked.difference_update(new))
+
+
+# -- changes through a reshaped view: ``y = x.reshape([2, 8]); y[:, 1:3] = 0`` changes ``x`` --------------------
+# View ops keeping every element of their one tensor input in order (only the shape changes): a view made by a
+# chain of them holds its base's elements in the base's order, so the base's new value is the view's new value
+# reshaped back, and the view's is that reshaped again (a view op once more, made again natively after the
+# program when it leaves the frame, see `plan_view_replay`).
+RESHAPING_FUNCTIONS = frozenset({paddle.reshape, paddle.flatten, paddle.squeeze, paddle.unsqueeze})
+RESHAPING_METHODS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze"})
+
+
+def _is_reshaping_view(statement: Statement, graph: "FunctionGraph") -> bool:
+    if statement.kind == "api":
+        reshaping = any(statement.target is fn for fn in RESHAPING_FUNCTIONS)
+    else:
+        reshaping = statement.kind == "method" and statement.target in RESHAPING_METHODS
+    if not reshaping or len(statement.inputs()) != 1 or len(statement.output_symbols()) != 1:
+        return False
+    found = probe(statement, graph)
+    # (an op handing back its input itself makes the view the base: eager changes the base then, which may
+    # raise, e.g. on a leaf requiring grad)
+    return found.known and found.shares_memory and not found.same_object
+
+
+def reshaped_view_base(target: TensorVariable, name: str) -> TensorVariable | None:
+    """The tensor ``target`` is a view of through a chain of reshaping view ops (`RESHAPING_FUNCTIONS`), or None
+    when ``target`` is no view. A `FallbackError` when it may be a view of another kind (a slice), or of a
+    tensor changed since, or one of unknown shape."""
+    graph = target.graph
+    symbol = target.history[0]
+    statement = producer(graph, symbol)
+    if statement is None or not _may_alias(statement, graph):
+        return None
+    while statement is not None and _may_alias(statement, graph):
+        if not _is_reshaping_view(statement, graph):
+            raise FallbackError(f"in-place {name} changes a tensor that may be a view of another one (views "
+                                "are not simulated, but for reshaping ones)", graph.location)
+        symbol = statement.inputs()[0]
+        statement = producer(graph, symbol)
+    # (a base changed since otherwise than through ``target`` made ``target`` stale: `apply_in_place` marks the
+    # views of a tensor it changes)
+    base = graph.symbol_owners.get(symbol)
+    if base is None or symbol not in base.history or -1 in base.meta.shape or -1 in target.meta.shape:
+        raise FallbackError(f"in-place {name} changes a view of a tensor changed since, or of a dynamic shape "
+                            "(views are not simulated)", graph.location)
+    return base
+
+
+def _check_base_changeable(base: TensorVariable, name: str) -> list[Symbol]:
+    """The views of ``base`` (stale once it changes, but for the one changed), when eager's change through a view
+    of it is one the graph can make. A `FallbackError` otherwise: a base requiring grad (its data changes, its
+    gradient node stays) other than a tensor from outside changed only this way (written back data only, its
+    new value never read in the frame), a base whose value an earlier op keeps for its backward (eager's
+    backward refuses then), a base with a gradient hook from the frame, or sharing memory with another tensor."""
+    graph = base.graph
+    if not base.meta.stop_gradient and not (base.tracker.is_traceable() and (not base.is_rebound
+                                                                               or base.data_written_back)):
+        raise FallbackError(f"in-place {name} through a view of a tensor requiring grad made in the frame (its data "
+                            "changes, its gradient node stays: views are not simulated)", graph.location)
+    if any(hooked is base for hooked in graph.hooked_tensors):
+        raise FallbackError(f"in-place {name} through a view of a tensor given a gradient hook (views are not "
+                            "simulated)", graph.location)
+    saver = saver_in_graph(base)
+    if saver is not None:
+        raise FallbackError(f"in-place {name} through a view changes a tensor that {saver.name} saved for its "
+                            "backward (eager's backward refuses it)", graph.location)
+    if base.tracker.is_traceable() and not base.is_rebound:
+        for _, other in list(graph.known_objects.values()):
+            check_memory_apart(base, other)
+    return _views(base, name)
+
+
+def _change_through_base(target: TensorVariable, base: TensorVariable, result: TensorVariable,
+                         name: str) -> TensorVariable:
+    """``result``, the new value of ``target``, a reshaping view of ``base``, made the new value of ``base`` too
+    (reshaped back); returns the value ``target`` takes. A base without gradient takes it, and the view is that
+    reshaped again (a view op: the view of the base's new value, as eager's). A base requiring grad takes the
+    data only, outside autograd (eager's base keeps its gradient node): the caller's tensor is written the data
+    (`TensorVariable.data_written_back`); the view keeps ``result`` (its gradient reaches the value and the old
+    view), so it is no view of the base in the graph and must not leave the frame (`unaliased_views`)."""
+    graph = target.graph
+    base_shape = ConstantVariable(list(base.meta.shape), graph, DummyTracker())
+    if base.meta.stop_gradient:
+        if not result.meta.stop_gradient:  # (an operand requiring grad made the view require it: broken before)
+            raise FallbackError(f"in-place {name} makes a view of a tensor without gradient require grad",
+                                graph.location)
+        new_base = graph.call_tensor_op("api", "paddle.reshape", paddle.reshape, [result, base_shape], {})
+        base.rebind(new_base.symbol, new_base.meta)
+        view_shape = ConstantVariable(list(target.meta.shape), graph, DummyTracker())
+        return graph.call_tensor_op("api", "paddle.reshape", paddle.reshape, [new_base, view_shape], {})
+    grad_mode, graph.grad_mode = graph.grad_mode, False
+    try:
+        new_data = graph.call_tensor_op("api", "paddle.reshape", paddle.reshape, [result, base_shape], {})
+    finally:
+        graph.grad_mode = grad_mode
+    base.rebind(new_data.symbol, base.meta)
+    if not base.data_written_back:
+        base.data_written_back = True
+        graph.side_effects.on_rollback(lambda: setattr(base, "data_written_back", False))
+    _mark(graph, graph.stale_symbols, [new_data.symbol])
+    _mark(graph, graph.unaliased_views, [result.symbol])
+    return result
 
 
 def _count_the_change(target: TensorVariable) -> None:
@@ -389,10 +503,7 @@ def _views(target: TensorVariable, name: str) -> list[Symbol]:
     for statement in graph.statements:
         outputs = statement.output_symbols()
         if history.intersection(outputs):
-            if target.history[0] in outputs and _may_alias(statement, graph):
-                raise FallbackError(f"in-place {name} changes a tensor that may be a view of another one (views "
-                                    "are not simulated)", graph.location)
-            continue
+            continue  # (whether the tensor is a view itself: `reshaped_view_base`)
         if group.intersection(statement.inputs()) and _may_alias(statement, graph):
             group.update(outputs)
             views += outputs

@@ -8,6 +8,7 @@ layers (``Sequential``, ``LayerList``, ``LayerDict``) iterate, index and chain t
 from __future__ import annotations
 
 import collections
+import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.layer_signature import layer_config
 from ....symbolic.sir import layer_call
 from ..side_effects import ABSENT
+from .sparse_gradients import check_layer_call
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, SublayerTracker, Tracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
@@ -77,6 +79,7 @@ class BuiltinForwardVariable(CallableVariable):
         layer_var = self.layer_var
         if self.graph.layer_state_changed_in_frame(layer_var.value):
             return simulate_forward(layer_var, self.cls.forward, args, kwargs)
+        check_layer_call(layer_var)
         target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
         # The program calls this very layer (its parameters, its attributes): guarded by identity.
         layer_var.needs_identity = True
@@ -84,6 +87,16 @@ class BuiltinForwardVariable(CallableVariable):
         self.graph.add_guard(layer_var)
         return self.graph.call_tensor_op("layer", f"{self.cls.__module__}.{self.cls.__name__}.forward", target,
                                          list(args), dict(kwargs))
+
+    def children(self) -> list[VariableBase]:
+        return [self.layer_var]
+
+    def _reconstruct_computed(self, codegen: Any) -> None:
+        """The bound method itself (a graph break at its call runs it natively on the layer)."""
+        codegen.load_callable_const(types.MethodType)
+        codegen.load_const(self.cls.forward)
+        codegen.reconstruct(self.layer_var)
+        codegen.call(2)
 
     def __repr__(self) -> str:
         return f"BuiltinForwardVariable({self.cls.__name__}.forward of {self.layer_var!r})"
@@ -244,6 +257,7 @@ class LayerVariable(ObjectVariable):
                 simulated = self._try_simulated_forward(args, kwargs)
                 if simulated is not None:
                     return simulated
+            check_layer_call(self)
             # With hooks (simulated above) the statement must not run them again through ``__call__``.
             target = layer_call(layer, run_hooks=not (layer._forward_pre_hooks or layer._forward_post_hooks))
             self.needs_identity = True
