@@ -350,6 +350,9 @@ class FunctionGraph:
             self._mark_decided(var)
         if id(var) in self._guarded:
             return
+        pin_operands = getattr(var, "pin_operands", None)
+        if pin_operands is not None:  # (deferred text: its symbolic numbers are pinned by reading their values)
+            pin_operands(data_only)
         for source in var.tracker.inputs:
             self.add_guard(source, data_only=True)  # (marked above when ``var`` decides)
         self._guarded[id(var)] = var
@@ -412,7 +415,7 @@ class FunctionGraph:
                 builder.add(expr)
         for var in self._type_guarded.values():
             if id(var) not in self._guarded and var.tracker.is_traceable():
-                builder.add(f"type({builder.expr_of(var)}) is {builder.constant(type(var.get_py_value()))}")
+                builder.add(f"type({builder.expr_of(var)}) is {builder.constant(var.get_py_type())}")
         builder.add(autograd_state_check(builder, self.state))
         self._identity_guards(builder)
         self._written_back_tensor_guards(builder)

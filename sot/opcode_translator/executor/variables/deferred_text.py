@@ -42,6 +42,17 @@ class DeferredTextVariable(ConstantVariable):
         self.render = render
         self.operands = operands
 
+    def pin_operands(self, data_only: bool) -> None:
+        """The text is guarded (something decided on it, or baked it in): the values it was made from are
+        then guarded by value, a symbolic int input's too (`FunctionGraph.add_guard`)."""
+        reading_data, self.graph.reading_data = self.graph.reading_data, data_only
+        try:
+            for var in _leaves(self.operands):
+                if _is_symbolic_input(var):
+                    var.get_py_value()
+        finally:
+            self.graph.reading_data = reading_data
+
     def children(self) -> list[VariableBase]:
         return list(self.operands)
 
@@ -52,16 +63,33 @@ class DeferredTextVariable(ConstantVariable):
         return f"DeferredTextVariable({self.value!r})"
 
 
+def _is_symbolic_input(var: VariableBase) -> bool:
+    """An int input kept symbolic (`symbolic_int.py`): its value is known, and reading it here must not pin it."""
+    from .symbolic_int import SymbolicIntVariable
+
+    return isinstance(var, SymbolicIntVariable) and var.known is not None and var.form is not None \
+        and var.form[0] == "input" and var.tracker.is_traceable()
+
+
 def _is_rereadable(var: VariableBase) -> bool:
     """A value of `PURE_TEXT_TYPES` the generated code reads from the frame (not a literal, not computed)."""
+    if _is_symbolic_input(var):
+        return True
     return (type(var) is ConstantVariable and type(var.value) in PURE_TEXT_TYPES
             and var.tracker.is_traceable() and not isinstance(var.tracker, ConstTracker))
+
+
+def _value(var: VariableBase) -> object:
+    """The value formatted this call (a symbolic input's without pinning it)."""
+    if type(var) is TupleVariable:
+        return tuple(_value(item) for item in var.items)
+    return var.known if _is_symbolic_input(var) else var.get_py_value()
 
 
 def _is_operand(var: VariableBase) -> bool:
     """What deferred text may be made of: values of `PURE_TEXT_TYPES` (a literal, one read from the frame, one
     computed), deferred text, and tuples of those built in the frame (``"%d/%d" % (i, n)``)."""
-    if isinstance(var, DeferredTextVariable):
+    if isinstance(var, DeferredTextVariable) or _is_symbolic_input(var):
         return True
     if type(var) is TupleVariable:
         return not var.tracker.is_traceable() and all(_is_operand(item) for item in var.items)
@@ -87,7 +115,7 @@ def deferred_text(graph: "FunctionGraph", render: Callable[..., str],
     if not any(_is_rereadable(var) or isinstance(var, DeferredTextVariable) for var in leaves):
         return None
     try:
-        text = render(*(var.get_py_value() for var in operands))
+        text = render(*(_value(var) for var in operands))
     except Exception:  # noqa: BLE001 - folded instead, which raises it as the user's error
         return None
     if type(text) is not str:
