@@ -307,12 +307,14 @@ PLAIN_DATA_TYPES = (int, float, bool, str, type(None))
 
 
 def is_plain_data(var: VariableBase) -> bool:
-    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation)."""
+    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation), or
+    deferred text (its numbers pinned so)."""
+    from .deferred_text import DeferredTextVariable
     from .symbolic_int import SymbolicIntVariable
 
     if isinstance(var, SymbolicIntVariable):
         return var.known is not None
-    return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
+    return type(var) in (ConstantVariable, DeferredTextVariable) and type(var.value) in PLAIN_DATA_TYPES
 
 
 # What a folded operation may return that is a new mutable object modelled by no simulated container (a numpy

@@ -120,3 +120,19 @@ def test_cache_limit_warning_names_a_stack_value_in_user_terms():
     line = fn.__code__.co_firstlineno + 2
     assert f"value pending on the stack at {__file__}:{line}>.v == " in message
     assert "return scaled(settings, y.sum().item(), x)" in message
+
+
+def test_text_repeated_is_guarded_as_data_only():
+    """Deferred text repeated (``text * 2``) is folded: its numbers are guarded by value, as data only, so a
+    frame without a graph still runs natively for other values (graph_free.py), and the text is eager's."""
+    out = io.StringIO()
+
+    def banner(step):
+        text = f"{step}|"
+        out.write(text * 2 + "\n")
+
+    fast = sot.symbolic_translate(banner)
+    for step in range(12):
+        fast(step)
+    assert out.getvalue() == "".join(f"{step}|{step}|\n" for step in range(12))
+    assert sot.stats().translate_count < 8
