@@ -136,3 +136,17 @@ def test_text_repeated_is_guarded_as_data_only():
         fast(step)
     assert out.getvalue() == "".join(f"{step}|{step}|\n" for step in range(12))
     assert sot.stats().translate_count < 8
+
+
+def test_text_of_a_tuple_used_as_a_key_keeps_its_numbers_guarded():
+    table = {"1": 10.0, "2": 20.0, "3": 30.0, "4": 40.0}
+
+    def fn(x, n):
+        key = "%d" % (n,)
+        if key == "3":
+            x = x + 100
+        return x * table[key]
+
+    fast = sot.symbolic_translate(fn)
+    for n in (1, 2, 3, 4, 3, 2, 1, 4):
+        assert_same(fast(paddle.ones([2]), n), fn(paddle.ones([2]), n))
