@@ -20,6 +20,7 @@ from .executor.guard import log_guard_misses
 from . import frame_groups
 from .graph_free import keeps_missing_without_a_graph, widened_guard
 from .native import entry_added
+from .resume import in_user_terms
 from .skip_files import runs_hook_free, should_skip
 from .transform import Translation, describe_code, translate_frame
 
@@ -66,7 +67,7 @@ def _cache_limit_reached(code: types.CodeType, frame: FrameInfo, guards: list[An
         reason = ""
         if guards:
             failure = guards[0].first_failure(frame.globals, frame.closure, frame.args)
-            reason = f"; the guard that keeps failing: {failure}" if failure else ""
+            reason = f"; the guard that keeps failing: {in_user_terms(code, failure)}" if failure else ""
         warnings.warn(f"sot: {describe_code(code)} reached the cache limit of {config.cache_limit} "
                       f"translations and now runs eagerly{reason}", RuntimeWarning, stacklevel=2)
     return True

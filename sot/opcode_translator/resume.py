@@ -9,6 +9,8 @@ code object, whose own cache entries then accumulate.
 from __future__ import annotations
 
 import dis
+import linecache
+import re
 import types
 from functools import lru_cache
 from typing import Callable
@@ -17,6 +19,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from ..errors import FallbackError
 from . import pyversion
+from .frame_groups import _CodeKeyedMap
 from .frame_groups import derived_from
 from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
 from .runtime import UNBOUND
@@ -217,7 +220,34 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     new_code = resume.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
     # (3.10 code objects carry no qualified name: give reports and logs this one)
     pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
+    _entry_lines[new_code] = _line_at(code, offset)
     return new_code
+
+
+# An entry code (resume function, loop body...) -> the line of the user's code where it enters (the break).
+_entry_lines: _CodeKeyedMap[int | None] = _CodeKeyedMap()
+_STACK_ARG_PATTERN = re.compile(STACK_ARG.replace("{}", r"(\d+)"))
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def in_user_terms(code: types.CodeType, text: str) -> str:
+    """``text`` (a readable guard check of ``code``) with the stack values an entry code receives
+    (``__sot_stack_<i>``, internal names) described as the user knows them: the i-th value the expression
+    being evaluated at the break, in the user's file and line, had computed and not yet used (an operand of
+    a call, a part of an f-string...)."""
+    line = _entry_lines.get(code)
+    if line is None or not _STACK_ARG_PATTERN.search(text):
+        return text
+    where = f"{code.co_filename}:{line}"
+    described = _STACK_ARG_PATTERN.sub(
+        lambda match: f"<the {_ordinal(int(match.group(1)) + 1)} value pending on the stack at {where}>", text)
+    source = linecache.getline(code.co_filename, line).strip()
+    return f"{described} (a value computed on line {line}" + (f", `{source}`" if source else "") + \
+        ", before the graph break there, and not yet stored in a variable)"
 
 
 def _raising_exit(body: list, position: int, line: int, target: Label) -> list:
@@ -284,5 +314,5 @@ def _prologue_end(body: list) -> int:
     return last
 
 
-__all__ = ["FreeVar", "STACK_ARG", "abstract_instruction", "build_entry_code", "build_native_code",
+__all__ = ["FreeVar", "STACK_ARG", "in_user_terms", "abstract_instruction", "build_entry_code", "build_native_code",
            "build_raising_code", "build_resume_code"]

@@ -263,6 +263,9 @@ class FunctionGraph:
         self.inputs: dict[Symbol, TensorVariable] = {}
         self.guard_builder = GuardBuilder(frame.code)
         self._guarded: dict[int, VariableBase] = {}  # holds the variables, so their ids stay unique
+        # Values the generated code reads again and only formats (`deferred_text.py`): their exact types are
+        # checked, their values only if something else guards them (`add_type_guard`).
+        self._type_guarded: dict[int, VariableBase] = {}
         # The guarded variables (and what they were derived from) that decided something in the simulation:
         # a jump, an index, a call, an exception... All but those guarded only as operands of computations
         # of plain values (formatting, arithmetic: `add_guard`'s ``data_only``), whose numbers may then be
@@ -354,9 +357,17 @@ class FunctionGraph:
             self._mark_decided(var)
         if id(var) in self._guarded:
             return
+        pin_operands = getattr(var, "pin_operands", None)
+        if pin_operands is not None:  # (deferred text: its symbolic numbers are pinned by reading their values)
+            pin_operands(data_only)
         for source in var.tracker.inputs:
             self.add_guard(source, data_only=True)  # (marked above when ``var`` decides)
         self._guarded[id(var)] = var
+
+    def add_type_guard(self, var: VariableBase) -> None:
+        """Guard ``var``'s exact type only: the simulation used its value for something the generated code
+        computes again from the value it reads (the text of a number, `deferred_text.py`)."""
+        self._type_guarded.setdefault(id(var), var)
 
     def guard_read(self, var: VariableBase) -> None:
         """Guard a value read from the frame's inputs (a global, an attribute, an item, a closure cell). A
@@ -409,6 +420,9 @@ class FunctionGraph:
                 builder.tensor_arguments.add(var.tracker.name)
             for expr in var.make_guards(builder, builder.expr_of(var)):
                 builder.add(expr)
+        for var in self._type_guarded.values():
+            if id(var) not in self._guarded and var.tracker.is_traceable():
+                builder.add(f"type({builder.expr_of(var)}) is {builder.constant(var.get_py_type())}")
         builder.add(autograd_state_check(builder, self.state))
         self._identity_guards(builder)
         self._written_back_tensor_guards(builder)

@@ -1,8 +1,10 @@
 """f-strings: ``FORMAT_VALUE`` (3.10-3.12), its 3.13 split into ``CONVERT_VALUE``, ``FORMAT_SIMPLE`` and
 ``FORMAT_WITH_SPEC``, and ``BUILD_STRING``. Python values are formatted during simulation (guarded); a
-tensor's text depends on its data, so formatting one breaks the graph and runs natively. The values
-formatted are guarded as data only (`FunctionGraph.add_guard`): a frame without a graph that only formats
-numbers is not translated again for each of their values (graph_free.py)."""
+tensor's text depends on its data, so formatting one breaks the graph and runs natively. The text of
+numbers (and strings, bools, None) read from the frame is deferred text (`deferred_text.py`): the generated
+code formats them again, and the guard checks their types only. Other values formatted are folded and
+guarded as data only (`FunctionGraph.add_guard`): a frame without a graph that only formats numbers is not
+translated again for each of their values (graph_free.py)."""
 from __future__ import annotations
 
 import dis
@@ -14,6 +16,7 @@ from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
 from ..variables.basic import TensorVariable
 from ..variables.callable import constant_fold
+from ..variables.deferred_text import deferred_text
 
 # FORMAT_VALUE's conversion bits (3.10-3.12) and CONVERT_VALUE's argument (3.13) use the same numbers.
 CONVERSIONS: dict[int, Callable[[Any], str]] = {1: str, 2: repr, 3: ascii}
@@ -23,6 +26,9 @@ FORMAT_VALUE_HAS_SPEC = 0x04
 def _fold(executor: OpcodeExecutor, fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase:
     if any(isinstance(var, TensorVariable) for var in operands):
         raise BreakGraphError("formatting a tensor as text reads its data: runs natively")
+    deferred = deferred_text(executor.graph, fn, operands)
+    if deferred is not None:
+        return deferred
     folded = constant_fold(fn, executor.graph, operands, {}, data_only=True)  # (the text decides nothing yet)
     assert folded is not None
     return folded

@@ -307,12 +307,14 @@ PLAIN_DATA_TYPES = (int, float, bool, str, type(None))
 
 
 def is_plain_data(var: VariableBase) -> bool:
-    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation)."""
+    """A known int, float, bool, str or None, or a symbolic number (pinned, as data, by the computation), or
+    deferred text (its numbers pinned so)."""
+    from .deferred_text import DeferredTextVariable
     from .symbolic_int import SymbolicIntVariable
 
     if isinstance(var, SymbolicIntVariable):
         return var.known is not None
-    return type(var) is ConstantVariable and type(var.value) in PLAIN_DATA_TYPES
+    return type(var) in (ConstantVariable, DeferredTextVariable) and type(var.value) in PLAIN_DATA_TYPES
 
 
 # What a folded operation may return that is a new mutable object modelled by no simulated container (a numpy
@@ -395,6 +397,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     dunders are inlined, symbolic ints stay in the graph, known values are folded, tensors become an
     ``api`` statement calling the operator."""
     from .container import container_operator
+    from .deferred_text import DeferredTextVariable, deferred_text
     from .dunder import dunder_operator
     from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_reflected_division, eager_scaling,
                                symbolic_arithmetic, tensor_operand, with_eager_floor_division_shape,
@@ -412,6 +415,11 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     if fn in IN_PLACE_OPERATORS and _changes_in_place(operands[0], fn):
         # Folding would change the real object during simulation (and only then): run it natively.
         raise BreakGraphError(f"in-place {fn.__name__} on a {operands[0].get_py_type().__name__} changes it")
+    if fn in _TEXT_OPERATORS and type(operands[0]) in (ConstantVariable, DeferredTextVariable) \
+            and type(operands[0].value) is str:  # (``"%d/%d" % (i, n)``, ``"[" + text``: made again at run time)
+        deferred = deferred_text(graph, fn, operands)
+        if deferred is not None:
+            return deferred
     folded = constant_fold(fn, graph, operands, {}, data_only=all(is_plain_data(var) for var in operands))
     if folded is not None:
         return folded
@@ -426,6 +434,10 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
                                   [tensor_operand(tensor, o, fn) for o in operands], {})
     return with_eager_floor_division_shape(fn, operands, with_eager_scale_bias(fn, operands, result))
+
+
+# Operators that make text from a string and values (`deferred_text.py`).
+_TEXT_OPERATORS = frozenset({operator.mod, operator.add, operator.iadd})
 
 
 def _fold_or_tensor(fn: Callable[..., Any], name: str) -> BuiltinRule:
