@@ -26,7 +26,12 @@ if [ "$status" -le 128 ]; then
     exit "$status"
 fi
 
-echo "== pytest died by signal $((status - 128)) while running: $(cat "$marker" 2>/dev/null || echo '(unknown)')"
+running=$(cat "$marker" 2>/dev/null || echo '(unknown)')
+echo "== pytest died by signal $((status - 128)) while running: $running"
+if [ -n "${SOT_FAILED_TESTS_FILE:-}" ]; then
+    echo "$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])'): $running (died by signal $((status - 128)))" \
+        >> "$SOT_FAILED_TESTS_FILE"
+fi
 # (only a core file written by this run: newer than the marker, made before pytest started)
 for core in core core.[0-9]*; do
     if [ -f "$core" ] && [ "$core" -nt "$marker" ]; then

@@ -33,6 +33,17 @@ if _CURRENT_TEST_FILE:
             out.write(nodeid)
 
 
+_FAILED_TESTS_FILE = os.environ.get("SOT_FAILED_TESTS_FILE")
+
+if _FAILED_TESTS_FILE:
+    def pytest_runtest_logreport(report: Any) -> None:
+        """Note each failing test with the Python version (`make test` lists them all at its very end, where a
+        CI log cut in the middle still shows them)."""
+        if report.failed:
+            with open(_FAILED_TESTS_FILE, "a") as out:
+                out.write(f"{sys.version_info[0]}.{sys.version_info[1]}: {report.nodeid} ({report.when})\n")
+
+
 # A test that hangs (a deadlock) ends the run after this many seconds, with the Python stacks of every
 # thread, instead of holding CI until its own time limit kills it with nothing printed (the slowest test takes
 # about 20 s here).
