@@ -129,43 +129,43 @@ def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, in
                 detached_reads.append((i, j))
             else:
                 components.union(i, j)
-    wanted = {made_at[s] for s in sir.outputs if _differentiable(sir, s)}
-    roots = sorted({components.find(j) for j in wanted}, key=lambda r: min(
-        j for j in range(len(statements)) if components.find(j) == r))
+    members: dict[int, list[int]] = {}  # group -> its statements, in order (a group is named by its first)
+    for j in range(len(statements)):
+        members.setdefault(components.find(j), []).append(j)
+    wanted = {components.find(made_at[s]) for s in sir.outputs if _differentiable(sir, s)}
+    roots = sorted(wanted, key=lambda group: members[group][0])
     if len(roots) < 2:
         return None
     # A group without a result requiring gradients joins the first part it reads from (or the first part).
     part_of_root = {root: p for p, root in enumerate(roots)}
-    part_of_statement: list[int] = [-1] * len(statements)
-    for j in range(len(statements)):
-        part_of_statement[j] = part_of_root.get(components.find(j), -1)
-    for j in range(len(statements)):
-        if part_of_statement[j] < 0:
-            group = components.find(j)
-            sources = [part_of_statement[i] for i, k in detached_reads if components.find(k) == group
-                       and part_of_statement[i] >= 0]
-            target = sources[0] if sources else 0
-            for k in range(len(statements)):
-                if components.find(k) == group:
-                    part_of_statement[k] = target
+    part_of_statement = [part_of_root.get(components.find(j), -1) for j in range(len(statements))]
+    read_from: dict[int, list[int]] = {}  # group -> the statements it reads detached
+    for maker, reader in detached_reads:
+        read_from.setdefault(components.find(reader), []).append(maker)
+    for group, indexes in members.items():
+        if group not in part_of_root:
+            sources = [part_of_statement[i] for i in read_from.get(group, ()) if part_of_statement[i] >= 0]
+            for j in indexes:
+                part_of_statement[j] = sources[0] if sources else 0
     crossing = [(part_of_statement[i], part_of_statement[j]) for i, j in detached_reads
                 if part_of_statement[i] != part_of_statement[j]]
     count = len(roots)
     needs: list[set[int]] = [set() for _ in range(count)]
     for maker, reader in crossing:
         needs[reader].add(maker)
-    first = [min(j for j in range(len(statements)) if part_of_statement[j] == p) for p in range(count)]
-    order = _part_order(count, first, needs)
+    in_part: list[list[int]] = [[] for _ in range(count)]
+    for j, part in enumerate(part_of_statement):
+        in_part[part].append(j)
+    order = _part_order(count, [indexes[0] for indexes in in_part], needs)
     if order is None:
         return None
-    running = [j for p in order for j in range(len(statements)) if part_of_statement[j] == p]
+    running = [j for p in order for j in in_part[p]]
     if running != sorted(running):
         # Reordered: random numbers must still be drawn in eager's order, so at most one part may draw them.
         drawing = {part_of_statement[j] for j in range(len(statements)) if _may_draw_random_numbers(statements[j])}
         if len(drawing) > 1:
             return None
-    return _plans(sir, [[statements[j] for j in range(len(statements)) if part_of_statement[j] == p]
-                        for p in order])
+    return _plans(sir, [[statements[j] for j in in_part[p]] for p in order])
 
 
 def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPlan], list[tuple[int, int]]]:
