@@ -331,3 +331,174 @@ def plain_step(model, optimizer, x, y):
 
 def test_weight_norm_and_spectral_norm_layers_match_eager() -> None:
     assert_step_parity(make_normalized_weights, plain_step, classification_batch)
+
+
+# -- a momentum encoder with a queue of negatives (MoCo) -----------------------------------------------------
+
+
+class MomentumContrast(nn.Layer):
+    """Python state on the layer (the queue pointer) and a buffer written by slice assignment under no_grad."""
+
+    def __init__(self, queue_size: int = 12, dim: int = 4) -> None:
+        super().__init__()
+        self.query = nn.Linear(4, dim)
+        self.key = copy.deepcopy(self.query)
+        for param in self.key.parameters():
+            param.stop_gradient = True
+        self.register_buffer("queue", F.normalize(paddle.randn([dim, queue_size]), axis=0))
+        self.pointer = 0
+        self.queue_size = queue_size
+
+    @paddle.no_grad()
+    def momentum_update(self, momentum: float = 0.9) -> None:
+        for key_param, query_param in zip(self.key.parameters(), self.query.parameters()):
+            key_param.set_value(key_param * momentum + query_param * (1 - momentum))
+
+    @paddle.no_grad()
+    def enqueue(self, keys: paddle.Tensor) -> None:
+        start = self.pointer
+        self.queue[:, start:start + keys.shape[0]] = keys.T
+        self.pointer = (start + keys.shape[0]) % self.queue_size
+
+    def forward(self, view1: paddle.Tensor, view2: paddle.Tensor) -> paddle.Tensor:
+        q = F.normalize(self.query(view1), axis=1)
+        self.momentum_update()
+        k = F.normalize(self.key(view2), axis=1)
+        logits = paddle.concat([(q * k).sum(1, keepdim=True), q @ self.queue.clone().detach()], 1) / 0.2
+        self.enqueue(k)
+        return F.cross_entropy(logits, paddle.zeros([view1.shape[0]], dtype="int64"))
+
+
+def make_moco() -> tuple:
+    paddle.seed(0)
+    model = MomentumContrast()
+    return model, paddle.optimizer.SGD(0.1, parameters=model.query.parameters())
+
+
+def moco_step(model, optimizer, x):
+    loss = model(x, x + 0.1 * paddle.randn(x.shape))
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+    return loss, model.pointer
+
+
+def test_momentum_encoder_with_a_queue_buffer_matches_eager() -> None:
+    def batch(index: int) -> list:
+        paddle.seed(100 + index)
+        return [paddle.randn([4, 4])]
+
+    assert_step_parity(make_moco, moco_step, batch, steps=5)
+
+
+# -- a GAN step freezing the discriminator by stop_gradient, truncated BPTT ----------------------------------
+
+
+def make_gan() -> tuple:
+    paddle.seed(0)
+    generator = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 4))
+    discriminator = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    return (generator, discriminator, paddle.optimizer.Adam(0.01, parameters=generator.parameters()),
+            paddle.optimizer.Adam(0.01, parameters=discriminator.parameters()))
+
+
+def gan_step(generator, discriminator, generator_optimizer, discriminator_optimizer, real, noise):
+    fake = generator(noise)
+    for param in discriminator.parameters():
+        param.stop_gradient = False
+    ones, zeros = paddle.ones([real.shape[0], 1]), paddle.zeros([noise.shape[0], 1])
+    d_loss = (F.binary_cross_entropy_with_logits(discriminator(real), ones)
+              + F.binary_cross_entropy_with_logits(discriminator(fake.detach()), zeros))
+    d_loss.backward()
+    discriminator_optimizer.step()
+    discriminator_optimizer.clear_grad()
+    for param in discriminator.parameters():
+        param.stop_gradient = True
+    g_loss = F.binary_cross_entropy_with_logits(discriminator(fake), ones)
+    g_loss.backward()
+    generator_optimizer.step()
+    generator_optimizer.clear_grad()
+    return d_loss, g_loss, fake
+
+
+def test_gan_step_freezing_the_discriminator_by_stop_gradient_matches_eager() -> None:
+    def batch(index: int) -> list:
+        paddle.seed(100 + index)
+        return [paddle.randn([6, 4]), paddle.randn([6, 2])]
+
+    assert_step_parity(make_gan, gan_step, batch, steps=3)
+
+
+def make_lstm_cell() -> tuple:
+    paddle.seed(0)
+    cell, head = nn.LSTMCell(4, 8), nn.Linear(8, 3)
+    return cell, head, paddle.optimizer.Adam(0.01, parameters=cell.parameters() + head.parameters()), {}
+
+
+def truncated_bptt_step(cell, head, optimizer, carried, x, y):
+    h, c = carried.get("state", (paddle.zeros([x.shape[0], 8]), paddle.zeros([x.shape[0], 8])))
+    loss = 0
+    for t in range(x.shape[1]):
+        out, (h, c) = cell(x[:, t], (h, c))
+        loss = loss + F.cross_entropy(head(out), y[:, t])
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+    carried["state"] = (h.detach(), c.detach())
+    return loss, h
+
+
+def test_truncated_bptt_carrying_detached_state_across_steps_matches_eager() -> None:
+    def batch(index: int) -> list:
+        paddle.seed(100 + index)
+        return [paddle.randn([2, 3, 4]), paddle.randint(0, 3, [2, 3])]
+
+    assert_step_parity(make_lstm_cell, truncated_bptt_step, batch, steps=3)
+
+
+# -- greedy decoding with a key/value cache ------------------------------------------------------------------
+
+
+class TinyDecoder(nn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(12, 8)
+        self.attention = nn.MultiHeadAttention(8, 2)
+        self.head = nn.Linear(8, 12)
+
+    def forward(self, ids: paddle.Tensor, cache: Any) -> tuple:
+        hidden = self.embedding(ids)
+        out, cache = self.attention(hidden, hidden, hidden, cache=cache)
+        return self.head(out), cache
+
+
+def make_decoder() -> tuple:
+    paddle.seed(0)
+    model = TinyDecoder()
+    model.eval()
+    return (model,)
+
+
+@paddle.no_grad()
+def greedy_decode(model, prompt, max_new_tokens, eos=3):
+    ids = prompt
+    finished = paddle.zeros([prompt.shape[0]], dtype="bool")
+    cache = model.attention.gen_cache(model.embedding(prompt), type=nn.MultiHeadAttention.Cache)
+    logits, cache = model(prompt, cache)
+    for step in range(max_new_tokens):
+        token = logits[:, -1].argmax(-1)
+        token = paddle.where(finished, paddle.full_like(token, eos), token)
+        finished = finished | (token == eos)
+        ids = paddle.concat([ids, token.unsqueeze(-1)], axis=1)
+        if finished.all():
+            break
+        logits, cache = model(token.unsqueeze(-1), cache)
+    return ids, step
+
+
+def test_greedy_decoding_with_a_kv_cache_and_early_stop_matches_eager() -> None:
+    def batch(index: int) -> list:
+        paddle.seed(100 + index)
+        return [paddle.randint(0, 12, [3, 4]), 4 + index]
+
+    assert_step_parity(make_decoder, greedy_decode, batch, steps=3)
