@@ -502,3 +502,42 @@ def test_greedy_decoding_with_a_kv_cache_and_early_stop_matches_eager() -> None:
         return [paddle.randint(0, 12, [3, 4]), 4 + index]
 
     assert_step_parity(make_decoder, greedy_decode, batch, steps=3)
+
+
+# -- position buckets by floor division (a known bug: tests/known_bugs.txt) ----------------------------------
+
+
+class BucketedPositions(nn.Layer):
+    """Position ids (int32) divided into buckets by a stride kept as an int64 0-d tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(8, 4)
+        self.register_buffer("stride", paddle.to_tensor(2, dtype="int64"))
+
+    def forward(self, positions: paddle.Tensor) -> tuple:
+        buckets = positions // self.stride
+        return self.embedding(buckets), buckets
+
+
+def make_bucketed_positions() -> tuple:
+    paddle.seed(0)
+    model = BucketedPositions()
+    return model, paddle.optimizer.SGD(0.1, parameters=model.parameters())
+
+
+def bucketed_positions_step(model, optimizer, positions):
+    embedded, buckets = model(positions)
+    loss = embedded.pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+    return loss, buckets
+
+
+def test_position_buckets_by_floor_division_with_an_int64_stride_match_eager() -> None:
+    def batch(index: int) -> list:
+        return [paddle.arange(index, index + 12, dtype="int32").reshape([2, 6])]
+
+    with sot.config.patch(min_graph_size=0):
+        assert_step_parity(make_bucketed_positions, bucketed_positions_step, batch)
