@@ -1,0 +1,85 @@
+"""Floor division of tensors in a compiled program gives eager's dtype and shape.
+
+Found by sweeping the binary operators over dtype pairs (tensors, 0-d tensors, Python numbers) against eager:
+``+ - * / % ** >`` agree, floor division does not. Eager promotes ``t // s`` and ``paddle.floor_divide(t, s)``
+with a 0-d tensor ``s`` of another dtype like any two tensors (an int32 position id ``//`` an int64 0-d stride
+is int64; float32 ``//`` a float64 0-d tensor is float64), and ``paddle.floor_divide`` turns a Python number
+into a tensor of the default dtype (int32 ``//`` 2 is int64, float16 ``//`` 0.5 float32); the compiled program
+keeps the dtype of the bigger operand. A Python number ``//`` a 0-d float16 tensor is [1] in eager and [1, 1]
+in the program. Every test compiles its graph (``compile_all``) and compares dtype, shape and values."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import paddle
+import pytest
+
+import sot
+
+
+def outcome(fn: Callable[..., Any], *args: Any) -> Any:
+    result = fn(*args)
+    return str(result.dtype), tuple(result.shape), result.numpy().astype("float64").tolist()
+
+
+def assert_parity(fn: Callable[..., Any], *args: Any) -> None:
+    expected = outcome(fn, *args)
+    assert outcome(sot.symbolic_translate(fn), *args) == expected
+
+
+def floor_divide_operator(a: Any, b: Any) -> paddle.Tensor:
+    return a // b
+
+
+def floor_divide_function(a: Any, b: Any) -> paddle.Tensor:
+    return paddle.floor_divide(a, b)
+
+
+def true_divide_operator(a: Any, b: Any) -> paddle.Tensor:
+    return a / b
+
+
+def tensor(values: list, dtype: str) -> paddle.Tensor:
+    return paddle.to_tensor(np.array(values).astype(dtype))
+
+
+def test_int32_positions_floor_divided_by_an_int64_scalar_tensor_are_int64_as_in_eager(compile_all: None) -> None:
+    positions, stride = tensor([3, 4, 5], "int32"), paddle.to_tensor(2, dtype="int64")
+    assert_parity(floor_divide_operator, positions, stride)
+
+
+@pytest.mark.parametrize("dtype, scalar_dtype", [("float32", "float64"), ("float16", "float32"),
+                                                 ("float64", "float32"), ("int64", "int32")])
+@pytest.mark.parametrize("function", [floor_divide_operator, floor_divide_function])
+def test_a_tensor_floor_divided_by_a_scalar_tensor_of_another_dtype(compile_all: None, function: Any, dtype: str,
+                                                                   scalar_dtype: str) -> None:
+    values = tensor([1.5, 2.5, 3.5] if dtype.startswith("float") else [3, 4, 5], dtype)
+    scalar = paddle.to_tensor(np.array(2).astype(scalar_dtype))
+    assert_parity(function, values, scalar)
+    assert_parity(function, scalar, values)
+
+
+@pytest.mark.parametrize("dtype, number", [("int32", 2), ("float16", 0.5)])
+def test_paddle_floor_divide_by_a_python_number(compile_all: None, dtype: str, number: Any) -> None:
+    assert_parity(floor_divide_function, tensor([3, 4, 5], dtype), number)
+
+
+@pytest.mark.parametrize("number", [2, 0.5])
+def test_a_python_number_floor_divided_by_a_float16_scalar_tensor(compile_all: None, number: Any) -> None:
+    assert_parity(floor_divide_operator, number, paddle.to_tensor(2.0, dtype="float16"))
+
+
+@pytest.mark.parametrize("dtype, scalar_dtype", [("float32", "float64"), ("int32", "int64")])
+def test_true_division_by_a_scalar_tensor_of_another_dtype_already_matches(compile_all: None, dtype: str,
+                                                                         scalar_dtype: str) -> None:
+    values = tensor([1.5, 2.5, 3.5] if dtype.startswith("float") else [3, 4, 5], dtype)
+    assert_parity(true_divide_operator, values, paddle.to_tensor(np.array(2).astype(scalar_dtype)))
+
+
+def test_a_float_scalar_tensor_to_the_power_of_a_bool_has_eagers_shape(compile_all: None) -> None:
+    """Eager gives ``paddle.to_tensor(2.0) ** True`` the shape [1] (the bool made a [1] tensor); the program []."""
+    def power(x: paddle.Tensor, exponent: bool) -> paddle.Tensor:
+        return x ** exponent
+
+    assert_parity(power, paddle.to_tensor(2.0), True)
