@@ -5,7 +5,7 @@ Found by sweeping the binary operators over dtype pairs (tensors, 0-d tensors, P
 with a 0-d tensor ``s`` of another dtype like any two tensors (an int32 position id ``//`` an int64 0-d stride
 is int64; float32 ``//`` a float64 0-d tensor is float64), and ``paddle.floor_divide`` turns a Python number
 into a tensor of the default dtype (int32 ``//`` 2 is int64, float16 ``//`` 0.5 float32); the compiled program
-keeps the dtype of the bigger operand. A Python number ``//`` a 0-d float16 tensor is [1] in eager and [1, 1]
+kept the dtype of the bigger operand (now cast to eager's first: `symbolic_int.eager_floor_division`). A Python number ``//`` a 0-d float16 tensor is [1] in eager and [1, 1]
 in the program. Every test compiles its graph (``compile_all``) and compares dtype, shape and values."""
 from __future__ import annotations
 
@@ -83,3 +83,13 @@ def test_a_float_scalar_tensor_to_the_power_of_a_bool_has_eagers_shape(compile_a
         return x ** exponent
 
     assert_parity(power, paddle.to_tensor(2.0), True)
+
+
+def test_a_promoted_floor_division_is_translated_once_for_its_dtypes(compile_all: None) -> None:
+    translated = sot.symbolic_translate(floor_divide_operator)
+    stride = paddle.to_tensor(2, dtype="int64")
+    for values in ([3, 4, 5], [7, 8, 9], [1, 2, 3]):
+        result = translated(tensor(values, "int32"), stride)
+        assert result.dtype == paddle.int64
+        assert result.numpy().tolist() == [v // 2 for v in values]
+    assert (sot.stats().translate_count, sot.stats().fallbacks) == (1, 0)

@@ -71,10 +71,15 @@ class PaddleApiVariable(CallableVariable):
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         from .inplace import in_place_api
 
+        from .symbolic_int import eager_floor_division
+
         name = _qualified_name(self.value)
         changed = in_place_api(self.value, name, args, kwargs)
         if changed is not None:
             return changed
+        eager_form = eager_floor_division(self.value, args) if not kwargs else None
+        if eager_form is not None:
+            return eager_form
         result = self.graph.call_tensor_op("api", name, self.value, args, kwargs)
         from .known_values import note_known_result
 
@@ -399,9 +404,9 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     from .container import container_operator
     from .deferred_text import DeferredTextVariable, deferred_text
     from .dunder import dunder_operator
-    from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_reflected_division, eager_scaling,
-                               symbolic_arithmetic, tensor_operand, with_eager_floor_division_shape,
-                               with_eager_scale_bias)
+    from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_floor_division,
+                               eager_reflected_division, eager_scaling, symbolic_arithmetic, tensor_operand,
+                               with_eager_floor_division_shape, with_eager_scale_bias)
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -426,7 +431,8 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
     if tensor is None:
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
-    for eager_form in (eager_bool_operand, eager_scaling, eager_reflected_division, eager_constant_operand):
+    for eager_form in (eager_bool_operand, eager_scaling, eager_reflected_division, eager_constant_operand,
+                       eager_floor_division):
         result = eager_form(fn, operands)
         if result is not None:
             return with_eager_floor_division_shape(fn, operands, result)

@@ -19,6 +19,7 @@ gets one (and a value guard), so only the paths written for symbolic ints keep i
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -589,6 +590,59 @@ def with_eager_floor_division_shape(fn: Callable[..., Any], operands: list[Varia
     graph = result.graph
     axis = ConstantVariable(0, graph, DummyTracker())
     return graph.call_tensor_op("api", "paddle.unsqueeze", paddle.unsqueeze, [result, axis], {})
+
+
+# Floor divisions whose dtype a program does not take from eager: `eager_floor_division`.
+_FLOOR_DIVISIONS = (operator.floordiv, paddle.floor_divide)
+# An operand of one, for `_eager_floor_division_dtype`: ("tensor", dtype, rank) or ("number", int or float).
+Operand = tuple
+
+
+@functools.lru_cache(maxsize=256)
+def _eager_floor_division_dtype(fn: Callable[..., Any], left: Operand, right: Operand) -> Any:
+    """The dtype eager Paddle gives ``fn(left, right)``, asked of eager itself on one-element operands (None
+    if it raises: the program's form is then left as it is)."""
+    def stand_in(operand: Operand) -> Any:
+        return paddle.ones([1] * operand[2], dtype=operand[1]) if operand[0] == "tensor" else operand[1](2)
+
+    try:
+        with paddle.no_grad():
+            return fn(stand_in(left), stand_in(right)).dtype
+    except Exception:  # noqa: BLE001 - eager refuses these operands: the program's op raises or answers alike
+        return None
+
+
+def eager_floor_division(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``t // s`` or ``paddle.floor_divide(t, s)`` in eager's dtype. Eager promotes a 0-D tensor operand of
+    another dtype like any tensor (an int32 position id ``//`` an int64 0-D stride is int64), and
+    ``paddle.floor_divide`` makes a Python number a tensor of the default dtype (int32 ``//`` 2 is int64);
+    the program kept the dtype of the bigger operand. The tensors are cast to eager's dtype first, as eager
+    computes in it. None when the program's dtype is eager's already (equal dtypes, the ``//`` operator with
+    a number) or for other operands."""
+    if fn not in _FLOOR_DIVISIONS or len(operands) != 2:
+        return None
+    described = []
+    for operand in operands:
+        if type(operand) is TensorVariable:
+            described.append(("tensor", operand.meta.dtype, len(operand.meta.shape)))
+        elif type(operand) is ConstantVariable and type(operand.value) in (int, float):
+            described.append(("number", type(operand.value)))
+        else:
+            return None
+    tensors = [d for d in described if d[0] == "tensor"]
+    if not tensors or (len(tensors) == 2 and tensors[0][1] == tensors[1][1]) or \
+            (len(tensors) == 1 and fn is operator.floordiv):
+        return None
+    dtype = _eager_floor_division_dtype(fn, *described)
+    if dtype is None:
+        return None
+    graph = operands[0].graph
+    cast = [graph.call_tensor_op("api", "paddle.cast", paddle.cast,
+                                 [operand, ConstantVariable(dtype, graph, DummyTracker())], {})
+            if type(operand) is TensorVariable and operand.meta.dtype != dtype else operand
+            for operand in operands]
+    name = "paddle.floor_divide" if fn is paddle.floor_divide else f"operator.{fn.__name__}"
+    return graph.call_tensor_op("api", name, fn, cast, {})
 
 
 class SymbolicSliceVariable(ConstantVariable):
