@@ -77,12 +77,20 @@ def test_true_division_by_a_scalar_tensor_of_another_dtype_already_matches(compi
     assert_parity(true_divide_operator, values, paddle.to_tensor(np.array(2).astype(scalar_dtype)))
 
 
-def test_a_float_scalar_tensor_to_the_power_of_a_bool_has_eagers_shape(compile_all: None) -> None:
-    """Eager gives ``paddle.to_tensor(2.0) ** True`` the shape [1] (the bool made a [1] tensor); the program []."""
-    def power(x: paddle.Tensor, exponent: bool) -> paddle.Tensor:
-        return x ** exponent
+def power(x: Any, exponent: Any) -> paddle.Tensor:
+    return x ** exponent
 
-    assert_parity(power, paddle.to_tensor(2.0), True)
+
+@pytest.mark.parametrize("exponent", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_a_scalar_tensor_to_the_power_of_a_bool_has_eagers_shape(compile_all: None, dtype: str,
+                                                                 exponent: bool) -> None:
+    """Eager gives ``paddle.to_tensor(2.0) ** True`` the shape [1] (the bool made a [1] tensor); the program
+    gave []. A bool to the power of a 0-D tensor, a number exponent and a [2] tensor keep eager's shapes."""
+    assert_parity(power, paddle.to_tensor(np.array(2).astype(dtype)), exponent)
+    assert_parity(power, exponent, paddle.to_tensor(np.array(2).astype(dtype)))
+    assert_parity(power, paddle.to_tensor(np.array(2).astype(dtype)), 2)
+    assert_parity(power, tensor([2, 3], dtype), exponent)
 
 
 def test_a_promoted_floor_division_is_translated_once_for_its_dtypes(compile_all: None) -> None:

@@ -406,7 +406,7 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     from .dunder import dunder_operator
     from .symbolic_int import (eager_bool_operand, eager_constant_operand, eager_floor_division,
                                eager_reflected_division, eager_scaling, symbolic_arithmetic, tensor_operand,
-                               with_eager_floor_division_shape, with_eager_scale_bias)
+                               with_eager_scalar_operand_shape, with_eager_scale_bias)
 
     result = dunder_operator(fn, operands)
     if result is not None:
@@ -435,11 +435,11 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
                        eager_floor_division):
         result = eager_form(fn, operands)
         if result is not None:
-            return with_eager_floor_division_shape(fn, operands, result)
+            return with_eager_scalar_operand_shape(fn, operands, result)
     # A symbolic int operand computes in the tensor's dtype, as a Python int would.
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
                                   [tensor_operand(tensor, o, fn) for o in operands], {})
-    return with_eager_floor_division_shape(fn, operands, with_eager_scale_bias(fn, operands, result))
+    return with_eager_scalar_operand_shape(fn, operands, with_eager_scale_bias(fn, operands, result))
 
 
 # Operators that make text from a string and values (`deferred_text.py`).

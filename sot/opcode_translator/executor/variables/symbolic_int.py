@@ -576,13 +576,23 @@ def with_eager_scale_bias(fn: Callable[..., Any], operands: list[VariableBase], 
 _FLOOR_DIVISION_OPERATORS = frozenset({operator.floordiv, operator.ifloordiv})
 
 
-def with_eager_floor_division_shape(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
+def _fills_a_one_element_tensor(fn: Callable[..., Any], operands: list[VariableBase]) -> bool:
+    """Whether eager Paddle makes the Python-number operand of ``fn`` a [1] tensor: any number of ``//``, a
+    bool exponent of ``**`` (``t ** True``; ``True ** t`` and a number exponent keep a 0-D result)."""
+    if fn in _FLOOR_DIVISION_OPERATORS:
+        return True
+    return fn is operator.pow and len(operands) == 2 and type(operands[1]) is ConstantVariable \
+        and type(operands[1].value) is bool
+
+
+def with_eager_scalar_operand_shape(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
         VariableBase:
     """``result`` of ``fn`` on a 0-D tensor and a Python number (or symbolic int), made the shape eager
     gives: eager Paddle's ``//`` fills the number as a [1] tensor, so ``t // 2`` (and ``2 // t``) of a 0-D
-    ``t`` is a [1] tensor (``x.numel() // 2``); the program's was 0-D. Other operators keep a 0-D result."""
-    if fn not in _FLOOR_DIVISION_OPERATORS or len(operands) != 2 or not isinstance(result, TensorVariable) \
-            or len(result.meta.shape) != 0:
+    ``t`` is a [1] tensor (``x.numel() // 2``), and so does ``**`` a bool exponent (``t ** True``); the
+    program's was 0-D. Other operators keep a 0-D result."""
+    if not _fills_a_one_element_tensor(fn, operands) or len(operands) != 2 \
+            or not isinstance(result, TensorVariable) or len(result.meta.shape) != 0:
         return result
     tensors = [o for o in operands if isinstance(o, TensorVariable)]
     if len(tensors) != 1 or len(tensors[0].meta.shape) != 0:
