@@ -101,3 +101,29 @@ def test_a_promoted_floor_division_is_translated_once_for_its_dtypes(compile_all
         assert result.dtype == paddle.int64
         assert result.numpy().tolist() == [v // 2 for v in values]
     assert (sot.stats().translate_count, sot.stats().fallbacks) == (1, 0)
+
+
+def _halved_sum(x: paddle.Tensor) -> paddle.Tensor:
+    return x.sum() // 2
+
+
+def _uses_halved_sum(x: paddle.Tensor) -> paddle.Tensor:
+    return _halved_sum(x) * 3 + x.mean()
+
+
+@pytest.mark.parametrize("function, operand", [(_uses_halved_sum, tensor([1.0, 2.0, 3.0, 4.0], "float32")),
+                                               (floor_divide_operator, None), (power, None)])
+def test_an_eager_replay_of_the_graph_gives_eagers_shape(compile_all: None, function: Any, operand: Any) -> None:
+    """The statements of a graph run eagerly (the cost model's choice, a program Paddle fails to build: a
+    number ``//`` a 0-D float16 tensor) give eager's [1]: the 0-D operand is made [1] before the operator,
+    whose eager form fills the number as [1] too (unsqueezing the 0-D result gave [1, 1] there)."""
+    from sot.symbolic.sir import run_sir
+
+    args = (operand,) if operand is not None else (paddle.to_tensor(5.0), 2) if function is floor_divide_operator \
+        else (paddle.to_tensor(3.0), True)
+    explained = sot.explain(function, *args)
+    sir = explained.graphs[0].sir
+    replayed = run_sir(sir, [a for a in args if isinstance(a, paddle.Tensor)])[0]
+    expected = function(*args)
+    assert tuple(replayed.shape) == tuple(expected.shape) == (1,)
+    np.testing.assert_allclose(replayed.numpy(), expected.numpy())

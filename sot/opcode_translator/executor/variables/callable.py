@@ -431,15 +431,17 @@ def apply_operator(graph: "FunctionGraph", fn: Callable[..., Any], operands: lis
     tensor = next((o for o in operands if isinstance(o, TensorVariable)), None)
     if tensor is None:
         return graph.call_tensor_op("api", f"operator.{fn.__name__}", fn, operands, {})
+    operands = with_eager_scalar_operand_shape(fn, operands)
+    tensor = next(o for o in operands if isinstance(o, TensorVariable))
     for eager_form in (eager_bool_operand, eager_scaling, eager_reflected_division, eager_constant_operand,
                        eager_floor_division):
         result = eager_form(fn, operands)
         if result is not None:
-            return with_eager_scalar_operand_shape(fn, operands, result)
+            return result
     # A symbolic int operand computes in the tensor's dtype, as a Python int would.
     result = graph.call_tensor_op("api", f"operator.{fn.__name__}", fn,
                                   [tensor_operand(tensor, o, fn) for o in operands], {})
-    return with_eager_scalar_operand_shape(fn, operands, with_eager_scale_bias(fn, operands, result))
+    return with_eager_scale_bias(fn, operands, result)
 
 
 # Operators that make text from a string and values (`deferred_text.py`).

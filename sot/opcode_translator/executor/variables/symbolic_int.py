@@ -585,21 +585,22 @@ def _fills_a_one_element_tensor(fn: Callable[..., Any], operands: list[VariableB
         and type(operands[1].value) is bool
 
 
-def with_eager_scalar_operand_shape(fn: Callable[..., Any], operands: list[VariableBase], result: VariableBase) -> \
-        VariableBase:
-    """``result`` of ``fn`` on a 0-D tensor and a Python number (or symbolic int), made the shape eager
-    gives: eager Paddle's ``//`` fills the number as a [1] tensor, so ``t // 2`` (and ``2 // t``) of a 0-D
-    ``t`` is a [1] tensor (``x.numel() // 2``), and so does ``**`` a bool exponent (``t ** True``); the
-    program's was 0-D. Other operators keep a 0-D result."""
-    if not _fills_a_one_element_tensor(fn, operands) or len(operands) != 2 \
-            or not isinstance(result, TensorVariable) or len(result.meta.shape) != 0:
-        return result
-    tensors = [o for o in operands if isinstance(o, TensorVariable)]
-    if len(tensors) != 1 or len(tensors[0].meta.shape) != 0:
-        return result
-    graph = result.graph
-    axis = ConstantVariable(0, graph, DummyTracker())
-    return graph.call_tensor_op("api", "paddle.unsqueeze", paddle.unsqueeze, [result, axis], {})
+def with_eager_scalar_operand_shape(fn: Callable[..., Any], operands: list[VariableBase]) -> list[VariableBase]:
+    """``operands`` of ``fn``, a 0-D tensor among them made a [1] tensor where eager Paddle fills the other, a
+    Python number (or symbolic int), as a [1] tensor: ``t // 2`` (and ``2 // t``) of a 0-D ``t`` is a [1]
+    tensor (``x.numel() // 2``), and so is ``t ** True``; the program's operator gave 0-D. Made on the operand,
+    not on the result: the program and an eager replay of its statements (whose operator gives [1] already)
+    then both give eager's [1] (an unsqueezed result was [1, 1] in a replay). Other operators keep 0-D."""
+    if not _fills_a_one_element_tensor(fn, operands) or len(operands) != 2:
+        return operands
+    tensors = [i for i, operand in enumerate(operands) if isinstance(operand, TensorVariable)]
+    if len(tensors) != 1 or len(operands[tensors[0]].meta.shape) != 0:
+        return operands
+    tensor = operands[tensors[0]]
+    axis = ConstantVariable(0, tensor.graph, DummyTracker())
+    made = list(operands)
+    made[tensors[0]] = tensor.graph.call_tensor_op("api", "paddle.unsqueeze", paddle.unsqueeze, [tensor, axis], {})
+    return made
 
 
 # Floor divisions whose dtype a program does not take from eager: `eager_floor_division`.
