@@ -129,7 +129,7 @@ def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, in
                 detached_reads.append((i, j))
             else:
                 components.union(i, j)
-    members: dict[int, list[int]] = {}  # group -> its statements, in order (a group is named by its first)
+    members: dict[int, list[int]] = {}  # group (its union-find root) -> its statements, in order
     for j in range(len(statements)):
         members.setdefault(components.find(j), []).append(j)
     wanted = {components.find(made_at[s]) for s in sir.outputs if _differentiable(sir, s)}
