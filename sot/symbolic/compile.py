@@ -26,7 +26,7 @@ from ..eval_frame_ext.tensor_meta import fresh_inplace_versions
 from ..log import log
 from ..stack_room import enter_room, leave_room
 from ..stats import count_compiled_graph, uncount_compiled_graph
-from . import backward_pass, gradient_flags, kept_scope, program_registries, version_check
+from . import backward_pass, gradient_flags, kept_scope, program_registries, unreached_heads, version_check
 from .amp import AMP_OFF, ambient_amp_enabled, amp_applied
 from .build_warnings import build_warnings_ignored
 from .callstack import shallow_op_callstacks
@@ -75,6 +75,7 @@ class CompiledProgram:
         self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
         self._written_back = version_check.written_back_map(sir)
         self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]
+        self._heads = unreached_heads.head_leaves(sir)  # (None for the usual graph: every leaf reaches every result)
         self._lock = threading.Lock()
         self._saved: version_check.SavedByOutput | None = None  # see saved_plan()
         self._saved_parameters: list[paddle.Tensor] = []  # the held parameters its backward reads
@@ -343,6 +344,8 @@ class CompiledProgram:
             self._watch_saved_tensors(fed, outputs)
             if not recomputed:
                 mark_outputs(outputs, recomputed=False)
+                if self._heads is not None:
+                    unreached_heads.watch_call(self._heads, inputs, outputs)
                 if self._scopes.last not in self._scopes.backward_built:
                     _build_backward_under_flags(self._scopes, self._build_flags, outputs)
                 if self._keeper is not None and self._scopes.last_scope is not None:
