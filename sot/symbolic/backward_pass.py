@@ -58,6 +58,10 @@ class BackwardPass:
     own_backward_calls: dict[int, tuple[Any, dict[int, Any]]] = dataclasses.field(default_factory=dict)
     # What runs when the pass ends, raised or not (`at_pass_end`).
     at_end: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    # Of a ``paddle.grad`` pass: its ``allow_unused``, and what corrects its results once it ended well, in order
+    # (each gets the results and returns those to give: `unreached_heads`).
+    allow_unused: bool = False
+    result_fixes: list[Callable[[list], list]] = dataclasses.field(default_factory=list)
 
     def note_output(self, call: Any, index: int, grad: Any) -> None:
         """Note the gradient ``grad`` of output ``index`` of ``call`` (a hook's, in this pass)."""
@@ -172,8 +176,10 @@ def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph
     original = _ORIGINALS["run_partial_grad"]
     listed = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     running = BackwardPass(True, bool(retain_graph), bool(create_graph), targets=frozenset(map(id, listed)),
-                           inputs=listed)
+                           inputs=listed, allow_unused=len(rest) > 1 and bool(rest[1]))  # (only_inputs, allow_unused)
     result = _running(running, lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
+    for fix in running.result_fixes:
+        result = fix(result)
     if running.own_backward_calls:
         for finish in RESULT_FINISHERS:
             result = finish(running, result)

@@ -15,7 +15,9 @@ call per head. So the program stays whole, and the pass is corrected after the f
 differentiable result notes whether the pass brought it a gradient (Paddle calls it with None when not), and
 when the pass ends, each such tensor (a leaf: a parameter of a built-in layer the program calls, or a
 differentiable leaf input) that had no gradient before the pass, that none of the reached results depend on,
-and whose gradient is all zeros, gets None again.
+and whose gradient is all zeros, gets None again. A ``paddle.grad`` pass gets None for such a target (or
+eager's error, without ``allow_unused``): its results are corrected as it returns them
+(`backward_pass.BackwardPass.result_fixes`).
 
 Only graphs with such tensors pay the hooks (`head_leaves` is None for the usual forward, whose every
 parameter reaches every result). Not corrected: graphs with a statement whose reads are unknown (a PyLayer, a
@@ -146,17 +148,46 @@ class _CallWatch:
     def on_result_gradient(self, index: int, grad: Any) -> None:
         if not self.pending:  # (the first hook of this pass through the call: before its node runs)
             self.pending = True
-            self.candidates = [(leaf, reach) for leaf, reach in self.leaves if leaf.grad is None]
-            if not backward_pass.at_pass_end(self.finish):
-                self.pending = False
-                return
+            running = backward_pass.current()
+            if running is not None and running.partial:  # (``paddle.grad``: its results, not ``.grad``)
+                self.candidates = [(leaf, reach) for leaf, reach in self.leaves if id(leaf) in running.targets]
+                running.result_fixes.append(lambda results: self.fix_results(running, results))
+            else:
+                self.candidates = [(leaf, reach) for leaf, reach in self.leaves if leaf.grad is None]
+                if not backward_pass.at_pass_end(self.finish):
+                    self.pending = False
+                    return
         if grad is not None:
             self.reached.add(index)
 
+    def _unreached(self) -> dict[int, paddle.Tensor]:
+        """The candidates none of whose results the pass reached, by ``id``."""
+        unreached = {id(leaf): leaf for leaf, reach in self.candidates if not (reach & self.reached)}
+        for leaf, reach in self.candidates:  # (a leaf listed twice, reached through one of them)
+            if reach & self.reached:
+                unreached.pop(id(leaf), None)
+        return unreached
+
+    def fix_results(self, running: backward_pass.BackwardPass, results: Any) -> Any:
+        """The results of a ``paddle.grad`` pass, with None for the targets only unreached results depend on
+        (or eager's error without ``allow_unused``)."""
+        unreached = self._unreached()
+        self.candidates, self.reached, self.pending = [], set(), False
+        if not unreached or not isinstance(results, (list, tuple)):
+            return results
+        fixed = list(results)
+        for i, (target, result) in enumerate(zip(running.inputs, fixed)):
+            if id(target) in unreached and result is not None and not bool((result != 0).any()):
+                if not running.allow_unused:
+                    raise ValueError(f"(InvalidArgument) The {i}-th input does not appear in the backward graph. "
+                                     "Please check the input tensor or set allow_unused=True to get None result.")
+                fixed[i] = None
+        return fixed if isinstance(results, list) else type(results)(fixed)
+
     def finish(self) -> None:
-        for leaf, reach in self.candidates:
+        for leaf in self._unreached().values():
             grad = leaf.grad
-            if not (reach & self.reached) and grad is not None and not bool((grad != 0).any()):
+            if grad is not None and not bool((grad != 0).any()):
                 leaf.clear_gradient(False)
         self.candidates, self.reached, self.pending = [], set(), False
 

@@ -87,6 +87,31 @@ def test_paddle_grad_of_one_head_matches_eager(compile_all) -> None:
     assert_same(runs[1], runs[0])
 
 
+def test_paddle_grad_of_one_head_without_allow_unused_raises_as_eager(compile_all) -> None:
+    x = paddle.ones([3, 2])
+    errors = []
+    for function in (_two_heads, sot.symbolic_translate(_two_heads)):
+        w1, w2, w3 = _parameters(3)
+        a, _ = function(x, w1, w2, w3)
+        with pytest.raises(ValueError) as raised:
+            paddle.grad([a], [w1, w3])
+        errors.append(str(raised.value).splitlines()[0])
+    assert errors[1] == errors[0]
+
+
+def test_paddle_grad_with_create_graph_of_one_head_matches_eager(compile_all) -> None:
+    """Second order through the head reached; the other head's target is None."""
+    x = paddle.ones([3, 2])
+    runs = []
+    for function in (_two_heads, sot.symbolic_translate(_two_heads)):
+        w1, w2, w3 = _parameters(3)
+        a, _ = function(x, w1, w2, w3)
+        g1, g2, g3 = paddle.grad([a], [w1, w2, w3], create_graph=True, allow_unused=True)
+        (g1.square().sum() + g2.sum()).backward()
+        runs.append([g1, g2, g3 is None, w1.grad, w2.grad, w3.grad is None])
+    assert_same(runs[1], runs[0])
+
+
 class _AuxiliaryClassifier(nn.Layer):
     """GoogLeNet's shape: a trunk, an auxiliary head on a middle activation, the main head at the end."""
 
