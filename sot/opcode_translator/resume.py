@@ -21,7 +21,7 @@ from ..errors import FallbackError
 from . import pyversion
 from .frame_groups import _CodeKeyedMap
 from .frame_groups import derived_from
-from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
+from .executor.liveness import EXCEPT_HANDLER, FRAME_READERS, block_stacks, cells_shared_across_breaks
 from .runtime import UNBOUND
 
 STACK_ARG = "__sot_stack_{}"
@@ -182,6 +182,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         emit("DELETE_FAST", name)
         prologue.append(bound)
     blocks = _blocks_to_rebuild(code, offset, len(stack_layout))
+    reads_frame = not FRAME_READERS.isdisjoint(code.co_names)
     n_stack = 0
     for depth in range(len(stack_layout) + 1):
         for level, setup_offset in blocks:
@@ -193,6 +194,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
             pyversion.emit_push_null(emit)
         else:
             emit("LOAD_FAST", STACK_ARG.format(n_stack))
+            if reads_frame:  # (then ``locals()`` run natively by this code lists the user's variables only)
+                emit("DELETE_FAST", STACK_ARG.format(n_stack))
             n_stack += 1
     emit("JUMP_FORWARD", target)
 

@@ -19,6 +19,11 @@ _USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_F
          "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"}
 _DEFS = {"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF"}  # (a delete ends the old value's life)
 
+# Builtins that read every variable of the frame calling them (``locals()``, ``vars()``, ``dir()``, and
+# ``eval``/``exec`` without namespaces): where one is loaded (by name, as a global), all of them are live.
+FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
+_GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME"}
+
 # 3.10's block stack: SETUP_* push a block on the normal path; at their handler the block is replaced by an
 # "except handler" block (popped by POP_EXCEPT); POP_BLOCK pops.
 _BLOCK_PUSH = {"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"}
@@ -236,9 +241,12 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
         successors.append(succ)
     effects = [_effects(instr) for instr in instructions]
     super_offsets = pyversion.argumentless_super_offsets(code)  # (``super()`` reads the first argument)
+    every_variable = [(True, name) for name, _ in pyversion.locals_slots(code)]
     for i, instr in enumerate(instructions):
         if instr.offset in super_offsets:
             effects[i].append((True, code.co_varnames[0]))
+        if instr.opname in _GLOBAL_LOADS and instr.argval in FRAME_READERS:
+            effects[i].extend(every_variable)
     # A LOAD_FAST_AND_CLEAR whose stores putting its value back are known reads the local only when one of
     # those stores' values is read: its own effect is the clearing (`saved_local_restores`).
     restored_by = {index_of[save]: [(index_of[offset], part) for offset, part in stores]
