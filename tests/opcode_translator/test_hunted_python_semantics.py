@@ -121,3 +121,43 @@ def test_the_frames_variables_are_the_users_not_the_generated_codes(compile_all,
     received), with every variable live where one of them is called (`liveness.FRAME_READERS`). ``eval`` and
     ``exec`` without namespaces make the translated frame fall back, or an inlined function run natively."""
     check(fn, *makers, breaks=None, fallbacks=None)
+
+
+class _ExitRecorder:
+    """Records what ``__exit__`` receives; suppresses a KeyError."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.log.append((kind.__name__ if kind else None, tb is not None))
+        return kind is KeyError
+
+
+def exit_sees_the_traceback(x, log):
+    with _ExitRecorder(log):
+        y = x * 2
+        {}["missing"]
+    with _ExitRecorder(log):
+        z = y + 1
+    return z, log
+
+
+def exit_sees_the_traceback_after_a_break(x, log):
+    with _ExitRecorder(log):
+        y = x * 2
+        print("break")
+        {}["missing"]
+    return y, log
+
+
+@pytest.mark.parametrize("fn", [exit_sees_the_traceback, exit_sees_the_traceback_after_a_break],
+                         ids=lambda fn: fn.__name__)
+def test_exit_of_a_with_block_left_by_an_exception_gets_a_traceback(compile_all, fn):
+    """An exception raised during simulation has no traceback of the user's frame: ``__exit__`` got None for
+    it (eager passes the traceback). It now gets a variable that makes the frame fall back when read (then
+    ``__exit__``'s own frame is translated at the next calls: not ``stable``)."""
+    check(fn, lambda: (T(3), []), breaks=None, fallbacks=None, stable=False)
