@@ -3,6 +3,7 @@ each test runs the idiom eagerly and translated (`_conformance.check`) and compa
 from __future__ import annotations
 
 import sys
+import warnings
 
 import pytest
 
@@ -161,3 +162,25 @@ def test_exit_of_a_with_block_left_by_an_exception_gets_a_traceback(compile_all,
     it (eager passes the traceback). It now gets a variable that makes the frame fall back when read (then
     ``__exit__``'s own frame is translated at the next calls: not ``stable``)."""
     check(fn, lambda: (T(3), []), breaks=None, fallbacks=None, stable=False)
+
+
+# -- known bug (tests/known_bugs.txt) -----------------------------------------------------------------------
+def _warn_after_a_break():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        print("break")
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
+    return [(w.lineno, w.filename) for w in caught]
+
+
+def warns_for_its_caller(x):
+    y = x * 2
+    where = _warn_after_a_break()
+    return where, y
+
+
+def test_warning_for_the_caller_after_a_break_in_the_warning_function(compile_all):
+    """``warnings.warn(stacklevel=2)`` names the caller's line. After a graph break in the warning function,
+    its rest runs in a resume function called by the function's own generated code: one frame up is that
+    frame (the function's own line), not the caller."""
+    check(warns_for_its_caller, lambda: (T(3),), breaks=None, fallbacks=None, stable=False)
