@@ -82,6 +82,25 @@ def locals_in_a_loop_with_a_break(x):
     return out, y
 
 
+def locals_in_a_while_loop_with_a_break(x):
+    i = 0
+    seen = []
+    while i < 3:
+        i += 1
+        print(i)
+        seen.append(list(locals()))
+    return seen
+
+
+def locals_in_nested_loops_broken_by_a_tensor_branch(x):
+    out = []
+    for i in range(2):
+        for j in range(2):
+            if x.sum() > 0:
+                out.append(list(locals()))
+    return out
+
+
 def eval_of_the_frames_variables(x):
     a = 2
     y = x * a
@@ -112,6 +131,8 @@ def exec_after_a_break(x):
     (the_frames_locals_dict_is_updated_in_place, [lambda: (T(3), 4)]),
     (a_local_read_only_by_locals_after_a_break, [lambda: (T(3),)]),
     (locals_in_a_loop_with_a_break, [lambda: (T(3),)]),
+    (locals_in_a_while_loop_with_a_break, [lambda: (T(3),)]),
+    (locals_in_nested_loops_broken_by_a_tensor_branch, [lambda: (T(3),), lambda: (-T(3).abs(),)]),
     (eval_of_the_frames_variables, [lambda: (T(3),), lambda: (T(4),)]),
     (eval_in_an_inlined_function, [lambda: (T(3),)]),
     (exec_after_a_break, [lambda: (T(3),)]),
@@ -119,9 +140,11 @@ def exec_after_a_break(x):
 def test_the_frames_variables_are_the_users_not_the_generated_codes(compile_all, fn, makers):
     """``locals()``, ``vars()`` and ``dir()`` are simulated from the frame's variables (the generated code's
     frame has temporaries and not the values the simulation computed; a resume function's has the stack it
-    received), with every variable live where one of them is called (`liveness.FRAME_READERS`). ``eval`` and
+    received), with every variable live where one of them is called (`liveness.FRAME_READERS`); a resume
+    function run natively lists the same (its stack arguments deleted, its parameters in the user's order:
+    `liveness.in_frame_order`). ``eval`` and
     ``exec`` without namespaces make the translated frame fall back, or an inlined function run natively."""
-    check(fn, *makers, breaks=None, fallbacks=None)
+    check(fn, *makers, breaks=None, fallbacks=None, stable=False)  # (values here, not caching)
 
 
 class _ExitRecorder:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dis
 import types
+from typing import Iterable
 
 from .. import pyversion
 from .code_memo import per_code
@@ -279,6 +280,18 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
                 live[i] = new
                 changed = True
     return {offset: live[i] for i, offset in enumerate(offsets)}
+
+
+def in_frame_order(code: types.CodeType, names: "Iterable[str]") -> tuple[str, ...]:
+    """``names`` (locals passed to a resume function or loop body) in the order the user's function lists its
+    variables (`pyversion.locals_slots`; other names after, by name): the entry code's parameters then come
+    in that order, so ``locals()`` run natively by it lists them as eager does."""
+    from ..frame_groups import frame_origin
+
+    position: dict[str, int] = {}
+    for name, _ in pyversion.locals_slots(frame_origin(code)):
+        position.setdefault(name, len(position))
+    return tuple(sorted(names, key=lambda name: (position.get(name, len(position)), name)))
 
 
 @per_code
