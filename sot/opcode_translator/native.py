@@ -66,7 +66,7 @@ from ..eval_frame_ext import call_with_callback, cache_entries, callback_install
 from ..log import log
 from ..symbolic.compile import CHOICE_LISTENERS, CompiledProgram
 from . import pyversion
-from .executor.liveness import definitely_bound, live_in
+from .executor.liveness import definitely_bound, in_frame_order, live_in
 from .resume import _abstract_instructions
 from .skip_files import should_skip, skip_filename
 
@@ -338,7 +338,7 @@ def trampolines_fit_any_call(code: types.CodeType, offset: int, stack_below: int
         return False
     bound = definitely_bound(code).get(offset)
     live_at = live_in(code)
-    return bound is not None and all(live == tuple(sorted(live_at[target])) and bound.issuperset(live)
+    return bound is not None and all(live == in_frame_order(code, live_at[target]) and bound.issuperset(live)
                                      for target, live in paths)
 
 

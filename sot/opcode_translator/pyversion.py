@@ -441,6 +441,26 @@ def emit_prologue(emit: Emit, n_freevars: int, cellvars: Sequence[str], cell_var
     emit("RESUME", 0)
 
 
+#: ``locals()`` in a function returns the frame's one dict, updated in place at each call (a variable unbound
+#: since is removed from it, keys the user added stay); 3.13 returns a new snapshot each time (PEP 667).
+LOCALS_DICT_PER_FRAME = PY < (3, 13)
+
+
+def locals_slots(code: types.CodeType) -> tuple[tuple[str, bool | None], ...]:
+    """The variables ``locals()`` of a frame of ``code`` reads, in the order of the dict it makes, each with
+    whether it lives in a cell (a cell or free variable: True) or a fast local (False). 3.10 lists every fast
+    local first, an argument that is also a cell included, with an always empty fast slot (None: it lives in
+    its cell, listed with the cells after, so an update removes it and adds it back last); 3.11+ lists the
+    locals in one sequence with the cells in it."""
+    in_cells = set(code.co_cellvars) | set(code.co_freevars)
+    if PY < (3, 11):
+        return (*((name, None if name in in_cells else False) for name in code.co_varnames),
+                *((name, True) for name in code.co_cellvars + code.co_freevars))
+    return (*((name, name in in_cells) for name in code.co_varnames),
+            *((name, True) for name in code.co_cellvars if name not in code.co_varnames),
+            *((name, True) for name in code.co_freevars))
+
+
 @functools.lru_cache(maxsize=256)
 def super_without_positional_parameter(code: types.CodeType) -> bool:
     """``code`` may call ``super()`` without arguments though it has no positional parameter (``def f(*args)``,

@@ -8,6 +8,7 @@ code object, whose own cache entries then accumulate.
 """
 from __future__ import annotations
 
+import collections
 import dis
 import linecache
 import re
@@ -21,7 +22,7 @@ from ..errors import FallbackError
 from . import pyversion
 from .frame_groups import _CodeKeyedMap
 from .frame_groups import derived_from
-from .executor.liveness import EXCEPT_HANDLER, block_stacks, cells_shared_across_breaks
+from .executor.liveness import EXCEPT_HANDLER, FRAME_READERS, block_stacks, cells_shared_across_breaks
 from .runtime import UNBOUND
 
 STACK_ARG = "__sot_stack_{}"
@@ -141,6 +142,7 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
+    stack_loads_before_edit = _stack_argument_loads(body)
     if edit is not None:
         edit(body, index)
     cellvars = list(abstract.cellvars)
@@ -182,6 +184,12 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
         emit("DELETE_FAST", name)
         prologue.append(bound)
     blocks = _blocks_to_rebuild(code, offset, len(stack_layout))
+    # The stack arguments are deleted once pushed when the body lists the frame's variables (``locals()`` run
+    # natively by this code then lists the user's only), but for those the body reads by name: the blocks an
+    # edit put in (a loop body's exits pass its stack on), in this code or the entry code it is built from.
+    stack_read = frozenset(_stack_argument_loads(body) - stack_loads_before_edit) | \
+        (_reads_stack_arguments.get(code) or frozenset())
+    hide_stack = not FRAME_READERS.isdisjoint(code.co_names)
     n_stack = 0
     for depth in range(len(stack_layout) + 1):
         for level, setup_offset in blocks:
@@ -193,6 +201,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
             pyversion.emit_push_null(emit)
         else:
             emit("LOAD_FAST", STACK_ARG.format(n_stack))
+            if hide_stack and STACK_ARG.format(n_stack) not in stack_read:
+                emit("DELETE_FAST", STACK_ARG.format(n_stack))
             n_stack += 1
     emit("JUMP_FORWARD", target)
 
@@ -221,9 +231,23 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     # (3.10 code objects carry no qualified name: give reports and logs this one)
     pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
     _entry_lines[new_code] = _line_at(code, offset)
+    if stack_read:
+        _reads_stack_arguments[new_code] = stack_read
     return new_code
 
 
+def _stack_argument_loads(body: list) -> "collections.Counter[str]":
+    """How many times ``body`` loads each stack-argument name (`STACK_ARG`)."""
+    loads: collections.Counter[str] = collections.Counter()
+    for item in body:
+        if isinstance(item, Instr) and item.name.startswith("LOAD_FAST"):  # (3.13: LOAD_FAST_LOAD_FAST, a pair)
+            loads.update(name for name in (item.arg if isinstance(item.arg, tuple) else (item.arg,))
+                         if isinstance(name, str) and _STACK_ARG_PATTERN.fullmatch(name))
+    return loads
+
+
+# An entry code whose body reads stack arguments by name -> those names (`build_entry_code`).
+_reads_stack_arguments: _CodeKeyedMap[frozenset[str]] = _CodeKeyedMap()
 # An entry code (resume function, loop body...) -> the line of the user's code where it enters (the break).
 _entry_lines: _CodeKeyedMap[int | None] = _CodeKeyedMap()
 _STACK_ARG_PATTERN = re.compile(STACK_ARG.replace("{}", r"(\d+)"))

@@ -23,7 +23,8 @@ from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import bound_from, cells_shared_across_breaks, is_protected, live_in, names_used_between
+from .executor.liveness import (bound_from, cells_shared_across_breaks, in_frame_order, is_protected, live_in,
+                                names_used_between)
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
@@ -313,7 +314,7 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     values = {name: content for name, content in cell_contents.items()
               if name in code.co_cellvars and name not in brk.frame_cells and content is not None}
     values.update(locals_)
-    live = tuple(sorted(n for n in live_in(code)[offset] if n in values))
+    live = in_frame_order(code, (n for n in live_in(code)[offset] if n in values))
     needed = [v for v in stack if not isinstance(v, NullVariable)] + [values[n] for n in live]
     needed += _cell_contents(brk)
     plan, codegen = _begin_break_code(graph, code, raised_at.lineno, brk, needed)
@@ -401,7 +402,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     # passed or returned as a local.
     loop_cell_names = shared_loop_cells(code, how, for_iter_offset)
     in_closure = set(code.co_freevars) | cells_shared_across_breaks(code) | set(loop_cell_names)
-    live = tuple(sorted(name for name in live_at[for_iter_offset] if name not in in_closure))
+    live = in_frame_order(code, (name for name in live_at[for_iter_offset] if name not in in_closure))
     if any(name in code.co_cellvars for name in live):  # (a cell another comprehension makes: not at the loop)
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     exit_offset = loop_exit(code, for_iter_offset)
@@ -656,7 +657,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
             return brk.cells.get(name)
         return None
 
-    lives = [tuple(sorted(n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
+    lives = [in_frame_order(code, (n for n in live_at[offset] if value_of(n) is not None)) for offset, _ in paths]
     needed = [v for v in base if not isinstance(v, NullVariable)] + list(operands)
     needed += [value_of(n) for live in lives for n in live]
     needed += _cell_contents(brk)
@@ -712,7 +713,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.return_value()
     if protected:
         _emit_reraise_in_handler(codegen, handler, code, instr.offset, base, n_in, value_of,
-                                 tuple(sorted(n for n in live_at[instr.offset] if value_of(n) is not None)))
+                                 in_frame_order(code, (n for n in live_at[instr.offset] if value_of(n) is not None)))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     fits_any_call = trampolines_fit_any_call(code, instr.offset, len(base),

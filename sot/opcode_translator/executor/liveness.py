@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dis
 import types
+from typing import Iterable
 
 from .. import pyversion
 from .code_memo import per_code
@@ -18,6 +19,11 @@ from .guard import argument_names
 _USES = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST", "LOAD_FAST_AND_CLEAR",
          "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"}
 _DEFS = {"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF"}  # (a delete ends the old value's life)
+
+# Builtins that read every variable of the frame calling them (``locals()``, ``vars()``, ``dir()``, and
+# ``eval``/``exec`` without namespaces): where one is loaded (by name, as a global), all of them are live.
+FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
+_GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME"}
 
 # 3.10's block stack: SETUP_* push a block on the normal path; at their handler the block is replaced by an
 # "except handler" block (popped by POP_EXCEPT); POP_BLOCK pops.
@@ -236,9 +242,12 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
         successors.append(succ)
     effects = [_effects(instr) for instr in instructions]
     super_offsets = pyversion.argumentless_super_offsets(code)  # (``super()`` reads the first argument)
+    every_variable = [(True, name) for name, _ in pyversion.locals_slots(code)]
     for i, instr in enumerate(instructions):
         if instr.offset in super_offsets:
             effects[i].append((True, code.co_varnames[0]))
+        if instr.opname in _GLOBAL_LOADS and instr.argval in FRAME_READERS:
+            effects[i].extend(every_variable)
     # A LOAD_FAST_AND_CLEAR whose stores putting its value back are known reads the local only when one of
     # those stores' values is read: its own effect is the clearing (`saved_local_restores`).
     restored_by = {index_of[save]: [(index_of[offset], part) for offset, part in stores]
@@ -271,6 +280,18 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
                 live[i] = new
                 changed = True
     return {offset: live[i] for i, offset in enumerate(offsets)}
+
+
+def in_frame_order(code: types.CodeType, names: "Iterable[str]") -> tuple[str, ...]:
+    """``names`` (locals passed to a resume function or loop body) in the order the user's function lists its
+    variables (`pyversion.locals_slots`; other names after, by name): the entry code's parameters then come
+    in that order, so ``locals()`` run natively by it lists them as eager does."""
+    from ..frame_groups import frame_origin
+
+    position: dict[str, int] = {}
+    for name, _ in pyversion.locals_slots(frame_origin(code)):
+        position.setdefault(name, len(position))
+    return tuple(sorted(names, key=lambda name: (position.get(name, len(position)), name)))
 
 
 @per_code

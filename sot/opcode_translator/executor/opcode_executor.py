@@ -166,6 +166,8 @@ class OpcodeExecutor:
             for name in code.co_cellvars:
                 self.cells[name] = self.new_cell(name, self.locals.pop(name, None))
         self.kw_names: tuple[str, ...] = ()
+        # what ``locals()`` returned in this frame, updated by each later call (`pyversion.LOCALS_DICT_PER_FRAME`)
+        self.locals_dict: VariableBase | None = None
         self.pc = 0
         self.lineno: int | None = code.co_firstlineno
         self.stop_at: int | None = None

@@ -59,6 +59,25 @@ class DummyTracker(Tracker):
         return "<computed>"
 
 
+class ComputedMethodTracker(DummyTracker):
+    """A method bound to a value computed during simulation (``e.add_note`` of an exception made in the frame).
+    Not traceable, but rebuilt by reading the method off the rebuilt receiver: the generated code makes such a
+    receiver anew for each run (an exception, `runtime.fresh_exception`), so a method bound to the object the
+    simulation saw would act on that one object, shared by every run, and not on the frame's."""
+
+    def __init__(self, receiver: "VariableBase", name: str) -> None:
+        super().__init__((receiver,))
+        self.receiver = receiver
+        self.name = name
+
+    def gen_rebuild(self, codegen: "CodeGen") -> None:
+        codegen.reconstruct(self.receiver)
+        codegen.load_attr(self.name)
+
+    def describe(self) -> str:
+        return f"<computed>.{self.name}"
+
+
 class LocalTracker(Tracker):
     """An argument of the translated frame (the only locals bound when the frame starts)."""
 

@@ -8,6 +8,8 @@ runs eagerly and raises it for real, with the user's own traceback (never an int
 from __future__ import annotations
 
 import dis
+import types
+from typing import TYPE_CHECKING
 
 from ....errors import FallbackError, UserCodeError
 from ... import pyversion
@@ -15,6 +17,10 @@ from ..opcode_executor import EXCEPT_HANDLER, OpcodeExecutor, handles
 from ..tracker import ConstTracker, DummyTracker
 from ..variables.base import VariableBase, VariableFactory
 from ..variables.basic import ConstantVariable, ObjectVariable
+
+if TYPE_CHECKING:
+    from ...codegen import CodeGen
+    from ..function_graph import FunctionGraph
 
 
 def exception_variable(executor: OpcodeExecutor, exc: BaseException) -> VariableBase:
@@ -29,6 +35,25 @@ def _exception_of(var: VariableBase) -> BaseException:
         raise UserCodeError("user code raised TypeError: exceptions must derive from BaseException",
                             original=TypeError("exceptions must derive from BaseException"))
     return value
+
+
+class UnknownTracebackVariable(VariableBase):
+    """The traceback ``__exit__`` receives with an exception raised during simulation: the real one exists only
+    when the frame runs natively (eager passes it, never None). Handing it on is fine; reading it in any way,
+    ``tb is None`` included, makes the frame fall back (`VariableBase.get_py_value`). A native ``__exit__``
+    (C code, called at a graph break) receives None, as the generated code has no traceback to give."""
+
+    def __init__(self, graph: "FunctionGraph") -> None:
+        super().__init__(graph, DummyTracker())
+
+    def get_py_type(self) -> type:
+        return types.TracebackType
+
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        codegen.load_const(None)
+
+    def __repr__(self) -> str:
+        return "UnknownTracebackVariable()"
 
 
 @handles("LOAD_ASSERTION_ERROR")
@@ -126,8 +151,7 @@ def with_except_start(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     exit_var = executor.peek(7) if pyversion.HAS_BLOCK_STACK else executor.peek(4)
     exc = exc_var.get_py_value()
     graph = executor.graph
-    args = [VariableFactory.from_value(type(exc), graph, DummyTracker()), exc_var,
-            ConstantVariable(None, graph, DummyTracker())]
+    args = [VariableFactory.from_value(type(exc), graph, DummyTracker()), exc_var, UnknownTracebackVariable(graph)]
     executor.push(exit_var.call(args, {}))
 
 

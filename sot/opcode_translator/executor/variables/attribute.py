@@ -15,7 +15,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
-from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
+from ..tracker import ComputedMethodTracker, ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import HEAPTYPE, VariableBase, VariableFactory
 
@@ -259,7 +259,9 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
             if member_of(BUILTIN_DISPATCH, value):  # e.g. ``object.__setattr__`` in a frozen dataclass
                 return BuiltinVariable(value, graph, DummyTracker((var,)))
 
-            return OpaqueCallableVariable(value, graph, _value_tracker(var, name))
+            bound_to_computed = not var.tracker.is_traceable() and getattr(value, "__self__", None) is var.value
+            tracker = ComputedMethodTracker(var, name) if bound_to_computed else _value_tracker(var, name)
+            return OpaqueCallableVariable(value, graph, tracker)
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")

@@ -13,7 +13,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ....symbolic.sir import MetaInfo, Symbol
-from ..tracker import DummyTracker, GetAttrTracker, Tracker
+from ..tracker import ComputedMethodTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 
 if TYPE_CHECKING:
@@ -171,6 +171,9 @@ class ObjectVariable(VariableBase):
         return isinstance(self.value, BaseException)
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        if isinstance(self.tracker, ComputedMethodTracker):  # bound to the receiver the generated code rebuilds
+            self.tracker.gen_rebuild(codegen)
+            return
         if isinstance(self.value, BaseException):
             # Each eager call makes its own exception object (tracebacks and attributes are per object).
             from ...runtime import fresh_exception

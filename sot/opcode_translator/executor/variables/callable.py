@@ -13,6 +13,7 @@ import numpy as np
 import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
+from ... import pyversion
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
@@ -561,12 +562,105 @@ BUILTIN_DISPATCH[object.__setattr__] = _object_setattr(delete=False)
 BUILTIN_DISPATCH[object.__delattr__] = _object_setattr(delete=True)
 
 
+def frame_locals(graph: "FunctionGraph") -> VariableBase:
+    """``locals()`` of the simulated frame, from its simulated variables. Not run natively: the generated code
+    holds its own temporaries and not yet the values the simulation computed, and a resume function's frame
+    has the stack it received as arguments. A resume function (or loop body) lists the variables of the
+    user's function it continues (`frame_groups.frame_origin`), in that function's order."""
+    from ...frame_groups import frame_origin
+    from .container import DictVariable
+
+    executor = graph.current_executor
+    slots: list[tuple[str, VariableBase | None]] = []  # (None: unbound)
+    for name, in_cell in pyversion.locals_slots(frame_origin(executor.code)):
+        if in_cell is None:  # (a slot always empty: the variable is listed again later)
+            slots.append((name, None))
+        elif in_cell:
+            cell = executor.cells.get(name)
+            slots.append((name, cell.content if cell is not None else None))
+        else:
+            slots.append((name, executor.locals.get(name)))
+    if not pyversion.LOCALS_DICT_PER_FRAME:
+        items = {name: value for name, value in slots if value is not None}
+        return DictVariable(items, graph, DummyTracker(tuple(items.values())))
+    # The frame's one dict: set what is bound, remove what is not, in slot order (keys added by the user stay).
+    shared = executor.locals_dict
+    if shared is None:
+        shared = executor.locals_dict = DictVariable({}, graph, DummyTracker())
+    for name, value in slots:
+        if value is not None:
+            shared.items[name] = value
+        else:
+            shared.items.pop(name, None)
+    return shared
+
+
+@builtin_rule(locals)
+def _locals(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    if args or kwargs:
+        message = f"locals() takes no arguments ({len(args) + len(kwargs)} given)"
+        raise UserCodeError(f"user code raised TypeError: {message}", original=TypeError(message))
+    return frame_locals(graph)
+
+
 @builtin_rule(vars)
 def _vars(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-    """``vars(obj)`` is ``obj.__dict__`` (without an argument it reads the frame's locals: not simulated)."""
+    """``vars(obj)`` is ``obj.__dict__``; ``vars()`` is ``locals()``."""
+    if not args and not kwargs:
+        return frame_locals(graph)
     if len(args) != 1 or kwargs:
-        raise BreakGraphError("vars() of the current frame runs natively")
+        raise BreakGraphError("vars() with unusual arguments runs natively")
     return args[0].getattr("__dict__")
+
+
+@builtin_rule(eval, exec)
+def _eval_or_exec(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``eval``/``exec`` run natively. Without namespaces they see the calling frame's variables: when the
+    code may read one of them, an inlined function calling them runs natively as a whole (a graph break at
+    its call site, then its frame is a real one) and the translated frame itself falls back (the generated
+    code's frame has other variables). Code reading none of them (``eval("1")``) runs natively in place."""
+    from ...frame_groups import frame_origin
+
+    namespaces = [*args[1:], *kwargs.values()]
+    own_frame = all(isinstance(value, ConstantVariable) and value.value is None for value in namespaces)
+    executor = graph.current_executor
+    if own_frame and executor.parent is None:
+        names = _names_read_by_source(args[0]) if args else None
+        variables = {name for name, _ in pyversion.locals_slots(frame_origin(executor.code))}
+        if names is None or not variables.isdisjoint(names):
+            raise FallbackError("eval/exec of the frame's own variables runs the frame eagerly")
+    raise BreakGraphError("eval/exec runs natively")
+
+
+def _names_read_by_source(source: VariableBase) -> set[str] | None:
+    """The names code given to ``eval``/``exec`` may look up (its own and its nested code's); None when the
+    source is not a constant string (it may read anything)."""
+    import types
+
+    if not (isinstance(source, ConstantVariable) and isinstance(source.value, str)):
+        return None
+    try:
+        code = compile(source.value, "<string>", "exec")
+    except SyntaxError:
+        return set()  # (raised natively, as eager raises it)
+    names: set[str] = set()
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        names.update(current.co_names, current.co_freevars)
+        pending.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
+    return names
+
+
+@builtin_rule(dir)
+def _dir(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``dir()`` lists the frame's local names, sorted (``dir(obj)`` runs natively)."""
+    from .container import ListVariable
+
+    if args or kwargs:
+        raise BreakGraphError("dir(obj) runs natively")
+    names = sorted(str(name) for name in frame_locals(graph).items)
+    return ListVariable([ConstantVariable(name, graph, DummyTracker()) for name in names], graph, DummyTracker())
 
 
 def _truth_rule(negate: bool) -> BuiltinRule:

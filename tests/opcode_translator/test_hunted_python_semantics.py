@@ -1,0 +1,209 @@
+"""Python semantics around tensors that a hunt for wrong answers found simulated otherwise than eager Python:
+each test runs the idiom eagerly and translated (`_conformance.check`) and compares everything observable."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+
+from _conformance import T, check
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="BaseException.add_note is new in 3.11")
+def test_c_method_of_an_exception_made_in_the_frame_acts_on_the_frames_exception(compile_all):
+    """``e.add_note(...)`` runs natively at a graph break. The generated code makes the exception anew for each
+    run (`runtime.fresh_exception`), so the method must be read off that exception, not be the method bound to
+    the one the simulation saw (baked into the code: the note went to it, shared by every run, and the raised
+    exception had none)."""
+
+    def fn(x):
+        try:
+            e = ValueError("bad")
+            e.add_note(f"shape {x.shape}")
+            raise e
+        except ValueError as err:
+            return err.__notes__, x * 2
+
+    check(fn, lambda: (T(3),), calls=3, breaks=None)
+
+
+
+# -- the frame's own variables: locals(), vars(), dir(), eval/exec without namespaces ----------------------
+def locals_before_and_after_a_break(x, k=1):
+    a = 2
+    before = sorted(locals())
+    y = x * a
+    print("break")
+    b = 3
+    return before, sorted(locals()), y, b
+
+
+def format_with_the_locals(x):
+    name = "scale"
+    a = 2
+    y = x * a
+    return "{name}={a}".format(**locals()), y
+
+
+def locals_listing_cells_and_free_variables(x, c0):
+    a = 2
+    b = x * 3
+    add = lambda: a + c0  # noqa: E731
+    return list(locals()), add(), b
+
+
+def the_frames_locals_dict_is_updated_in_place(x, c0):
+    a = 1
+    read = lambda: c0  # noqa: E731
+    first = locals()
+    y = x * 2
+    del a
+    second = locals()
+    second["added"] = 5
+    z = 3
+    third = locals()
+    return list(first), first is second, second is third, list(third), y, z, read()
+
+
+def a_local_read_only_by_locals_after_a_break(x):
+    a = 1
+    y = x * 2
+    print("break")
+    return sorted(locals()), dir(), sorted(vars()), y
+
+
+def locals_in_a_loop_with_a_break(x):
+    out = []
+    for i in range(3):
+        y = x * i
+        print(i)
+        out.append(sorted(locals()))
+    return out, y
+
+
+def locals_in_a_while_loop_with_a_break(x):
+    i = 0
+    seen = []
+    while i < 3:
+        i += 1
+        print(i)
+        seen.append(list(locals()))
+    return seen
+
+
+def locals_in_nested_loops_broken_by_a_tensor_branch(x):
+    out = []
+    for i in range(2):
+        for j in range(2):
+            if x.sum() > 0:
+                out.append(list(locals()))
+    return out
+
+
+def eval_of_the_frames_variables(x):
+    a = 2
+    y = x * a
+    return eval("a + len(y)"), y
+
+
+def eval_in_a_helper(t):
+    q = 3
+    return eval("q * 2") + t
+
+
+def eval_in_an_inlined_function(x):
+    return eval_in_a_helper(x * 2)
+
+
+def exec_after_a_break(x):
+    a = 5
+    y = x * 2
+    print("break")
+    exec("print(a, len(y))")
+    return y
+
+
+@pytest.mark.parametrize("fn, makers", [
+    (locals_before_and_after_a_break, [lambda: (T(3),)]),
+    (format_with_the_locals, [lambda: (T(3),)]),
+    (locals_listing_cells_and_free_variables, [lambda: (T(3), 4)]),
+    (the_frames_locals_dict_is_updated_in_place, [lambda: (T(3), 4)]),
+    (a_local_read_only_by_locals_after_a_break, [lambda: (T(3),)]),
+    (locals_in_a_loop_with_a_break, [lambda: (T(3),)]),
+    (locals_in_a_while_loop_with_a_break, [lambda: (T(3),)]),
+    (locals_in_nested_loops_broken_by_a_tensor_branch, [lambda: (T(3),), lambda: (-T(3).abs(),)]),
+    (eval_of_the_frames_variables, [lambda: (T(3),), lambda: (T(4),)]),
+    (eval_in_an_inlined_function, [lambda: (T(3),)]),
+    (exec_after_a_break, [lambda: (T(3),)]),
+], ids=lambda value: getattr(value, "__name__", ""))
+def test_the_frames_variables_are_the_users_not_the_generated_codes(compile_all, fn, makers):
+    """``locals()``, ``vars()`` and ``dir()`` are simulated from the frame's variables (the generated code's
+    frame has temporaries and not the values the simulation computed; a resume function's has the stack it
+    received), with every variable live where one of them is called (`liveness.FRAME_READERS`); a resume
+    function run natively lists the same (its stack arguments deleted, its parameters in the user's order:
+    `liveness.in_frame_order`). ``eval`` and
+    ``exec`` without namespaces make the translated frame fall back, or an inlined function run natively."""
+    check(fn, *makers, breaks=None, fallbacks=None, stable=False)  # (values here, not caching)
+
+
+class _ExitRecorder:
+    """Records what ``__exit__`` receives; suppresses a KeyError."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.log.append((kind.__name__ if kind else None, tb is not None))
+        return kind is KeyError
+
+
+def exit_sees_the_traceback(x, log):
+    with _ExitRecorder(log):
+        y = x * 2
+        {}["missing"]
+    with _ExitRecorder(log):
+        z = y + 1
+    return z, log
+
+
+def exit_sees_the_traceback_after_a_break(x, log):
+    with _ExitRecorder(log):
+        y = x * 2
+        print("break")
+        {}["missing"]
+    return y, log
+
+
+@pytest.mark.parametrize("fn", [exit_sees_the_traceback, exit_sees_the_traceback_after_a_break],
+                         ids=lambda fn: fn.__name__)
+def test_exit_of_a_with_block_left_by_an_exception_gets_a_traceback(compile_all, fn):
+    """An exception raised during simulation has no traceback of the user's frame: ``__exit__`` got None for
+    it (eager passes the traceback). It now gets a variable that makes the frame fall back when read (then
+    ``__exit__``'s own frame is translated at the next calls: not ``stable``)."""
+    check(fn, lambda: (T(3), []), breaks=None, fallbacks=None, stable=False)
+
+
+# -- known bug (tests/known_bugs.txt) -----------------------------------------------------------------------
+def _warn_after_a_break():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        print("break")
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
+    return [(w.lineno, w.filename) for w in caught]
+
+
+def warns_for_its_caller(x):
+    y = x * 2
+    where = _warn_after_a_break()
+    return where, y
+
+
+def test_warning_for_the_caller_after_a_break_in_the_warning_function(compile_all):
+    """``warnings.warn(stacklevel=2)`` names the caller's line. After a graph break in the warning function,
+    its rest runs in a resume function called by the function's own generated code: one frame up is that
+    frame (the function's own line), not the caller."""
+    check(warns_for_its_caller, lambda: (T(3),), breaks=None, fallbacks=None, stable=False)
