@@ -219,6 +219,16 @@ def compile_all() -> Any:
         yield
 
 
+@pytest.fixture(params=["compiled", "eager"])
+def every_graph_runs(request: Any) -> Any:
+    """Runs a test twice: every graph compiled (``min_graph_size=0``) and run as its static program, then as
+    the eager replay of its statements (`sot.symbolic.compile.forced_way`); yields the way."""
+    from sot.symbolic.compile import forced_way
+
+    with sot.config.patch(min_graph_size=0), forced_way(request.param):
+        yield request.param
+
+
 def _known_bugs() -> set[str]:
     """Node ids of known_bugs.txt for this Python; a line ending in ``@3.X`` applies to that version only."""
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"

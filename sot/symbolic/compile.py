@@ -45,6 +45,26 @@ from .tracer_inheritance import enter_static_section, leave_static_section
 from .zero_sign import holds_unrepresentable_zero
 
 
+# For tests only: every graph runs this way, "compiled" (its static program) or "eager" (the eager replay of its
+# statements), instead of the way its cost model chooses (None), so that both ways are compared with eager
+# Paddle on the same programs (`forced_way`; tests/conftest.py). Not a config field: no user needs it.
+_FORCED_WAY: str | None = None
+
+
+@contextlib.contextmanager
+def forced_way(way: str) -> Iterator[None]:
+    """Within the block, every `CompiledProgram` call runs ``way`` ("compiled" or "eager"), except where only one
+    way can be right (`CompiledProgram._way`). Tests only."""
+    global _FORCED_WAY
+    if way not in ("compiled", "eager"):
+        raise ValueError(f"a graph runs 'compiled' or 'eager', not {way!r}")
+    previous, _FORCED_WAY = _FORCED_WAY, way
+    try:
+        yield
+    finally:
+        _FORCED_WAY = previous
+
+
 class CompiledProgram:
     """A SIR compiled to a static program; call it with the list of input tensors."""
 
@@ -88,8 +108,10 @@ class CompiledProgram:
         self._keeper: kept_scope.ScopeKeeper | None = None  # see _watch_new_scopes
         self._build_flags: dict[str, Any] = {}  # see build_flags(), once the program is built
         self._choice: str | None = None  # "compiled" or "eager", once measured (a copy of the cost model's)
-        if holds_unrepresentable_zero(sir):
-            self._choice = "eager"  # its program would change the sign of a zero constant (`zero_sign`)
+        # Its program would change the sign of a zero constant (`zero_sign`): replayed, never compiled.
+        self._replay_only = holds_unrepresentable_zero(sir)
+        if self._replay_only:
+            self._choice = "eager"
         self._cost = CostModel(weakref.WeakMethod(self._cost_chose))
         self._replay_function: Replay | None = None
         # Product programs (`higher_order.vjp_sir`), by the positions and flags they differentiate for.
@@ -223,9 +245,19 @@ class CompiledProgram:
                 return self._call_in_mode(inputs)
         return self._call_in_mode(inputs)
 
+    def _way(self) -> str | None:
+        """The way the next call runs: the cost model's choice (None while it measures), or the way a test
+        forces (`forced_way`) where both ways can be right: not for a product program (its replay would call
+        ``paddle.grad`` inside a backward pass), nor for one whose program cannot hold its constants or failed
+        where its replay works (`_give_up_compiling`)."""
+        if _FORCED_WAY is None or self._differentiates is not None or self._replay_only or self._cost.gave_up:
+            return self._choice
+        return _FORCED_WAY
+
     def _call_in_mode(self, inputs: list) -> list:
-        if self._choice is not None:
-            outputs = self._replay(inputs) if self._choice == "eager" else self._run_compiled(inputs)
+        way = self._way()
+        if way is not None:
+            outputs = self._replay(inputs) if way == "eager" else self._run_compiled(inputs)
             if self._cost.probing:
                 self._cost.probe(outputs)  # backward passes after a forward-only choice: measure again
             return outputs
@@ -357,7 +389,7 @@ class CompiledProgram:
         """Whether a call may run as the eager replay when every scope of the program is busy (see
         `MAX_BUSY_SCOPES`): not a product program (its replay would call ``paddle.grad`` inside a backward
         pass), nor with ``min_graph_size=0`` (compiled graphs asked for)."""
-        return self._differentiates is None and config.min_graph_size > 0
+        return self._differentiates is None and config.min_graph_size > 0 and _FORCED_WAY != "compiled"
 
     def _run_program(self, inputs: list, fed: list, recomputed: bool) -> list:
         """Run the built program; with a recomputing backward if ``recomputed``."""

@@ -26,6 +26,7 @@ import numpy as np
 import paddle
 
 import sot
+from sot.symbolic.compile import forced_way
 
 from .generator import PRELUDE, InputSet, Program, generate
 
@@ -343,7 +344,10 @@ def watch_internal_errors() -> Iterator[InternalErrors]:
 
 
 
-def check_program(program: Program, timeout: int = TIMEOUT) -> Failure | None:
+def check_program(program: Program, timeout: int = TIMEOUT, way: str | None = None) -> Failure | None:
+    """The first difference between the program run eagerly and translated, or None. ``way``: every compiled
+    graph runs as its static program ("compiled") or as the eager replay of its statements ("eager"), instead
+    of the cost model's choice (`sot.symbolic.compile.forced_way`)."""
     ns = load_module(program.source, f"seed-{program.seed}")
     fn = ns["f"]
     sets = dict(zip("ABC", program.inputs))
@@ -351,7 +355,8 @@ def check_program(program: Program, timeout: int = TIMEOUT) -> Failure | None:
         with time_limit(timeout):
             expected = {name: run_once(fn, ns, sets[name]) for name in sorted(set(program.runs))}
             sot.reset()
-            with sot.config.patch(min_graph_size=program.min_graph_size), warnings_quiet():
+            with sot.config.patch(min_graph_size=program.min_graph_size), warnings_quiet(), \
+                    (forced_way(way) if way is not None else contextlib.nullcontext()):
                 translated = sot.symbolic_translate(fn)
                 for index, name in enumerate(program.runs):
                     try:
@@ -359,11 +364,12 @@ def check_program(program: Program, timeout: int = TIMEOUT) -> Failure | None:
                     except Timeout:
                         raise
                     except BaseException as exc:  # noqa: BLE001 - e.g. a SystemError from the hook
-                        return Failure(program, f"translated run {index + 1} (input set {name})",
+                        return Failure(program, f"translated run {index + 1} (input set {name}){_ran(way)}",
                                        f"harness error {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
                     problem = compare(actual, expected[name])
                     if problem:
-                        return Failure(program, f"translated run {index + 1} (input set {name})", problem)
+                        return Failure(program, f"translated run {index + 1} (input set {name}){_ran(way)}",
+                                       problem)
     except Timeout as exc:
         return Failure(program, "timeout", str(exc))
     finally:
@@ -380,8 +386,12 @@ def warnings_quiet() -> Iterator[None]:
         yield
 
 
-def check_seed(seed: int) -> Failure | None:
-    return check_program(generate(seed))
+def _ran(way: str | None) -> str:
+    return "" if way is None else f", every graph run {way}"
+
+
+def check_seed(seed: int, way: str | None = None) -> Failure | None:
+    return check_program(generate(seed), way=way)
 
 
 def eager_only(program: Program) -> list[tuple[str, str] | None]:

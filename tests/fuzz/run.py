@@ -9,6 +9,7 @@
     python -m tests.fuzz.run --start 200000 --count 500  # plus 2-D/3-D tensors whose sizes change (shapes.py)
     python -m tests.fuzz.run --seed 123              # one program, printed with its outcome
     python -m tests.fuzz.run --seed 123 --show       # just print the program
+    python -m tests.fuzz.run --count 500 --way eager --min-graph-size 0  # every graph its eager replay
 
 Each failure prints the seed, the run that differed, the difference and the program source. Fallbacks caused by
 internal errors of the translator (results still correct) are counted and listed at the end.
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="run (or --show) this one seed")
     parser.add_argument("--show", action="store_true", help="print the program of --seed and exit")
     parser.add_argument("--min-graph-size", type=int, help="override the per-seed min_graph_size (0 or 10)")
+    parser.add_argument("--way", choices=("compiled", "eager"),
+                        help="run every compiled graph as its static program or as its eager replay")
     parser.add_argument("--max-failures", type=int, default=50, help="stop after this many failures")
     parser.add_argument("--quiet", action="store_true", help="print only the seeds of failures")
     args = parser.parse_args(argv)
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             program = generate(seed)
             if args.min_graph_size is not None:
                 program.min_graph_size = args.min_graph_size
-            failure = check_program(program)
+            failure = check_program(program, way=args.way)
             if failure is not None:
                 failures.append(failure)
                 print(f"FAIL seed {seed}" if args.quiet else f"FAIL {failure}", flush=True)

@@ -3,8 +3,9 @@
 Each program runs eagerly on two input sets, then translated (fresh cache) on A, A, B, A, with fresh inputs
 each time; return values, exceptions, printed output, mutated inputs, globals, object attributes and gradients
 must match (see harness.py). Even seeds run with ``min_graph_size=0`` (every graph compiled), odd seeds with
-the default. A failure prints the program; reproduce it with ``python -m tests.fuzz.run --seed N`` and shrink
-it with ``python -m tests.fuzz.reduce N``. The long run: ``python -m tests.fuzz.run --count 5000``.
+the default; then the first seeds of each chunk with every graph run as its static program, and as the
+eager replay of its statements. A failure prints the program; reproduce it with ``python -m tests.fuzz.run
+--seed N`` and shrink it with ``python -m tests.fuzz.reduce N``. The long run: ``python -m tests.fuzz.run --count 5000``.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import hashlib
 import pytest
 
 from .generator import CACHES_FROM, EXTENDED_FROM, MORE_FROM, OPS_FROM, SHAPES_FROM, WITH_BREAKS_FROM, generate
-from .harness import check_seed, eager_only, normalize_message
+from .harness import check_program, check_seed, eager_only, normalize_message
 
 CHUNK = 25
 # 175 programs of the original generator, 50 of the extended one (sets, generators, with blocks...; each takes
@@ -36,6 +37,29 @@ def test_translated_programs_match_eager(start: int) -> None:
         more = f"\n... and {len(failures) - MAX_REPORTED} more" if len(failures) > MAX_REPORTED else ""
         pytest.fail(f"{len(failures)} of {CHUNK} programs differ (seeds {[f.program.seed for f in failures]}):"
                     f"\n\n{shown}{more}", pytrace=False)
+
+
+# Every graph forced one way (`sot.symbolic.compile.forced_way`), every graph compiled (min_graph_size=0): the
+# cost model picks either way per graph from timings, and a program Paddle fails to build is replayed, so
+# both must match eager on their own. The first FORCED_SEEDS seeds of each chunk (about 45 s for both ways).
+FORCED_SEEDS = 8
+
+
+@pytest.mark.parametrize("way", ["eager", "compiled"])
+@pytest.mark.parametrize("start", STARTS, ids=lambda s: f"seeds{s}-{s + FORCED_SEEDS - 1}")
+def test_programs_match_eager_with_every_graph_run_one_way(start: int, way: str) -> None:
+    failures = []
+    for seed in range(start, start + FORCED_SEEDS):
+        program = generate(seed)
+        program.min_graph_size = 0
+        failure = check_program(program, way=way)
+        if failure is not None:
+            failures.append(failure)
+    if failures:
+        pytest.fail(f"{len(failures)} of {FORCED_SEEDS} programs differ with every graph run {way} (seeds "
+                    f"{[f.program.seed for f in failures]}; reproduce: python -m tests.fuzz.run --seed N --way "
+                    f"{way} --min-graph-size 0):\n\n" + "\n\n".join(str(f) for f in failures[:MAX_REPORTED]),
+                    pytrace=False)
 
 
 def test_generator_is_reproducible() -> None:

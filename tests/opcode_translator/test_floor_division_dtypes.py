@@ -93,6 +93,23 @@ def test_a_scalar_tensor_to_the_power_of_a_bool_has_eagers_shape(compile_all: No
     assert_parity(power, tensor([2, 3], dtype), exponent)
 
 
+def power_in_place(x: paddle.Tensor, exponent: Any) -> paddle.Tensor:
+    made = x * 1
+    made **= exponent
+    return made
+
+
+@pytest.mark.parametrize("way", ["compiled", "eager"])
+def test_a_scalar_tensor_raised_in_place_to_a_bool_has_eagers_shape(way: str) -> None:
+    """``made **= True`` on a 0-D tensor of the frame is ``made ** True`` (a tensor has no ``__ipow__``):
+    eager's [1], the statement and its replay gave [] (found by test_replay_operators, both ways)."""
+    from sot.symbolic.compile import forced_way
+
+    with sot.config.patch(min_graph_size=0), forced_way(way):
+        for dtype in ("float32", "int64", "bool"):
+            assert_parity(power_in_place, paddle.to_tensor(np.array(1).astype(dtype)), True)
+
+
 def test_a_promoted_floor_division_is_translated_once_for_its_dtypes(compile_all: None) -> None:
     translated = sot.symbolic_translate(floor_divide_operator)
     stride = paddle.to_tensor(2, dtype="int64")

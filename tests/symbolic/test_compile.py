@@ -215,3 +215,31 @@ def test_a_run_of_another_thread_ending_does_not_release_the_build_lock_of_a_new
     checker.start()
     checker.join()
     assert other_failures == [] and acquired == [True], (other_failures, acquired)
+
+
+@pytest.mark.parametrize("way", ["compiled", "eager"])
+def test_forced_way_runs_every_call_of_every_graph_that_way(way: str) -> None:
+    """`forced_way` (tests only) overrides the cost model: "eager" never builds the static program (every call,
+    the warm-up too, is the eager replay), "compiled" never builds the replay (past the warm-up too); and the
+    cost model's own choice is back after the block."""
+    x = paddle.randn([4, 4])
+    before = set(compile_module._RUNNABLE)
+    with sot.config.patch(min_graph_size=1), compile_module.forced_way(way):
+        translated = sot.symbolic_translate(small_chain)
+        for _ in range(compile_module.WARMUP_CALLS + 8):
+            np.testing.assert_array_equal(translated(x).numpy(), small_chain(x).numpy())
+        programs = set(compile_module._RUNNABLE) - before
+        assert programs
+        for program in programs:
+            assert program.choice is None  # (the cost model was not asked)
+            if way == "eager":
+                assert program._program is None and program._replay_function is not None
+            else:
+                assert program._program is not None and program._replay_function is None
+    assert compile_module._FORCED_WAY is None
+
+
+def test_forced_way_refuses_an_unknown_way() -> None:
+    with pytest.raises(ValueError):
+        with compile_module.forced_way("static"):
+            pass

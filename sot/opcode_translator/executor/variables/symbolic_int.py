@@ -578,10 +578,11 @@ _FLOOR_DIVISION_OPERATORS = frozenset({operator.floordiv, operator.ifloordiv})
 
 def _fills_a_one_element_tensor(fn: Callable[..., Any], operands: list[VariableBase]) -> bool:
     """Whether eager Paddle makes the Python-number operand of ``fn`` a [1] tensor: any number of ``//``, a
-    bool exponent of ``**`` (``t ** True``; ``True ** t`` and a number exponent keep a 0-D result)."""
+    bool exponent of ``**`` (``t ** True``, and ``t **= True``, which is ``t ** True`` for a tensor without
+    ``__ipow__``; ``True ** t`` and a number exponent keep a 0-D result)."""
     if fn in _FLOOR_DIVISION_OPERATORS:
         return True
-    return fn is operator.pow and len(operands) == 2 and type(operands[1]) is ConstantVariable \
+    return fn in (operator.pow, operator.ipow) and len(operands) == 2 and type(operands[1]) is ConstantVariable \
         and type(operands[1].value) is bool
 
 
