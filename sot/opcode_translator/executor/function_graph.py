@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import operator
 import types
 import weakref
 from typing import Any, Callable
@@ -51,17 +52,37 @@ def forget_metas() -> None:
     forget_alias_probes()
 
 
-def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
-    """Whether the call also fails in eager mode on zero tensors of the same meta: then the static failure
-    is the user's error (e.g. a shape mismatch), not a limit of static meta inference."""
+# Calls that divide: their stand-in tensors are ones, not zeros (an integer kernel dividing by zero kills the
+# process with SIGFPE: ``paddle.remainder`` of a bool by an int32 tensor, whose static form Paddle refuses).
+_DIVIDING_CALLS = frozenset([
+    operator.mod, operator.imod, operator.floordiv, operator.ifloordiv, operator.truediv, operator.itruediv,
+    paddle.remainder, paddle.mod, paddle.floor_mod, paddle.floor_divide, paddle.divide,
+    "__mod__", "__rmod__", "__imod__", "__floordiv__", "__rfloordiv__", "__ifloordiv__", "__truediv__",
+    "__rtruediv__", "__itruediv__", "__div__", "__rdiv__", "remainder", "remainder_", "mod", "floor_mod",
+    "floor_divide", "floor_divide_", "divide", "divide_",
+])
+
+
+def _divides(target: Any) -> bool:
+    try:
+        return target in _DIVIDING_CALLS
+    except TypeError:  # (an unhashable target)
+        return False
+
+
+def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict, divides: bool = False) -> bool:
+    """Whether the call also fails in eager mode on zero tensors of the same meta (ones for a call that
+    ``divides``): then the static failure is the user's error (e.g. a shape mismatch), not a limit of static
+    meta inference."""
     if any(isinstance(leaf, paddle.nn.Layer) for leaf in leaves((args, kwargs))):
         return False  # running a layer would update its state (batch norm statistics)
+    fill = paddle.ones if divides else paddle.zeros
 
     def zeros(leaf: Any) -> Any:
         if isinstance(leaf, MetaInfo):
             if any(dim < 0 for dim in leaf.shape):
                 raise ValueError("dynamic shape")
-            return paddle.zeros(leaf.shape, leaf.dtype)
+            return fill(leaf.shape, leaf.dtype)
         return leaf
 
     try:
@@ -913,7 +934,7 @@ class FunctionGraph:
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:
-            if kind != "layer" and _fails_eagerly(call, args, kwargs):  # a layer may update its state
+            if kind != "layer" and _fails_eagerly(call, args, kwargs, _divides(target)):  # (a layer: its state)
                 raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
         if _rejects_mixed_float_dtypes(kind, call, args, kwargs):
