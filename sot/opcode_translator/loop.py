@@ -10,7 +10,15 @@ A body function receives ``(*below, None, item, *live)``: ``None`` stands for th
 touches, ``below`` are the values under it on the stack (none for a ``for`` statement at the top of a
 function; an enclosing loop's iterator, in a body function; a 3.12+ inlined comprehension's result, into
 which its body appends, and the variables it saved), and ``live`` are the locals live at the loop head. It
-returns ``(flag, value, live_values)``: flag 0 = next item, 1 = ``break``, 2 = ``return value``.
+returns ``(flag, value, live_values)``: flag 0 = next item, 1 = ``break``, 2 = ``return value``, 3 = an
+exception left the body for a handler around the loop (``value``).
+
+A loop inside a ``try`` or ``with`` block: the handlers around the loop belong to the frame, not to the body.
+In the body function, the exception-table entries (3.10: the blocks its prologue sets up again) leading to
+them lead instead to a block handing the exception back with the body's locals (flag 3); the generated code
+then enters the original at the loop head by raising it there (`resume.build_raising_code`), so the user's
+``except``, ``finally`` or ``__exit__`` runs with the locals as they were when it was raised, as in eager code.
+An exception raised by the iterator itself, natively, takes the same way.
 
 A comprehension's body function runs natively (`transform._emit_loop`): the comprehension runs as eager
 code between the compiled code before and after it, as on 3.10/3.11, where the hook runs the frame of a
@@ -22,14 +30,18 @@ import dis
 import types
 from functools import lru_cache
 
-from bytecode import Instr
+from bytecode import Instr, Label, TryBegin
 
 from ..errors import FallbackError
 from . import pyversion
+from .executor.liveness import NamesReadFromLocals, bound_from
 from .frame_groups import derived_from
-from .resume import build_entry_code
+from .resume import build_entry_code, covering_try
+from .runtime import values_or_unbound
 
-CONTINUE, BREAK, RETURN = 0, 1, 2
+CONTINUE, BREAK, RETURN, RAISE = 0, 1, 2, 3
+# Where the block handing back an exception that leaves a loop body keeps it while it pops the stack.
+_EXCEPTION_LOCAL = "__sot_loop_exception"
 # Instructions reaching a 3.12+ cell variable's slot as a plain local (3.13's LOAD_FAST of a cell for a closure
 # is decoded back to the cell: `pyversion.restore_cell_loads`).
 _PLAIN_LOCAL_USES = frozenset({"LOAD_FAST_AND_CLEAR", "STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST",
@@ -49,33 +61,67 @@ def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
 
 def check_loop_supported(code: types.CodeType, for_iter_offset: int,
                          cause: FallbackError | None = None) -> pyversion.LoopEntry:
-    """How the loop is entered (`pyversion.loop_entry`). Loops inside ``try``/``with`` blocks (an exception
-    would leave the body function) stay fallbacks (``cause`` is the break inside the loop). The hidden
-    handler of a 3.12+ inlined comprehension is no ``try`` block: an exception leaving the comprehension
-    leaves the frame."""
+    """How the loop is entered (`pyversion.loop_entry`). A ``for`` statement inside ``try``/``with`` blocks is
+    supported (its body hands exceptions back: see the module docstring), but not a 3.12+ inlined
+    comprehension inside them, whose body function runs natively (its hidden handler, which puts the saved
+    variables back, is no ``try`` block of the user's), nor, on 3.10, a loop inside a running ``except`` or
+    ``finally`` handler, whose block cannot be set up again. ``cause`` is the break inside the loop."""
     entry = pyversion.loop_entry(code, for_iter_offset)
     if entry.kind == "other":
         raise FallbackError("a graph break in a loop whose iterator is not made right before it")
-    inside = any(start <= for_iter_offset < end for start, end, target in pyversion.exception_table(code)
-                 if not pyversion.comprehension_cleanup(code, target))
     if pyversion.HAS_BLOCK_STACK:  # 3.10: no exception table, a block stack
-        from .executor.liveness import block_stacks
+        from .executor.liveness import EXCEPT_HANDLER, block_stacks
 
-        inside = bool(block_stacks(code).get(for_iter_offset, (0, ()))[1])
-    if inside:
-        raise FallbackError("a graph break inside a for loop within a try/with block is not supported yet")
+        blocks = block_stacks(code).get(for_iter_offset, (0, ()))[1]
+        if blocks and blocks[-1][0] == EXCEPT_HANDLER:
+            raise FallbackError("Python 3.10: a graph break in a for loop inside an except or finally handler "
+                                "is not supported")
+    elif entry.kind != "statement" and _comprehension_in_try(code, for_iter_offset):
+        raise FallbackError("a graph break in a comprehension inside a try/with block is not supported")
     return entry
 
 
-def _result(flag: int, live: tuple[str, ...], lineno: int, below: int = 0) -> list:
+def _comprehension_in_try(code: types.CodeType, for_iter_offset: int) -> bool:
+    """3.12+: whether an exception leaving the inlined comprehension at ``for_iter_offset`` (through its hidden
+    handler) is caught in the frame."""
+    from .executor.liveness import is_protected
+
+    for start, end, target in pyversion.exception_table(code):
+        if start <= for_iter_offset < end:
+            return is_protected(code, target) if pyversion.comprehension_cleanup(code, target) else True
+    return False
+
+
+def _result(flag: int, live: tuple[str, ...], lineno: int, below: int = 0, unsure: tuple[str, ...] = ()) -> list:
     """Instructions returning ``(flag, None, (live...))`` (the dummy iterator was popped before), after
-    popping the ``below`` values under the loop's iterator."""
+    popping the ``below`` values under the loop's iterator; ``unsure``: as in `_emit_live_values`."""
     out = [Instr("POP_TOP", lineno=lineno) for _ in range(below)]
-    out += [Instr("LOAD_CONST", flag, lineno=lineno), Instr("LOAD_CONST", None, lineno=lineno)]
-    out += [Instr("LOAD_FAST", name, lineno=lineno) for name in live]
-    out += [Instr("BUILD_TUPLE", len(live), lineno=lineno), Instr("BUILD_TUPLE", 3, lineno=lineno),
-            Instr("RETURN_VALUE", lineno=lineno)]
+
+    def emit(name: str, *arg: object) -> None:
+        out.append(Instr(name, *arg, lineno=lineno))
+
+    emit("LOAD_CONST", flag)
+    emit("LOAD_CONST", None)
+    _emit_live_values(emit, live, unsure)
+    emit("BUILD_TUPLE", 3)
+    emit("RETURN_VALUE")
     return out
+
+
+def _emit_live_values(emit: pyversion.Emit, live: tuple[str, ...], unsure: tuple[str, ...]) -> None:
+    """Push the tuple of the values of the ``live`` locals. When some (``unsure``) may be unbound there (a
+    local the loop binds only in its body), they are read out of ``locals()``, with `runtime.UNBOUND` for an
+    unbound one, which the function receiving them unbinds again (`resume.build_entry_code`)."""
+    if unsure:
+        pyversion.emit_callable(emit, lambda: emit("LOAD_CONST", values_or_unbound))
+        pyversion.emit_callable(emit, lambda: emit("LOAD_CONST", locals))
+        pyversion.emit_call(emit, 0)
+        emit("LOAD_CONST", NamesReadFromLocals(live))
+        pyversion.emit_call(emit, 2)
+        return
+    for name in live:
+        emit("LOAD_FAST", name)
+    emit("BUILD_TUPLE", len(live))
 
 
 def _body_region(code: types.CodeType, for_iter_offset: int) -> set[int]:
@@ -107,8 +153,8 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
 
     ``native``: the function runs natively, never translated (a comprehension's body: `transform._emit_loop`).
     ``maybe_unbound``: the locals of ``live`` the loop may not have bound yet (received as `runtime.UNBOUND`,
-    then unbound in the body: `resume.build_entry_code`); the caller checked that the body binds them before it
-    hands them back (`transform._check_bound_when_handed_back`)."""
+    then unbound in the body: `resume.build_entry_code`); where the body may hand them back still unbound, it
+    hands back `runtime.UNBOUND` (`_emit_live_values`)."""
     exit_offset = loop_exit(code, for_iter_offset)
     offsets = [i.offset for i in dis.get_instructions(code)]
     body_start = offsets[offsets.index(for_iter_offset) + 1]
@@ -121,17 +167,26 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
             raise FallbackError(f"a graph break in a comprehension whose body uses its cell {instr.argval!r} as a "
                                 "plain local")
 
+    bound = bound_from(code, body_start, frozenset(live) - set(maybe_unbound)) if maybe_unbound else {}
+
+    def unsure_at(offset: int) -> tuple[str, ...]:
+        """The locals of ``maybe_unbound`` some path through the body reaches ``offset`` without binding."""
+        return tuple(name for name in maybe_unbound if offset in bound and name not in bound[offset])
+
     def edit(body: list, index: dict[int, int]) -> None:
         head = body[index[for_iter_offset]]
         line = head.lineno or code.co_firstlineno
         # Back at the loop head: pop the stand-in iterator and hand the locals back for the next item.
         body[index[for_iter_offset]] = _Block([Instr("POP_TOP", lineno=line),
-                                               *_result(CONTINUE, live, line, below)])
+                                               *_result(CONTINUE, live, line, below, unsure_at(for_iter_offset))])
         # Reaching the exit inside the body means ``break`` (the iterator was already popped).
         exit_instr = body[index[exit_offset]]
-        body[index[exit_offset]] = _Block([*_result(BREAK, live, line, below), exit_instr])
-        for offset in region:
-            instr = body[index[offset]]
+        body[index[exit_offset]] = _Block([*_result(BREAK, live, line, below, unsure_at(exit_offset)), exit_instr])
+        # Every return the body function reaches returns from inside the loop, also those outside the body's
+        # offsets: 3.12+ places an ``except`` handler of the body after the function's last line, and may jump
+        # from a ``break`` to a copy of a short exit (the code before the loop or after it is never reached).
+        for position in sorted(set(index.values())):
+            instr = body[position]
             if isinstance(instr, Instr) and instr.name in ("RETURN_VALUE", "RETURN_CONST"):
                 block = _Block()
                 ln = instr.lineno
@@ -148,17 +203,79 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
                 emit("LOAD_CONST", ())
                 emit("BUILD_TUPLE", 3)
                 emit("RETURN_VALUE")
-                body[index[offset]] = block
+                body[position] = block
+
+    escapes = _EscapeBlocks(live, maybe_unbound, _line(code, body_start) or code.co_firstlineno)
+
+    def edit_and_hand_back_escapes(body: list, index: dict[int, int]) -> None:
+        edit(body, index)
+        if not native:  # (a comprehension's native body is never inside a try/with block: `check_loop_supported`)
+            escapes.retarget(body, index[for_iter_offset], code, body_start)
+            body.extend(escapes.instructions())
 
     role = f"for-loop body at line {_line(code, body_start)}"
-    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role, _flatten(edit), len(live) + 4,
-                            cells_from_closure=True, closure_cells=loop_cells, maybe_unbound=maybe_unbound)
+    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role,
+                            _flatten(edit_and_hand_back_escapes), len(live) + 6,
+                            cells_from_closure=True, closure_cells=loop_cells, maybe_unbound=maybe_unbound,
+                            block_handler=escapes.label if pyversion.HAS_BLOCK_STACK else None)
     derived_from(body, code)  # (its programs are chosen with the frame's: `frame_groups`)
     if native:
         from .skip_files import skip_code
 
         skip_code(body)
     return body
+
+
+class _EscapeBlocks:
+    """The blocks of a loop body function that hand back an exception leaving the body for a handler around
+    the loop: ``(RAISE, exception, live values)``, after popping the stack down to the handler's depth. One
+    block per (depth, lasti) of the exception-table entries leading to that handler (3.10: per level of the
+    blocks the prologue sets up again, each of which leads to the block of its level)."""
+
+    def __init__(self, live: tuple[str, ...], maybe_unbound: tuple[str, ...], line: int) -> None:
+        self.live, self.maybe_unbound, self.line = live, maybe_unbound, line
+        self.labels: dict[tuple[int, bool], Label] = {}
+
+    def label(self, depth: int, lasti: bool = False) -> Label:
+        return self.labels.setdefault((depth, lasti), Label())
+
+    def retarget(self, body: list, position: int, code: types.CodeType, body_start: int) -> None:
+        """Lead the exceptions that would reach the handler around the loop head (at ``position``) to these
+        blocks instead. 3.11+: every exception-table entry to that handler (also those of cleanups inside the
+        body re-raising to it); 3.10: one block per level of the block stack at the body's start."""
+        if pyversion.HAS_BLOCK_STACK:
+            from .executor.liveness import block_stacks
+
+            for _, level in block_stacks(code).get(body_start, (0, ()))[1]:
+                self.label(level)
+            return
+        covering = covering_try(body, position)
+        if covering is None:
+            return
+        handler = covering.target
+        for item in body:
+            if isinstance(item, TryBegin) and item.target is handler:
+                item.target = self.label(item.stack_depth, item.push_lasti)
+
+    def instructions(self) -> list:
+        out: list = []
+        line = self.line
+
+        def emit(name: str, *arg: object) -> None:
+            out.append(Instr(name, *arg, lineno=line))
+
+        for (depth, lasti), label in self.labels.items():
+            out.append(label)
+            pyversion.emit_handler_entry(emit, lambda: emit("STORE_FAST", _EXCEPTION_LOCAL))
+            for _ in range(depth + lasti):
+                emit("POP_TOP")
+            emit("LOAD_CONST", RAISE)
+            emit("LOAD_FAST", _EXCEPTION_LOCAL)
+            # (a local the loop binds later may be unbound wherever the exception left the body)
+            _emit_live_values(emit, self.live, self.maybe_unbound)
+            emit("BUILD_TUPLE", 3)
+            emit("RETURN_VALUE")
+        return out
 
 
 class _Block(list):

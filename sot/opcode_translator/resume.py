@@ -81,17 +81,18 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
 
 @lru_cache(maxsize=1024)
 def build_raising_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...],
-                       live: tuple[str, ...]) -> types.CodeType:
+                       live: tuple[str, ...], maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
     """The code of a function entering ``code`` at ``offset`` (an instruction inside a ``try``/``with``
     block that raised when the generated code ran it natively) by raising the exception it receives as last
     argument there: the original's own handlers then run, exactly as in eager code. ``stack_layout`` is the
-    whole stack before the instruction (its operands are never read: they may be NULLs).
+    whole stack before the instruction (its operands are never read: they may be NULLs); ``maybe_unbound`` as
+    in `build_resume_code`.
 
     It runs natively (never translated): it only exists on an exceptional path."""
     from .skip_files import skip_code
 
     raising = build_entry_code(code, offset, stack_layout, live, f"raising at line {_line_at(code, offset)}",
-                               raise_at_entry=True, cells_from_closure=True)
+                               raise_at_entry=True, cells_from_closure=True, maybe_unbound=maybe_unbound)
     skip_code(raising)
     return raising
 
@@ -117,7 +118,8 @@ Edit = Callable[[list, dict[int, int]], None]
 def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool, ...], live: tuple[str, ...],
                      role: str, edit: Edit | None = None, extra_stack: int = 0,
                      raise_at_entry: bool = False, cells_from_closure: bool = False,
-                     closure_cells: tuple[str, ...] = (), maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
+                     closure_cells: tuple[str, ...] = (), maybe_unbound: tuple[str, ...] = (),
+                     block_handler: Callable[[int], Label] | None = None) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
@@ -135,7 +137,10 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     the caller must keep out of what the function runs.
     ``maybe_unbound``: arguments among ``live`` that may be `runtime.UNBOUND` (a local a loop body had not
     bound yet, carried between iterations): the prologue deletes such a local, which is then unbound as in the
-    original (a read raises UnboundLocalError)."""
+    original (a read raises UnboundLocalError).
+    ``block_handler``: 3.10, the blocks around the entry the prologue sets up again lead to the label it gives
+    for their stack level (added to the body by ``edit``), not to the original's handlers (a loop body's
+    exceptions leaving it for handlers around the loop: `loop.build_loop_body_code`)."""
     if pyversion.super_without_positional_parameter(code):
         raise FallbackError(f"{code.co_name} calls super() without positional parameters (a RuntimeError in "
                             f"eager): entered at an offset, it would take its first local as the instance")
@@ -194,7 +199,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     for depth in range(len(stack_layout) + 1):
         for level, setup_offset in blocks:
             if level == depth:  # 3.10: re-enter the try/with blocks around the entry point
-                emit("SETUP_FINALLY", abstract[index[setup_offset]].arg)
+                emit("SETUP_FINALLY", abstract[index[setup_offset]].arg if block_handler is None
+                     else block_handler(level))
         if depth == len(stack_layout):
             break
         if stack_layout[depth]:
@@ -280,17 +286,23 @@ def _raising_exit(body: list, position: int, line: int, target: Label) -> list:
     covering that instruction (its handler, stack depth and lasti flag; on 3.10 the prologue re-entered the
     blocks). Not in the body's own flow: a loop coming back to the instruction runs it again (seed 122287: a
     ``while`` loop around a ``with`` block re-raised the first iteration's exception instead of calling)."""
+    covering = covering_try(body, position)
+    raising = [Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line), Instr("RAISE_VARARGS", 1, lineno=line)]
+    if covering is None:
+        return [target, *raising]
+    entry = TryBegin(covering.target, covering.push_lasti, covering.stack_depth)
+    return [target, entry, *raising, TryEnd(entry)]
+
+
+def covering_try(body: list, position: int) -> TryBegin | None:
+    """3.11+: the exception-table entry (`bytecode` TryBegin) covering the item at ``position`` of ``body``."""
     covering = None
     for item in body[:position]:
         if isinstance(item, TryBegin):
             covering = item
         elif isinstance(item, TryEnd) and item.entry is covering:
             covering = None
-    raising = [Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line), Instr("RAISE_VARARGS", 1, lineno=line)]
-    if covering is None:
-        return [target, *raising]
-    entry = TryBegin(covering.target, covering.push_lasti, covering.stack_depth)
-    return [target, entry, *raising, TryEnd(entry)]
+    return covering
 
 
 def _cells_to_free_variables(body: list, names: set[str]) -> None:

@@ -31,6 +31,13 @@ class _Unbound:
 UNBOUND = _Unbound()
 
 
+def values_or_unbound(frame_locals: dict, names: tuple) -> tuple:
+    """The values of ``names`` in ``frame_locals`` (what ``locals()`` returned in the calling frame), with
+    `UNBOUND` for those not bound: a loop body function handing its state back when an exception leaves it
+    at a point where a local the loop binds later may not be bound yet (`loop._hand_back_escapes`)."""
+    return tuple(frame_locals.get(name, UNBOUND) for name in names)
+
+
 def write_back_list(target: list, content: list) -> None:
     """Give ``target`` the content the simulation computed for it, keeping its identity."""
     target[:] = content

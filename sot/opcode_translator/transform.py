@@ -23,7 +23,7 @@ from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import (bound_from, cells_shared_across_breaks, in_frame_order, is_protected, live_in,
+from .executor.liveness import (cells_shared_across_breaks, in_frame_order, is_protected, live_in,
                                 names_used_between)
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
@@ -33,7 +33,7 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay, written_ba
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
-from .loop import RETURN, build_loop_body_code, check_loop_supported, loop_exit, shared_loop_cells
+from .loop import RAISE, RETURN, build_loop_body_code, check_loop_supported, loop_exit, shared_loop_cells
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import UNBOUND, leave_block, without_own_frame
 
@@ -207,9 +207,10 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             result = executor.run()
         except GraphBreak as brk:
             loop = _breaking_loop(brk)
-            if loop is not None:
+            if loop is not None and not _loop_in_running_handler(code, loop, brk):
                 return _translate_loop(frame, loop, brk)
-            if isinstance(brk.cause, NativeLoopBreak):
+            if isinstance(brk.cause, NativeLoopBreak) and \
+                    not _loop_in_running_handler(code, brk.cause.for_iter_offset, brk):
                 return _translate_native_loop(frame, graph, brk)
             with_offset = _with_block_entered_in_simulation(brk)
             if with_offset is not None:
@@ -331,6 +332,16 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
                        program=program if compiled_programs(program) else None, failure=brk.cause)
 
 
+def _loop_in_running_handler(code: types.CodeType, for_iter_offset: int, brk: GraphBreak) -> bool:
+    """Whether the loop runs inside the handler of an exception the simulation raised before the loop: its
+    body function would not run with that exception handled (``sys.exc_info()``, a bare ``raise``), so the
+    frame runs natively from the raise instead (`_translate_raise_in_flight`)."""
+    if not brk.in_flight:
+        return False
+    raised_at = brk.in_flight[0].instr.offset
+    return not for_iter_offset < raised_at < loop_exit(code, for_iter_offset)
+
+
 def _breaking_loop(brk: GraphBreak) -> int | None:
     """The ``FOR_ITER`` offset of the outermost loop of the translated frame the break happened in."""
     for var in brk.stack:
@@ -411,8 +422,6 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     # loop, where it is read, is it unbound again)
     in_body = names_used_between(code, for_iter_offset, exit_offset) if unbound else frozenset()
     unbound_in_body = tuple(name for name in unbound if name in in_body)
-    if unbound_in_body:
-        _check_bound_when_handed_back(code, for_iter_offset, exit_offset, live, unbound_in_body)
     live_exit = tuple(n for n in live if n in live_at[exit_offset])
     values = [entry.locals.get(name) for name in live]
     plan, codegen = _begin_break_code(graph, code, entry.lineno, entry,
@@ -425,7 +434,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         else:
             codegen.reconstruct(var)
         codegen.store_fast(name)
-    head, after, stop, broke, done = Label(), Label(), Label(), Label(), Label()
+    head, after, stop, returned, done = Label(), Label(), Label(), Label(), Label()
     item, flag, value, state = codegen.new_temp(), codegen.new_temp(), codegen.new_temp(), codegen.new_temp()
 
     def restore_state() -> None:
@@ -434,6 +443,12 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         for name in live:
             codegen.store_fast(name)
 
+    def emit_flag_is(constant: int, label: Label) -> None:
+        codegen.emit("LOAD_FAST", flag)
+        codegen.load_const(constant)
+        codegen.emit("IS_OP", 0)
+        pyversion.emit_pop_jump_forward_if(codegen.emit, True, label)
+
     # One new cell per comprehension variable a closure captures, for this run of the comprehension (as its
     # MAKE_CELL makes), shared by every item's body function.
     loop_cells = {name: codegen.new_temp() for name in loop_cell_names}
@@ -441,6 +456,11 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         codegen.load_callable_const(types.CellType)
         codegen.call(0)
         codegen.store_fast(temp)
+    # A loop inside try/with blocks: an exception the iterator raises, or one the body hands back (RAISE), is
+    # raised again in the original at the loop head, where the user's handlers catch it (loop.py).
+    protected = is_protected(code, for_iter_offset)
+    handler, raised = Label(), Label()
+    region = pyversion.begin_exception_region(codegen.add, handler, codegen.lineno) if protected else None
     codegen.reconstruct(iterable)
     codegen.emit("GET_ITER")
     codegen.add(head)
@@ -469,19 +489,20 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     pyversion.emit_pop_jump_forward_if(codegen.emit, True, stop)
     restore_state()
     pyversion.emit_jump(codegen.emit, head, backward=True)
+    if region is not None:
+        pyversion.end_exception_region(codegen.add, region, codegen.lineno, first=True)
     codegen.add(stop)
+    if region is not None:
+        pyversion.end_exception_region(codegen.add, region, codegen.lineno, first=False)
     codegen.emit("POP_TOP")  # the iterator
-    codegen.emit("LOAD_FAST", flag)
-    codegen.load_const(RETURN)
-    codegen.emit("IS_OP", 0)
-    pyversion.emit_pop_jump_forward_if(codegen.emit, False, broke)
-    codegen.emit("LOAD_FAST", value)
-    codegen.return_value()
-    codegen.add(broke)
-    restore_state()
-    if pyversion.FOR_ITER_EXIT_SKIP:
-        pyversion.emit_jump(codegen.emit, done)
+    emit_flag_is(RETURN, returned)
+    if protected:
+        emit_flag_is(RAISE, raised)
+    restore_state()  # ``break``
+    pyversion.emit_jump(codegen.emit, done)
     codegen.add(after)
+    if region is not None:
+        pyversion.end_exception_region(codegen.add, region, codegen.lineno, first=False)
     pyversion.emit_for_iter_exit(codegen.emit)  # (3.12+: the END_FOR an exhausted FOR_ITER skips)
     codegen.add(done)
     layout = tuple(isinstance(var, NullVariable) for var in below)
@@ -494,6 +515,18 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         codegen.emit("LOAD_FAST", name)
     codegen.call(len(below_values) + len(live_exit))
     codegen.return_value()
+    codegen.add(returned)
+    codegen.emit("LOAD_FAST", value)
+    codegen.return_value()
+    if protected:
+        raise_at_head = _RaiseAtLoopHead(codegen, code, for_iter_offset, below, live, unbound)
+        codegen.add(raised)
+        restore_state()
+        raise_at_head.emit(lambda: codegen.emit("LOAD_FAST", value))
+        codegen.add(handler)
+        exception = codegen.new_temp()
+        pyversion.emit_handler_entry(codegen.emit, lambda: codegen.store_fast(exception))
+        raise_at_head.emit(lambda: _emit_without_own_frame(codegen, exception))
     new_code = codegen.to_code()
     _log_translation(code, new_code, sir)
     return Translation(new_code, graph.build_guard(), "break", sir=sir,
@@ -501,20 +534,36 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
                        frames=frames_needed(graph, program is not None))
 
 
-def _check_bound_when_handed_back(code: types.CodeType, for_iter_offset: int, exit_offset: int,
-                                  live: tuple[str, ...], unbound: tuple[str, ...]) -> None:
-    """Locals live at the loop head that are not bound when the loop starts (``loss`` assigned in the body
-    and printed after the loop; live at the head through a ``with`` block that might swallow an exception
-    before the assignment) are carried as `runtime.UNBOUND`, unbound again in the body function and after
-    the loop. The body function reads them to hand them back at the head and at a ``break``: they must be
-    bound there on every path through the body."""
-    instructions = [instr.offset for instr in dis.get_instructions(code)]
-    body_start = instructions[instructions.index(for_iter_offset) + 1]
-    bound = bound_from(code, body_start, frozenset(live) - set(unbound))
-    for point in (for_iter_offset, exit_offset):
-        missing = [name for name in unbound if point in bound and name not in bound[point]]
-        if missing:
-            raise FallbackError(f"a graph break in a loop using {', '.join(missing)} before the loop assigns it")
+@dataclasses.dataclass
+class _RaiseAtLoopHead:
+    """Generated code calling the original entered at a loop head by raising an exception there
+    (`build_raising_code`), with the frame's locals: the exception a protected loop's body handed back, or one
+    its iterator raised."""
+
+    codegen: CodeGen
+    code: types.CodeType
+    for_iter_offset: int
+    below: list[VariableBase]
+    live: tuple[str, ...]
+    maybe_unbound: tuple[str, ...]
+
+    def emit(self, push_exception: Any) -> None:
+        codegen = self.codegen
+        layout = tuple(isinstance(var, NullVariable) for var in self.below) + (True,)  # (the iterator: unread)
+        raising = build_raising_code(self.code, self.for_iter_offset, layout, self.live, self.maybe_unbound)
+        argc = _push_continuation(codegen, raising, self.below)
+        for name in self.live:
+            codegen.emit("LOAD_FAST", name)
+        push_exception()
+        codegen.call(argc + len(self.live) + 1)
+        codegen.return_value()
+
+
+def _emit_without_own_frame(codegen: CodeGen, exception: str) -> None:
+    """Push the exception in temporary ``exception`` minus this frame's traceback entry (`without_own_frame`)."""
+    codegen.load_callable_const(without_own_frame)
+    codegen.emit("LOAD_FAST", exception)
+    codegen.call(1)
 
 
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:
@@ -751,9 +800,7 @@ def _emit_reraise_in_handler(codegen: CodeGen, handler: Label, code: types.CodeT
     argc = _push_continuation(codegen, raising, base)
     for name in live:
         codegen.reconstruct(value_of(name))
-    codegen.load_callable_const(without_own_frame)
-    codegen.emit("LOAD_FAST", exception)
-    codegen.call(1)
+    _emit_without_own_frame(codegen, exception)
     codegen.call(argc + len(live) + 1)
     codegen.return_value()
 

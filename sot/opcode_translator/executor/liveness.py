@@ -25,6 +25,12 @@ _DEFS = {"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF"}  # (a delet
 FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 _GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME"}
 
+
+class NamesReadFromLocals(tuple):
+    """A constant of generated code naming the locals it then reads out of ``locals()`` (some may be unbound:
+    `loop._EscapeBlocks`): loading it reads them, as far as liveness goes. (A tuple subclass is not
+    marshallable, so `bytecode` never merges it with an equal plain tuple constant.)"""
+
 # 3.10's block stack: SETUP_* push a block on the normal path; at their handler the block is replaced by an
 # "except handler" block (popped by POP_EXCEPT); POP_BLOCK pops.
 _BLOCK_PUSH = {"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"}
@@ -248,6 +254,8 @@ def live_in(code: types.CodeType) -> dict[int, frozenset[str]]:
             effects[i].append((True, code.co_varnames[0]))
         if instr.opname in _GLOBAL_LOADS and instr.argval in FRAME_READERS:
             effects[i].extend(every_variable)
+        elif instr.opname == "LOAD_CONST" and isinstance(instr.argval, NamesReadFromLocals):
+            effects[i].extend((True, name) for name in instr.argval)
     # A LOAD_FAST_AND_CLEAR whose stores putting its value back are known reads the local only when one of
     # those stores' values is read: its own effect is the clearing (`saved_local_restores`).
     restored_by = {index_of[save]: [(index_of[offset], part) for offset, part in stores]
