@@ -73,10 +73,25 @@ def build_resume_code(code: types.CodeType, offset: int, stack_layout: tuple[boo
     ``live`` are the locals received as arguments of their own name. The frame's cells are received as
     the function's closure (after the original free variables): see `build_entry_code`; those of
     ``maybe_unbound`` may be received as `runtime.UNBOUND`."""
+    origin = _plain_resumes.get(code)
+    if origin is not None and offset in origin[1]:
+        # ``code`` is itself a resume function: continue its origin instead, at the same instruction. The
+        # same break met again from a resume function (each iteration of a ``while`` loop with a break in it)
+        # then gets the same code object, whose cache entries accumulate up to the cache limit, rather than a
+        # new code object per iteration, each translated again (a chain as long as the loop).
+        root, offsets = origin
+        return build_resume_code(root, offsets[offset], stack_layout, live, maybe_unbound)
+    offsets_seen: dict[int, int] = {}
     resume = build_entry_code(code, offset, stack_layout, live, f"resumed at line {_line_at(code, offset)}",
-                              cells_from_closure=True, maybe_unbound=maybe_unbound)
+                              cells_from_closure=True, maybe_unbound=maybe_unbound, original_offsets=offsets_seen)
     derived_from(resume, code)  # (its programs are chosen with the frame's: `frame_groups`)
+    _plain_resumes[resume] = (code, offsets_seen)
     return resume
+
+
+# A resume function -> the code it continues and, for each of its instruction offsets that is an instruction of
+# that code, the offset there (`build_resume_code`).
+_plain_resumes: _CodeKeyedMap[tuple[types.CodeType, dict[int, int]]] = _CodeKeyedMap()
 
 
 @lru_cache(maxsize=1024)
@@ -119,7 +134,8 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
                      role: str, edit: Edit | None = None, extra_stack: int = 0,
                      raise_at_entry: bool = False, cells_from_closure: bool = False,
                      closure_cells: tuple[str, ...] = (), maybe_unbound: tuple[str, ...] = (),
-                     block_handler: Callable[[int], Label] | None = None) -> types.CodeType:
+                     block_handler: Callable[[int], Label] | None = None,
+                     original_offsets: dict[int, int] | None = None) -> types.CodeType:
     """``code`` entered at ``offset`` with the given stack and live locals as arguments.
 
     ``edit(body, index)`` may rewrite the abstract instructions first (``index`` maps an original offset to
@@ -140,13 +156,16 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     original (a read raises UnboundLocalError).
     ``block_handler``: 3.10, the blocks around the entry the prologue sets up again lead to the label it gives
     for their stack level (added to the body by ``edit``), not to the original's handlers (a loop body's
-    exceptions leaving it for handlers around the loop: `loop.build_loop_body_code`)."""
+    exceptions leaving it for handlers around the loop: `loop.build_loop_body_code`).
+    ``original_offsets``: filled with the offset in ``code`` of each instruction of the new code copied from it
+    (by the new offset)."""
     if pyversion.super_without_positional_parameter(code):
         raise FallbackError(f"{code.co_name} calls super() without positional parameters (a RuntimeError in "
                             f"eager): entered at an offset, it would take its first local as the instance")
     abstract, index = _abstract_instructions(code)
     target = Label()
     body = list(abstract)
+    copied = {id(body[position]): offset for offset, position in sorted(index.items())}  # (the last: no prefix)
     stack_loads_before_edit = _stack_argument_loads(body)
     if edit is not None:
         edit(body, index)
@@ -234,6 +253,12 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     # original's stack size and exception-table depths hold.
     stacksize = max(code.co_stacksize, len(stack_layout)) + extra_stack
     new_code = resume.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    if original_offsets is not None:
+        instructions = [i for i in dis.get_instructions(new_code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
+        items = [item for item in resume if isinstance(item, Instr)]
+        if len(items) == len(instructions):
+            original_offsets.update((instr.offset, copied[id(item)]) for item, instr in zip(items, instructions)
+                                    if id(item) in copied)
     # (3.10 code objects carry no qualified name: give reports and logs this one)
     pyversion.remember_qualname(new_code, f"{pyversion.code_qualname(code).split(' (')[0]} ({role})")
     _entry_lines[new_code] = _line_at(code, offset)

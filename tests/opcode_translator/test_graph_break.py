@@ -147,6 +147,29 @@ def test_tensor_while_condition(compile_all):
     assert counts() == {name: getattr(first, name) for name in COUNTERS}, sot.stats()
 
 
+def counted_while(x, n):
+    i = 0
+    while i < n:
+        x = x + 1
+        if float(x.sum()) < -1:  # a break in every iteration, with a new float and a new ``i`` each time
+            print("negative")
+        i += 1
+    return x
+
+
+def test_a_while_loop_breaking_in_every_iteration_translates_a_bounded_number_of_times(compile_all):
+    """The break met again in the resume function (the next iteration) resumes in the same resume function,
+    not in a new one built from it: its entries stop at the cache limit, then it runs natively (before, each
+    iteration translated a new code object: 3000 iterations took minutes)."""
+    x = paddle.ones([1])
+    with pytest.warns(RuntimeWarning, match="reached the cache limit"):
+        assert_same(sot.symbolic_translate(counted_while)(x, 300), counted_while(x, 300))
+    first = sot.stats()
+    assert first.fallbacks == 0 and first.translate_count <= sot.config.cache_limit + 3, first
+    assert_same(sot.symbolic_translate(counted_while)(x, 500), counted_while(x, 500))
+    assert sot.stats().translate_count <= first.translate_count + 2, sot.stats()
+
+
 def and_(x, y):
     return (x.sum() > 0) and (y * 2)
 
