@@ -61,11 +61,10 @@ def loop_exit(code: types.CodeType, for_iter_offset: int) -> int:
 
 def check_loop_supported(code: types.CodeType, for_iter_offset: int,
                          cause: FallbackError | None = None) -> pyversion.LoopEntry:
-    """How the loop is entered (`pyversion.loop_entry`). A ``for`` statement inside ``try``/``with`` blocks is
-    supported (its body hands exceptions back: see the module docstring), but not a 3.12+ inlined
-    comprehension inside them, whose body function runs natively (its hidden handler, which puts the saved
-    variables back, is no ``try`` block of the user's), nor, on 3.10, a loop inside a running ``except`` or
-    ``finally`` handler, whose block cannot be set up again. ``cause`` is the break inside the loop."""
+    """How the loop is entered (`pyversion.loop_entry`). Loops inside ``try``/``with`` blocks are supported
+    (their body hands exceptions back: see the module docstring), but not, on 3.10, a loop inside a running
+    ``except`` or ``finally`` handler, whose block cannot be set up again. ``cause`` is the break inside the
+    loop."""
     entry = pyversion.loop_entry(code, for_iter_offset)
     if entry.kind == "other":
         raise FallbackError("a graph break in a loop whose iterator is not made right before it")
@@ -76,16 +75,17 @@ def check_loop_supported(code: types.CodeType, for_iter_offset: int,
         if blocks and blocks[-1][0] == EXCEPT_HANDLER:
             raise FallbackError("Python 3.10: a graph break in a for loop inside an except or finally handler "
                                 "is not supported")
-    elif entry.kind != "statement" and _comprehension_in_try(code, for_iter_offset):
-        raise FallbackError("a graph break in a comprehension inside a try/with block is not supported")
     return entry
 
 
-def _comprehension_in_try(code: types.CodeType, for_iter_offset: int) -> bool:
-    """3.12+: whether an exception leaving the inlined comprehension at ``for_iter_offset`` (through its hidden
-    handler) is caught in the frame."""
+def caught_around_loop(code: types.CodeType, for_iter_offset: int) -> bool:
+    """Whether an exception leaving the loop at ``for_iter_offset`` is caught in the frame (the loop is inside a
+    ``try``/``with`` block). The hidden handler of a 3.12+ inlined comprehension, which puts the variables it
+    saved back and re-raises, is no ``try`` block: what counts is whether its re-raise is caught."""
     from .executor.liveness import is_protected
 
+    if pyversion.HAS_BLOCK_STACK:
+        return is_protected(code, for_iter_offset)
     for start, end, target in pyversion.exception_table(code):
         if start <= for_iter_offset < end:
             return is_protected(code, target) if pyversion.comprehension_cleanup(code, target) else True
@@ -209,9 +209,8 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
 
     def edit_and_hand_back_escapes(body: list, index: dict[int, int]) -> None:
         edit(body, index)
-        if not native:  # (a comprehension's native body is never inside a try/with block: `check_loop_supported`)
-            escapes.retarget(body, index[for_iter_offset], code, body_start)
-            body.extend(escapes.instructions())
+        escapes.retarget(body, index[for_iter_offset], code, body_start, comprehension=native)
+        body.extend(escapes.instructions())
 
     role = f"for-loop body at line {_line(code, body_start)}"
     body = build_entry_code(code, body_start, (False,) * (below + 2), live, role,
@@ -239,10 +238,14 @@ class _EscapeBlocks:
     def label(self, depth: int, lasti: bool = False) -> Label:
         return self.labels.setdefault((depth, lasti), Label())
 
-    def retarget(self, body: list, position: int, code: types.CodeType, body_start: int) -> None:
+    def retarget(self, body: list, position: int, code: types.CodeType, body_start: int,
+                 comprehension: bool = False) -> None:
         """Lead the exceptions that would reach the handler around the loop head (at ``position``) to these
         blocks instead. 3.11+: every exception-table entry to that handler (also those of cleanups inside the
-        body re-raising to it); 3.10: one block per level of the block stack at the body's start."""
+        body re-raising to it); 3.10: one block per level of the block stack at the body's start.
+        ``comprehension``: a 3.12+ inlined comprehension's loop, whose head is covered by its hidden handler
+        (kept: it puts the saved variables back, in the body function's own locals, then re-raises): the
+        handler around that one is the one leaving the loop."""
         if pyversion.HAS_BLOCK_STACK:
             from .executor.liveness import block_stacks
 
@@ -250,6 +253,9 @@ class _EscapeBlocks:
                 self.label(level)
             return
         covering = covering_try(body, position)
+        if covering is not None and comprehension:
+            hidden = covering.target
+            covering = covering_try(body, next(i for i, item in enumerate(body) if item is hidden))
         if covering is None:
             return
         handler = covering.target

@@ -234,6 +234,12 @@ class LoopEntry(NamedTuple):
     get_iter: int | None = None
     cells: tuple[str, ...] = ()
 
+    @property
+    def saved_on_stack(self) -> tuple[str, ...]:
+        """The saved variables in their order on the stack, bottom first: the ``SWAP n+1`` that puts the
+        iterator back on top moves the last one saved to the bottom (``i, x`` saved: ``x, i``)."""
+        return self.saved[-1:] + self.saved[:-1]
+
 
 def loop_entry(code: types.CodeType, for_iter_offset: int) -> LoopEntry:
     """The `LoopEntry` of the loop at ``for_iter_offset``. ``EXTENDED_ARG`` prefixes are no instructions of

@@ -33,7 +33,8 @@ from .executor.variables.inplace import ViewReplay, plan_view_replay, written_ba
 from .executor.variables.iterator import IteratorVariable
 from .native import NativePlan, ResumePath, can_call_from_native, runs_only_library_code, \
     trampolines_fit_any_call
-from .loop import RAISE, RETURN, build_loop_body_code, check_loop_supported, loop_exit, shared_loop_cells
+from .loop import (RAISE, RETURN, build_loop_body_code, caught_around_loop, check_loop_supported, loop_exit,
+                   shared_loop_cells)
 from .resume import STACK_ARG, abstract_instruction, build_native_code, build_raising_code, build_resume_code
 from .runtime import UNBOUND, leave_block, without_own_frame
 
@@ -352,9 +353,9 @@ def _breaking_loop(brk: GraphBreak) -> int | None:
 
 def _translate_native_loop(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
     """A ``for`` loop over an iterator the simulation cannot step (`NativeLoopBreak`): the loop runs natively
-    around a translated body function (`_translate_loop`). A loop the body function cannot leave by an
-    exception (inside a ``try``/``with`` block) breaks at its ``GET_ITER`` instead: the iterator is made
-    natively and the rest of the frame, the loop with it, continues in a resume function."""
+    around a translated body function (`_translate_loop`). A loop that cannot run that way (`check_loop_supported`)
+    breaks at its ``GET_ITER`` instead: the iterator is made natively and the rest of the frame, the loop with
+    it, continues in a resume function."""
     try:
         check_loop_supported(frame.code, brk.cause.for_iter_offset)
     except FallbackError:
@@ -396,7 +397,7 @@ def _loop_operands(code: types.CodeType, entry: GraphBreak, how: pyversion.LoopE
     iterator, result = stack[-2], stack[-1]
     below = stack[:-2]
     first_saved = len(below) - len(how.saved)
-    for position, name in enumerate(how.saved, first_saved):
+    for position, name in enumerate(how.saved_on_stack, first_saved):
         if name not in live_at[how.get_iter]:
             below[position] = NullVariable(iterator.graph)
     return iterator, below + [result]
@@ -458,7 +459,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         codegen.store_fast(temp)
     # A loop inside try/with blocks: an exception the iterator raises, or one the body hands back (RAISE), is
     # raised again in the original at the loop head, where the user's handlers catch it (loop.py).
-    protected = is_protected(code, for_iter_offset)
+    protected = caught_around_loop(code, for_iter_offset)
     handler, raised = Label(), Label()
     region = pyversion.begin_exception_region(codegen.add, handler, codegen.lineno) if protected else None
     codegen.reconstruct(iterable)

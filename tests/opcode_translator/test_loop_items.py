@@ -332,9 +332,17 @@ def comprehension_variable_shadows_a_local(x):
     return ys, t * 5  # (3.12+: ``t`` is put back after the comprehension)
 
 
+def comprehension_variables_shadow_two_locals(x, xs):
+    t, j = x + 1, 7
+    ys = {i: t * j for i, t, j in zip(range(3), xs, [2, 3]) if print("t") is None}
+    # (3.12+: the stack holds the saved variables as ``j, i, t``, the last saved one first; ``i`` was unbound)
+    return ys, t * 5, j
+
+
 @pytest.mark.parametrize("fn", [break_in_list_comprehension, break_in_dict_comprehension,
                                 break_in_set_comprehension, break_in_nested_comprehension,
-                                break_in_comprehension_in_an_expression, comprehension_variable_shadows_a_local])
+                                break_in_comprehension_in_an_expression, comprehension_variable_shadows_a_local,
+                                comprehension_variables_shadow_two_locals])
 def test_a_break_inside_a_comprehension_is_a_graph_break(compile_all, capsys, fn):
     x = _tensor(0)
     args = (x,) if fn.__code__.co_argcount == 1 else (x, [_tensor(1), _tensor(2)])
