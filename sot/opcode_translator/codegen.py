@@ -153,6 +153,14 @@ class CodeGen:
         self._built[id(var)] = name
         self._built_vars.append(var)
 
+    def release(self, var: Any) -> None:
+        """Unbind the temporary holding ``var`` (nothing reconstructs it again), so that the generated code
+        holds no reference the original does not: a generator a loop runs over is closed when the loop ends,
+        before the code after it, as eagerly."""
+        name = self._built.pop(id(var), None)  # (``var`` stays in `_built_vars`: its id is not reused)
+        if name is not None:
+            self.emit("DELETE_FAST", name)
+
     def call_helper(self, helper: Any, args: list[Any]) -> None:
         """``helper(*args)`` for a runtime helper function; the result is left on the stack."""
         self.load_callable_const(helper)

@@ -277,6 +277,7 @@ class _EscapeBlocks:
                 emit("POP_TOP")
             emit("LOAD_CONST", RAISE)
             emit("LOAD_FAST", _EXCEPTION_LOCAL)
+            emit("DELETE_FAST", _EXCEPTION_LOCAL)  # (the exception's traceback holds this frame: no cycle)
             # (a local the loop binds later may be unbound wherever the exception left the body)
             _emit_live_values(emit, self.live, self.maybe_unbound)
             emit("BUILD_TUPLE", 3)

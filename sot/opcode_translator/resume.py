@@ -312,7 +312,9 @@ def _raising_exit(body: list, position: int, line: int, target: Label) -> list:
     blocks). Not in the body's own flow: a loop coming back to the instruction runs it again (seed 122287: a
     ``while`` loop around a ``with`` block re-raised the first iteration's exception instead of calling)."""
     covering = covering_try(body, position)
-    raising = [Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line), Instr("RAISE_VARARGS", 1, lineno=line)]
+    # (unbound once pushed: the exception's traceback will hold this frame, whose locals would hold it)
+    raising = [Instr("LOAD_FAST", EXCEPTION_ARG, lineno=line), Instr("DELETE_FAST", EXCEPTION_ARG, lineno=line),
+               Instr("RAISE_VARARGS", 1, lineno=line)]
     if covering is None:
         return [target, *raising]
     entry = TryBegin(covering.target, covering.push_lasti, covering.stack_depth)

@@ -23,7 +23,7 @@ from .executor.function_graph import FrameInfo, FunctionGraph
 from .executor.guard import Guard
 from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
-from .executor.liveness import (cells_shared_across_breaks, in_frame_order, is_protected, live_in,
+from .executor.liveness import (cells_shared_across_breaks, deleted_names, in_frame_order, is_protected, live_in,
                                 names_used_between)
 from .executor.opcode_executor import GraphBreak, OpcodeExecutor
 from .executor.variables.base import NullVariable, VariableBase
@@ -418,7 +418,10 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     if any(name in code.co_cellvars for name in live):  # (a cell another comprehension makes: not at the loop)
         raise FallbackError("a graph break in a loop whose body uses a variable captured by a closure")
     exit_offset = loop_exit(code, for_iter_offset)
-    unbound = tuple(name for name in live if name not in entry.locals)
+    # Locals the loop may hand back unbound: those not bound before it, and those the code deletes (``del y``
+    # in the body: anywhere in the code, as 3.12+ places an ``except ... as e`` handler's ``del e`` after the
+    # function's last line). They are carried as `runtime.UNBOUND` (read out of ``locals()`` in the body).
+    unbound = tuple(name for name in live if name not in entry.locals or name in deleted_names(code))
     # (one the body never names is handed through it as the `runtime.UNBOUND` it received: only after the
     # loop, where it is read, is it unbound again)
     in_body = names_used_between(code, for_iter_offset, exit_offset) if unbound else frozenset()
@@ -464,6 +467,9 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     region = pyversion.begin_exception_region(codegen.add, handler, codegen.lineno) if protected else None
     codegen.reconstruct(iterable)
     codegen.emit("GET_ITER")
+    if how.kind == "statement" and not any(var is iterable or getattr(var, "is_mutable_container", False)
+                                           for var in below):
+        codegen.release(iterable)  # (only the iterator holds it now, as eagerly)
     codegen.add(head)
     codegen.emit("FOR_ITER", after)
     codegen.store_fast(item)
@@ -523,7 +529,7 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         raise_at_head = _RaiseAtLoopHead(codegen, code, for_iter_offset, below, live, unbound)
         codegen.add(raised)
         restore_state()
-        raise_at_head.emit(lambda: codegen.emit("LOAD_FAST", value))
+        raise_at_head.emit(lambda: _emit_load_and_delete(codegen, value))
         codegen.add(handler)
         exception = codegen.new_temp()
         pyversion.emit_handler_entry(codegen.emit, lambda: codegen.store_fast(exception))
@@ -563,8 +569,16 @@ class _RaiseAtLoopHead:
 def _emit_without_own_frame(codegen: CodeGen, exception: str) -> None:
     """Push the exception in temporary ``exception`` minus this frame's traceback entry (`without_own_frame`)."""
     codegen.load_callable_const(without_own_frame)
-    codegen.emit("LOAD_FAST", exception)
+    _emit_load_and_delete(codegen, exception)
     codegen.call(1)
+
+
+def _emit_load_and_delete(codegen: CodeGen, exception: str) -> None:
+    """Push the exception in temporary ``exception`` and unbind the temporary: a frame holding an exception
+    whose traceback holds the frame is a reference cycle, which would keep the frame's locals (tensors, a
+    generator not closed yet) alive until a garbage collection (``except ... as e`` deletes ``e`` for that)."""
+    codegen.emit("LOAD_FAST", exception)
+    codegen.emit("DELETE_FAST", exception)
 
 
 def _cell_contents(brk: GraphBreak) -> list[VariableBase]:

@@ -57,6 +57,12 @@ def _effects(instr: dis.Instruction) -> list[tuple[bool, str]]:
     return effects
 
 
+@per_code
+def deleted_names(code: types.CodeType) -> frozenset[str]:
+    """The locals some instruction of ``code`` deletes (``del x``, the end of ``except ... as x``)."""
+    return frozenset(instr.argval for instr in dis.get_instructions(code) if instr.opname == "DELETE_FAST")
+
+
 def names_used_between(code: types.CodeType, start: int, end: int) -> frozenset[str]:
     """The local and cell names the instructions strictly between offsets ``start`` and ``end`` read or
     write (a loop's body between its ``FOR_ITER`` and its exit)."""
