@@ -766,7 +766,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         layout = tuple(isinstance(v, NullVariable) for v in base) + produced_layout
         resume = build_resume_code(code, offset, layout, live)
         resume_paths.append(ResumePath(resume, index == 1, layout.count(False), live,
-                                       can_call_from_native(code, resume, layout, protected),
+                                       # (also where the path continues inside a block the instruction
+                                       # began: 3.10's SETUP_WITH pushes it, natively too, so the resume
+                                       # function's exception would reach the with's handler twice)
+                                       can_call_from_native(code, resume, layout,
+                                                            protected or is_protected(code, offset)),
                                        _unpinned_arguments(graph, base, len(results), live, value_of)))
         argc = _push_continuation(codegen, resume, base)
         for temp in results:

@@ -935,6 +935,28 @@ def test_break_inside_with_block(compile_all):
     assert_counts(translate_count=2, graph_breaks=1, fallbacks=0, compiled_graphs=2)
 
 
+def raise_through_library_manager(x, manager):
+    with manager():  # a library manager: entered natively, at a break
+        y = x * 2
+        raise KeyError(float(y.sum()))
+
+
+@pytest.mark.parametrize("manager", [contextlib.nullcontext, contextlib.ExitStack,
+                                     lambda: contextlib.suppress(ValueError)])
+def test_an_exception_leaving_the_frame_through_a_natively_entered_with_block(compile_all, manager):
+    # (3.10: the entry switched to the original code ran SETUP_WITH natively, then called the resume function
+    # inside the block from a trampoline: the resume function's exception reached that block's handler too,
+    # with the stack gone: a segfault in WITH_EXCEPT_START)
+    fast = sot.symbolic_translate(raise_through_library_manager)
+    for _ in range(4):
+        with pytest.raises(KeyError) as info:
+            fast(pos(3), manager)
+        with pytest.raises(KeyError) as expected:
+            raise_through_library_manager(pos(3), manager)
+        assert info.value.args == expected.value.args
+    assert counts()["fallbacks"] == 0, counts()
+
+
 grad_modes_seen: list[bool] = []
 
 
