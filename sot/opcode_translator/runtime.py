@@ -33,8 +33,9 @@ UNBOUND = _Unbound()
 
 def values_or_unbound(frame_locals: dict, names: tuple) -> tuple:
     """The values of ``names`` in ``frame_locals`` (what ``locals()`` returned in the calling frame), with
-    `UNBOUND` for those not bound: a loop body function handing its state back when an exception leaves it
-    at a point where a local the loop binds later may not be bound yet (`loop._hand_back_escapes`)."""
+    `UNBOUND` for those not bound: a loop body function handing its state back (at the loop head, a break,
+    or an exception leaving it) where a local the loop binds later, or deletes, may be unbound
+    (`loop._emit_live_values`)."""
     return tuple(frame_locals.get(name, UNBOUND) for name in names)
 
 
