@@ -5,7 +5,7 @@
 #   .venv-3.10  .venv-3.12  .venv-3.13     (the 3.11 one is .venv, see Makefile)
 #
 # Each gets sot's dependencies as pinned in pyproject.toml (paddlepaddle==3.3.1,
-# bytecode, numpy) plus pytest and coverage (the test extra), and sot itself
+# bytecode, numpy) plus pytest, pytest-xdist and coverage (the test extra), and sot itself
 # installed editable without dependencies (`pip install -e . --no-deps`),
 # which builds sot/eval_frame_ext/_eval_frame.cpython-3XX-*.so in the source
 # tree, then `setup.py build_ext --inplace` for the optional C++ extension
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 # (keep in line with pyproject.toml's dependencies and test extra)
-PACKAGES=("paddlepaddle==3.3.1" "bytecode>=0.16,<0.20" "numpy>=1.24" "pytest>=8" "coverage>=7.4")
+PACKAGES=("paddlepaddle==3.3.1" "bytecode>=0.16,<0.20" "numpy>=1.24" "pytest>=8" "pytest-xdist>=3.5" "coverage>=7.4")
 
 say() { printf '[make_venvs] %s\n' "$*"; }
 

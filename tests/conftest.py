@@ -23,7 +23,10 @@ import paddle  # noqa: E402
 import sot  # noqa: E402
 
 
-_CURRENT_TEST_FILE = os.environ.get("SOT_CURRENT_TEST_FILE")
+# In a pytest-xdist run (`make test` runs two workers), tests run in worker processes that report to the
+# controller: the controller lists failures (a crashed worker's test included, which xdist names itself).
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_CURRENT_TEST_FILE = None if _XDIST_WORKER else os.environ.get("SOT_CURRENT_TEST_FILE")
 
 if _CURRENT_TEST_FILE:
     def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
@@ -33,7 +36,7 @@ if _CURRENT_TEST_FILE:
             out.write(nodeid)
 
 
-_FAILED_TESTS_FILE = os.environ.get("SOT_FAILED_TESTS_FILE")
+_FAILED_TESTS_FILE = None if _XDIST_WORKER else os.environ.get("SOT_FAILED_TESTS_FILE")
 
 if _FAILED_TESTS_FILE:
     def pytest_runtest_logreport(report: Any) -> None:

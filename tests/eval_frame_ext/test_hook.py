@@ -417,6 +417,9 @@ def test_replace_entry_code_keeps_refcounts():
     rec = Recorder({c1.__code__: (guard, repl)})
     with callback_installed(rec):
         c1(1)
+        # (the code objects are shared with other tests: garbage of a test before this one may still refer to
+        # them, and be collected during the loop)
+        gc.collect()
         before = [sys.getrefcount(o) for o in (repl, c1.__code__, guard)]
         for _ in range(1000):
             efx.replace_entry_code(c1.__code__, guard, c1.__code__)
