@@ -50,6 +50,7 @@ def skip_function(fn):  # type: ignore[no-untyped-def]
     from .opcode_translator.skip_files import skip_code
 
     target = getattr(fn, "__func__", fn)
+    target = getattr(target, "__sot_translated__", target)  # (a `symbolic_translate` result: its original)
     code = getattr(target, "__code__", None)
     if code is None:
         raise TypeError(f"sot.skip_function expects a Python function or method, got {type(fn).__name__}")

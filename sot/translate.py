@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import sys
+import types
 from typing import Any, Callable, TypeVar
 
 import paddle
@@ -46,17 +48,49 @@ def _check_translatable(fn: Any) -> None:
                         f"{getattr(target, '__qualname__', target)!r}")
 
 
-def _make_runner(fn: Callable[..., Any], training: bool) -> Callable[..., Any]:
-    callback = frame_callback if training else inference_frame_callback
+class TranslatedFunction(CallWithCallback):
+    """What `symbolic_translate` returns for a function (or any callable but a Layer): a call is
+    `CallWithCallback`'s, ``fn(*args, **kwargs)`` called in C with the callback set for the call, so no frame
+    of sot's sits between the caller and ``fn`` (in a traceback, a profile, or the cost of a call).
 
-    def run(*args: Any, **kwargs: Any) -> Any:
-        previous = set_callback(callback)
+    It stands in for ``fn`` the way ``functools.wraps`` makes a wrapper do: name, docstring, ``__wrapped__``
+    (hence ``inspect.signature``), and as a class attribute it binds like a function, so decorating a method
+    works."""
+
+    def __init__(self, fn: Callable[..., Any], training: bool) -> None:
         try:
-            return fn(*args, **kwargs)
-        finally:
-            set_callback(previous)
+            functools.update_wrapper(self, fn)  # (it copies ``fn.__dict__`` too: sot's own attributes come after)
+        except AttributeError:  # e.g. a callable object without __name__
+            pass
+        self.__sot_translated__ = fn
+        self._sot_training = training
+        self._sot_bind(frame_callback if training else inference_frame_callback, fn)
 
-    return run
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    # Like a function, one object: copies are itself.
+    def __copy__(self) -> "TranslatedFunction":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "TranslatedFunction":
+        return self
+
+    def __reduce__(self) -> str | tuple:
+        # A module-level ``@symbolic_translate`` function pickles by name, as the function it replaces would;
+        # anything else as a new translation of the (picklable) original.
+        module = sys.modules.get(getattr(self, "__module__", None) or "")
+        qualname = getattr(self, "__qualname__", None)
+        if module is not None and isinstance(qualname, str):
+            found: Any = module
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+            if found is self:
+                return qualname
+        return TranslatedFunction, (self.__sot_translated__, self._sot_training)
+
+    def __repr__(self) -> str:
+        return f"sot.symbolic_translate({self.__sot_translated__!r})"
 
 
 def _layer_caller(layer: paddle.nn.Layer) -> Callable[..., Any]:
@@ -138,10 +172,4 @@ def symbolic_translate(fn: Any = None, training: bool = True, **unused: Any) -> 
     _check_translatable(fn)
     if isinstance(fn, paddle.nn.Layer):
         return TranslatedLayer(fn, training)
-    runner = _make_runner(fn, training)
-    try:
-        functools.update_wrapper(runner, fn)
-    except AttributeError:  # e.g. a callable object without __name__
-        pass
-    runner.__sot_translated__ = fn  # type: ignore[attr-defined]
-    return runner
+    return TranslatedFunction(fn, training)

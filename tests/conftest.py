@@ -184,7 +184,8 @@ def check_same_exception(fn: Callable[..., Any], make_args: Callable[[], tuple],
                          also_through: Sequence[tuple[Callable[..., Any], str]] = ()) -> BaseException:
     """Eager and translated raise the same type and message, and the translated traceback goes through the
     user's line ``line_text`` of ``fn`` (function name, file and line number), and through each line of the
-    user functions ``fn`` calls named by ``also_through`` (``(function, line text)``)."""
+    user functions ``fn`` calls named by ``also_through`` (``(function, line text)``), and through no frame
+    of sot's own code."""
     expected = raised(fn, *make_args())
     with sot.config.patch(min_graph_size=min_graph_size):
         translated = sot.symbolic_translate(fn)
@@ -196,12 +197,17 @@ def check_same_exception(fn: Callable[..., Any], make_args: Callable[[], tuple],
                                                    f"{type(expected).__name__}: {expected}"
             assert str(actual) == str(expected)
             frames = traceback_frames(actual, with_file=True)
+            ours = [frame for frame in frames if frame[0].startswith(SOT_PACKAGE_DIR)]
+            assert not ours, f"attempt {attempt + 1}: frames of sot's own code in the traceback: {ours}"
             for function, text in [(fn, line_text), *also_through]:
                 line = line_of(function, text)
                 assert (function.__code__.co_filename, function.__name__, line) in frames, \
                     f"attempt {attempt + 1}: no frame {function.__name__} at line {line} in the traceback:\n" + \
                     "".join(traceback.format_tb(actual.__traceback__))
     return actual
+
+
+SOT_PACKAGE_DIR = os.path.dirname(sot.__file__) + os.sep
 
 
 def traceback_frames(exc: BaseException, with_file: bool = False) -> list[tuple]:

@@ -205,7 +205,7 @@ class CodeGen:
         It must come first in the generated code, before anything the outside world can see (side effects,
         native instructions): if the program raises (an op fails at run time, e.g. an index out of range
         only the kernel checks), the original code then runs natively from its start instead
-        (`runtime.rerun_natively`), so the error, its line, the effects before it and the user's
+        (`runtime.native_rerun`), so the error, its line, the effects before it and the user's
         ``try``/``finally`` around it are exactly eager's. The programs are pure (an in-place op is recorded
         out of place and written back after the program), so nothing of the failed attempt is visible."""
         self._program_failure = Label()
@@ -232,14 +232,15 @@ class CodeGen:
         self.view_index = {symbol: i for i, symbol in enumerate(views)}
 
     def _emit_program_failure(self) -> None:
-        """The handler of `call_program`'s region: ``return rerun_natively(exc, <original function>, args)``."""
+        """The handler of `call_program`'s region: ``runner, args, kwargs = native_rerun(exc, <original
+        function>, <its arguments>); return runner(*args, **kwargs)``."""
         from .executor.guard import argument_names
-        from .runtime import rerun_natively
+        from .runtime import native_rerun
 
         self.add(self._program_failure)
         exception = self.new_temp()
         pyversion.emit_handler_entry(self.emit, lambda: self.store_fast(exception))
-        self.load_callable_const(rerun_natively)
+        self.load_callable_const(native_rerun)
         self.emit("LOAD_FAST", exception)
         self.make_function(self.original)
         names = argument_names(self.original)
@@ -247,6 +248,19 @@ class CodeGen:
             self.load_fast(name)
         self.build("BUILD_TUPLE", len(names))
         self.call(3)
+        rerun = self.new_temp()
+        self.store_fast(rerun)
+        self.emit("DELETE_FAST", exception)  # (its traceback holds this frame: no cycle through it)
+
+        def item(index: int) -> None:
+            self.emit("LOAD_FAST", rerun)
+            self.load_const(index)
+            self.binary_subscr()
+
+        self.push_callable(lambda: item(0))
+        item(1)
+        item(2)
+        self.emit("CALL_FUNCTION_EX", 1)
         self.return_value()
 
     # -- result ------------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ class BlockExit:
 
     ``kind`` ("grad" or "amp") and ``previous`` (the grad mode or `AmpState` before the block) let the
     resume function's translation simulate the end of the block: its generated code then calls `leave_block`
-    before its graph (and `rerun_natively` opens the block again if that graph fails, since the original
+    before its graph (and `native_rerun` opens the block again if that graph fails, since the original
     code then reruns from inside it). Run natively, the resume function calls it as ``__exit__`` (also the
     original's own ``with`` cleanup, when an exception is re-raised inside the block). It runs once, and as
     a last resort when the frames holding it are freed, so the mode never stays switched for the rest of
@@ -143,13 +143,17 @@ def without_own_frame(exc: BaseException) -> BaseException:
     return exc
 
 
-def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
-    """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran:
-    run the frame's original code ``fn`` natively from its start, untranslated (with the same frame
-    arguments, in the order of the argument slots), so the user sees exactly what eager code does."""
+def native_rerun(exc: BaseException, fn: Any, arguments: tuple) -> tuple[Any, tuple, dict]:
+    """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran: the
+    call that runs the frame's original code ``fn`` natively from its start, untranslated (with the same
+    frame arguments, in the order of the argument slots), so the user sees exactly what eager code does.
+
+    Returned as ``(runner, args, kwargs)`` for the generated code to make the call ``runner(*args,
+    **kwargs)`` itself: ``runner`` calls ``fn`` in C with no callback, so the error's traceback goes from the
+    translated frame straight into the user's code, through no frame of sot's."""
     if not isinstance(exc, Exception) or isinstance(exc, SotError):
         raise exc  # KeyboardInterrupt and friends, or sot's own error in strict mode: not the program's error
-    from ..eval_frame_ext import set_callback
+    from ..eval_frame_ext import CallWithCallback
 
     for argument in arguments:  # the original code starts inside the blocks the generated code left
         if type(argument) is BlockExit and argument.left_early:
@@ -167,11 +171,9 @@ def rerun_natively(exc: BaseException, fn: Any, arguments: tuple) -> Any:
         rest += 1
     if code.co_flags & inspect.CO_VARKEYWORDS:
         keywords.update(arguments[rest])
-    previous = set_callback(None)
-    try:
-        return fn(*positional, **keywords)
-    finally:
-        set_callback(previous)
+    runner = CallWithCallback()
+    runner._sot_bind(None, fn)
+    return runner, tuple(positional), keywords
 
 
 def tensor_size(count: int, shape: Any) -> int:
