@@ -315,7 +315,7 @@ class CompiledProgram:
             # The parameters the program holds: their gradients are flagged where they are accumulated.
             gradient_flags.keep_eager_flags(getattr(self._program, "_params", None) or ())
         # ``symbolic_translate(..., training=False)`` installs its own callback: run the inference program.
-        training = get_callback() is not INFERENCE_CALLBACK[0]
+        training = not inference_callback_installed()
         if self._program.training is not training:
             self._program.training = training
         try:
@@ -1034,6 +1034,12 @@ _compiled: dict[tuple, CompiledProgram] = {}
 CHOICE_LISTENERS: list[Callable[[CompiledProgram], None]] = []
 # Filled by the callback module: the callback installed by ``symbolic_translate(..., training=False)``.
 INFERENCE_CALLBACK: list[Any] = [None]
+
+
+def inference_callback_installed() -> bool:
+    """Whether this thread runs under ``symbolic_translate(..., training=False)``: its programs run (and are
+    simulated) without building backward."""
+    return INFERENCE_CALLBACK[0] is not None and get_callback() is INFERENCE_CALLBACK[0]
 
 
 # Static gradient ops whose own gradient (Vjp) Paddle 3.3 builds by reading every operand: with an optional

@@ -58,14 +58,20 @@ def _value_tracker(owner: VariableBase, name: str) -> Tracker:
     return GetAttrTracker(owner, name) if owner.tracker.is_traceable() else DummyTracker((owner,))
 
 
-def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase) -> VariableBase:
-    """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__``."""
+def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase,
+            translated: bool = False) -> VariableBase:
+    """``owner.name`` is a bound method of ``function``: its identity is guarded through ``__func__`` (and
+    its ``__sot_translated__`` when ``translated``: the method is a `symbolic_translate` result of it)."""
     from .context import ModeDecoratedFunctionVariable, decorator_block
     from .function import BoundMethodVariable, SourceOnlyVariable, UserFunctionVariable
 
     bound = SourceOnlyVariable(None, owner.graph, _value_tracker(owner, name))
+    function_tracker = _value_tracker(bound, "__func__")
+    if translated:
+        wrapper = SourceOnlyVariable(None, owner.graph, function_tracker)
+        function_tracker = _value_tracker(wrapper, "__sot_translated__")
     kind = ModeDecoratedFunctionVariable if decorator_block(function) is not None else UserFunctionVariable
-    fn_var = kind(function, owner.graph, _value_tracker(bound, "__func__"))
+    fn_var = kind(function, owner.graph, function_tracker)
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
 
@@ -98,6 +104,8 @@ def _missing_layer_attribute(var: "ObjectVariable", name: str) -> UserCodeError:
 def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) -> VariableBase:
     """The variable for ``var.value.<name>``. ``user_getattr=False``: without the class's own ``__getattr__``
     (``super().__getattr__(name)`` inside it, reaching Paddle's ``Layer.__getattr__``)."""
+    from .callable import NativeCallVariable, nested_translation_original, translation_original
+
     obj = var.value
     graph = var.graph
     stored = graph.side_effects.lookup_attr(obj, name)
@@ -171,11 +179,19 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
         if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):
             return _method(var, name, found.__func__, var)
-        if isinstance(found, types.FunctionType) or not hasattr(type(found), "__get__"):
+        if isinstance(found, types.FunctionType) or not hasattr(type(found), "__get__") or \
+                translation_original(found) is not None:  # (a translation: itself, read from a class)
             return VariableFactory.from_value(found, graph, _value_tracker(var, name))
         return _descriptor(var, name, found)
     if isinstance(found, types.FunctionType):
         return _method(var, name, found, var)
+    if translation_original(found) is not None:  # a method decorated with ``symbolic_translate``
+        try:
+            original = nested_translation_original(found, graph)
+        except BreakGraphError as mismatch:  # (bound here, a break when called)
+            return NativeCallVariable(getattr(obj, name), graph, _value_tracker(var, name), mismatch.reason)
+        if isinstance(original, types.FunctionType):
+            return _method(var, name, original, var, translated=True)
     if isinstance(found, staticmethod):
         return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
     if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):

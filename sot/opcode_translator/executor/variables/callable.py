@@ -1549,6 +1549,18 @@ class OpaqueCallableVariable(CallableVariable):
                               "effects) runs natively")
 
 
+class NativeCallVariable(OpaqueCallableVariable):
+    """A callable whose call is a graph break for a known ``reason`` (a method bound from a translation of
+    another training flag)."""
+
+    def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker, reason: str) -> None:
+        super().__init__(value, graph, tracker)
+        self.reason = reason
+
+    def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        raise BreakGraphError(self.reason)
+
+
 def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     """Calling an arbitrary object: instances with a Python ``__call__`` are inlined."""
     import types
@@ -1558,6 +1570,9 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
     obj = var.value
     from .context import GradModeVariable, grad_mode_for_class, call_set_grad_enabled
 
+    nested = _nested_translation(var)
+    if nested is not None:
+        return nested.call(args, kwargs)
     mode = grad_mode_for_class(obj)
     if mode is not None and not args and not kwargs:
         var.graph.add_guard(var)
@@ -1609,6 +1624,45 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         return UserFunctionVariable(call, var.graph, ConstTracker(call)).call([var, *args], kwargs)
     raise BreakGraphError(f"call of {getattr(obj, '__qualname__', None) or type(obj).__name__} runs natively "
                           "(not simulated)")
+
+
+def translation_original(obj: Any) -> Any:
+    """The function or layer ``obj`` is a `symbolic_translate` result of (a `TranslatedFunction` or
+    `TranslatedLayer`: a `CallWithCallback` carrying ``__sot_translated__``), or None."""
+    from ....eval_frame_ext import CallWithCallback
+
+    own = getattr(obj, "__dict__", None) if isinstance(obj, CallWithCallback) else None
+    return own.get("__sot_translated__") if own else None
+
+
+def nested_translation_original(obj: Any, graph: "FunctionGraph") -> Any:
+    """The original (function or layer) of ``obj`` when it is a `symbolic_translate` result that translated
+    code may simulate inline, as any user call: the caller's graph then holds it, where the native call would
+    be a graph break and a translation of its own. None for anything else. Not across a change of training
+    flag (a ``training=False`` translation's programs run without backward, decided by the callback installed
+    for the call): a graph break, the call runs natively. The installed callback is re-asked at every call of
+    the entry."""
+    from ....symbolic.compile import inference_callback_installed
+
+    original = translation_original(obj)
+    if original is None:
+        return None
+    inference = inference_callback_installed()
+    graph.add_query_guard(inference_callback_installed, inference)
+    if obj.__dict__.get("_sot_training") is inference:
+        raise BreakGraphError(f"{getattr(original, '__qualname__', type(original).__name__)} is translated "
+                              f"with training={inference}, its caller with training={not inference}: the "
+                              "call runs natively")
+    return original
+
+
+def _nested_translation(var: ObjectVariable) -> VariableBase | None:
+    """A call of a `symbolic_translate` result: its original, simulated (`nested_translation_original`)."""
+    original = nested_translation_original(var.value, var.graph)
+    if original is None:
+        return None
+    var.graph.add_guard(var)
+    return VariableFactory.from_value(original, var.graph, GetAttrTracker(var, "__sot_translated__"))
 
 
 def is_simple_class(cls: type) -> bool:

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from paddle.autograd import PyLayer
 
 from ....errors import BreakGraphError, FallbackError
-from ....eval_frame_ext import get_callback
-from ....symbolic.compile import INFERENCE_CALLBACK
+from ....symbolic.compile import inference_callback_installed
 from ....symbolic.pylayer import check_static, pylayer_target
 from ..tracker import DummyTracker, GetAttrTracker, Tracker
 from .base import VariableBase, VariableFactory
@@ -105,7 +104,8 @@ class PyLayerApplyVariable(CallableVariable):
         meta_kwargs = {key: _meta_of(value, name) for key, value in kwargs.items()}
         target = pylayer_target(cls, tuple(kwargs))
         # ``symbolic_translate(..., training=False)`` (its callback is simulating us) never builds backward.
-        inference = INFERENCE_CALLBACK[0] is not None and get_callback() is INFERENCE_CALLBACK[0]
+        inference = inference_callback_installed()
+        graph.add_query_guard(inference_callback_installed, inference)
         try:
             check_static(target, meta_args, meta_kwargs, graph.grad_enabled, backward=not inference)
         except Exception as exc:
