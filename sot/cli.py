@@ -69,21 +69,21 @@ def _merge_resumed_frames(exc: BaseException | None, seen: set[int] | None = Non
     """Drop from the traceback of ``exc`` (and of the exceptions it chains) each entry of a translated frame
     whose next entry is the same user frame resumed after a graph break: Python shows that frame once, at
     the line where it raised, not once per piece it was split into."""
-    from .opcode_translator.frame_groups import continues
+    from .opcode_translator.frame_groups import same_activation
 
     seen = set() if seen is None else seen
     if exc is None or id(exc) in seen:
         return
     seen.add(id(exc))
     head = exc.__traceback__
-    while head is not None and head.tb_next is not None and continues(head.tb_next.tb_frame.f_code,
-                                                                       head.tb_frame.f_code):
+    while head is not None and head.tb_next is not None and same_activation(head.tb_next.tb_frame,
+                                                                            head.tb_frame):
         head = head.tb_next
     entry = head
     while entry is not None:
         following = entry.tb_next
         while following is not None and following.tb_next is not None and \
-                continues(following.tb_next.tb_frame.f_code, following.tb_frame.f_code):
+                same_activation(following.tb_next.tb_frame, following.tb_frame):
             following = following.tb_next
         entry.tb_next = following
         entry = following

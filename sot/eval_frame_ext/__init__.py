@@ -93,6 +93,7 @@ __all__ = [
     "callback_active",
     "callback_installed",
     "get_callback",
+    "set_traceback_merger",
     "hit_count",
     "is_skipped",
     "replace_entry_code",
@@ -127,6 +128,12 @@ SKIP: object = _ext.SKIP
 
 #: ``set_callback(callback_or_None) -> previous_or_None`` for the current thread.
 set_callback: Callable[[Optional[Callback]], Optional[Callback]] = _ext.set_callback
+
+#: ``set_traceback_merger(same_activation_or_None)``: ``same_activation(inner_frame, outer_frame) -> bool``
+#: says whether two frames of consecutive traceback entries are pieces of one call of a user function split
+#: by graph breaks; a hooked frame ending with an exception then drops its own entry, so a traceback shows
+#: each call once.
+set_traceback_merger: Callable[[Optional[Callable[[Any, Any], bool]]], None] = _ext.set_traceback_merger
 
 #: ``get_callback() -> callback_or_None`` of the current thread.
 get_callback: Callable[[], Optional[Callback]] = _ext.get_callback

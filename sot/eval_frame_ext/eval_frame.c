@@ -657,6 +657,145 @@ done:
     return outcome;
 }
 
+/* ------------------------------------------------------------------ */
+/* One traceback entry per user frame                                  */
+/* ------------------------------------------------------------------ */
+
+/* same_activation(inner_frame, outer_frame) -> bool, set by
+ * set_traceback_merger: whether two frames of consecutive traceback entries
+ * are pieces of one call of a user function split by graph breaks (its
+ * resume functions, loop bodies). NULL: tracebacks are left alone. */
+static PyObject *continues_predicate = NULL;
+
+static int
+same_function(PyCodeObject *a, PyCodeObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    return a->co_firstlineno == b->co_firstlineno
+        && PyUnicode_Compare(a->co_name, b->co_name) == 0
+        && PyUnicode_Compare(a->co_filename, b->co_filename) == 0;
+}
+
+/* Whether the traceback entry `tb` (of a frame of the function of `co`) is
+ * followed by a later piece of the same call (same_activation). Called with
+ * no exception pending; leaves none. */
+static int
+continued_by_next(PyCodeObject *co, PyTracebackObject *tb)
+{
+    if (tb->tb_next == NULL || tb->tb_frame == NULL || tb->tb_next->tb_frame == NULL) {
+        return 0;
+    }
+    PyCodeObject *outer = PyFrame_GetCode(tb->tb_frame);
+    PyCodeObject *inner = PyFrame_GetCode(tb->tb_next->tb_frame);
+    int continued = 0;
+    if (same_function(outer, co) && same_function(inner, co)) {
+        sot_thread_state *T = sot_tls();
+        int saved = T->busy;
+        T->busy = 1;  /* (the predicate's own frames are not hooked) */
+        PyObject *answer = PyObject_CallFunctionObjArgs(continues_predicate, (PyObject *)tb->tb_next->tb_frame,
+                                                        (PyObject *)tb->tb_frame, NULL);
+        T->busy = saved;
+        if (answer == NULL) {
+            PyErr_Clear();  /* (the traceback stays as it is) */
+        }
+        continued = answer == Py_True;
+        Py_XDECREF(answer);
+    }
+    Py_DECREF(outer);
+    Py_DECREF(inner);
+    return continued;
+}
+
+/* The traceback entry to keep in place of `head` (a new reference), or NULL
+ * to keep `head`: the first entry after it that no later piece of the same
+ * call follows, when `head` (an entry of the frame of `co`) is followed by
+ * one. Eager shows the call once, at the line where it raised, not once per
+ * piece graph breaks split it into (some pieces run without the hook, a
+ * native re-raise: their entries go with the frame's own). */
+static PyObject *
+continued_entry(PyCodeObject *co, PyObject *head)
+{
+    if (head == NULL || !PyTraceBack_Check(head)) {
+        return NULL;
+    }
+    PyTracebackObject *tb = (PyTracebackObject *)head;
+    while (continued_by_next(co, tb)) {
+        tb = tb->tb_next;
+    }
+    return tb == (PyTracebackObject *)head ? NULL : Py_NewRef((PyObject *)tb);
+}
+
+/* A hooked frame of `co` ends with an exception: drop its traceback entry
+ * when the next one continues it (continued_entry). */
+static void
+merge_continued_entry(PyCodeObject *co)
+{
+    if (continues_predicate == NULL || !PyErr_Occurred()) {
+        return;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *head = PyException_GetTraceback(exc);
+    PyObject *next = continued_entry(co, head);
+    if (next != NULL) {
+        PyException_SetTraceback(exc, next);
+        Py_DECREF(next);
+    }
+    Py_XDECREF(head);
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *value, *head;
+    PyErr_Fetch(&type, &value, &head);
+    PyObject *next = continued_entry(co, head);
+    if (next != NULL) {
+        if (value != NULL && PyExceptionInstance_Check(value)) {
+            PyObject *own = PyException_GetTraceback(value);
+            if (own == head) {
+                PyException_SetTraceback(value, next);
+            }
+            Py_XDECREF(own);
+        }
+        Py_XSETREF(head, next);
+    }
+    PyErr_Restore(type, value, head);
+#endif
+}
+
+PyDoc_STRVAR(set_traceback_merger_doc,
+"set_traceback_merger($module, same_activation, /)\n--\n\n"
+"same_activation(inner_frame, outer_frame) -> bool, or None: when a hooked\n"
+"frame ends with an exception and the next traceback entry is the same\n"
+"function, the frame's own entry is dropped if same_activation() says the\n"
+"two are pieces of one call split by graph breaks (a resume function, a\n"
+"loop body).");
+
+static PyObject *
+m_set_traceback_merger(PyObject *module, PyObject *predicate)
+{
+    if (predicate != Py_None && !PyCallable_Check(predicate)) {
+        PyErr_SetString(PyExc_TypeError, "set_traceback_merger expects a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(continues_predicate, predicate == Py_None ? NULL : Py_NewRef(predicate));
+    Py_RETURN_NONE;
+}
+
+/* The result of a hooked frame of `co` (a frame sot translated, or runs
+ * natively behind a guard): on an exception, one traceback entry per user
+ * frame. Steals the reference to `co` the hook took (the frame, which held
+ * one, may be gone). */
+static inline PyObject *
+hooked_result(PyCodeObject *co, PyObject *result)
+{
+    if (SOT_UNLIKELY(result == NULL)) {
+        merge_continued_entry(co);
+    }
+    Py_DECREF(co);
+    return result;
+}
+
 static PyObject *
 sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
 {
@@ -684,17 +823,18 @@ sot_eval_hook(PyThreadState *tstate, sot_frame_t *frame, int throwflag)
     else {
         outcome = sot_eval_hooked(tstate, frame, co, r, &result);
     }
+    Py_INCREF(co);  /* (for hooked_result) */
     if (outcome == SOT_DONE) {
         /* The original frame was not evaluated (its shadow ran instead, or
          * the callback failed): release it. */
         sot_frame_discard(tstate, frame);
-        return result;
+        return hooked_result(co, result);
     }
     if (outcome == SOT_RUN_HOOK_FREE) {
         PyObject *callback = callback_suspend(T);
-        return callback_resume(T, callback, sot_eval_default(tstate, frame, throwflag));
+        return hooked_result(co, callback_resume(T, callback, sot_eval_default(tstate, frame, throwflag)));
     }
-    return sot_eval_default(tstate, frame, throwflag);
+    return hooked_result(co, sot_eval_default(tstate, frame, throwflag));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1244,6 +1384,7 @@ static PyMethodDef module_methods[] = {
     {"clone_set_layout", (PyCFunction)m_clone_set_layout, METH_O, clone_set_layout_doc},
     {"type_version", (PyCFunction)m_type_version, METH_O, type_version_doc},
     {"set_callback", (PyCFunction)m_set_callback, METH_O, set_callback_doc},
+    {"set_traceback_merger", (PyCFunction)m_set_traceback_merger, METH_O, set_traceback_merger_doc},
     {"get_callback", (PyCFunction)m_get_callback, METH_NOARGS, get_callback_doc},
     {"callback_active", (PyCFunction)m_callback_active, METH_NOARGS, callback_active_doc},
     {"call_with_callback", (PyCFunction)(void (*)(void))m_call_with_callback, METH_FASTCALL,

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..config import config
 from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
-from ..eval_frame_ext import SKIP, cache_entries, cache_size
+from ..eval_frame_ext import SKIP, cache_entries, cache_size, set_traceback_merger
 from ..log import enabled, log
 from ..stack_room import enter_room, leave_room
 from ..stats import counters
@@ -218,3 +218,6 @@ def inference_frame_callback(code: types.CodeType, globals_: dict, builtins_: di
 
 
 INFERENCE_CALLBACK[0] = inference_frame_callback
+# A traceback shows each user frame once, as eager's would, however many pieces graph breaks split it into:
+# the hook drops the entry of a frame whose next entry is the rest of it (a resume function, a loop body).
+set_traceback_merger(frame_groups.same_activation)

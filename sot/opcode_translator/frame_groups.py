@@ -83,23 +83,44 @@ def frame_origin(code: types.CodeType) -> types.CodeType:
     return found if found is not None else code
 
 
-def continues(inner: types.CodeType, outer: types.CodeType) -> bool:
-    """Whether a frame running ``inner``, called from a frame running ``outer``, is the rest of that same
-    user frame after a graph break (a resume function called by the translated code before it), not a
-    call of its own (recursion). Tracebacks show one frame for the pair, as eager would."""
-    from .pyversion import code_qualname
+def _same_function(a: types.CodeType, b: types.CodeType) -> bool:
+    return (a.co_filename, a.co_firstlineno, a.co_name) == (b.co_filename, b.co_firstlineno, b.co_name)
 
-    same_function = (inner.co_filename, inner.co_firstlineno, inner.co_name) == \
-        (outer.co_filename, outer.co_firstlineno, outer.co_name)
-    if not same_function:
-        return False
-    # (a piece of a frame is derived from it: a resume function, a loop body, `derived_from`; a frame of it
-    # runs its translation. 3.11+ also name it after the frame with its role: "main (resumed at line 8)")
-    source = _source(inner)
+
+def _is_piece(code: types.CodeType) -> bool:
+    """Whether a frame running ``code`` is a later piece of a user frame split by graph breaks (a resume
+    function, a loop body, a native re-raise: derived from the user's code, `derived_from`; 3.11+ also name
+    it after the frame with its role, "main (resumed at line 8)"), not the start of a call of the function."""
+    from .pyversion import known_qualname
+
+    source = _source(code)
     if frame_origin(source) is not source:
         return True
-    qualname = code_qualname(inner)
-    return qualname.startswith(code_qualname(outer).split(" (")[0] + " (") and qualname.endswith(")")
+    qualname = known_qualname(code)
+    return qualname is not None and qualname.endswith(")") and " (" in qualname
+
+
+def _activation(frame: types.FrameType) -> types.FrameType:
+    """The frame that began the call of the user function that ``frame`` is a piece of: its callers are
+    walked back through the pieces of the same function (a resume function is called by the piece before it,
+    a loop body by the code running the loop)."""
+    code = frame.f_code
+    while _is_piece(frame.f_code):
+        back = frame.f_back
+        if back is None or not _same_function(back.f_code, code):
+            break
+        frame = back
+    return frame
+
+
+def same_activation(inner: types.FrameType, outer: types.FrameType) -> bool:
+    """Whether the traceback entries of frames ``inner`` (the later entry) and ``outer`` are pieces of one
+    call of one user function, split by graph breaks: eager's traceback shows that call once, at the line
+    where it raised. A recursive call of the function is a call of its own: its pieces begin at another
+    frame."""
+    if not _same_function(inner.f_code, outer.f_code) or not _is_piece(inner.f_code):
+        return False
+    return _activation(inner) is _activation(outer)
 
 
 def join(code: types.CodeType, guard: Any, program: CompiledProgram) -> None:

@@ -304,7 +304,22 @@ _qualnames: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDi
 def remember_qualname(code: types.CodeType, qualname: str) -> None:
     """Record the qualified name of a code object sot made (3.10 cannot store it in the code)."""
     if not hasattr(code, "co_qualname"):
-        _qualnames[code] = qualname
+        try:
+            _qualnames[code] = qualname
+        except TypeError:  # (a code hashes by its constants: one holding a dict cannot be a key)
+            pass
+
+
+def known_qualname(code: types.CodeType) -> str | None:
+    """The qualified name stored in ``code`` (3.11+) or recorded for it (`remember_qualname`, 3.10), or None:
+    cheap, for every frame of a traceback."""
+    qualname = getattr(code, "co_qualname", None)
+    if qualname is not None:
+        return qualname
+    try:
+        return _qualnames.get(code)
+    except TypeError:  # (unhashable, see remember_qualname)
+        return None
 
 
 def code_qualname(code: types.CodeType) -> str:
@@ -312,17 +327,14 @@ def code_qualname(code: types.CodeType) -> str:
 
     3.11+ store it in the code object; on 3.10 it is read from a function object using the code (found once
     through the garbage collector, then cached), or is the plain name when there is none."""
-    qualname = getattr(code, "co_qualname", None)
-    if qualname is not None:
-        return qualname
-    qualname = _qualnames.get(code)
+    qualname = known_qualname(code)
     if qualname is None:
         qualname = code.co_name
         for referrer in gc.get_referrers(code):
             if isinstance(referrer, types.FunctionType) and referrer.__code__ is code:
                 qualname = referrer.__qualname__
                 break
-        _qualnames[code] = qualname
+        remember_qualname(code, qualname)
     return qualname
 
 

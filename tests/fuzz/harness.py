@@ -142,7 +142,7 @@ class Outcome:
     stdout: str
     state: Any
     grad: Any
-    where: tuple[str, int] | None = None  # innermost frame of the program's own file for an exception
+    where: tuple | None = None  # (function, line) of each frame of the program's own file for an exception
     tb: str = ""
 
     def brief(self) -> str:
@@ -178,7 +178,7 @@ def run_once(fn: Any, ns: dict[str, Any], inputs: InputSet) -> Outcome:
             tb_text = traceback.format_exc()
             user_frames = [fs for fs in traceback.extract_tb(exc.__traceback__)
                            if fs.filename == fn_filename(fn)]
-            where = (user_frames[-1].name, user_frames[-1].lineno) if user_frames else None
+            where = tuple((fs.name, fs.lineno) for fs in user_frames) or None
     snap = Snapshot(known)
     result_tree = snap(result) if error is None else None
     state_snap = Snapshot({})
