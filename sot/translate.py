@@ -157,18 +157,21 @@ def symbolic_translate(fn: Any = None, training: bool = True, **unused: Any) -> 
     compiled static programs, everything Python keeps running as Python.
 
     What ``fn`` may be:
-    - works: a function, lambda, bound method, ``staticmethod`` object, `paddle.nn.Layer`, object with
-      ``__call__``, ``functools.partial``, an already translated function or layer, a class (its user
-      ``__init__`` is translated), and a builtin or other C function (it runs as is: there is no Python
-      frame to translate, only those it calls back into are);
-    - ``TypeError`` at once: something not callable (e.g. a raw ``classmethod`` object before Python 3.13), a
-      generator, coroutine or async generator function, also as a method, ``partial`` or ``__call__``
-      (their frames always run eagerly: translate the function consuming them), or an unknown keyword.
+    - works: a function, lambda, bound method, `paddle.nn.Layer`, object with ``__call__``,
+      ``functools.partial``, an already translated function or layer, a class (its user ``__init__`` is
+      translated), and a builtin or other C function (it runs as is: there is no Python frame to translate,
+      only those it calls back into are); a ``staticmethod`` or ``classmethod`` object (``@symbolic_translate``
+      above ``@staticmethod`` in a class body) gives the same kind of object around the translated function;
+    - ``TypeError`` at once: something not callable, a generator, coroutine or async generator function, also
+      as a method, ``partial`` or ``__call__`` (their frames always run eagerly: translate the function
+      consuming them), or an unknown keyword.
     """
     if unused:
         raise TypeError(f"symbolic_translate() got unexpected keyword arguments: {', '.join(unused)}")
     if fn is None:
         return functools.partial(symbolic_translate, training=training)
+    if isinstance(fn, (staticmethod, classmethod)):  # (a decorator under ours in a class body: it stays outermost)
+        return type(fn)(symbolic_translate(fn.__func__, training=training))
     _check_translatable(fn)
     if isinstance(fn, paddle.nn.Layer):
         return TranslatedLayer(fn, training)

@@ -287,3 +287,70 @@ def test_a_method_translated_with_another_flag_breaks_at_its_call(compile_all):
     sot.reset()
     report = str(sot.explain(obj.forward, x))
     assert report.count("InferenceHead.head is translated with training=False, its caller with training=True") == 2
+
+
+def _times2(x):
+    return x * 2
+
+
+def _times3(x):
+    return x * 3
+
+
+def test_another_translation_in_the_same_place_is_a_guard_miss(compile_all):
+    """The entry guards which translation it inlined (by identity): another one passed, or bound to the global,
+    is its own original."""
+    def apply(x, fn):
+        return fn(x) + 1
+
+    fast, x = sot.symbolic_translate(apply), _t(3)
+    double, triple = sot.symbolic_translate(_times2), sot.symbolic_translate(_times3)
+    assert_same(fast(x, double), x * 2 + 1)
+    assert_same(fast(x, triple), x * 3 + 1)
+    assert_same(fast(x, double), x * 2 + 1)  # (the first entry again)
+    assert_counts(translate_count=2, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+    # The same function translated with the other flag is another translation too: a miss, then the break.
+    assert_same(fast(x, sot.symbolic_translate(_times2, training=False)), x * 2 + 1)
+    assert sot.stats().graph_breaks == 1
+
+
+class Decorated:
+    k = 3.0
+
+    @staticmethod
+    @sot.symbolic_translate
+    def static_inside(x):
+        return x * 2
+
+    @sot.symbolic_translate
+    @staticmethod
+    def static_outside(x):
+        return x * 4
+
+    @classmethod
+    @sot.symbolic_translate
+    def class_inside(cls, x):
+        return x * cls.k
+
+    @sot.symbolic_translate
+    @classmethod
+    def class_outside(cls, x):
+        return x + cls.k
+
+    def forward(self, x):
+        return self.static_inside(x) + self.static_outside(x) + self.class_inside(x) + Decorated.class_outside(x)
+
+
+def test_static_and_class_methods_with_symbolic_translate_on_either_side(compile_all):
+    obj, x = Decorated(), _t(2, 2)
+    expected = x * 2 + x * 4 + x * 3.0 + (x + 3.0)
+    assert isinstance(Decorated.__dict__["static_outside"], staticmethod)
+    assert isinstance(Decorated.__dict__["class_outside"], classmethod)
+    assert_same(obj.static_outside(x), x * 4)  # (called from eager code: each translated on its own)
+    assert_same(obj.class_outside(x), x + 3.0)
+    assert_same(Decorated.class_inside(x), x * 3.0)
+    sot.reset()
+    fast = sot.symbolic_translate(obj.forward)
+    for _ in range(2):
+        assert_same(fast(x), expected)
+    assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)

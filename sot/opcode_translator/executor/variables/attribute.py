@@ -75,6 +75,24 @@ def _method(owner: VariableBase, name: str, function: types.FunctionType, self_v
     return BoundMethodVariable(fn_var, self_var, owner.graph, DummyTracker((fn_var, self_var)), name)
 
 
+def _translated_method(owner: VariableBase, name: str, translation: Any, self_var: VariableBase) -> VariableBase:
+    """``owner.name`` is a method bound from ``translation``, a `symbolic_translate` result of a function: the
+    function's bound method (`_method`), simulated inline. Across training flags, the bound method called
+    natively (a graph break at the call, not at this load)."""
+    from .callable import NativeCallVariable, nested_translation_original
+
+    graph = owner.graph
+    try:
+        original = nested_translation_original(translation, graph)
+    except BreakGraphError as mismatch:
+        value = getattr(owner.value, name)
+        return NativeCallVariable(value, graph, _value_tracker(owner, name), mismatch.reason)
+    if not isinstance(original, types.FunctionType):
+        raise FallbackError(f"{name!r} is a translation of {type(original).__name__}, bound as a method: "
+                            "not simulated yet")
+    return _method(owner, name, original, self_var, translated=True)
+
+
 def _class_of(var: "ObjectVariable") -> VariableBase:
     from .basic import ObjectVariable
 
@@ -104,7 +122,7 @@ def _missing_layer_attribute(var: "ObjectVariable", name: str) -> UserCodeError:
 def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) -> VariableBase:
     """The variable for ``var.value.<name>``. ``user_getattr=False``: without the class's own ``__getattr__``
     (``super().__getattr__(name)`` inside it, reaching Paddle's ``Layer.__getattr__``)."""
-    from .callable import NativeCallVariable, nested_translation_original, translation_original
+    from .callable import translation_original
 
     obj = var.value
     graph = var.graph
@@ -177,8 +195,11 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
     if is_class:
         if isinstance(found, staticmethod):
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
-        if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):
-            return _method(var, name, found.__func__, var)
+        if isinstance(found, classmethod):
+            if isinstance(found.__func__, types.FunctionType):
+                return _method(var, name, found.__func__, var)
+            if translation_original(found.__func__) is not None:
+                return _translated_method(var, name, found.__func__, var)
         if isinstance(found, types.FunctionType) or not hasattr(type(found), "__get__") or \
                 translation_original(found) is not None:  # (a translation: itself, read from a class)
             return VariableFactory.from_value(found, graph, _value_tracker(var, name))
@@ -186,16 +207,14 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
     if isinstance(found, types.FunctionType):
         return _method(var, name, found, var)
     if translation_original(found) is not None:  # a method decorated with ``symbolic_translate``
-        try:
-            original = nested_translation_original(found, graph)
-        except BreakGraphError as mismatch:  # (bound here, a break when called)
-            return NativeCallVariable(getattr(obj, name), graph, _value_tracker(var, name), mismatch.reason)
-        if isinstance(original, types.FunctionType):
-            return _method(var, name, original, var, translated=True)
+        return _translated_method(var, name, found, var)
     if isinstance(found, staticmethod):
         return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))
-    if isinstance(found, classmethod) and isinstance(found.__func__, types.FunctionType):
-        return _method(var, name, found.__func__, _class_of(var))
+    if isinstance(found, classmethod):
+        if isinstance(found.__func__, types.FunctionType):
+            return _method(var, name, found.__func__, _class_of(var))
+        if translation_original(found.__func__) is not None:
+            return _translated_method(var, name, found.__func__, _class_of(var))
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)

@@ -1661,6 +1661,7 @@ def _nested_translation(var: ObjectVariable) -> VariableBase | None:
     original = nested_translation_original(var.value, var.graph)
     if original is None:
         return None
+    var.needs_identity = True  # (which translation it is: another one in its place is another original)
     var.graph.add_guard(var)
     return VariableFactory.from_value(original, var.graph, GetAttrTracker(var, "__sot_translated__"))
 
