@@ -354,3 +354,55 @@ def test_static_and_class_methods_with_symbolic_translate_on_either_side(compile
     for _ in range(2):
         assert_same(fast(x), expected)
     assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def test_a_translated_layers_attributes_and_methods_are_read_off_its_layer(compile_all):
+    """What a `TranslatedLayer` delegates to its layer (``parameters()``, ``eval()``, ``bias``) is simulated as
+    read off the layer: no fallback ("cannot break the graph at LOAD_METHOD"), no break."""
+    paddle.seed(4)
+    dropout_net, linear = paddle.nn.Sequential(paddle.nn.Linear(3, 3), paddle.nn.Dropout(0.5)), paddle.nn.Linear(3, 3)
+    fast_net, fast_linear = sot.symbolic_translate(dropout_net), sot.symbolic_translate(linear)
+
+    def step(x):
+        fast_net.eval()  # (dropout off: deterministic)
+        n = len(fast_net.parameters())
+        out = fast_net(x) * n + fast_linear.bias
+        fast_net.train()
+        return out
+
+    x = _t(2, 3)
+    dropout_net.eval()
+    expected = dropout_net(x) * 2 + linear.bias
+    dropout_net.train()
+    for _ in range(2):
+        assert_same(sot.symbolic_translate(step)(x), expected)
+        assert dropout_net.training
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0
+
+
+def test_a_forward_replaced_on_a_builtin_layer_is_simulated(compile_all):
+    """``lin.forward = patched`` on a built-in layer: eager's call runs ``patched`` every time (its side effects,
+    the globals it reads). The layer is then no single ``layer`` statement (whose program would have run
+    ``patched`` once, while it was built), also when the replacement comes after a translation."""
+    paddle.seed(5)
+    lin, calls, scale = paddle.nn.Linear(4, 4), [], [3.0]
+    original = lin.forward
+
+    def patched(x):
+        calls.append(1)
+        return original(x) * scale[0]
+
+    def f(x):
+        return lin(x).sum()
+
+    x, fast = _t(2, 4), sot.symbolic_translate(f)
+    assert_same(fast(x), lin(x).sum())  # (translated with Linear's own forward)
+    lin.forward = patched
+    for value in (3.0, 10.0):
+        scale[0] = value
+        calls.clear()
+        expected = f(x)
+        assert_same(fast(x), expected)
+        assert len(calls) == 2  # (eager's call, then the translated one)
+    sot.reset()
+    assert_same(fast(x), f(x))  # (a new translation after reset: no crash)

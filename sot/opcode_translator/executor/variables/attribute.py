@@ -144,6 +144,14 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         except AttributeError:
             raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}") from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
+    original = translation_original(obj)
+    if isinstance(original, paddle.nn.Layer) and name not in obj.__dict__ and \
+            inspect.getattr_static(type(obj), name, _MISSING) is _MISSING:
+        # A `TranslatedLayer` hands what it lacks to its layer (its ``__getattr__``): read off the layer.
+        var.needs_identity = True
+        graph.add_guard(var)
+        layer_var = VariableFactory.from_value(original, graph, GetAttrTracker(var, "__sot_translated__"))
+        return layer_var.getattr(name)
     if isinstance(obj, paddle.nn.Layer):
         for store in ("_parameters", "_sub_layers", "_buffers"):
             members = obj.__dict__.get(store)

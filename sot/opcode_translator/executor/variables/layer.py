@@ -46,9 +46,10 @@ def is_builtin_forward(forward: Any) -> bool:
 
 
 def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
-    """A layer whose ``forward`` is Paddle's own code (not overridden by the user): ``Linear``, ``LSTM``
-    (which happens to subclass ``LayerList``)... but not the plain containers."""
-    return is_builtin_forward(getattr(type(layer), "forward", None))
+    """A layer whose ``forward`` is Paddle's own code (not overridden by the user, in its class or on the
+    instance, ``lin.forward = patched``): ``Linear``, ``LSTM`` (which happens to subclass ``LayerList``)... but
+    not the plain containers."""
+    return is_builtin_forward(getattr(type(layer), "forward", None)) and "forward" not in layer.__dict__
 
 
 def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
@@ -136,8 +137,9 @@ class LayerVariable(ObjectVariable):
         # (``forward``, a dunder or a method of the layer's class, replaced after translation: see
         # `ObjectVariable.class_lookup_guards`; once per layer class)
         head = [head, *self.class_lookup_guards(builder)]
-        if self.in_program:
-            return [*head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks]
+        if self.in_program:  # (and its forward not replaced on the instance since: `is_builtin_layer`)
+            return [*head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks,
+                    f"'forward' not in {expr}.__dict__"]
         return [*head, builder.attributes(expr, attributes), *hook_checks]
 
     def _child(self, key: Any, layer: Any) -> VariableBase:
