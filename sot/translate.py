@@ -15,7 +15,7 @@ from typing import Any, Callable, TypeVar
 
 import paddle
 
-from .eval_frame_ext import CallWithCallback, set_callback
+from .eval_frame_ext import CallWithCallback
 from .opcode_translator.callback import frame_callback, inference_frame_callback
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -182,12 +182,20 @@ def test_staticmethod_object_works() -> None:
     check_works(staticmethod(add), paddle.ones([3]), paddle.ones([3]), translates=True)
 
 
-def test_classmethod_object_raises_type_error() -> None:
-    """A raw ``classmethod`` object is not callable before Python 3.13: a clear TypeError."""
-    if callable(classmethod(add)):
-        pytest.skip("classmethod objects are callable on this Python")
-    with pytest.raises(TypeError, match="classmethod"):
-        sot.symbolic_translate(classmethod(add))
+def test_classmethod_object_gives_a_classmethod_of_the_translation() -> None:
+    """A raw ``classmethod`` object (``@symbolic_translate`` above ``@classmethod`` in a class body) gives a
+    ``classmethod`` of the translated function: bound to the class, it translates."""
+    def scaled(cls, x):
+        return x * cls.factor
+
+    translated = sot.symbolic_translate(classmethod(scaled))
+    assert isinstance(translated, classmethod) and translated.__func__.__sot_translated__ is scaled
+    Scaler = type("Scaler", (), {"factor": 3.0, "scaled": translated})
+    x = paddle.ones([3])
+    with sot.config.patch(min_graph_size=0):
+        assert_same(Scaler.scaled(x), x * 3.0)
+        assert_same(Scaler().scaled(x), x * 3.0)
+    assert sot.stats().translate_count == 1
 
 
 def test_already_translated_function_works() -> None:
