@@ -163,6 +163,52 @@ def _hidden_by_data_descriptor(cls: type, name: str) -> bool:
     return hasattr(inspect.getattr_static(cls, name, None), "__set__")
 
 
+class _AnyName:
+    """Every name (what a layer class entirely of Paddle's may read)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+def _code_names(code: types.CodeType, into: set[str]) -> None:
+    """The attribute and global names and the strings ``code`` and its nested functions mention."""
+    into.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, str):
+            into.add(const)
+        elif isinstance(const, types.CodeType):
+            _code_names(const, into)
+
+
+def _names_paddles_code_may_read(cls: type) -> Any:
+    """The attribute names the Paddle classes among ``cls``'s bases mention in their code: all the built-in
+    ``forward`` a user subclass inherits (``class Shifted(nn.Linear)`` overriding ``__call__``) can read of
+    the layer. The subclass's own attributes of other names (a call counter, a list of seen shapes) are then
+    no configuration: guarding them by value would miss at every call. A class entirely of Paddle's: any."""
+    names = _paddle_code_names.get(cls)
+    if names is not None:
+        return names
+    if cls.__module__.startswith("paddle."):
+        names = _AnyName()
+    else:
+        found: set[str] = set()
+        for base in cls.__mro__:
+            if not base.__module__.startswith("paddle."):
+                continue
+            for member in vars(base).values():
+                member = getattr(member, "__func__", getattr(member, "fget", member))  # (static/class, property)
+                member = inspect.unwrap(member) if callable(member) else member
+                code = getattr(member, "__code__", None)
+                if isinstance(code, types.CodeType):
+                    _code_names(code, found)
+        names = frozenset(found)
+    _paddle_code_names[cls] = names
+    return names
+
+
+_paddle_code_names: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
+
+
 def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
     """``layer``'s own plain configuration attributes (not its sublayers'), as (name, value) in order.
     Attributes shadowed by a data descriptor of the class, or not reachable as ``layer.<name>``, are left out."""
@@ -176,7 +222,8 @@ def layer_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
             continue
         left_out = hidden.get(name)
         if left_out is None:
-            left_out = hidden[name] = not name.isidentifier() or _hidden_by_data_descriptor(cls, name)
+            left_out = hidden[name] = (not name.isidentifier() or _hidden_by_data_descriptor(cls, name)
+                                       or name not in _names_paddles_code_may_read(cls))
         if not left_out:
             items.append((name, value))
     return items

@@ -110,7 +110,8 @@ class LayerCall:
         layer = self.layer
         if self.forward_of is not None:
             return self.forward_of.forward(layer, *args, **kwargs)
-        return layer(*args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
+        # (``Layer.__call__`` itself: a subclass's ``__call__`` override is simulated around the statement)
+        return paddle.nn.Layer.__call__(layer, *args, **kwargs) if self.run_hooks else layer.forward(*args, **kwargs)
 
     def key(self) -> tuple:
         """What identifies the program this call builds: the layer, how it is called, and for every layer of

@@ -210,13 +210,15 @@ class FunctionVariableBase(VariableBase):
 
         from ...skip_files import may_inline
 
+        from .library_rules import library_call
+
+        # (``log.debug(...)`` filtered out, ``inspect.signature``, ``Layer.__call__``: asked first, since some
+        # library code may be inlined too)
+        answered = library_call(self, args, kwargs)
+        if answered is not None:
+            return answered
         globals_ = self.resolver().globals
         if not may_inline(self.code, globals_):
-            from .library_rules import library_call
-
-            answered = library_call(self, args, kwargs)  # (``log.debug(...)`` filtered out, ``inspect.signature``)
-            if answered is not None:
-                return answered
             error = BreakGraphError(f"call of library function {self.function_name()}() runs natively (not inlined)")
             error.eager_before = self._differentiates_twice(args, kwargs)
             raise error

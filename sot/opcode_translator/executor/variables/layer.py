@@ -23,6 +23,7 @@ from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker
 from .base import VariableBase, VariableFactory
 from .basic import ConstantVariable, ObjectVariable
 from .callable import CallableVariable
+from .library_rules import library_rule
 from .container import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -50,6 +51,25 @@ def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
     instance, ``lin.forward = patched``): ``Linear``, ``LSTM`` (which happens to subclass ``LayerList``)... but
     not the plain containers."""
     return is_builtin_forward(getattr(type(layer), "forward", None)) and "forward" not in layer.__dict__
+
+
+def user_call_override(layer: paddle.nn.Layer) -> types.FunctionType | None:
+    """The ``__call__`` of the layer's class when user code overrides ``Layer.__call__`` (to count calls,
+    cast inputs, wrap ``super().__call__``): calling the layer runs it, not the hooks and ``forward``."""
+    from ...skip_files import should_skip
+
+    found = getattr(type(layer), "__call__", None)
+    if found is paddle.nn.Layer.__call__ or not isinstance(found, types.FunctionType):
+        return None
+    return None if should_skip(found.__code__, found.__globals__) else found
+
+
+@library_rule(paddle.nn.Layer.__call__)
+def _layer_dunder_call(function: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """``Layer.__call__`` reached explicitly: ``super().__call__(x)`` in a layer overriding it."""
+    if not args or not isinstance(args[0], LayerVariable):
+        return None
+    return args[0].call_layer(args[1:], kwargs)
 
 
 def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
@@ -195,6 +215,16 @@ class LayerVariable(ObjectVariable):
         return self._child(key.value, child)
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        override = user_call_override(self.value)
+        if override is not None:  # (its ``super().__call__(...)`` comes back to `call_layer`)
+            from .function import UserFunctionVariable
+
+            self.graph.add_guard(self)  # (its type, and its class's version, fix which function it is)
+            return UserFunctionVariable(override, self.graph, ConstTracker(override)).call([self, *args], kwargs)
+        return self.call_layer(args, kwargs)
+
+    def call_layer(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+        """``Layer.__call__(layer, *args, **kwargs)``: the forward hooks and ``forward``."""
         layer = self.value
         graph = self.graph
         # The hooks it has now are run (or not) by the translation: guarded with the layer (`make_guards`).
