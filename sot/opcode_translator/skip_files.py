@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 import paddle
-from paddle.utils import decorator_utils
+from paddle.utils import decorator_utils, layers_utils
 
 import sot
 
@@ -167,7 +167,13 @@ _INLINABLE_LIBRARY_CLASSES = (collections.UserDict, collections.abc.Mapping, col
 # Paddle's keyword-alias decorators (``Conv2D.forward`` takes ``input=`` for ``x=``) only rename keyword
 # arguments before calling the function they wrap, so a built-in layer's forward simulated (`simulate_forward`)
 # goes through them to its code.
+# Paddle's nested-structure helpers (``paddle.utils.flatten``, ``map_structure``, ``pack_sequence_as``) are
+# plain Python over lists, tuples and dicts: ``nn.RNN``'s forward, simulated around a user's cell, uses them.
+_STRUCTURE_FUNCTIONS = ("is_sequence", "_sorted", "_yield_value", "_yield_flat_nest", "to_sequence", "flatten",
+                        "_sequence_like", "_packed_nest_with_indices", "pack_sequence_as", "map_structure",
+                        "_recursive_assert_same_structure", "assert_same_structure")
 _INLINABLE_LIBRARY_CODES = _with_nested_codes([fn.__code__ for fn in (
+    *[getattr(layers_utils, name) for name in _STRUCTURE_FUNCTIONS if hasattr(layers_utils, name)],
     functools.wraps, functools.update_wrapper, type(paddle.tensor).__getattr__,
     decorator_utils.param_one_alias(["x", "input"])(lambda x: x),
     decorator_utils.param_two_alias(["x", "input"], ["y", "other"])(lambda x, y: x),

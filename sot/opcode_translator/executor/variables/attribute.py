@@ -356,8 +356,8 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     if instance_dict_variable(var) is not None:
         # (the overlay of stored attributes and the simulated ``__dict__`` would disagree)
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} after reading its __dict__ runs natively")
-    if isinstance(obj, types.ModuleType):
-        raise FallbackError(f"setting attribute {name!r} of {obj!r:.60} is not supported yet")
+    if isinstance(obj, types.ModuleType):  # (functions of the module read it as a global: not simulated)
+        raise BreakGraphError(f"setting attribute {name!r} of module {obj.__name__} runs natively")
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
     plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__

@@ -72,6 +72,25 @@ def _layer_dunder_call(function: Any, args: list[VariableBase], kwargs: dict[str
     return args[0].call_layer(args[1:], kwargs)
 
 
+def tree_runs_user_code(layer: paddle.nn.Layer) -> bool:
+    """Whether calling the built-in ``layer`` runs Python code of the user's besides Paddle's: a sublayer of a
+    user class (``nn.RNN(MyCell())``, a user block in ``nn.TransformerEncoder``), a sublayer's ``forward``
+    or ``__call__`` replaced, or forward hooks on a sublayer (a feature-capturing hook). As one ``layer``
+    statement that code would run once, when the program is built: its side effects lost at every later
+    call, the Python values it reads baked in. Such a layer's forward is simulated instead (its own hooks
+    are simulated in `LayerVariable.call_layer` either way)."""
+    for sub in layer.sublayers():
+        if sub._forward_pre_hooks or sub._forward_post_hooks or user_call_override(sub) is not None:
+            return True
+        if "forward" in sub.__dict__ or not _is_paddles_code(getattr(type(sub), "forward", None)):
+            return True
+    return False
+
+
+def _is_paddles_code(function: Any) -> bool:
+    return (getattr(function, "__module__", "") or "").startswith("paddle.")
+
+
 def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
                      kwargs: dict[str, VariableBase]) -> VariableBase:
     """A built-in layer's ``forward`` simulated (inlined, as Paddle's layer code may be) instead of recorded as
@@ -98,7 +117,7 @@ class BuiltinForwardVariable(CallableVariable):
 
     def call(self, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
         layer_var = self.layer_var
-        if self.graph.layer_state_changed_in_frame(layer_var.value):
+        if self.graph.layer_state_changed_in_frame(layer_var.value) or tree_runs_user_code(layer_var.value):
             return simulate_forward(layer_var, self.cls.forward, args, kwargs)
         check_layer_call(layer_var)
         target = layer_call(layer_var.value, run_hooks=False, forward_of=self.cls)
@@ -283,7 +302,7 @@ class LayerVariable(ObjectVariable):
                 value = child.call([value], {})
             return value
         if is_builtin_layer(layer):
-            if graph.layer_state_changed_in_frame(layer):
+            if graph.layer_state_changed_in_frame(layer) or tree_runs_user_code(layer):
                 return simulate_forward(self, type(layer).forward, args, kwargs)
             if self._path_varies():
                 simulated = self._try_simulated_forward(args, kwargs)
