@@ -15,7 +15,7 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
-from ..tracker import ComputedMethodTracker, ConstTracker, DummyTracker, GetAttrTracker, Tracker
+from ..tracker import ComputedMethodTracker, ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, Tracker
 from ..side_effects import ABSENT, DELETED
 from .base import HEAPTYPE, VariableBase, VariableFactory
 
@@ -306,8 +306,56 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
             tracker = ComputedMethodTracker(var, name) if bound_to_computed else _value_tracker(var, name)
             return OpaqueCallableVariable(value, graph, tracker)
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
+    getter = inspect.getattr_static(type(descriptor), "__get__", None)
+    if isinstance(getter, types.FunctionType):
+        return _python_descriptor(var, name, descriptor, getter)
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
+
+
+def _python_descriptor(var: "ObjectVariable", name: str, descriptor: Any, getter: types.FunctionType
+                       ) -> VariableBase:
+    """``var.name`` found on a class as a descriptor with a Python ``__get__`` (a user's lazy or typed
+    attribute, ``functools.cached_property``): ``__get__(descriptor, instance, owner)`` inlined, where
+    instance is None for a read off the class itself. The descriptor is reached by its path in the class
+    that holds it; the type guard of the instance (and its class's version) fix which one it is. A non-data
+    descriptor yields to the instance's own attribute of that name: its absence is guarded."""
+    from .basic import ConstantVariable
+    from .function import UserFunctionVariable
+
+    graph = var.graph
+    obj = var.value
+    is_class = isinstance(obj, type)
+    cls = obj if is_class else type(obj)
+    index = next(i for i, klass in enumerate(cls.__mro__) if vars(klass).get(name) is descriptor)
+    graph.add_guard(var)
+    if not is_class and not hasattr(type(descriptor), "__set__") and var.tracker.is_traceable():
+        graph.add_expr_guard(var, f"{name!r} not in getattr({{}}, '__dict__', ())")
+    descriptor_var = VariableFactory.from_value(descriptor, graph, class_member_tracker(var, index, name))
+    if is_class:
+        instance: VariableBase = ConstantVariable(None, graph, DummyTracker())
+        owner: VariableBase = var
+    else:
+        instance, owner = var, _class_of(var)
+    return UserFunctionVariable(getter, graph, ConstTracker(getter)).call([descriptor_var, instance, owner], {})
+
+
+def class_member_tracker(var: VariableBase, index: int, name: str) -> Tracker:
+    """``type(var).__mro__[index].__dict__[name]`` (``var.__mro__...`` for a class) as a path from ``var``
+    when it has one: what is found there is a value of the frame like any other (guarded through it);
+    otherwise a computed value."""
+    from .function import SourceOnlyVariable
+
+    if not var.tracker.is_traceable():
+        return DummyTracker((var,))
+    graph = var.graph
+    obj = var.get_py_value()
+    cls = obj if isinstance(obj, type) else type(obj)
+    cls_var = var if isinstance(obj, type) else SourceOnlyVariable(cls, graph, GetAttrTracker(var, "__class__"))
+    mro_var = SourceOnlyVariable(cls.__mro__, graph, GetAttrTracker(cls_var, "__mro__"))
+    klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
+    members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
+    return GetItemTracker(members, name)
 
 
 def _is_compiled_function(descriptor: Any) -> bool:

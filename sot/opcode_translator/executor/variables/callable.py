@@ -1754,6 +1754,8 @@ class SuperVariable(VariableBase):
                 base_method = self._builtin_base_method(klass, name, attr)
                 if base_method is not None:
                     return base_method
+                if translation_original(attr) is not None:  # (a base's method under ``@symbolic_translate``)
+                    return self._translated_member(owner, index, name, attr)
                 if not hasattr(type(attr), "__get__"):  # (by its path: a container read is the real one)
                     return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
@@ -1779,24 +1781,32 @@ class SuperVariable(VariableBase):
             return self.self_var.base_method(name)
         return None
 
+    def _translated_member(self, owner: Any, index: int, name: str, translation: Any) -> VariableBase:
+        """``super().name`` is a `symbolic_translate` result of a function: its original bound to ``self``,
+        simulated inline (`nested_translation_original`; across training flags, a break at the call)."""
+        import types
+
+        from .function import BoundMethodVariable, UserFunctionVariable
+
+        translation_var = VariableFactory.from_value(translation, self.graph,
+                                                     self._member_tracker(owner, index, name))
+        try:
+            function = _nested_translation(translation_var)
+        except BreakGraphError as mismatch:
+            bound = types.MethodType(translation, owner)
+            return NativeCallVariable(bound, self.graph, DummyTracker((self,)), mismatch.reason)
+        if not isinstance(function, UserFunctionVariable):
+            raise BreakGraphError(f"super().{name} is a translation of {type(translation_original(translation))}"
+                                  ": not simulated")
+        return BoundMethodVariable(function, self.self_var, self.graph, DummyTracker((function,)))
+
     def _member_tracker(self, owner: Any, index: int, name: str) -> Tracker:
         """``type(self).__mro__[index].__dict__[name]`` as a path from ``self`` when ``self`` has one: the
         function found is then a value of the frame like any other (its globals, defaults and closure are
         guarded through it, whatever module it comes from); otherwise a computed value."""
-        from .function import SourceOnlyVariable
-        from ..tracker import GetAttrTracker, GetItemTracker
+        from .attribute import class_member_tracker
 
-        self_var = self.self_var
-        if not self_var.tracker.is_traceable():
-            return DummyTracker((self,))
-        graph = self.graph
-        cls = owner if isinstance(owner, type) else type(owner)
-        cls_var = self_var if isinstance(owner, type) else SourceOnlyVariable(cls, graph, GetAttrTracker(self_var,
-                                                                                                        "__class__"))
-        mro_var = SourceOnlyVariable(cls.__mro__, graph, GetAttrTracker(cls_var, "__mro__"))
-        klass_var = SourceOnlyVariable(cls.__mro__[index], graph, GetItemTracker(mro_var, index))
-        members = SourceOnlyVariable(cls.__mro__[index].__dict__, graph, GetAttrTracker(klass_var, "__dict__"))
-        return GetItemTracker(members, name)
+        return class_member_tracker(self.self_var, index, name)
 
 
 class LayerOwnGetattrVariable(CallableVariable):

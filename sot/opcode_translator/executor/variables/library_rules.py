@@ -9,6 +9,7 @@ found. A rule returns None when it cannot answer: the call then runs natively, a
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import posixpath
 import re
@@ -16,7 +17,7 @@ import types
 import typing
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..tracker import DummyTracker
+from ..tracker import ConstTracker, DummyTracker
 from .base import VariableBase
 from .basic import ConstantVariable
 
@@ -123,3 +124,29 @@ def _pure_string_function(function: "FunctionVariableBase", args: list[VariableB
     from .callable import constant_fold
 
     return constant_fold(function.value, function.graph, args, kwargs, new_containers=True)
+
+
+@library_rule(functools.cached_property.__get__)
+def _cached_property_get(function: "FunctionVariableBase", args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> VariableBase | None:
+    """The first read of a ``functools.cached_property`` on an instance: its function inlined on the
+    instance, the result stored in the instance's ``__dict__`` as the real ``__get__`` does (past the
+    class's ``__setattr__``), replayed after the graph. (Later reads find it in ``__dict__``, before the
+    descriptor.) Off the class, the descriptor itself."""
+    from .basic import ObjectVariable
+    from .attribute import store_attribute
+    from .function import UserFunctionVariable
+
+    if len(args) != 3 or kwargs:
+        return None
+    descriptor_var, instance, _owner = args
+    descriptor = descriptor_var.get_py_value()
+    if isinstance(instance, ConstantVariable) and instance.value is None:
+        return descriptor_var
+    if not isinstance(instance, ObjectVariable) or not isinstance(descriptor.func, types.FunctionType) \
+            or descriptor.attrname is None or not isinstance(getattr(instance.value, "__dict__", None), dict):
+        return None
+    func = UserFunctionVariable(descriptor.func, function.graph, ConstTracker(descriptor.func))
+    value = func.call([instance], {})
+    store_attribute(instance, descriptor.attrname, value, through_object=True)
+    return value
