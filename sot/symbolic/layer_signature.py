@@ -181,10 +181,11 @@ def _code_names(code: types.CodeType, into: set[str]) -> None:
 
 
 def _names_paddles_code_may_read(cls: type) -> Any:
-    """The attribute names the Paddle classes among ``cls``'s bases mention in their code: all the built-in
-    ``forward`` a user subclass inherits (``class Shifted(nn.Linear)`` overriding ``__call__``) can read of
-    the layer. The subclass's own attributes of other names (a call counter, a list of seen shapes) are then
-    no configuration: guarding them by value would miss at every call. A class entirely of Paddle's: any."""
+    """The attribute names the code of ``cls``'s classes mentions, but for a user class's ``__init__`` and
+    ``__call__``: all a built-in ``forward`` a user subclass inherits can read of the layer (with the
+    methods it may call, which the subclass may override). A user subclass's own attributes of other names
+    (a call counter, a list of the shapes its ``__call__`` override saw) are then no configuration: guarding
+    them by value would miss at every call. A class entirely of Paddle's: any name."""
     names = _paddle_code_names.get(cls)
     if names is not None:
         return names
@@ -193,9 +194,10 @@ def _names_paddles_code_may_read(cls: type) -> Any:
     else:
         found: set[str] = set()
         for base in cls.__mro__:
-            if not base.__module__.startswith("paddle."):
-                continue
-            for member in vars(base).values():
+            paddles = base.__module__.startswith("paddle.")
+            for name, member in vars(base).items():
+                if not paddles and name in ("__init__", "__call__"):  # (run around the statement, not in it)
+                    continue
                 member = getattr(member, "__func__", getattr(member, "fget", member))  # (static/class, property)
                 member = inspect.unwrap(member) if callable(member) else member
                 code = getattr(member, "__code__", None)

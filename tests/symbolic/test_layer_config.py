@@ -10,14 +10,15 @@ from typing import Any, Callable
 import paddle
 import pytest
 
-from sot.symbolic.layer_signature import _is_config_value, _NOT_CONFIG, layer_config
+from sot.symbolic.layer_signature import _is_config_value, _names_paddles_code_may_read, _NOT_CONFIG, layer_config
 
 
 def _reference_config(layer: paddle.nn.Layer) -> list[tuple[str, Any]]:
     """`layer_config` spelled out without the per-class cache."""
     return [(name, value) for name, value in layer.__dict__.items()
             if name not in _NOT_CONFIG and name.isidentifier() and _is_config_value(value)
-            and not hasattr(inspect.getattr_static(type(layer), name, None), "__set__")]
+            and not hasattr(inspect.getattr_static(type(layer), name, None), "__set__")
+            and name in _names_paddles_code_may_read(type(layer))]
 
 
 LAYERS: dict[str, Callable[[], paddle.nn.Layer]] = {
@@ -60,6 +61,9 @@ class _Scaled(paddle.nn.Linear):
 
     factor = 0.5
 
+    def extra_repr(self) -> str:  # (code naming ``factor``: a forward could read it)
+        return f"factor={self.factor}"
+
 
 def test_an_attribute_hidden_by_a_data_descriptor_is_left_out() -> None:
     for _ in range(2):
@@ -75,3 +79,28 @@ def test_the_cache_is_per_class() -> None:
     base.__dict__["scale"] = 2.0
     assert dict(layer_config(_Scaled())).get("scale") is None
     assert dict(layer_config(base))["scale"] == 2.0
+
+
+class _Logged(paddle.nn.Linear):
+    """A user subclass wrapping the call: its ``__call__`` keeps a log and a counter no code of the forward
+    names; a helper method names ``offset``."""
+
+    def __init__(self) -> None:
+        super().__init__(2, 2)
+        self.calls = 0
+        self.tag = "logged"
+        self.offset = 1.0
+
+    def __call__(self, x):
+        self.calls += 1
+        return super().__call__(x)
+
+    def shifted(self, x):
+        return x + self.offset
+
+
+def test_a_subclass_attribute_no_code_of_the_forward_names_is_left_out() -> None:
+    config = dict(layer_config(_Logged()))
+    assert "calls" not in config and "tag" not in config
+    assert config["offset"] == 1.0  # (named by a method the forward might call)
+    assert config["_dtype"] == "float32"  # (Linear's own)
