@@ -179,14 +179,18 @@ def _is_constant_key(key: Any) -> bool:
 
 def is_object_key(key: Any) -> bool:
     """A key that is not a constant but that the simulated dict can hold as itself, the real object: an enum
-    member (``{Activation.GELU: F.gelu}``) or a class (``{nn.Linear: init_linear}``), whose hash and equality
-    are those of its identity (or of its plain ``int``/``str`` value for an ``IntEnum``/``StrEnum``), so that
-    looking it up in the simulated dict finds what the real lookup finds, and runs no user code. Such a key
-    lives as long as its module: generated code loads it as a constant and guards compare it by identity."""
+    member (``{Activation.GELU: F.gelu}``), a class (``{nn.Linear: init_linear}``), a function
+    (``{F.relu: 1.0}``, a registry of the user's functions) or any object compared by identity (a layer, a
+    translated function), whose hash and equality are those of its identity (or of its plain ``int``/``str``
+    value for an ``IntEnum``/``StrEnum``), so that looking it up in the simulated dict finds what the real
+    lookup finds, and runs no user code. Generated code loads such a key as a constant (it lives as long as
+    the translation) and guards compare it by identity."""
     cls = type(key)
     if isinstance(key, enum.Enum):
         return all(getattr(cls, name) in _PURE_KEY_METHODS[name] for name in ("__hash__", "__eq__"))
-    return isinstance(key, type) and cls.__hash__ is type.__hash__ and cls.__eq__ is type.__eq__
+    if isinstance(key, type):
+        return cls.__hash__ is type.__hash__ and cls.__eq__ is type.__eq__
+    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
 
 
 # Hash and equality an object key may have: identity's (object's, also type's), enum's hash (of the member's

@@ -1,7 +1,8 @@
-"""Dicts (and sets) keyed by enum members or by classes are simulated: ``{Activation.GELU: F.gelu}[config.act]``
-and ``{nn.Linear: ...}[type(layer)]`` are common in user code. Such a key hashes and compares as its identity
-(or as its plain int/str value for an IntEnum/StrEnum member), so the simulated dict holds the real object as
-the key; the frame used to fall back ("dict key of type Activation is not supported yet")."""
+"""Dicts (and sets) keyed by enum members, classes, functions or other objects compared by identity are
+simulated: ``{Activation.GELU: F.gelu}[config.act]``, ``{nn.Linear: ...}[type(layer)]`` and ``{F.relu: 1.0}[act]``
+are common in user code. Such a key hashes and compares as its identity (or as its plain int/str value for an
+IntEnum/StrEnum member), so the simulated dict holds the real object as the key; the frame used to fall back
+("dict key of type Activation is not supported yet")."""
 from __future__ import annotations
 
 import enum
@@ -78,3 +79,50 @@ def test_a_dict_and_a_set_built_with_object_keys_leave_the_frame_as_eagers() -> 
     assert_same(list(outputs.values()), list(e_outputs.values()))
     assert (names, found, values) == (e_names, e_found, e_values)
     assert_counts(translate_count=1, graph_breaks=0, fallbacks=0, compiled_graphs=1)
+
+
+def _helper(x: paddle.Tensor) -> paddle.Tensor:
+    return x - 1
+
+
+GAINS = {F.relu: 1.0, paddle.tanh: 2.0, _helper: 3.0}
+
+
+def _by_function(x: paddle.Tensor, act) -> paddle.Tensor:
+    return act(x) * GAINS[act] + GAINS[_helper]
+
+
+def test_a_function_keyed_table_is_read_in_the_graph_and_a_changed_item_misses() -> None:
+    translated = sot.symbolic_translate(_by_function)
+    x = paddle.to_tensor([-1.0, 0.5, 2.0])
+    with sot.config.patch(min_graph_size=0):
+        for act in (F.relu, paddle.tanh, F.relu):
+            assert_same(translated(x, act), _by_function(x, act))
+        assert_counts(translate_count=2, graph_breaks=0, fallbacks=0, compiled_graphs=2)
+        GAINS[F.relu] = 5.0
+        try:
+            assert_same(translated(x, F.relu), _by_function(x, F.relu))
+        finally:
+            GAINS[F.relu] = 1.0
+    assert sot.stats().translate_count == 3
+
+
+class _Tag:
+    """A plain object: hashed and compared by identity."""
+
+
+def test_plain_objects_and_translated_functions_as_keys() -> None:
+    first, second = _Tag(), _Tag()
+    weights = {first: 1.0, second: 2.0}
+    double = sot.symbolic_translate(lambda t: t * 2)
+
+    def step(x, tag):
+        made = {tag: 5.0, double: 0.5}
+        return x * weights[tag] + made[tag] * made[double], tag in made
+
+    translated = sot.symbolic_translate(step)
+    x = paddle.to_tensor([1.0, 2.0])
+    with sot.config.patch(min_graph_size=0):
+        for tag in (first, second, first):
+            assert_same(translated(x, tag), step(x, tag))
+    assert sot.stats().fallbacks == 0 and sot.stats().translate_count == 2
