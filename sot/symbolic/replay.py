@@ -12,7 +12,8 @@ person would write for it, compiled once:
         v3 = v2.reshape([v1, k3])                 # method
         del v2                                    # not used after this statement
         with no_grad():
-            v4, v5, *_ = k4(v3)                   # statement recorded under paddle.no_grad()
+            v4, v5, *_ = k4(v3)                   # statement recorded under paddle.no_grad() (a SIR entered
+                                                  # without grad: ``with enable_grad():`` around the others)
         with amp(k5):
             v6 = k6(v4)                           # statement recorded in an ``auto_cast`` block
         v7 = k7(v6, k8)                           # out-of-place form of ``v6.add_(...)`` (v6 made in the frame)
@@ -54,7 +55,8 @@ class _ReplaySource:
 
     def __init__(self, sir: StatementIR) -> None:
         self.sir = sir
-        self.namespace: dict[str, Any] = {"no_grad": paddle.no_grad, "amp": amp_applied}
+        self.namespace: dict[str, Any] = {"no_grad": paddle.no_grad, "enable_grad": paddle.enable_grad,
+                                          "amp": amp_applied}
         self._constant_names: dict[int, str] = {}
         self._local_names: dict[Symbol, str] = {}
         # Line number in the generated source -> the statement on it (for locating exceptions).
@@ -138,7 +140,7 @@ class _ReplaySource:
         for index, stmt in enumerate(self.sir.statements):
             assignment = f"{self.target(stmt.outputs)} = {self.call(stmt)}"
             managers = ([f"amp({self.constant(stmt.amp)})"] if stmt.amp.enabled else []) + (
-                ["no_grad()"] if stmt.no_grad else [])
+                ["no_grad()"] if stmt.no_grad else [] if self.sir.grad_enabled else ["enable_grad()"])
             if managers:
                 lines.append(f"    with {', '.join(managers)}:")
                 lines.append(f"        {assignment}")

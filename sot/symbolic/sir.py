@@ -337,6 +337,9 @@ def _call_in_grad_mode(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> 
             if hasattr(value, "stop_gradient"):
                 value.stop_gradient = True
         return result
+    if not paddle.is_grad_enabled() and paddle.in_dynamic_mode():  # (recorded in an ``enable_grad()`` block
+        with paddle.enable_grad():                                # of a frame entered without grad)
+            return _call(stmt, args, kwargs)
     return _call(stmt, args, kwargs)
 
 

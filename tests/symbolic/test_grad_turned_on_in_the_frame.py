@@ -72,3 +72,36 @@ def test_grad_turned_back_on_after_a_graph_break(compile_all: None) -> None:
         out[1].sum().backward()
         e_out[1].sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), e_x.grad.numpy())
+
+
+@pytest.mark.parametrize("min_graph_size", [0, 10])
+def test_a_training_step_turning_grad_on_around_a_break_under_the_callers_no_grad(min_graph_size: int) -> None:
+    """The graph before the break inside the block is small: run as the eager replay of its statements
+    (`replay.compile_replay`, `EagerProgram`), which must turn grad on for them as the compiled program does
+    (it ran them in the caller's no-grad mode: no gradient, the parameters never moved)."""
+
+    def make() -> tuple:
+        paddle.seed(0)
+        lin = paddle.nn.Linear(4, 3)
+        return lin, paddle.optimizer.SGD(0.5, parameters=lin.parameters())
+
+    def step(lin, opt, x):
+        with paddle.enable_grad():
+            loss = (lin(x) ** 2).mean()
+            loss.backward()  # (a graph break inside the block)
+            opt.step()
+            opt.clear_grad()
+        return loss
+
+    x = paddle.ones([2, 4])
+    (lin, opt), (e_lin, e_opt) = make(), make()
+    translated = sot.symbolic_translate(step)
+    with sot.config.patch(min_graph_size=min_graph_size):
+        for _ in range(4):
+            with paddle.no_grad():
+                loss = translated(lin, opt, x)
+                e_loss = step(e_lin, e_opt, x)
+            assert loss.stop_gradient == e_loss.stop_gradient
+            np.testing.assert_allclose(loss.numpy(), e_loss.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(lin.weight.numpy(), e_lin.weight.numpy(), rtol=1e-6)
+    assert sot.stats().fallbacks == 0
