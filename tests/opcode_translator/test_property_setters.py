@@ -130,3 +130,43 @@ def test_a_property_without_setter_raises_as_eager():
     expected = raised(set_read_only, Temperature(), x)
     actual = raised(sot.symbolic_translate(set_read_only), Temperature(), x)
     assert type(actual) is type(expected) and str(actual) == str(expected)
+
+
+class _ScaledLayer(paddle.nn.Layer):
+    """A layer whose ``scale`` is a property with a setter counting its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = paddle.nn.Linear(3, 3)
+        self.sets = 0
+        self._scale = 1.0
+
+    @property
+    def scale(self):
+        return self._scale
+
+    @scale.setter
+    def scale(self, value):
+        self.sets += 1
+        self._scale = value
+
+    def forward(self, x):
+        self.scale = 0.5 if x.shape[0] > 1 else 2.0
+        return self.lin(x) * self.scale
+
+
+def test_a_layer_property_setter_runs_as_layer_setattr_runs_it_without_a_break() -> None:
+    """``Layer.__setattr__`` runs a property's setter, then, for a value it files in none of its tables, the
+    plain store, which runs the setter again: twice per assignment, as eager (it was a graph break)."""
+    paddle.seed(1)
+    eager_layer = _ScaledLayer()
+    paddle.seed(1)
+    layer = _ScaledLayer()
+    translated = sot.symbolic_translate(layer)
+    with sot.config.patch(min_graph_size=0):
+        for rows in (2, 2, 1):
+            x = paddle.ones([rows, 3])
+            np.testing.assert_allclose(translated(x).numpy(), eager_layer(x).numpy(), rtol=1e-6)
+    assert layer.sets == eager_layer.sets == 6
+    assert layer.scale == eager_layer.scale == 2.0
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0

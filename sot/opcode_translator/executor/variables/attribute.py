@@ -422,6 +422,15 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         if isinstance(accessor, types.FunctionType):
             _run_property_accessor(var, accessor, value)
             return
+    if isinstance(obj, paddle.nn.Layer) and isinstance(descriptor, property) and _plain_layer_value(value) \
+            and isinstance(descriptor.fset, types.FunctionType) and not through_object:
+        # ``Layer.__setattr__`` with a value it files in none of its tables runs the setter, then stores it
+        # plainly, which runs the setter again (`object.__setattr__` finds the property both times).
+        for table in ("_parameters", "_sub_layers", "_buffers"):
+            var.graph.add_expr_guard(var, f"{name!r} not in ({{}}.__dict__.get({table!r}) or ())")
+        for _ in range(2):
+            _run_property_accessor(var, descriptor.fset, value)
+        return
     if custom_setattr or (not is_slot and descriptor is not _MISSING and hasattr(type(descriptor), "__set__")):
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} runs user code (__setattr__ or a "
                               "descriptor): runs natively")
@@ -457,6 +466,21 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         var.graph.run_user_python(setattr, [obj, name, None], {})
         raise FallbackError(f"assigning {type(obj).__name__}.{name} without an instance dict did not fail")
     var.graph.side_effects.store_attr(var, name, value, through_object=through_object)
+
+
+def _plain_layer_value(value: VariableBase | None) -> bool:
+    """A value ``Layer.__setattr__`` keeps in none of its tables: not a tensor (a parameter or a buffer), not
+    a layer, not a static function (nor None, which clears a member of a table)."""
+    from .layer import LayerVariable
+
+    if value is None or type(value).__name__ == "TensorVariable" or isinstance(value, LayerVariable):
+        return False
+    try:
+        kind = value.get_py_type()
+    except FallbackError:
+        return False
+    return kind is not type(None) and not issubclass(kind, (paddle.Tensor, paddle.nn.Layer)) \
+        and "StaticFunction" not in kind.__name__
 
 
 def _run_property_accessor(var: "ObjectVariable", accessor: types.FunctionType, value: VariableBase | None) -> None:
