@@ -55,13 +55,10 @@ def is_builtin_layer(layer: paddle.nn.Layer) -> bool:
 
 def user_call_override(layer: paddle.nn.Layer) -> types.FunctionType | None:
     """The ``__call__`` of the layer's class when user code overrides ``Layer.__call__`` (to count calls,
-    cast inputs, wrap ``super().__call__``): calling the layer runs it, not the hooks and ``forward``."""
-    from ...skip_files import should_skip
-
+    cast inputs, wrap ``super().__call__``): calling the layer runs it, not the hooks and ``forward``. (A
+    library's override is not inlined: its call is a graph break, the layer called natively.)"""
     found = getattr(type(layer), "__call__", None)
-    if found is paddle.nn.Layer.__call__ or not isinstance(found, types.FunctionType):
-        return None
-    return None if should_skip(found.__code__, found.__globals__) else found
+    return found if found is not paddle.nn.Layer.__call__ and isinstance(found, types.FunctionType) else None
 
 
 @library_rule(paddle.nn.Layer.__call__)
