@@ -142,3 +142,34 @@ def test_reassigned_base_method_is_seen(compile_all):
     _close(fast(layer, x), _call(layer, x))
     Base.forward = lambda self, x: x * 5
     _close(fast(layer, x), _call(layer, x))
+
+
+class LoggedStores(nn.Layer):
+    """A layer overriding ``__setattr__`` to log what is stored, then storing through ``Layer.__setattr__``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.log: list[str] = []
+
+    def __setattr__(self, name, value):
+        if name != "log" and hasattr(self, "log"):
+            self.log.append(name)
+        super().__setattr__(name, value)
+
+    def forward(self, x):
+        self.rows = x.shape[0]
+        self.cache = self.lin(x)  # (a tensor: filed as a buffer by Layer.__setattr__)
+        return self.cache * 2
+
+
+def test_super_setattr_of_a_layer_is_the_plain_layer_store(compile_all: Any) -> None:
+    eager_layer, layer = _seeded(LoggedStores), _seeded(LoggedStores)
+    translated = sot.symbolic_translate(layer)
+    for rows in (2, 2, 4):
+        x = _tensor(rows, 3)
+        _close(translated(x), eager_layer(x))
+    assert layer.log == eager_layer.log == ["rows", "cache"] * 3
+    assert layer.rows == eager_layer.rows == 4
+    assert "cache" in layer._buffers and "cache" in eager_layer._buffers
+    assert sot.stats().fallbacks == 0 and sot.stats().graph_breaks == 0

@@ -88,6 +88,21 @@ def _is_paddles_code(function: Any) -> bool:
     return (getattr(function, "__module__", "") or "").startswith("paddle.")
 
 
+@library_rule(paddle.nn.Layer.__setattr__)
+def _layer_dunder_setattr(function: Any, args: list[VariableBase], kwargs: dict[str, VariableBase]
+                          ) -> VariableBase | None:
+    """``Layer.__setattr__`` reached explicitly: ``super().__setattr__(name, value)`` in a layer overriding
+    it (to log or validate what is stored): the store a plain ``layer.name = value`` makes (`store_attribute`
+    follows ``Layer.__setattr__``: buffers, property setters)."""
+    from .attribute import store_attribute
+
+    if len(args) != 3 or kwargs or not isinstance(args[0], LayerVariable) \
+            or not isinstance(args[1], ConstantVariable) or type(args[1].value) is not str:
+        return None
+    store_attribute(args[0], args[1].value, args[2])
+    return ConstantVariable(None, args[0].graph, DummyTracker())
+
+
 def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[VariableBase],
                      kwargs: dict[str, VariableBase]) -> VariableBase:
     """A built-in layer's ``forward`` simulated (inlined, as Paddle's layer code may be) instead of recorded as
