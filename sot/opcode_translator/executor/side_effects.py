@@ -172,8 +172,8 @@ class SideEffects:
 
     def tree_store_pending(self, layer: Any) -> bool:
         """Whether a store still pending may change which sublayers or buffers ``layer``'s tree holds (a layer
-        assigned to an attribute of it or of a sublayer, a tensor under a name that is no buffer yet, or an
-        attribute deleted): reading the real tree would miss it."""
+        assigned to an attribute of it or of a sublayer, a tensor under a name that is no buffer yet, an
+        attribute deleted, or a member table changed in place): reading the real tree would miss it."""
         from .variables.layer import LayerVariable
 
         members = {id(sub): sub for sub in layer.sublayers(include_self=True)}
@@ -183,6 +183,10 @@ class SideEffects:
             return store.value is None or isinstance(store.value, LayerVariable) or (
                 _is_tensor(store.value) and store.name not in (owner.__dict__.get("_buffers") or ()))
 
+        tables = {id(table) for sub in members.values() for store in ("_parameters", "_sub_layers", "_buffers")
+                  if (table := sub.__dict__.get(store)) is not None}
+        if any(id(getattr(container, "real", None)) in tables for container in self.mutated.values()):
+            return True  # (a member table changed in place: ``LayerList.append``, ``add_sublayer``)
         return any(isinstance(store, AttrStore) and id(store.obj.get_py_value()) in members and changes_tree(store)
                    for store in self.stores)
 

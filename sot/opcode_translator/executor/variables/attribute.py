@@ -152,7 +152,9 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         graph.add_guard(var)
         layer_var = VariableFactory.from_value(original, graph, GetAttrTracker(var, "__sot_translated__"))
         return layer_var.getattr(name)
-    if isinstance(obj, paddle.nn.Layer):
+    if isinstance(obj, paddle.nn.Layer) and not any(name in vars(klass) for klass in type(obj).__mro__):
+        # (``Layer.__getattr__`` reads these tables only when the ordinary lookup fails: a class attribute of
+        # that name, a ``weight`` property of a subclass, comes first)
         for store in ("_parameters", "_sub_layers", "_buffers"):
             members = obj.__dict__.get(store)
             if members is not None and name in members:
@@ -200,6 +202,9 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if not var.tracker.is_traceable():  # found on a class, with no path of its own to guard its value by
         graph.class_attribute_reads.add(name)  # (see FunctionGraph.class_attribute_reads)
+    elif not is_class and not hasattr(type(found), "__set__") and isinstance(getattr(obj, "__dict__", None), dict):
+        # (an attribute the instance sets later under that name, ``layer.forward = patched``, would come first)
+        var.names_found_on_class.add(name)
     if is_class:
         if isinstance(found, staticmethod):
             return VariableFactory.from_value(found.__func__, graph, _value_tracker(var, name))

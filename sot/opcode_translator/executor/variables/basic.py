@@ -134,13 +134,23 @@ class ObjectVariable(VariableBase):
         super().__init__(graph, tracker)
         self.value = value
         self.needs_identity = False  # set when the simulation used ``is``, ``id()`` or embedded the object
+        # Attributes of the instance read off its class (a method, a class constant): see `not_shadowed_guards`.
+        self.names_found_on_class: set[str] = set()
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
-        return [head, *self.class_lookup_guards(builder)]
+        return [head, *self.class_lookup_guards(builder), *self.not_shadowed_guards(builder, expr)]
+
+    def not_shadowed_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        """The attributes the simulation found on the instance's class are still not in the instance's own
+        ``__dict__``, where they would come first: a method patched on one object (``layer.forward = fn``,
+        ``obj.step = types.MethodType(...)``) must miss the entry. One check for all of them."""
+        if not self.names_found_on_class:
+            return []
+        return [f"{builder.constant(frozenset(self.names_found_on_class))}.isdisjoint({expr}.__dict__)"]
 
     def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
         """What the simulation found by looking things up on a user class stays what a lookup finds: the

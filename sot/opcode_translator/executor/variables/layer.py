@@ -70,22 +70,42 @@ def _layer_dunder_call(function: Any, args: list[VariableBase], kwargs: dict[str
 
 
 def tree_runs_user_code(layer: paddle.nn.Layer) -> bool:
-    """Whether calling the built-in ``layer`` runs Python code of the user's besides Paddle's: a sublayer of a
-    user class (``nn.RNN(MyCell())``, a user block in ``nn.TransformerEncoder``), a sublayer's ``forward``
-    or ``__call__`` replaced, or forward hooks on a sublayer (a feature-capturing hook). As one ``layer``
-    statement that code would run once, when the program is built: its side effects lost at every later
-    call, the Python values it reads baked in. Such a layer's forward is simulated instead (its own hooks
-    are simulated in `LayerVariable.call_layer` either way)."""
+    """Whether calling the built-in ``layer`` runs Python code of the user's besides Paddle's: a user
+    subclass overriding a method or property its forward uses (``_prepare_qkv`` of a ``MultiHeadAttention``,
+    a ``bias`` property), a sublayer of a user class (``nn.RNN(MyCell())``, a user block in
+    ``nn.TransformerEncoder``), a sublayer's ``forward`` or ``__call__`` replaced, or forward hooks on a
+    sublayer (a feature-capturing hook). As one ``layer`` statement that code would run once, when the
+    program is built: its side effects lost at every later call, the Python values it reads baked in (and an
+    eager op it runs on static values can crash Paddle). Such a layer's forward is simulated instead (its own
+    hooks and ``__call__`` are simulated in `LayerVariable.call` either way)."""
+    if _class_runs_user_code(type(layer), own=True):
+        return True
     for sub in layer.sublayers():
-        if sub._forward_pre_hooks or sub._forward_post_hooks or user_call_override(sub) is not None:
-            return True
-        if "forward" in sub.__dict__ or not _is_paddles_code(getattr(type(sub), "forward", None)):
+        if sub._forward_pre_hooks or sub._forward_post_hooks or "forward" in sub.__dict__ \
+                or _class_runs_user_code(type(sub), own=False):
             return True
     return False
 
 
-def _is_paddles_code(function: Any) -> bool:
-    return (getattr(function, "__module__", "") or "").startswith("paddle.")
+# Members of a user subclass of a layer class that no ``forward`` calls: constructing, representing, pickling.
+_NOT_RUN_BY_FORWARD = frozenset({"__init__", "__repr__", "__str__", "extra_repr", "__getstate__", "__setstate__",
+                                 "__reduce__", "__reduce_ex__", "__init_subclass__", "__class_getitem__",
+                                 "__doc__", "__module__", "__qualname__", "__annotations__", "__dict__",
+                                 "__weakref__", "__firstlineno__", "__static_attributes__"})
+
+
+def _class_runs_user_code(cls: type, own: bool) -> bool:
+    """Whether a class of ``cls``'s MRO other than Paddle's defines code that calling a layer of it may run
+    (any function or descriptor but `_NOT_RUN_BY_FORWARD`). ``own``: for the layer called itself, whose
+    ``__call__`` and ``forward`` are simulated or Paddle's (`is_builtin_layer`); for a sublayer, both count."""
+    exempt = _NOT_RUN_BY_FORWARD | {"__call__", "forward"} if own else _NOT_RUN_BY_FORWARD
+    return any(name not in exempt and (callable(member) or hasattr(type(member), "__get__"))
+               for klass in cls.__mro__ if not _is_paddles_class(klass)
+               for name, member in vars(klass).items())
+
+
+def _is_paddles_class(cls: type) -> bool:
+    return cls is object or (cls.__module__ or "").startswith("paddle.")
 
 
 @library_rule(paddle.nn.Layer.__setattr__)
@@ -113,6 +133,8 @@ def simulate_forward(layer_var: "LayerVariable", forward: Any, args: list[Variab
     from .function import UserFunctionVariable
 
     layer_var.graph.add_guard(layer_var)  # (its type fixes its class's forward: a constant)
+    if layer_var.tracker.is_traceable():  # (unless one is set on the instance since)
+        layer_var.graph.add_expr_guard(layer_var, "'forward' not in {}.__dict__")
     function = UserFunctionVariable(forward, layer_var.graph, ConstTracker(forward))
     return function.call([layer_var, *args], kwargs)
 
@@ -187,7 +209,7 @@ class LayerVariable(ObjectVariable):
                 attributes.append((hooks, ATTR_FALSY, None))
         # (``forward``, a dunder or a method of the layer's class, replaced after translation: see
         # `ObjectVariable.class_lookup_guards`; once per layer class)
-        head = [head, *self.class_lookup_guards(builder)]
+        head = [head, *self.class_lookup_guards(builder), *self.not_shadowed_guards(builder, expr)]
         if self.in_program:  # (and its forward not replaced on the instance since: `is_builtin_layer`)
             return [*head, *_compiled_state_guards(builder, expr, self.value, attributes), *hook_checks,
                     f"'forward' not in {expr}.__dict__"]
@@ -204,6 +226,20 @@ class LayerVariable(ObjectVariable):
             tracker = GetItemTracker(self, key)
         return VariableFactory.from_value(layer, self.graph, tracker)
 
+    def _changed_member(self, changed: DictVariable, key: Any) -> VariableBase:
+        """``container[key]`` of a member table the frame changed (`_changed_members`): by position for a
+        ``LayerList``, ``Sequential`` or ``ParameterList`` (their tables are in index order), by name for a
+        ``LayerDict``."""
+        members = changed.items
+        try:
+            if isinstance(self.value, paddle.nn.LayerDict):
+                return members[key]
+            if type(key) is int:
+                return list(members.values())[key]
+        except (IndexError, KeyError) as exc:
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+        raise BreakGraphError(f"indexing a {type(self.value).__name__} the frame changed with {key!r} runs natively")
+
     def _guard_member_names(self) -> None:
         """The container's members, by name and order: iterating it, its length and its indexing depend on
         them (a block appended to a ``LayerList`` after translation must not be skipped)."""
@@ -211,9 +247,26 @@ class LayerVariable(ObjectVariable):
         names = tuple(getattr(self.value, store))
         self.graph.add_expr_guard(self, "tuple({}.%s) == %r" % (store, names))
 
+    def _changed_members(self) -> DictVariable | None:
+        """The frame's variable of the container's member table (``_sub_layers``, a ``ParameterList``'s
+        ``_parameters``) when the frame changed it (``LayerList.append``/``insert``, ``Sequential.
+        add_sublayer``, simulated in Paddle's code): the members are its items, not the real table's until the
+        write-back after the graph. None otherwise."""
+        table = self.value.__dict__.get(_member_store(self.value))
+        known = self.graph.known_objects.get(id(table))
+        if known is None or known[0] is not table or id(known[1]) not in self.graph.side_effects.mutated:
+            return None
+        self.graph.add_guard(known[1])
+        return known[1]
+
     def iter_items(self) -> list[VariableBase]:
         layer = self.value
         self.graph.add_guard(self)
+        changed = self._changed_members()
+        if changed is not None:
+            if isinstance(layer, paddle.nn.LayerDict):
+                return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in changed.items]
+            return list(changed.items.values())
         self._guard_member_names()
         if isinstance(layer, paddle.nn.LayerDict):
             return [ConstantVariable(key, self.graph, DummyTracker((self,))) for key in layer.keys()]
@@ -228,6 +281,9 @@ class LayerVariable(ObjectVariable):
     def length(self) -> int:
         self.graph.add_guard(self)
         if isinstance(self.value, _CONTAINERS):
+            changed = self._changed_members()
+            if changed is not None:
+                return len(changed.items)
             self._guard_member_names()
             return len(self.value)
         raise FallbackError(f"len() of {type(self.value).__name__}")
@@ -237,6 +293,9 @@ class LayerVariable(ObjectVariable):
             raise FallbackError(f"indexing {type(self.value).__name__} with {key!r} is not supported")
         self.graph.add_guard(self)
         self.graph.add_guard(key)
+        changed = self._changed_members()
+        if changed is not None:
+            return self._changed_member(changed, key.value)
         try:
             child = self.value[key.value]
         except (IndexError, KeyError, TypeError) as exc:
@@ -327,7 +386,12 @@ class LayerVariable(ObjectVariable):
             self.in_program = True
             return graph.call_tensor_op("layer", f"{type(layer).__module__}.{type(layer).__name__}", target,
                                         list(args), dict(kwargs))
-        return self.getattr("forward").call(args, kwargs)
+        forward = self.getattr("forward")
+        if forward.tracker.is_traceable():
+            # (a function set on the instance, ``layer.forward = fn``, is guarded as the value it is: another
+            # function there, or none, is another forward)
+            graph.add_guard(forward)
+        return forward.call(args, kwargs)
 
     def _path_varies(self) -> bool:
         """This built-in layer's path held other layers of its class at other calls (a loop body function
