@@ -150,7 +150,8 @@ class ObjectVariable(VariableBase):
         ``obj.step = types.MethodType(...)``) must miss the entry. One check for all of them."""
         if not self.names_found_on_class:
             return []
-        return [f"{builder.constant(frozenset(self.names_found_on_class))}.isdisjoint({expr}.__dict__)"]
+        # (the bound ``isdisjoint`` a constant: a call of a constant is one instruction of the guard program)
+        return [f"{builder.constant(frozenset(self.names_found_on_class).isdisjoint)}({expr}.__dict__)"]
 
     def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
         """What the simulation found by looking things up on a user class stays what a lookup finds: the
