@@ -354,6 +354,7 @@ def _call(stmt: Statement, args: tuple, kwargs: dict[str, Any]) -> Any:
 
 _FLOATING = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
 _INTEGER = (paddle.uint8, paddle.int8, paddle.int16, paddle.int32, paddle.int64)
+_HALF = (paddle.float16, paddle.bfloat16)
 
 
 def _divide_as_eager(x: Any, divisor: Any) -> Any:
@@ -366,6 +367,13 @@ def _divide_as_eager(x: Any, divisor: Any) -> Any:
     marked (`program_ops.NUMBER_DIVISOR_MARK`) so that the saved-tensor check does not count ``x`` as read."""
     if type(divisor) not in (int, float) or x.dtype not in _FLOATING + _INTEGER:
         return operator.truediv(x, divisor)
+    if x.dtype in _HALF:
+        # Eager divides a half tensor by the number filled in its dtype, computing in float32 (the same bits,
+        # checked on 2e4 values and several divisors); a CPU program has no half ``divide`` kernel (Paddle's
+        # runner aborted the process).
+        # (what the saved-tensor check sees of the division is a cast of ``x``, which eager does not keep either)
+        filled = paddle.full([], divisor, x.dtype).astype(paddle.float32)
+        return paddle.divide(x.astype(paddle.float32), filled).astype(x.dtype)
     if x.dtype not in _FLOATING:
         x = x.astype(paddle.float32)
     divisor_filled = paddle.full([], divisor, x.dtype)
@@ -438,6 +446,8 @@ def _scale_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     tensor operand; a ``b`` a float32 would round is added (or, ``after`` false, first added) as one: the same
     two roundings as eager's kernel (checked bit for bit on 2e5 values)."""
     def scale(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs and len(args) == 4 and _is_integer_value(args[0]):
+            return _integer_scale(original, *args)
         if kwargs or len(args) != 4 or not _is_float64_value(args[0]):
             return original(*args, **kwargs)
         x, factor, bias, bias_after_scale = args
@@ -453,14 +463,43 @@ def _scale_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     return scale
 
 
+def _integer_scale(original: Callable[..., Any], x: Any, factor: Any, bias: Any, bias_after_scale: bool) -> Any:
+    """``scale`` of an integer static value (``ids * 2654435761 + 7``) by numbers a float32 would round: eager's
+    kernel casts its double factor and bias to the tensor's integer type, so the arithmetic is exact in it
+    (with the numbers as doubles first); the program's float32 attributes rounded them (a hash of ids off by
+    hundreds). Done as integer products and sums of the numbers filled in the tensor's dtype."""
+    if not (_float32_would_change(factor) or _float32_would_change(bias)) \
+            or not all(float(v).is_integer() for v in (factor, bias)):
+        return original(x, factor, bias, bias_after_scale)
+
+    def filled(value: Any) -> Any:
+        return paddle.full([], int(float(value)), x.dtype)  # (``full``'s value is a double)
+
+    def times(v: Any) -> Any:
+        return v if float(factor) == 1 else paddle.multiply(v, filled(factor))
+
+    def plus(v: Any) -> Any:
+        return v if float(bias) == 0 else paddle.add(v, filled(bias))
+
+    return plus(times(x)) if bias_after_scale else times(plus(x))
+
+
+def _is_integer_value(value: Any) -> bool:
+    return isinstance(value, paddle.pir.Value) and value.dtype in (paddle.int32, paddle.int64)
+
+
 def _full_like_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     """``_C_ops.full_like(x, v, dtype, place)`` of a float64 result: ``v`` is filled through a float32 in a
     program (``nan_to_num``'s default bounds, the largest float64s, became infinities); broadcast here from a
     float64 0-D tensor."""
     def full_like(*args: Any, **kwargs: Any) -> Any:
-        if kwargs or len(args) != 4 or not isinstance(args[0], paddle.pir.Value) or args[2] != paddle.float64 \
-                or not _float32_would_change(args[1]):
+        if kwargs or len(args) != 4 or not isinstance(args[0], paddle.pir.Value) \
+                or args[2] not in (paddle.float64, paddle.int32, paddle.int64) or not _float32_would_change(args[1]):
             return original(*args, **kwargs)
+        if args[2] != paddle.float64:  # (an integer fill: the double's value, in the integer type)
+            if not float(args[1]).is_integer():
+                return original(*args, **kwargs)
+            return paddle.expand(paddle.full([], int(float(args[1])), args[2]), paddle.shape(args[0]))
         return paddle.expand(_double(args[1]), paddle.shape(args[0]))
 
     return full_like

@@ -387,6 +387,25 @@ _FLOAT_OPERAND_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, 
 _FLOAT_OPERAND_DTYPES = frozenset({paddle.float32, paddle.float64})
 
 
+_HALF_DTYPES = frozenset({paddle.float16, paddle.bfloat16})
+_INTEGER_RANGES = {paddle.int8: (-2 ** 7, 2 ** 7), paddle.uint8: (0, 2 ** 8), paddle.int16: (-2 ** 15, 2 ** 15),
+                   paddle.int32: (-2 ** 31, 2 ** 31), paddle.int64: (-2 ** 53, 2 ** 53)}
+
+
+def _fits(number: "SymbolicIntVariable", dtype: Any) -> bool:
+    """Whether the symbolic number's value, cast to ``dtype``, is the number eager computes with (an int
+    in the integer type's range; for int64, one a double holds exactly); then guarded to stay so."""
+    bounds = _INTEGER_RANGES.get(dtype)
+    if bounds is None or isinstance(number, SymbolicFloatVariable):
+        return True
+    low, high = bounds
+    value = number.known
+    if value is None or number.form is None or not low <= value < high:
+        return False
+    number.graph.add_symbolic_guard(number.render, f"{low} <= {{}} < {high}", number)
+    return True
+
+
 def tensor_operand(tensor: TensorVariable, other: VariableBase, fn: Callable[..., Any] | None = None) -> VariableBase:
     """``other`` as the operand of the operator ``fn`` with ``tensor``: a symbolic int becomes its 0-D tensor
     cast to the tensor's dtype, which is what eager Paddle does with a Python int (``x * 3`` stays in x's
@@ -399,7 +418,11 @@ def tensor_operand(tensor: TensorVariable, other: VariableBase, fn: Callable[...
     if isinstance(other, SymbolicFloatVariable) and (fn not in _FLOAT_OPERAND_OPERATORS
                                                       or tensor.meta.dtype not in _FLOAT_OPERAND_DTYPES):
         return pin_float(other)
-    if tensor.meta.dtype not in _CASTABLE_DTYPES:  # (an unknown value breaks the graph here)
+    if tensor.meta.dtype not in _CASTABLE_DTYPES or tensor.meta.dtype in _HALF_DTYPES \
+            or fn in _POWER_OPERATORS or not _fits(other, tensor.meta.dtype):
+        # (an unknown value breaks the graph here.) Pinned: a half tensor (eager scales it: a CPU program has
+        # no half elementwise kernels), an exponent (eager's ``pow`` kernel), a number outside the integer
+        # dtype's range (the cast would wrap it where eager computes with the double).
         return ConstantVariable(other.get_py_value(), graph, DummyTracker((other,)))
     from .basic import ObjectVariable
 
@@ -493,6 +516,10 @@ def eager_constant_operand(fn: Callable[..., Any], operands: list[VariableBase])
     if fn not in _POWER_OPERATORS or len(operands) != 2:
         return None
     left, right = operands
+    if type(left) is TensorVariable and isinstance(right, SymbolicIntVariable):
+        # (a symbolic exponent pinned: as a tensor operand the static ``elementwise_pow`` is not eager's
+        # ``pow`` kernel: ``(-2.0) ** 1e-300`` nan, an ulp off elsewhere)
+        right = ConstantVariable(right.get_py_value(), right.graph, DummyTracker((right,)))
     if type(left) is not TensorVariable or type(right) is not ConstantVariable \
             or type(right.value) not in (int, float) or left.meta.dtype not in _FLOAT_OPERAND_DTYPES:
         return None
