@@ -11,11 +11,11 @@
 from __future__ import annotations
 
 import argparse
+import builtins
 import importlib.util
 import inspect
 import os
 import sys
-import traceback
 import types
 from typing import Any, NoReturn, Sequence
 
@@ -102,7 +102,7 @@ def _print_user_traceback(exc: BaseException, filename: str) -> None:
         tb = tb.tb_next
     if tb is None:
         tb = exc.__traceback__
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    sys.excepthook(type(exc), exc, tb)  # (the script's own hook, if it set one; Python's printing otherwise)
 
 
 def run_script(path: str, args: Sequence[str], recorder: Any) -> ScriptOutcome:
@@ -110,16 +110,23 @@ def run_script(path: str, args: Sequence[str], recorder: Any) -> ScriptOutcome:
     ``sys.path`` and ``recorder``'s timed frame callback installed for this thread."""
     from .eval_frame_ext import set_callback
 
-    filename = os.path.abspath(path)
+    # As ``python path``: ``__file__`` made absolute but not normalised, the builtins module, empty
+    # annotations, and the script's real directory in place of the ``-m`` run's working directory first on
+    # ``sys.path`` (a module beside the working directory does not import).
+    filename = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     with open(filename, "rb") as source_file:
         source = source_file.read()
     code = compile(source, filename, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
-    module.__dict__.update(__file__=filename, __builtins__=__builtins__, __cached__=None, __spec__=None,
-                           __loader__=None, __package__=None)
+    module.__dict__.update(__file__=filename, __builtins__=builtins, __cached__=None, __spec__=None,
+                           __loader__=None, __package__=None, __annotations__={})
     saved = sys.argv[:], sys.path[:], sys.modules.get("__main__")
     sys.argv = [path, *args]
-    sys.path.insert(0, os.path.dirname(filename))
+    script_dir = os.path.dirname(os.path.realpath(filename))
+    if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd():
+        sys.path[0] = script_dir
+    else:
+        sys.path.insert(0, script_dir)
     sys.modules["__main__"] = module
     outcome = ScriptOutcome()
     with recorder:

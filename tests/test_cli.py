@@ -306,3 +306,67 @@ def test_report_command_options_and_exit_code(scripts: Path):
     proc = _sot("report", "foo.py", "-o", "second.html", "--", "3", cwd=scripts)
     assert proc.returncode == 3
     assert (scripts / "second.html").exists()
+
+
+MAIN_MODULE = """
+    import sys
+    print(type(__builtins__).__name__, __builtins__.len([1, 2]), __annotations__)
+    print(__file__)
+    print(sys.path[0])
+    try:
+        import beside_the_working_directory
+    except ImportError:
+        print("not importable")
+
+    def hook(kind, value, tb):
+        print("custom hook:", kind.__name__, value)
+
+    sys.excepthook = hook
+    raise RuntimeError("uncaught")
+"""
+
+
+def test_run_sets_up_main_as_python_does(tmp_path: Path):
+    """``__builtins__`` the module, ``__annotations__``, ``__file__`` as given (absolute, not normalised),
+    the script's directory instead of the working directory on ``sys.path``, and the script's
+    ``sys.excepthook`` for its uncaught exception: all as ``python script.py``."""
+    scripts, work = tmp_path / "scripts", tmp_path / "work"
+    scripts.mkdir()
+    work.mkdir()
+    _write(scripts, "main_module.py", MAIN_MODULE)
+    _write(work, "beside_the_working_directory.py", "VALUE = 1\n")
+    env = dict(os.environ, GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
+    plain = subprocess.run([sys.executable, "../scripts/main_module.py"], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    translated = _sot("run", "../scripts/main_module.py", cwd=work)
+    assert plain.stdout.splitlines()[-1] == "custom hook: RuntimeError uncaught"
+    assert translated.stdout == plain.stdout, translated.stderr
+    assert translated.returncode == plain.returncode == 1
+
+
+def test_run_a_script_making_warnings_errors_past_the_cache_limit(tmp_path: Path):
+    """sot's cache-limit warning is its own diagnostic: a script turning warnings into errors still runs."""
+    _write(tmp_path, "bar.py", """
+        import sys, warnings
+        warnings.simplefilter("error")
+
+        class Bar:
+            def __init__(self, total):
+                self.total, self.n = total, 0
+
+            def update(self):
+                self.n += 1
+                filled = int(20 * self.n / self.total)
+                sys.stdout.write("#" * filled + "\\n")
+                if self.n == self.total:
+                    sys.stdout.write("done\\n")
+
+        bar = Bar(12)
+        for _ in range(12):
+            bar.update()
+        print("ok")
+    """)
+    proc = _sot("run", "bar.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["done", "ok"]
+    assert "reached the cache limit" in proc.stderr

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
+import sys
 import types
+import weakref
 import warnings
 from typing import Any, Callable
 
@@ -68,8 +69,12 @@ def _cache_limit_reached(code: types.CodeType, frame: FrameInfo, guards: list[An
         if guards:
             failure = guards[0].first_failure(frame.globals, frame.closure, frame.args)
             reason = f"; the guard that keeps failing: {in_user_terms(code, failure)}" if failure else ""
-        warnings.warn(f"sot: {describe_code(code)} reached the cache limit of {config.cache_limit} "
-                      f"translations and now runs eagerly{reason}", RuntimeWarning, stacklevel=2)
+        message = (f"sot: {describe_code(code)} reached the cache limit of {config.cache_limit} translations and "
+                   f"now runs eagerly{reason}")
+        try:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        except Warning:  # (the user's filters make warnings errors: sot's diagnostic must not raise in their code)
+            print(f"RuntimeWarning: {message}", file=sys.stderr)
     return True
 
 

@@ -1348,7 +1348,14 @@ class BuiltinVariable(CallableVariable):
 
 
 def member_of(table: Any, value: Any) -> bool:
-    """``value in table`` for the dispatch tables (an unhashable value is in none of them)."""
+    """``value in table`` for the dispatch tables (an unhashable value is in none of them). Their members
+    are functions and classes: an instance of a Python class hashing or comparing with code of its own is
+    none of them, and asking would run that code (a user ``__hash__`` counting its calls, a frozen
+    dataclass's ``__hash__`` before its fields are set)."""
+    cls = type(value)
+    if cls.__flags__ & HEAPTYPE and (cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__) \
+            and not isinstance(value, type):
+        return False
     try:
         return value in table
     except TypeError:
