@@ -740,6 +740,7 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.reconstruct(var)
     label = Label()
     native = abstract_instruction(code, instr.offset)
+    emitted_from = len(codegen.instructions)
     if instr.opname == "CALL" and pyversion.HAS_KW_NAMES:
         # (3.11/3.12: the keyword names were set by a KW_NAMES already simulated; 3.10 and 3.13 keep them
         # on the stack, among the operands)
@@ -754,6 +755,11 @@ def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) ->
         codegen.add(Instr(native.name, pyversion.plain_attribute_arg(native.arg), lineno=codegen.lineno))
     else:
         codegen.add(Instr(native.name, native.arg, lineno=codegen.lineno))
+    if native.location is not None and native.location.lineno == codegen.lineno:
+        # (the instruction's columns too: a traceback through it underlines the expression, as eager's)
+        for emitted in codegen.instructions[emitted_from:]:
+            if isinstance(emitted, Instr):
+                emitted.location = native.location
     resume_paths: list[ResumePath] = []
     for index, ((offset, produced_layout), live) in enumerate(zip(paths, lives)):
         if index == 1:

@@ -6,6 +6,7 @@ The hook drops the entry of a frame whose next entry is a later piece of the sam
 whole traceback (files, functions, lines) is eager's, at the first call and at cached ones."""
 from __future__ import annotations
 
+import sys
 import traceback
 from typing import Any, Callable
 
@@ -138,3 +139,38 @@ def test_without_the_merger_a_piece_adds_its_own_entry(compile_all):
 def test_set_traceback_merger_rejects_a_non_callable():
     with pytest.raises(TypeError, match="callable or None"):
         set_traceback_merger(42)
+
+
+class _Boom(ValueError):
+    pass
+
+
+def _raises() -> None:
+    raise _Boom("boom")
+
+
+def _calls_at_a_break(x: Any) -> Any:
+    y = x * 2
+    z = _raises()  # (a user function raising: the call is a graph break, run natively)
+    return y + z
+
+
+def _formatted_user_entries(fn: Callable[..., Any], *args: Any) -> list[str]:
+    try:
+        fn(*args)
+    except _Boom as exc:
+        return traceback.format_list(traceback.extract_tb(exc.__traceback__)[1:])
+    raise AssertionError("did not raise")
+
+
+def test_the_instruction_run_at_a_break_keeps_its_columns() -> None:
+    """The entry of a call run natively at a graph break underlines the call (``^^^^``) as eager's does:
+    the generated instruction has the original's columns, not only its line."""
+    x = paddle.ones([2])
+    expected = _formatted_user_entries(_calls_at_a_break, x)
+    if sys.version_info[:2] in ((3, 11), (3, 12)):  # (3.10 prints lines only; 3.13 formats this entry bare)
+        assert any("^^^" in entry for entry in expected)
+    with sot.config.patch(min_graph_size=0):
+        translated = sot.symbolic_translate(_calls_at_a_break)
+        for _ in range(2):
+            assert _formatted_user_entries(translated, x) == expected
