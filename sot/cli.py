@@ -102,7 +102,9 @@ def _print_user_traceback(exc: BaseException, filename: str) -> None:
         tb = tb.tb_next
     if tb is None:
         tb = exc.__traceback__
-    sys.excepthook(type(exc), exc, tb)  # (the script's own hook, if it set one; Python's printing otherwise)
+    # (the script's own hook, if it set one; Python's printing otherwise, which reads the exception's own
+    # traceback: trimmed first)
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
 
 
 def run_script(path: str, args: Sequence[str], recorder: Any) -> ScriptOutcome:
