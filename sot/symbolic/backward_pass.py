@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from types import TracebackType
 from typing import Any, Callable, Protocol
 
 from paddle.base import core
@@ -165,10 +166,27 @@ def at_pass_end(action: Callable[[], None]) -> bool:
 _ORIGINALS: dict[str, Callable[..., Any]] = {}
 
 
+def _without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` without the entries of this module's wrappers: a failing ``backward()`` or ``paddle.grad``
+    shows the user's and Paddle's frames (and those of hooks or PyLayer backwards run inside), as eagerly."""
+    entries = []
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename != __file__:
+            entries.append(traceback)
+        traceback = traceback.tb_next
+    kept = None
+    for entry in reversed(entries):
+        kept = TracebackType(kept, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return kept
+
+
 def _run_backward(tensors: Any, grad_tensors: Any, retain_graph: bool = False, *rest: Any) -> Any:
     original = _ORIGINALS["run_backward"]
-    return _running(BackwardPass(False, bool(retain_graph), False),
-                    lambda: original(tensors, grad_tensors, retain_graph, *rest))
+    try:
+        return _running(BackwardPass(False, bool(retain_graph), False),
+                        lambda: original(tensors, grad_tensors, retain_graph, *rest))
+    except BaseException as failure:
+        raise failure.with_traceback(_without_own_frames(failure.__traceback__))  # (this line stays: one entry)
 
 
 def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool = False,
@@ -177,7 +195,11 @@ def _run_partial_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph
     listed = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     running = BackwardPass(True, bool(retain_graph), bool(create_graph), targets=frozenset(map(id, listed)),
                            inputs=listed, allow_unused=len(rest) > 1 and bool(rest[1]))  # (only_inputs, allow_unused)
-    result = _running(running, lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph, *rest))
+    try:
+        result = _running(running, lambda: original(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                                     *rest))
+    except BaseException as failure:
+        raise failure.with_traceback(_without_own_frames(failure.__traceback__))
     for fix in running.result_fixes:
         result = fix(result)
     if running.own_backward_calls:

@@ -138,3 +138,49 @@ def test_the_pass_is_recorded_by_the_wrappers_of_its_entry_points() -> None:
         y.register_hook(lambda grad: seen.append(backward_pass.pass_keeps_graph()))
         paddle.grad(y.sum(), x, **flags)
     assert seen == [False, True, True, True]
+
+
+def _own_frames(failure: BaseException) -> list[str]:
+    frames = []
+    tb = failure.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == backward_pass.__file__:
+            frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return frames
+
+
+class _FailingBackward(paddle.autograd.PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("the user's backward failed")
+
+
+@pytest.mark.parametrize("failing", ["second backward", "grad of an unused input", "user backward raising"])
+def test_a_failing_pass_shows_one_frame_of_the_wrapper(failing):
+    """A pass through a compiled call that Paddle refuses raises as eagerly, its traceback holding one line of
+    sot's pass wrapper (the re-raise), not the three frames it runs through."""
+    def step(x):
+        return (_FailingBackward.apply(x) if failing == "user backward raising" else paddle.tanh(x) * 3.0).sum()
+
+    def failure_of(function: Callable) -> BaseException:
+        out = function(_leaf())
+        with pytest.raises(Exception) as raised:
+            if failing == "second backward":
+                out.backward()
+                out.backward()
+            elif failing == "grad of an unused input":
+                paddle.grad(out, [paddle.ones([3])])
+            else:
+                out.backward()
+        return raised.value
+
+    eager = failure_of(step)
+    with sot.config.patch(min_graph_size=0):
+        translated = failure_of(sot.symbolic_translate(step))
+    assert type(translated) is type(eager)
+    assert _own_frames(translated) == [{"grad of an unused input": "_run_partial_grad"}.get(failing, "_run_backward")]
