@@ -46,7 +46,7 @@ def _phases() -> list[tuple[Any, str, str]]:
         (callback, "translate_frame", "translation"),
         (function_graph, "infer_meta", "  meta inference"),
         (function_graph.FunctionGraph, "build_guard", "  guard"),
-        (transform, "compile_sir", "  program for the SIR"),
+        (transform, "compile_graph", "  program for the SIR"),
         (program_translator.ConcreteProgram, "pir_from_func_spec", "Paddle: program built from the SIR"),
         (parameter_recorder.ParametersRecorder, "get", "  static values of layer tensors (also in meta inference)"),
         (pir_partial_program.PartialProgramLayer, "sot_call", "first run"),
