@@ -6,6 +6,7 @@ without a handler makes the frame fall back, naming the opcode and the user line
 from __future__ import annotations
 
 import dis
+import sys
 import types
 from typing import Any, Callable, Generator
 
@@ -107,14 +108,31 @@ class NameResolver:
         self.globals = globals_
         self.builtins = builtins_
         self.globals_var = globals_var  # None: the translated frame's own globals
+        self._module: types.ModuleType | None | object = ABSENT
+
+    @property
+    def module(self) -> types.ModuleType | None:
+        """The module whose ``__dict__`` these globals are (None: a dict of no module, e.g. ``exec``'s)."""
+        if self._module is ABSENT:
+            module = sys.modules.get(self.globals.get("__name__"))  # type: ignore[arg-type]
+            self._module = module if module is not None and getattr(module, "__dict__", None) is self.globals \
+                else None
+        return self._module  # type: ignore[return-value]
+
+    def stored(self, name: str, graph: FunctionGraph) -> Any:
+        """The global stored during the simulation (`DELETED`), or `ABSENT`: by the frame (``STORE_GLOBAL``)
+        or, in another module's globals, by an inlined function of it or as the module's attribute."""
+        if self.globals_var is None:
+            return graph.side_effects.lookup_global(name)
+        module = self.module
+        return ABSENT if module is None else graph.side_effects.lookup_attr(module, name)
 
     def load(self, name: str, graph: FunctionGraph) -> VariableBase:
-        if self.globals_var is None:
-            stored = graph.side_effects.lookup_global(name)
-            if stored is DELETED:
-                raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
-            if stored is not ABSENT:
-                return stored
+        stored = self.stored(name, graph)
+        if stored is DELETED:
+            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
+        if stored is not ABSENT:
+            return stored
         if name in self.globals:
             value = self.globals[name]
             tracker = GlobalTracker(name) if self.globals_var is None else GetItemTracker(self.globals_var, name)

@@ -246,7 +246,10 @@ class SideEffects:
                 container.write_back(codegen)
         from ..runtime import set_cell
 
-        for store in self.stores:
+        superseded = _superseded_module_stores(self.stores)
+        for index, store in enumerate(self.stores):
+            if index in superseded:
+                continue
             if isinstance(store, CallStore):
                 codegen.call_helper(store.function, store.args)
                 codegen.emit("POP_TOP")
@@ -274,6 +277,28 @@ class SideEffects:
             else:
                 codegen.reconstruct(store.value)
                 codegen.emit("STORE_GLOBAL", store.name)
+
+
+def _superseded_module_stores(stores: list) -> set[int]:
+    """Indexes of stores to a global or a plain module's attribute that a later store of the same name
+    overwrites: a module's dict runs no code on assignment, so only the last one is replayed. (Paddle's
+    ``RNNCellBase.get_initial_states`` swaps a helper of ``paddle.utils.layers_utils`` for a closure and puts
+    it back: the closure, made in the simulation, need not be rebuilt.)"""
+    import types
+
+    last: dict[tuple[Any, str], int] = {}
+    superseded = set()
+    for index, store in enumerate(stores):
+        if isinstance(store, GlobalStore):
+            key: tuple[Any, str] = (None, store.name)
+        elif isinstance(store, AttrStore) and type(store.obj.get_py_value()) is types.ModuleType:
+            key = (id(store.obj.get_py_value()), store.name)
+        else:
+            continue
+        if key in last:
+            superseded.add(last[key])
+        last[key] = index
+    return superseded
 
 
 def _is_tensor(var: "VariableBase") -> bool:

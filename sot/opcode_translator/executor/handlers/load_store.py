@@ -174,22 +174,30 @@ def delete_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.pop().setattr(instr.argval, None)
 
 
-def _top_frame_globals(executor: OpcodeExecutor) -> None:
-    if executor.resolver.globals_var is not None:
-        raise FallbackError("assigning a global of another module from an inlined function is not supported yet")
+def _store_global(executor: OpcodeExecutor, name: str, value: VariableBase | None) -> None:
+    """A global of the translated frame's module is replayed as ``STORE_GLOBAL``; one of another module (an
+    inlined function of it assigning its global) as the module's attribute, which its functions and readers
+    of ``module.name`` see from then on in the simulation too (`NameResolver.stored`)."""
+    resolver = executor.resolver
+    if resolver.globals_var is None:
+        executor.graph.side_effects.store_global(name, value)
+        return
+    module = resolver.module
+    if module is None:
+        raise FallbackError("assigning a global of a function whose globals are no module's is not supported")
+    module_var = VariableFactory.from_value(module, executor.graph, ConstTracker(module))
+    executor.graph.side_effects.store_attr(module_var, name, value)
 
 
 @handles("STORE_GLOBAL")
 def store_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    _top_frame_globals(executor)
-    executor.graph.side_effects.store_global(instr.argval, executor.pop())
+    _store_global(executor, instr.argval, executor.pop())
 
 
 @handles("DELETE_GLOBAL")
 def delete_global(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    _top_frame_globals(executor)
     executor.resolver.load(instr.argval, executor.graph)  # deleting an unknown global is the user's NameError
-    executor.graph.side_effects.store_global(instr.argval, None)
+    _store_global(executor, instr.argval, None)
 
 
 @handles("STORE_SUBSCR")

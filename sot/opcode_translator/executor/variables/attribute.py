@@ -139,6 +139,12 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
     if stored_in_class is not None:
         return stored_in_class
     if isinstance(obj, types.ModuleType):
+        if obj.__dict__ is graph.top_resolver.globals:  # (the frame's own globals: ``STORE_GLOBAL``s)
+            stored = graph.side_effects.lookup_global(name)
+            if stored is DELETED:
+                raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}")
+            if stored is not ABSENT:
+                return stored
         try:
             value = getattr(obj, name)
         except AttributeError:
@@ -394,6 +400,22 @@ def has_attribute(var: "ObjectVariable", name: str) -> bool:
     return result
 
 
+def _store_module_attribute(var: "ObjectVariable", name: str, value: VariableBase | None) -> None:
+    """``module.name = value``: the module's global, seen by its functions inlined later in the frame
+    (`NameResolver.stored`); one of the frame's own module is its ``STORE_GLOBAL``. (A module of a class of
+    its own may run code on assignment: native.)"""
+    module = var.value
+    if type(module) is not types.ModuleType:
+        raise BreakGraphError(f"setting attribute {name!r} of module {module.__name__} (a {type(module).__name__}) "
+                              "runs natively")
+    if value is None:
+        load_attribute(var, name)  # deleting a missing attribute is the user's AttributeError
+    if module.__dict__ is var.graph.top_resolver.globals:
+        var.graph.side_effects.store_global(name, value)
+    else:
+        var.graph.side_effects.store_attr(var, name, value)
+
+
 def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None,
                     through_object: bool = False) -> None:
     """``var.value.<name> = value`` (``del`` when value is None), replayed after the graph.
@@ -409,8 +431,9 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
     if instance_dict_variable(var) is not None:
         # (the overlay of stored attributes and the simulated ``__dict__`` would disagree)
         raise BreakGraphError(f"setting {type(obj).__name__}.{name} after reading its __dict__ runs natively")
-    if isinstance(obj, types.ModuleType):  # (functions of the module read it as a global: not simulated)
-        raise BreakGraphError(f"setting attribute {name!r} of module {obj.__name__} runs natively")
+    if isinstance(obj, types.ModuleType):
+        _store_module_attribute(var, name, value)
+        return
     descriptor = inspect.getattr_static(type(obj), name, _MISSING)
     setattr_impl = getattr(type(obj), "__setattr__", object.__setattr__)
     plain_setattr = object.__setattr__ if not isinstance(obj, type) else type.__setattr__
