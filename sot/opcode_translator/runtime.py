@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import inspect
 import sys
+import types
+import weakref
 from typing import Any
 
 import paddle
@@ -143,6 +145,21 @@ def without_own_frame(exc: BaseException) -> BaseException:
     return exc
 
 
+_rerun_codes: "weakref.WeakKeyDictionary[types.CodeType, types.CodeType]" = weakref.WeakKeyDictionary()
+
+
+def _rerun_code(code: types.CodeType) -> types.CodeType:
+    """A copy of ``code`` known as a piece of its frame (`frame_groups.derived_from`): a traceback through the
+    rerun shows the user's call once, as eagerly, not the translated frame's entry and the rerun's both."""
+    copy = _rerun_codes.get(code)
+    if copy is None:
+        from . import frame_groups
+
+        copy = _rerun_codes[code] = code.replace()
+        frame_groups.derived_from(copy, code)
+    return copy
+
+
 def native_rerun(exc: BaseException, fn: Any, arguments: tuple) -> tuple[Any, tuple, dict]:
     """A compiled program of a translated frame raised ``exc`` before anything else of the frame ran: the
     call that runs the frame's original code ``fn`` natively from its start, untranslated (with the same
@@ -161,6 +178,7 @@ def native_rerun(exc: BaseException, fn: Any, arguments: tuple) -> tuple[Any, tu
             argument.enter()
 
     code = fn.__code__
+    fn.__code__ = _rerun_code(code)
     n_positional, n_kwonly = code.co_argcount, code.co_kwonlyargcount
     positional = list(arguments[:n_positional])
     keywords = dict(zip(code.co_varnames[n_positional:n_positional + n_kwonly],

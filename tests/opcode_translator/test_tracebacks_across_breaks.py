@@ -174,3 +174,24 @@ def test_the_instruction_run_at_a_break_keeps_its_columns() -> None:
         translated = sot.symbolic_translate(_calls_at_a_break)
         for _ in range(2):
             assert _formatted_user_entries(translated, x) == expected
+
+
+def matmul_of(a, b):
+    c = a * 2
+    return paddle.matmul(c, b)
+
+
+def test_a_compiled_program_failing_at_run_time_shows_the_frame_once(compile_all: Any) -> None:
+    """A shape a symbolic dimension let through the simulation fails in the program; the frame then runs
+    natively from its start (`runtime.native_rerun`): its entry is shown once, at the failing line, with
+    its columns, as eagerly (the translated frame's entry used to come first, the same line again)."""
+    def entries(fn: Callable[..., Any]) -> list:
+        fn(paddle.ones([2, 3]), paddle.ones([3, 2]))
+        with pytest.raises(ValueError) as raised:
+            fn(paddle.ones([2, 3]), paddle.ones([4, 2]))  # (b's first dimension becomes symbolic)
+        return [(fs.filename, fs.name, fs.lineno, fs.colno) for fs in traceback.extract_tb(raised.value.__traceback__)]
+
+    expected = entries(matmul_of)
+    actual = entries(sot.symbolic_translate(matmul_of))
+    assert [entry[1] for entry in actual].count("matmul_of") == 1
+    assert actual[1:] == expected[1:]  # (the first entry is this test's own call, on another line)
