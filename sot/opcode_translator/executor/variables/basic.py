@@ -515,9 +515,9 @@ class TensorVariable(VariableBase):
         self.graph.side_effects.on_rollback(lambda: setattr(self, "detached_from", previous))
 
     def unpack(self) -> list[VariableBase]:
-        if not self.meta.shape or self.meta.shape[0] < 0:
+        if not self.meta.shape:
             raise FallbackError("unpacking a tensor of unknown length")
-        length = self.concrete_shape()[0]
+        length = self.concrete_shape()[0]  # (a dynamic first dimension: pinned, or a break for a computed tensor)
         return [self.getitem(ConstantVariable(i, self.graph, DummyTracker())) for i in range(length)]
 
     def _used_meta(self) -> None:

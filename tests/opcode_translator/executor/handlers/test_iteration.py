@@ -185,3 +185,31 @@ def test_an_inlined_comprehension_over_a_generator_object_with_a_break_in_its_bo
     expected, got = _both(listed, lambda: (_numbers(3), paddle.ones([2])), capsys)
     _same(expected, got)
     assert sot.stats().fallbacks == 0, sot.stats()
+
+
+def _rows_summed(x):
+    out = []
+    for row in x:
+        out.append(row.sum())
+    return paddle.stack(out)
+
+
+def _rows_of_a_computed_tensor(x):
+    y = x * 2 + 1
+    out = []
+    for row in y:
+        out.append(row.sum() * 3)
+    return paddle.stack(out)
+
+
+@pytest.mark.parametrize("fn", [_rows_summed, _rows_of_a_computed_tensor])
+def test_a_loop_over_a_tensor_whose_first_dimension_became_dynamic(fn, compile_all):
+    """The second batch size makes the first dimension symbolic; a loop over the rows needs its value: an
+    input's is pinned again (a translation per size, as the first), a computed tensor's breaks the graph
+    there. (The whole frame fell back, and ran eagerly for good.)"""
+    translated = sot.symbolic_translate(fn)
+    for rows in (2, 3, 4, 3):
+        x = paddle.arange(rows * 2, dtype="float32").reshape([rows, 2])
+        np.testing.assert_array_equal(translated(x).numpy(), fn(x).numpy())
+    assert sot.stats().fallbacks == 0
+    assert sot.stats().graph_breaks == (0 if fn is _rows_summed else 1)
