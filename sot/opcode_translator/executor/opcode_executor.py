@@ -130,7 +130,8 @@ class NameResolver:
     def load(self, name: str, graph: FunctionGraph) -> VariableBase:
         stored = self.stored(name, graph)
         if stored is DELETED:
-            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
+            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined",
+                                original=NameError(f"name {name!r} is not defined", name=name))
         if stored is not ABSENT:
             return stored
         if name in self.globals:
@@ -140,7 +141,8 @@ class NameResolver:
             value = self.builtins[name]
             tracker = BuiltinTracker(name, value, self.globals_var)
         else:
-            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined")
+            raise UserCodeError(f"user code raised NameError: name {name!r} is not defined",
+                                original=NameError(f"name {name!r} is not defined", name=name))
         return VariableFactory.from_value(value, graph, tracker)
 
 

@@ -73,7 +73,9 @@ def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     items = source.unpack()
     if len(items) != instr.arg:
-        raise UserCodeError(f"user code raised ValueError: cannot unpack {len(items)} values into {instr.arg}")
+        problem = (f"too many values to unpack (expected {instr.arg})" if len(items) > instr.arg
+                   else f"not enough values to unpack (expected {instr.arg}, got {len(items)})")
+        raise UserCodeError(f"user code raised ValueError: {problem}", original=ValueError(problem))
     for item in reversed(items):  # (each guarded by its uses: ``key, t = pair`` may only pass ``key`` on)
         executor.push(item)
 
@@ -168,8 +170,8 @@ def unpack_ex(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     items = source.unpack()
     if len(items) < before + after:
-        raise UserCodeError(f"user code raised ValueError: not enough values to unpack (expected at least "
-                            f"{before + after}, got {len(items)})")
+        problem = f"not enough values to unpack (expected at least {before + after}, got {len(items)})"
+        raise UserCodeError(f"user code raised ValueError: {problem}", original=ValueError(problem))
     rest = items[before:len(items) - after]
     values = items[:before] + [ListVariable(rest, executor.graph, DummyTracker(tuple(rest)))] + items[len(items) - after:]
     for item in reversed(values):

@@ -544,7 +544,7 @@ def _check_deletable(var: "ObjectVariable", name: str, through_object: bool = Fa
         raise BreakGraphError(f"deleting {type(obj).__name__}.{name} runs a custom __delattr__: runs natively")
     stored = var.graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:  # deleted twice: the real object still has it, eager code raises the error
-        raise UserCodeError(f"user code raised AttributeError: {name}")
+        raise UserCodeError(f"user code raised AttributeError: {name}", original=AttributeError(name))
     if stored is not ABSENT:
         return
     instance_dict = getattr(obj, "__dict__", None)

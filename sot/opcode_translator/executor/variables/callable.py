@@ -933,7 +933,7 @@ def _next(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise UserCodeError("user code raised StopIteration")
+        raise UserCodeError("user code raised StopIteration", original=StopIteration())
     return item
 
 

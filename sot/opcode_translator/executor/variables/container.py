@@ -901,7 +901,7 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
         else:
             self.items[index] = value
     except (IndexError, ValueError) as exc:
-        raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+        raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
 
 
 def _dict_setitem(self: DictVariable, key: VariableBase, value: VariableBase | None) -> None:

@@ -237,7 +237,7 @@ class LayerVariable(ObjectVariable):
             if type(key) is int:
                 return list(members.values())[key]
         except (IndexError, KeyError) as exc:
-            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
         raise BreakGraphError(f"indexing a {type(self.value).__name__} the frame changed with {key!r} runs natively")
 
     def _guard_member_names(self) -> None:
@@ -299,7 +299,7 @@ class LayerVariable(ObjectVariable):
         try:
             child = self.value[key.value]
         except (IndexError, KeyError, TypeError) as exc:
-            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}") from None
+            raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
         if isinstance(key.value, slice):
             return VariableFactory.from_value(child, self.graph, DummyTracker((self, key)))
         return self._child(key.value, child)
