@@ -98,6 +98,10 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict, divides:
     return False
 
 
+# The size every dynamic dimension gets when an op's meta is inferred again to check it
+# (`FunctionGraph._dynamic_meta_untrusted`): a prime no static dimension is likely to equal.
+DYNAMIC_PROBE_SIZE = 9973
+
 _FLOAT_DTYPES = frozenset({paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64})
 
 
@@ -732,14 +736,22 @@ class FunctionGraph:
             if symbolic and not self._symbolic_meta_agrees(kind, name, target, args, kwargs, sir_args,
                                                            sir_kwargs, out_meta, op_amp):
                 raise FallbackError(f"{name}: its static meta with a symbolic int is not this call's")
-        except FallbackError:
-            if not symbolic:
+        except FallbackError as failure:
+            if symbolic:
+                # The API does not take a tensor where the int goes (a failure on zeros of its meta is no proof
+                # of a user error either): pass the int; a real error shows again.
+                args, kwargs = pin_all(list(args)), pin_all(dict(kwargs))
+            elif isinstance(failure, UserCodeError) or not self._pin_dynamic_tensors(name, [*args,
+                                                                                          *kwargs.values()]):
                 raise
-            # The API does not take a tensor where the int goes (a failure on zeros of its meta is no proof
-            # of a user error either): pass the int; a real error shows again.
+            # (else static inference rejected a -1 where it checks a number, ``F.pixel_unshuffle``'s width:
+            # inferred again with the dynamic dimensions pinned; a real error shows again)
             if len(self.inputs) > n_inputs:
                 self.inputs = dict(list(self.inputs.items())[:n_inputs])
-            args, kwargs = pin_all(list(args)), pin_all(dict(kwargs))
+            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
+                                                                             op_amp)
+        if self._dynamic_meta_untrusted(kind, name, target, sir_args, sir_kwargs, out_meta, op_amp):
+            self._pin_dynamic_tensors(name, [*args, *kwargs.values()])
             sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
                                                                              op_amp)
         if not self.grad_mode:  # under no_grad eager outputs never require gradients
@@ -755,6 +767,67 @@ class FunctionGraph:
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
                                          frames=self._user_frames()))
         return self._wrap_outputs(outputs)
+
+    def _dynamic_meta_untrusted(self, kind: str, name: str, target: Any, sir_args: tuple, sir_kwargs: dict,
+                                out_meta: Any, amp: AmpState) -> bool:
+        """Whether the op's static meta inference is wrong for a dynamic dimension of its inputs: inferred again
+        with every dynamic dimension given a size (`DYNAMIC_PROBE_SIZE`), an output dimension inferred as a
+        number from -1 comes out another number (``paddle.fft.rfft`` of ``[2, -1]`` gives ``[2, 1]``: n // 2 + 1
+        of -1; the program built with it drops a later ``[..., :3]`` as a no-op: a wrong shape, silently), or
+        an output's rank or dtype differs. The program would be built by the same static inference, so the
+        dimensions must be numbers for this op (`_pin_dynamic_tensors`). A probe the op rejects proves nothing."""
+        def sized(leaf: Any) -> Any:
+            if not isinstance(leaf, Symbol):
+                return leaf
+            meta = self.metas[leaf]
+            if -1 not in meta.shape:
+                return meta
+            return MetaInfo(tuple(DYNAMIC_PROBE_SIZE if dim < 0 else dim for dim in meta.shape), meta.dtype,
+                            meta.stop_gradient)
+
+        if not any(isinstance(leaf, Symbol) and -1 in self.metas[leaf].shape
+                   for leaf in leaves((sir_args, sir_kwargs))):
+            return False
+        try:
+            probe, _ = self._infer(kind, name, target, map_structure(sized, sir_args),
+                                   {k: map_structure(sized, v) for k, v in sir_kwargs.items()}, amp,
+                                   eager_check=False)
+        except FallbackError:
+            return False
+        inferred, probed = list(leaves(plain(out_meta))), list(leaves(plain(probe)))
+        if len(inferred) != len(probed):
+            return True
+        for got, want in zip(inferred, probed):
+            if isinstance(got, MetaInfo) != isinstance(want, MetaInfo):
+                return True
+            if isinstance(got, MetaInfo) and (got.dtype != want.dtype or len(got.shape) != len(want.shape) or any(
+                    dim != -1 and dim != size for dim, size in zip(got.shape, want.shape))):
+                return True
+        return False
+
+    def _pin_dynamic_tensors(self, name: str, args: list[VariableBase]) -> bool:
+        """Every dynamic dimension of the tensors among ``args`` becomes a number: an input's is pinned (its value
+        guarded), a computed tensor's breaks the graph (its size is known only when the program runs). False:
+        there was none."""
+        pinned = False
+        pending: list[Any] = list(args)
+        while pending:
+            var = pending.pop()
+            if isinstance(var, (list, tuple)):
+                pending.extend(var)
+            elif isinstance(var, SequenceVariable):
+                pending.extend(var.items)
+            elif isinstance(var, DictVariable):
+                pending.extend(var.items.values())
+            elif isinstance(var, TensorVariable) and -1 in var.meta.shape:
+                if var.is_rebound:  # (its symbol is computed from the -1 of the input in the program)
+                    raise BreakGraphError(f"{name} of a dynamic dimension of a tensor changed in place")
+                if var.value is None:
+                    raise BreakGraphError(f"{name} needs the dynamic dimensions of a computed tensor as numbers "
+                                          "(its static meta inference is wrong for them): runs natively")
+                var.concrete_shape()
+                pinned = True
+        return pinned
 
     def _pin_counted_axis(self, name: str, target: Any, args: list[VariableBase],
                           kwargs: dict[str, VariableBase]) -> None:
@@ -905,15 +978,16 @@ class FunctionGraph:
         return op_amp_state(self.amp_state)
 
     def _infer(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict,
-               amp: AmpState = AMP_OFF) -> tuple[Any, int]:
-        """Output metas of the call, and how many ops it puts in a program (a layer is many ops)."""
+               amp: AmpState = AMP_OFF, eager_check: bool = True) -> tuple[Any, int]:
+        """Output metas of the call, and how many ops it puts in a program (a layer is many ops).
+        ``eager_check=False``: a failure is never checked against an eager run (a probe's sizes)."""
         if amp.enabled or ambient_amp_enabled():
             with amp_applied(amp):
-                return self._infer_cached(kind, name, target, args, kwargs, amp)
-        return self._infer_cached(kind, name, target, args, kwargs, amp)
+                return self._infer_cached(kind, name, target, args, kwargs, amp, eager_check)
+        return self._infer_cached(kind, name, target, args, kwargs, amp, eager_check)
 
     def _infer_cached(self, kind: str, name: str, target: Any, args: tuple, kwargs: dict,
-                      amp: AmpState) -> tuple[Any, int]:
+                      amp: AmpState, eager_check: bool = True) -> tuple[Any, int]:
         key, by_identity = _meta_key(kind, target, args, kwargs, amp)
         if key is not None and key in _meta_cache:
             owner, cached = _meta_cache[key]
@@ -934,7 +1008,8 @@ class FunctionGraph:
         try:
             result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
         except MetaInferenceError as exc:
-            if kind != "layer" and _fails_eagerly(call, args, kwargs, _divides(target)):  # (a layer: its state)
+            if kind != "layer" and eager_check and _fails_eagerly(call, args, kwargs, _divides(target)):
+                # (a layer is not run: its state)
                 raise UserCodeError(f"user code raised in {name}: {exc}", self.location) from None
             raise FallbackError(f"{name}: {exc}", self.location) from None
         if _rejects_mixed_float_dtypes(kind, call, args, kwargs):
