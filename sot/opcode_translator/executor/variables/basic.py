@@ -517,11 +517,19 @@ class TensorVariable(VariableBase):
     def unpack(self) -> list[VariableBase]:
         if not self.meta.shape:
             raise FallbackError("unpacking a tensor of unknown length")
-        length = self.concrete_shape()[0]  # (a dynamic first dimension: pinned, or a break for a computed tensor)
+        length = self.concrete_dim(0)
         return [self.getitem(ConstantVariable(i, self.graph, DummyTracker())) for i in range(length)]
 
     def _used_meta(self) -> None:
         self.graph.add_guard(self)
+
+    def concrete_dim(self, axis: int) -> int:
+        """One dimension as a Python int (`concrete_shape` for that one only: the others may stay dynamic, as in
+        ``q, k, v = qkv`` of a ``[3, -1, ...]`` tensor)."""
+        if self.meta.shape[axis] >= 0:
+            self._used_meta()
+            return self.meta.shape[axis]
+        return self.concrete_shape()[axis]
 
     def concrete_shape(self) -> tuple[int, ...]:
         """The shape as Python ints. A dynamic dimension of an input is pinned again (its value guarded);

@@ -768,7 +768,7 @@ def _len(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     if isinstance(arg, TensorVariable):
         if not arg.meta.shape:
             raise UserCodeError("user code raised TypeError: len() of a 0-D tensor")
-        return ConstantVariable(arg.concrete_shape()[0], graph, DummyTracker((arg,)))
+        return ConstantVariable(arg.concrete_dim(0), graph, DummyTracker((arg,)))
     length = getattr(arg, "length", None)
     if length is not None:
         return ConstantVariable(length(), graph, DummyTracker((arg,)))

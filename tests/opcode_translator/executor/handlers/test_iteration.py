@@ -213,3 +213,34 @@ def test_a_loop_over_a_tensor_whose_first_dimension_became_dynamic(fn, compile_a
         np.testing.assert_array_equal(translated(x).numpy(), fn(x).numpy())
     assert sot.stats().fallbacks == 0
     assert sot.stats().graph_breaks == (0 if fn is _rows_summed else 1)
+
+
+_QKV = paddle.nn.Linear(8, 24)
+
+
+def _attention_of_unpacked_heads(x):
+    b, s, d = x.shape
+    q, k, v = _QKV(x).reshape([b, s, 3, 2, 4]).transpose([2, 0, 3, 1, 4])
+    return ((q @ k.transpose([0, 1, 3, 2])).softmax(-1) @ v).transpose([0, 2, 1, 3]).reshape([b, s, d]) * 2 + 1
+
+
+def _rows_of_a_static_first_axis(x):
+    t = _QKV(x).reshape([0, 0, 3, 8]).transpose([2, 0, 1, 3])
+    out = t[0] * 0
+    for u in t:
+        out = out + u * 2
+    return out + len(t)
+
+
+@pytest.mark.parametrize("fn", [_attention_of_unpacked_heads, _rows_of_a_static_first_axis])
+def test_unpacking_a_static_first_axis_of_a_tensor_with_dynamic_dimensions(fn, compile_all):
+    """``q, k, v = qkv`` of a ``[3, -1, 2, -1, 4]`` tensor: only the first dimension is needed, and it is a
+    number; the dynamic batch and length stay dynamic (the frame fell back: "cannot break the graph at
+    UNPACK_SEQUENCE")."""
+    translated = sot.symbolic_translate(fn)
+    for batch, length in ((2, 5), (3, 5), (2, 7), (4, 6)):
+        x = paddle.randn([batch, length, 8])
+        np.testing.assert_allclose(translated(x).numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-6)
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks) == (0, 0), stats
+    assert stats.translate_count <= 3 and stats.cache_hits >= 1, stats
