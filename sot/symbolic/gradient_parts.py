@@ -23,9 +23,9 @@ a backward from it stops there, as eager's does. When the parts run in another o
 were recorded, at most one of them may draw random numbers (`_may_draw_random_numbers`), so the draws stay in
 eager's order; else the graph stays whole. It is still one compiled graph in `sot.stats()`: captured whole.
 
-A graph is left whole when it records no gradients, changes tensors from outside in place (their write-back
-indexes are the whole program's), or has a single group with a result requiring gradients (the usual forward
-of a model, its loss reaching everything).
+A tensor from outside changed in place (a discriminator's spectral-norm buffer) is written back by its part,
+which holds the ops changing it. A graph is left whole when it records no gradients, or has a single group
+with a result requiring gradients (the usual forward of a model, its loss reaching everything).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, in
     graph there. Groups with no result requiring gradients join the group they read from; each group with one
     is a part."""
     statements = sir.statements
-    if not sir.grad_enabled or sir.written_back or sir.made_differentiable or len(statements) < 2:
+    if not sir.grad_enabled or sir.made_differentiable or len(statements) < 2:
         return None
     made_at: dict[Symbol, int] = {}
     for j, statement in enumerate(statements):
@@ -142,11 +142,23 @@ def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, in
     read_from: dict[int, list[int]] = {}  # group -> the statements it reads detached
     for maker, reader in detached_reads:
         read_from.setdefault(components.find(reader), []).append(maker)
+    orphans = []
     for group, indexes in members.items():
         if group not in part_of_root:
             sources = [part_of_statement[i] for i in read_from.get(group, ()) if part_of_statement[i] >= 0]
+            if not sources:
+                orphans.append(indexes)
             for j in indexes:
                 part_of_statement[j] = sources[0] if sources else 0
+    # A group reading nothing made in the graph goes with the part writing back an input it reads (the old value
+    # of a buffer ``paddle.assign(new, buffer)`` reads is recorded apart from the new one), else the first.
+    writer_of_input = {sir.inputs[input_index]: part_of_statement[made_at[sir.outputs[output]]]
+                       for output, input_index, _, _ in sir.written_back}
+    for indexes in orphans:
+        writers = [writer_of_input[symbol] for j in indexes for symbol in statements[j].inputs()
+                   if symbol in writer_of_input]
+        for j in indexes:
+            part_of_statement[j] = writers[0] if writers else 0
     crossing = [(part_of_statement[i], part_of_statement[j]) for i, j in detached_reads
                 if part_of_statement[i] != part_of_statement[j]]
     count = len(roots)
@@ -168,7 +180,21 @@ def gradient_parts(sir: StatementIR) -> tuple[list[PartPlan], list[tuple[int, in
     return _plans(sir, [[statements[j] for j in in_part[p]] for p in order])
 
 
-def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPlan], list[tuple[int, int]]]:
+def _written_back_by_part(sir: StatementIR, part_of: dict[Symbol, int], part_inputs: list[list[Symbol]],
+                          part_outputs: list[list[Symbol]]) -> list[tuple] | None:
+    """`StatementIR.written_back` of each part: an input changed in place and its final value are in one part
+    (the ops changing it read it); None when they are not (the graph then stays whole)."""
+    found: list[list[tuple]] = [[] for _ in part_outputs]
+    for output, input_index, changes, kept in sir.written_back:
+        symbol, source = sir.outputs[output], sir.inputs[input_index]
+        p = part_of.get(symbol)
+        if p is None or source not in part_inputs[p]:
+            return None
+        found[p].append((part_outputs[p].index(symbol), part_inputs[p].index(source), changes, kept))
+    return [tuple(entries) for entries in found]
+
+
+def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPlan], list[tuple[int, int]]] | None:
     """The parts running ``groups`` of statements in this order, each reading only the graph's inputs and
     what the parts before it made."""
     part_of: dict[Symbol, int] = {}
@@ -189,9 +215,13 @@ def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPl
         made = [s for statement in group for s in statement.output_symbols()]
         outputs.append([s for s in dict.fromkeys(made) if s in wanted or s in read_by_others[p]])
     graph_inputs = {symbol: i for i, symbol in enumerate(sir.inputs)}
+    inputs_of = [_part_inputs(group, part_of, p) for p, group in enumerate(groups)]
+    written_back = _written_back_by_part(sir, part_of, inputs_of, outputs)
+    if written_back is None:
+        return None
     parts = []
     for p, group in enumerate(groups):
-        inputs = _part_inputs(group, part_of, p)
+        inputs = inputs_of[p]
         metas = {s: sir.metas[s] for st in group for s in st.output_symbols() if s in sir.metas}
         sources, detached = [], set()
         for position, symbol in enumerate(inputs):
@@ -205,7 +235,8 @@ def _plans(sir: StatementIR, groups: list[list[Statement]]) -> tuple[list[PartPl
             else:
                 sources.append((-1, graph_inputs[symbol]))
             metas[symbol] = meta
-        part_sir = StatementIR(f"{sir.name}_part{p}", inputs, group, outputs[p], metas, grad_enabled=sir.grad_enabled)
+        part_sir = StatementIR(f"{sir.name}_part{p}", inputs, group, outputs[p], metas, grad_enabled=sir.grad_enabled,
+                               written_back=written_back[p])
         parts.append(PartPlan(part_sir, tuple(sources), frozenset(detached)))
     where = [(part_of[s], outputs[part_of[s]].index(s)) for s in sir.outputs]
     return parts, where
