@@ -99,8 +99,9 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict, divides:
 
 
 # The size every dynamic dimension gets when an op's meta is inferred again to check it
-# (`FunctionGraph._dynamic_meta_untrusted`): a prime no static dimension is likely to equal.
-DYNAMIC_PROBE_SIZE = 9973
+# (`FunctionGraph._dynamic_meta_untrusted`): a prime a wrongly inferred dimension is unlikely to equal, small
+# enough that an op building work per element of a dimension stays cheap.
+DYNAMIC_PROBE_SIZE = 97
 
 _FLOAT_DTYPES = frozenset({paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64})
 
@@ -785,9 +786,9 @@ class FunctionGraph:
             return MetaInfo(tuple(DYNAMIC_PROBE_SIZE if dim < 0 else dim for dim in meta.shape), meta.dtype,
                             meta.stop_gradient)
 
-        if not any(isinstance(leaf, Symbol) and -1 in self.metas[leaf].shape
-                   for leaf in leaves((sir_args, sir_kwargs))):
-            return False
+        if kind not in ("api", "method") or not any(isinstance(leaf, Symbol) and -1 in self.metas[leaf].shape
+                                                    for leaf in leaves((sir_args, sir_kwargs))):
+            return False  # (a layer is not checked: its static build may grow with a size, an RNN unrolled)
         try:
             probe, _ = self._infer(kind, name, target, map_structure(sized, sir_args),
                                    {k: map_structure(sized, v) for k, v in sir_kwargs.items()}, amp,

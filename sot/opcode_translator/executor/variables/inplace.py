@@ -533,7 +533,7 @@ def saves_for_backward(statement: Statement, graph: "FunctionGraph", symbol: Sym
     running the op on zeros (floating inputs requiring grad), bumping the inplace version of that tensor and
     calling ``backward()`` (cached per op, metas and position; a dynamic dimension gets a size of its own).
     Ops that cannot be run so (layers, PyLayers, a failing probe) count as keeping nothing."""
-    if statement.kind not in ("api", "method"):
+    if statement.kind not in ("api", "method") or _is_loss_function(statement):
         return False
 
     def position(leaf: Any) -> Any:
@@ -660,6 +660,13 @@ def _computes_new_tensors(target: Any) -> bool:
     return (target.forward_of or type(target.layer)) in _NEW_TENSOR_LAYERS
 
 
+def _is_loss_function(statement: Statement) -> bool:
+    """A function of ``paddle.nn.functional.loss``: it computes a new tensor, never a view, and is never run
+    on the probes' zeros (``F.ctc_loss`` of zero lengths divides an integer by zero in Paddle's warpctc kernel:
+    SIGFPE, the process killed)."""
+    return statement.kind == "api" and getattr(statement.target, "__module__", None) == "paddle.nn.functional.loss"
+
+
 def forget_alias_probes() -> None:
     _probe_cache.clear()
     _saves_cache.clear()
@@ -689,7 +696,8 @@ def probe(statement: Statement, graph: "FunctionGraph") -> Probe:
         return _NEW_TENSOR if _computes_new_tensors(statement.target) else _UNKNOWN
     if statement.kind not in ("api", "method"):
         return _UNKNOWN
-    if statement.kind == "api" and any(statement.target is fn for fn in _COMPUTING_OPERATORS):
+    if statement.kind == "api" and (any(statement.target is fn for fn in _COMPUTING_OPERATORS)
+                                    or _is_loss_function(statement)):
         return _NEW_TENSOR
     args, kwargs, key = _metas_and_key(statement, graph)
     return _cached(_probe_cache, key, lambda: _run_probe(statement, args, kwargs))
