@@ -98,6 +98,21 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict, divides:
     return False
 
 
+def _metas_fit(inferred: Any, wanted: Any, static_sizes: bool) -> bool:
+    """Whether output metas ``inferred`` fit ``wanted``: same structure, ranks and dtypes, and with
+    ``static_sizes`` every dimension ``inferred`` gives as a number the same there."""
+    inferred_leaves, wanted_leaves = list(leaves(plain(inferred))), list(leaves(plain(wanted)))
+    if len(inferred_leaves) != len(wanted_leaves):
+        return False
+    for got, want in zip(inferred_leaves, wanted_leaves):
+        if isinstance(got, MetaInfo) != isinstance(want, MetaInfo):
+            return False
+        if isinstance(got, MetaInfo) and (got.dtype != want.dtype or len(got.shape) != len(want.shape) or (
+                static_sizes and any(dim not in (-1, size) for dim, size in zip(got.shape, want.shape)))):
+            return False
+    return True
+
+
 # The size every dynamic dimension gets when an op's meta is inferred again to check it
 # (`FunctionGraph._dynamic_meta_untrusted`): a prime a wrongly inferred dimension is unlikely to equal, small
 # enough that an op building work per element of a dimension stays cheap.
@@ -795,16 +810,7 @@ class FunctionGraph:
                                    eager_check=False)
         except FallbackError:
             return False
-        inferred, probed = list(leaves(plain(out_meta))), list(leaves(plain(probe)))
-        if len(inferred) != len(probed):
-            return True
-        for got, want in zip(inferred, probed):
-            if isinstance(got, MetaInfo) != isinstance(want, MetaInfo):
-                return True
-            if isinstance(got, MetaInfo) and (got.dtype != want.dtype or len(got.shape) != len(want.shape) or any(
-                    dim != -1 and dim != size for dim, size in zip(got.shape, want.shape))):
-                return True
-        return False
+        return not _metas_fit(out_meta, probe, static_sizes=True)
 
     def _pin_dynamic_tensors(self, name: str, args: list[VariableBase]) -> bool:
         """Every dynamic dimension of the tensors among ``args`` becomes a number: an input's is pinned (its value
@@ -959,16 +965,7 @@ class FunctionGraph:
                                       {k: map_structure(concrete, v) for k, v in sir_kwargs.items()}, amp)
         except FallbackError:
             return True  # (the int is not taken either: nothing better known)
-        inferred, wanted = list(leaves(plain(out_meta))), list(leaves(plain(expected)))
-        if len(inferred) != len(wanted):
-            return False
-        for got, want in zip(inferred, wanted):
-            if isinstance(got, MetaInfo) != isinstance(want, MetaInfo):
-                return False
-            if isinstance(got, MetaInfo) and (got.dtype != want.dtype or len(got.shape) != len(want.shape) or (
-                    not stand_in and any(dim not in (-1, size) for dim, size in zip(got.shape, want.shape)))):
-                return False
-        return True
+        return _metas_fit(out_meta, expected, static_sizes=not stand_in)
 
     def _op_amp(self) -> AmpState:
         """The AMP state the next statement's ops are built under (off where eager would not cast)."""
