@@ -744,6 +744,25 @@ def test_match_statement_patterns(subject):
     captured(_match, X, subject)
 
 
+def _match_output(output):
+    match output:
+        case {"logits": logits}:
+            return logits * 2
+        case [first, *_]:
+            return first + 1
+        case paddle.Tensor():
+            return output * 3
+        case _:
+            return None
+
+
+@pytest.mark.parametrize("make", [lambda: {"logits": X * 1}, lambda: [X * 1, X], lambda: X * 1],
+                         ids=["mapping", "sequence", "tensor"])
+def test_a_tensor_subject_is_neither_a_mapping_nor_a_sequence(make):
+    """(A tensor subject made the frame fall back: mapping and sequence patterns never match it, as eagerly.)"""
+    captured(_match_output, make())
+
+
 # -- __getattr__, dataclasses -------------------------------------------------------------------------------
 import dataclasses  # noqa: E402
 
