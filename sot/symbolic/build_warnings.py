@@ -11,8 +11,10 @@ same warnings and leaves the version (and every registry) alone: an ignored warn
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
 import warnings
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextlib.contextmanager
@@ -26,5 +28,51 @@ def build_warnings_ignored() -> Iterator[None]:
     finally:
         for index, item in enumerate(filters):
             if item is ignore_all:
+                del filters[index]
+                break
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerWarning:
+    """A warning a built-in layer's own ``forward`` issued while its statement was built: issued again after
+    each compiled run (`issue`), where eager's forward issues it at every call."""
+
+    message: Any  # the Warning instance (or text)
+    category: type
+    filename: str
+    lineno: int
+    module: str  # the module whose ``__warningregistry__`` eager's ``warnings.warn`` uses
+
+    def issue(self) -> None:
+        module = sys.modules.get(self.module)
+        globals_ = vars(module) if module is not None else {}
+        warnings.warn_explicit(self.message, self.category, self.filename, self.lineno, module=self.module,
+                               registry=globals_.setdefault("__warningregistry__", {}), module_globals=globals_)
+
+
+@contextlib.contextmanager
+def layer_warnings_recorded(modules: dict[str, str], into: list[LayerWarning]) -> Iterator[None]:
+    """Inside `build_warnings_ignored`: the warnings issued from the files of ``modules`` (filename -> module
+    name: the built-in layers' own code) are recorded into ``into``; the others are dropped as before.
+
+    A warning eager's filters already showed at that place (in its module's registry) is skipped by Python
+    before any filter, as it would be eagerly: nothing to issue again."""
+    always = ("always", None, Warning, None, 0)
+    filters = warnings.filters
+    filters.insert(0, always)
+    shown = warnings._showwarnmsg  # type: ignore[attr-defined]
+
+    def record(message: Any) -> None:
+        module = modules.get(message.filename)
+        if module is not None:
+            into.append(LayerWarning(message.message, message.category, message.filename, message.lineno, module))
+
+    warnings._showwarnmsg = record  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        warnings._showwarnmsg = shown  # type: ignore[attr-defined]
+        for index, item in enumerate(filters):
+            if item is always:
                 del filters[index]
                 break

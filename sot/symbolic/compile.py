@@ -94,6 +94,7 @@ class CompiledProgram:
                     for symbol in stmt.output_symbols()}
         self._output_versions = [(i, versions[s]) for i, s in enumerate(sir.outputs) if s in versions]
         self._written_back = version_check.written_back_map(sir)
+        self._layer_warnings = tuple(warning for statement in sir.statements for warning in statement.warnings)
         self._grad_inputs = [i for i, s in enumerate(sir.inputs) if not sir.metas[s].stop_gradient]
         self._heads = unreached_heads.head_leaves(sir)  # (None for the usual graph: every leaf reaches every result)
         self._lock = threading.Lock()
@@ -290,12 +291,16 @@ class CompiledProgram:
                     # Every statement carries its own AMP state: the program is built and run with AMP off
                     # around it, so mixed precision outside neither rewrites nor casts the program as a whole.
                     with amp_applied(AMP_OFF):
-                        return self._run_compiled_locked(inputs)
-                return self._run_compiled_locked(inputs)
+                        outputs = self._run_compiled_locked(inputs)
+                else:
+                    outputs = self._run_compiled_locked(inputs)
             except Exception as failure:
                 if self._program is not None or self.static_function is None:
                     raise  # a failed run was replayed already (this is the user's error), or a released program
                 return self._replay_after_failure(failure, inputs, building=True)  # building it failed
+        for warning in self._layer_warnings:  # (a replay runs the layers' forward: they warn themselves)
+            warning.issue()
+        return outputs
 
     def _run_compiled_locked(self, inputs: list) -> list:
         if self._program is None:

@@ -7,6 +7,7 @@ switched off (DESIGN.md §6); the results are static values whose meta we read. 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 from typing import Any, Callable, Iterable, Iterator
 
@@ -16,7 +17,7 @@ from paddle.base.dygraph.base import to_static_mode_guard
 from paddle.base.libpaddle import DataType
 from paddle.pir.core import convert_np_dtype_to_dtype_, vartype_to_datatype
 
-from .build_warnings import build_warnings_ignored
+from .build_warnings import LayerWarning, build_warnings_ignored, layer_warnings_recorded
 from .callstack import shallow_op_callstacks
 from .pytree import map_structure
 from .sir import LayerCall, MetaInfo, eager_static_forms
@@ -182,14 +183,30 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     return stop
 
 
+def _layer_code_modules(call: LayerCall) -> dict[str, str]:
+    """The files of the ``forward`` of every layer in the called layer's tree (filename -> module name)."""
+    modules = {}
+    classes = {type(sub) for sub in call.layer.sublayers(include_self=True)}
+    if call.forward_of is not None:
+        classes.add(call.forward_of)
+    for cls in classes:
+        for klass in cls.__mro__:
+            forward = vars(klass).get("forward")
+            code = getattr(inspect.unwrap(forward), "__code__", None) if forward is not None else None
+            if code is not None:
+                modules[code.co_filename] = klass.__module__
+    return modules
+
+
 def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to_static: bool = False,
-               op_count: list[int] | None = None) -> Any:
+               op_count: list[int] | None = None, layer_warnings: list[LayerWarning] | None = None) -> Any:
     """Run ``call`` with every `MetaInfo` leaf of the arguments replaced by a placeholder.
 
     Returns the output structure with a `MetaInfo` per tensor leaf. Raises `MetaInferenceError` when the
     output holds anything but tensors (a Python value computed from static data cannot be trusted).
     ``to_static`` marks the call as running under ``to_static`` (layers then read their parameters as
-    static values, exactly as when the program is built).
+    static values, exactly as when the program is built). ``layer_warnings``: a layer call, whose own code's
+    warnings are recorded there (`layer_warnings_recorded`).
     """
     counter = iter(range(1 << 30))
 
@@ -201,7 +218,9 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to
         static_args = map_structure(placeholder, args)
         static_kwargs = {k: map_structure(placeholder, v) for k, v in kwargs.items()}
         try:
-            with _to_static_tracing(to_static, captured):
+            recording = layer_warnings_recorded(_layer_code_modules(call), layer_warnings) \
+                if layer_warnings is not None and isinstance(call, LayerCall) else contextlib.nullcontext()
+            with _to_static_tracing(to_static, captured), recording:
                 out = call(*static_args, **static_kwargs)
                 # (inside: leaving the tracing context takes the parameters out of the program)
                 program = paddle.static.default_main_program()

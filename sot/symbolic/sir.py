@@ -174,6 +174,9 @@ class Statement:
     # has after it (k after the k-th change; 0 for any other statement). Eager autograd snapshots versions and
     # reports them when it refuses a backward (see `match_inplace_version`).
     inplace_version: int = 0
+    # A built-in layer's own warnings met when it was inferred (BatchNorm's "When training, we now always track
+    # global mean and variance"): issued after each compiled run, as its eager forward issues them.
+    warnings: tuple = ()
 
     def inputs(self) -> list[Symbol]:
         return [leaf for leaf in leaves((self.args, self.kwargs)) if isinstance(leaf, Symbol)]

@@ -14,6 +14,7 @@ import paddle
 from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocation
 from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
+from ...symbolic.build_warnings import LayerWarning
 from ...symbolic.infer_meta import MetaInferenceError, infer_meta
 from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
@@ -42,6 +43,8 @@ class FrameInfo:
 
 
 _meta_cache: dict[tuple, Any] = {}
+# The warnings of a built-in layer's own code met inferring it (`build_warnings.LayerWarning`), by meta key.
+_layer_warnings: dict[tuple, tuple] = {}
 
 
 def forget_metas() -> None:
@@ -49,6 +52,7 @@ def forget_metas() -> None:
     from .variables.inplace import forget_alias_probes
 
     _meta_cache.clear()
+    _layer_warnings.clear()
     forget_alias_probes()
 
 
@@ -728,6 +732,7 @@ class FunctionGraph:
     def call_tensor_op(self, kind: str, name: str, target: Any, args: list[VariableBase],
                        kwargs: dict[str, VariableBase]) -> VariableBase:
         """Record one statement; returns variables for its outputs, with meta inferred statically."""
+        self.pending_warnings: tuple = ()  # (set by `_infer_cached` for a layer)
         if kind in ("layer", "pylayer") and self.reads_state_changed_in_frame(target):
             raise BreakGraphError(f"{name} called after a tensor it may read was changed in the frame (in place, "
                                   "or a layer's buffer rebound): runs natively")
@@ -781,7 +786,8 @@ class FunctionGraph:
         self.statements.append(Statement(kind, name, target, sir_args, sir_kwargs,
                                          plain(map_structure(lambda var: var.symbol, outputs)), self.location,
                                          function, no_grad=not self.grad_mode, weight=weight, amp=op_amp,
-                                         frames=self._user_frames()))
+                                         frames=self._user_frames(),
+                                         warnings=self.pending_warnings if kind == "layer" else ()))
         return self._wrap_outputs(outputs)
 
     def _dynamic_meta_untrusted(self, kind: str, name: str, target: Any, sir_args: tuple, sir_kwargs: dict,
@@ -990,6 +996,7 @@ class FunctionGraph:
         if key is not None and key in _meta_cache:
             owner, cached = _meta_cache[key]
             if owner is None or owner() is target:
+                self.pending_warnings = _layer_warnings.get(key, ())
                 return cached
         call: Callable[..., Any] = target
         if kind == "method":
@@ -1002,9 +1009,11 @@ class FunctionGraph:
             def call(*args_: Any, **kwargs_: Any) -> Any:
                 return (lowering if builds_lowered(target, args_) else unlowered)(*args_, **kwargs_)
         op_count: list[int] = []
+        layer_warnings: list[LayerWarning] | None = [] if kind == "layer" else None
         configuration = _configuration(kind, target) if key is not None else None
         try:
-            result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count)
+            result = infer_meta(call, args, kwargs, to_static=(kind == "layer"), op_count=op_count,
+                                layer_warnings=layer_warnings)
         except MetaInferenceError as exc:
             if kind != "layer" and eager_check and _fails_eagerly(call, args, kwargs, _divides(target)):
                 # (a layer is not run: its state)
@@ -1015,6 +1024,10 @@ class FunctionGraph:
         # An api/method call counts as one op; a layer or PyLayer as the kernels it adds to the program.
         weight = max(1, op_count[0]) if op_count and kind in ("layer", "pylayer") else 1
         answer = (result, weight)
+        if layer_warnings:
+            self.pending_warnings = tuple(layer_warnings)
+            if key is not None:
+                _layer_warnings[key] = self.pending_warnings
         # Not memoized when the forward rewrote its layer's configuration (``BatchNorm1D``'s 'NCL' data format
         # becomes 'NCHW' on the first call): an alike layer that never ran must run it too before its guard
         # snapshots the configuration, or the snapshot would be stale after the first run (a miss).
