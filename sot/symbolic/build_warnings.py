@@ -18,18 +18,26 @@ from typing import Any, Iterator
 
 
 @contextlib.contextmanager
-def build_warnings_ignored() -> Iterator[None]:
-    """Warnings raised inside the block are dropped (in every thread, as ``catch_warnings`` does)."""
-    ignore_all = ("ignore", None, Warning, None, 0)  # (a tuple of its own: taken out by identity)
+def _first_filter(action: str) -> Iterator[None]:
+    """A filter of ``action`` for every warning is put first in the list for the block, then taken out by
+    identity (not by restoring a saved list: the filters' version, and so every registry, stays as it was)."""
+    entry = (action, None, Warning, None, 0)  # (a tuple of its own: taken out by identity)
     filters = warnings.filters
-    filters.insert(0, ignore_all)
+    filters.insert(0, entry)
     try:
         yield
     finally:
         for index, item in enumerate(filters):
-            if item is ignore_all:
+            if item is entry:
                 del filters[index]
                 break
+
+
+@contextlib.contextmanager
+def build_warnings_ignored() -> Iterator[None]:
+    """Warnings raised inside the block are dropped (in every thread, as ``catch_warnings`` does)."""
+    with _first_filter("ignore"):
+        yield
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +65,6 @@ def layer_warnings_recorded(modules: dict[str, str], into: list[LayerWarning]) -
 
     A warning eager's filters already showed at that place (in its module's registry) is skipped by Python
     before any filter, as it would be eagerly: nothing to issue again."""
-    always = ("always", None, Warning, None, 0)
-    filters = warnings.filters
-    filters.insert(0, always)
     shown = warnings._showwarnmsg  # type: ignore[attr-defined]
 
     def record(message: Any) -> None:
@@ -67,12 +72,9 @@ def layer_warnings_recorded(modules: dict[str, str], into: list[LayerWarning]) -
         if module is not None:
             into.append(LayerWarning(message.message, message.category, message.filename, message.lineno, module))
 
-    warnings._showwarnmsg = record  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        warnings._showwarnmsg = shown  # type: ignore[attr-defined]
-        for index, item in enumerate(filters):
-            if item is always:
-                del filters[index]
-                break
+    with _first_filter("always"):
+        warnings._showwarnmsg = record  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            warnings._showwarnmsg = shown  # type: ignore[attr-defined]

@@ -7,7 +7,7 @@ import itertools
 import operator
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import paddle
 
@@ -100,6 +100,22 @@ def _fails_eagerly(call: Callable[..., Any], args: tuple, kwargs: dict, divides:
     except Exception:
         return True
     return False
+
+
+def _variable_leaves(values: list[Any]) -> Iterator[Any]:
+    """The variables inside ``values`` that are not containers: Python lists and tuples of variables, and
+    list, tuple and dict variables, are walked into (an op's arguments, their tensors and ints)."""
+    pending: list[Any] = list(values)
+    while pending:
+        var = pending.pop()
+        if isinstance(var, (list, tuple)):
+            pending.extend(var)
+        elif isinstance(var, SequenceVariable):
+            pending.extend(var.items)
+        elif isinstance(var, DictVariable):
+            pending.extend(var.items.values())
+        else:
+            yield var
 
 
 def _metas_fit(inferred: Any, wanted: Any, static_sizes: bool) -> bool:
@@ -823,16 +839,8 @@ class FunctionGraph:
         guarded), a computed tensor's breaks the graph (its size is known only when the program runs). False:
         there was none."""
         pinned = False
-        pending: list[Any] = list(args)
-        while pending:
-            var = pending.pop()
-            if isinstance(var, (list, tuple)):
-                pending.extend(var)
-            elif isinstance(var, SequenceVariable):
-                pending.extend(var.items)
-            elif isinstance(var, DictVariable):
-                pending.extend(var.items.values())
-            elif isinstance(var, TensorVariable) and -1 in var.meta.shape:
+        for var in _variable_leaves(args):
+            if isinstance(var, TensorVariable) and -1 in var.meta.shape:
                 if var.is_rebound:  # (its symbol is computed from the -1 of the input in the program)
                     raise BreakGraphError(f"{name} of a dynamic dimension of a tensor changed in place")
                 if var.value is None:
@@ -947,19 +955,11 @@ class FunctionGraph:
 
         values: dict[Symbol, int] = {}
         stand_in = False
-        pending: list[Any] = [list(args), list(kwargs.values())]
-        while pending:
-            var = pending.pop()
-            if isinstance(var, (list, tuple)):
-                pending.extend(var)
-            elif isinstance(var, SymbolicIntVariable):
+        for var in _variable_leaves([*args, *kwargs.values()]):
+            if isinstance(var, SymbolicIntVariable):
                 # (a dimension of a computed tensor has no value here: a stand-in size shows ranks and dtypes)
                 values[var.tensor.symbol] = DYNAMIC_STAND_IN if var.known is None else var.known
                 stand_in = stand_in or var.known is None
-            elif isinstance(var, SequenceVariable):
-                pending.extend(var.items)
-            elif isinstance(var, DictVariable):
-                pending.extend(var.items.values())
 
         def concrete(leaf: Any) -> Any:
             if isinstance(leaf, Symbol):

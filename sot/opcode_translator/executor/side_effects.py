@@ -8,6 +8,7 @@ turns out to break the graph (or an inlined call rolled back) leaves no trace.
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -284,8 +285,6 @@ def _superseded_module_stores(stores: list) -> set[int]:
     overwrites: a module's dict runs no code on assignment, so only the last one is replayed. (Paddle's
     ``RNNCellBase.get_initial_states`` swaps a helper of ``paddle.utils.layers_utils`` for a closure and puts
     it back: the closure, made in the simulation, need not be rebuilt.)"""
-    import types
-
     last: dict[tuple[Any, str], int] = {}
     superseded = set()
     for index, store in enumerate(stores):
