@@ -183,6 +183,60 @@ def _eager_stop_gradients(program: Any) -> dict[Any, bool]:
     return stop
 
 
+# Attributes that differ between two builds of the same op for reasons other than its inputs.
+_BUILD_IDENTITY_ATTRIBUTES = frozenset({"op_callstack", "struct_name"})  # (where made; a layer's unique name)
+
+# Ops taking a size from a tensor at run time: Paddle's code built for a dynamic dimension (``paddle.where``
+# broadcasts with ``full_like`` and ``expand_as`` where sizes are unknown, with ``expand`` to constants where known).
+_RUNTIME_SIZE_OPS = frozenset({"pd_op.shape", "pd_op.shape64", "pd_op.full_like", "pd_op.empty_like",
+                               "pd_op.expand_as"})
+
+
+def _attribute_value(value: Any) -> Any:
+    """An attribute as a comparable value: a list of ints as a tuple (a shape can be told apart), else its repr."""
+    if isinstance(value, list) and all(type(item) is int for item in value):
+        return tuple(value)
+    return repr(value)
+
+
+def _op_signature(op: Any) -> tuple:
+    """An op's name and attributes (but those naming the build), comparable across programs."""
+    return op.name(), tuple(sorted((name, _attribute_value(value)) for name, value in op.attrs().items()
+                                   if name not in _BUILD_IDENTITY_ATTRIBUTES))
+
+
+def _holds_the_size(dynamic: Any, sized: Any, size: int) -> bool:
+    """Whether an attribute differs between the builds only by holding the dynamic dimension itself: a shape
+    with -1 where the sized build has ``size`` (``expand_as``'s target shape, a reshape target read from the
+    input's shape). -1 there means "as at run time": the program is right for every size."""
+    if dynamic == sized:
+        return True
+    return isinstance(dynamic, tuple) and isinstance(sized, tuple) and len(dynamic) == len(sized) and all(
+        a == b or (a == -1 and b == size) for a, b in zip(dynamic, sized))
+
+
+def bakes_dynamic_size(dynamic_ops: list[tuple], sized_ops: list[tuple], size: int) -> bool:
+    """Whether a program built from -1 (``dynamic_ops``, `_op_signature` each) computed with -1 as a number,
+    judged against the same call built with the size ``size`` (``sized_ops``).
+
+    Same ops, attributes differing only by shapes holding the dimension: right for every size. Other differing
+    attributes were computed from it (``F.kl_div`` batchmean's ``1 / -1``, ``quantile``'s last index ``-2``,
+    ``tensor_split``'s sections): wrong. Different ops are wrong too (``fft(n=8)`` pads where it should crop),
+    unless the dynamic build takes sizes from tensors at run time: Paddle's code then took a path made for
+    unknown sizes (``put_along_axis`` broadcasts to ``shape64`` of its input where the sized build has a
+    constant)."""
+    if [name for name, _ in dynamic_ops] != [name for name, _ in sized_ops]:
+        return not any(name in _RUNTIME_SIZE_OPS for name, _ in dynamic_ops)
+    for (_, dynamic_attributes), (_, sized_attributes) in zip(dynamic_ops, sized_ops):
+        if dynamic_attributes == sized_attributes:
+            continue
+        dynamic_values, sized_values = dict(dynamic_attributes), dict(sized_attributes)
+        if dynamic_values.keys() != sized_values.keys() or not all(
+                _holds_the_size(dynamic_values[name], sized_values[name], size) for name in dynamic_values):
+            return True
+    return False
+
+
 def _layer_code_modules(call: LayerCall) -> dict[str, str]:
     """The files of the ``forward`` of every layer in the called layer's tree (filename -> module name)."""
     modules = {}
@@ -199,7 +253,8 @@ def _layer_code_modules(call: LayerCall) -> dict[str, str]:
 
 
 def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to_static: bool = False,
-               op_count: list[int] | None = None, layer_warnings: list[LayerWarning] | None = None) -> Any:
+               op_count: list[int] | None = None, layer_warnings: list[LayerWarning] | None = None,
+               ops_built: list[tuple] | None = None) -> Any:
     """Run ``call`` with every `MetaInfo` leaf of the arguments replaced by a placeholder.
 
     Returns the output structure with a `MetaInfo` per tensor leaf. Raises `MetaInferenceError` when the
@@ -225,6 +280,9 @@ def infer_meta(call: Callable[..., Any], args: tuple, kwargs: dict[str, Any], to
                 # (inside: leaving the tracing context takes the parameters out of the program)
                 program = paddle.static.default_main_program()
                 eager_stop_gradient = _eager_stop_gradients(program)
+                if ops_built is not None:  # what the program is made of: each op and its attributes
+                    ops_built.extend(_op_signature(op) for op in program.global_block().ops
+                                     if op.name() not in ("pd_op.data", "builtin.parameter"))
                 if op_count is not None:  # the ops the call added (placeholders and parameters aside)
                     op_count.append(sum(1 for op in program.global_block().ops
                                         if op.name() not in ("pd_op.data", "builtin.parameter", "pd_op.full",

@@ -1,6 +1,7 @@
 """`FunctionGraph`: what one simulated frame records (SIR statements, tensor inputs, guards)."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import itertools
@@ -15,7 +16,7 @@ from ...errors import BreakGraphError, FallbackError, UserCodeError, SourceLocat
 from ...symbolic.amp import AMP_ATTRS, AMP_OFF, AmpState, ambient_amp_enabled, amp_applied, amp_lists_and_promotion, \
     current_amp_state, op_amp_state
 from ...symbolic.build_warnings import LayerWarning
-from ...symbolic.infer_meta import MetaInferenceError, infer_meta
+from ...symbolic.infer_meta import MetaInferenceError, bakes_dynamic_size, infer_meta
 from ...symbolic.pytree import is_namedtuple, is_namedtuple_class, leaves, map_structure, plain
 from ...symbolic.layer_signature import layer_config_key, layer_signature, layer_state
 from ...symbolic.sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol, builds_lowered, static_lowering
@@ -53,6 +54,7 @@ def forget_metas() -> None:
 
     _meta_cache.clear()
     _layer_warnings.clear()
+    _baked_sizes.clear()
     forget_alias_probes()
 
 
@@ -116,6 +118,51 @@ def _variable_leaves(values: list[Any]) -> Iterator[Any]:
             pending.extend(var.items.values())
         else:
             yield var
+
+
+def _static_callable(kind: str, target: Any) -> Callable[..., Any]:
+    """What meta inference calls for a statement: the form of the op the program is built with."""
+    call: Callable[..., Any] = target
+    if kind == "method":
+        def call(obj: Any, *rest: Any, **kw: Any) -> Any:
+            return getattr(obj, target)(*rest, **kw)
+    lowering = static_lowering(kind, target)
+    if lowering is not None:  # the metas (and errors) of the form the program is built with
+        unlowered = call
+
+        def call(*args_: Any, **kwargs_: Any) -> Any:
+            return (lowering if builds_lowered(target, args_) else unlowered)(*args_, **kwargs_)
+    return call
+
+
+# Whether an op's Python code bakes a dynamic dimension into the program (`_bakes_dynamic_sizes`), by meta key.
+_baked_sizes: dict[tuple, bool] = {}
+
+
+def _bakes_dynamic_sizes(kind: str, target: Any, args: tuple, kwargs: dict, sized_args: tuple,
+                         sized_kwargs: dict, amp: AmpState) -> bool:
+    """Whether the program an api/method call builds depends on the size of a dynamic dimension: built from
+    -1 and from `DYNAMIC_PROBE_SIZE`, the two differ in more than shapes holding the dimension
+    (`bakes_dynamic_size`). The op's Python code then read the
+    dimension as a number (``F.kl_div(reduction="batchmean")`` divides by ``input.shape[0]``: by -1 in a
+    program built with a dynamic batch, the loss's sign flipped; ``paddle.tensor_split`` computes its sections
+    from the size): its output metas may still agree, its values do not."""
+    key, _ = _meta_key(kind, target, args, kwargs, amp)
+    if key is not None and key in _baked_sizes:
+        return _baked_sizes[key]
+    call = _static_callable(kind, target)
+    programs: list[list[tuple]] = [[], []]
+    to_static = kind == "layer"
+    try:
+        with amp_applied(amp) if amp.enabled or ambient_amp_enabled() else contextlib.nullcontext():
+            infer_meta(call, args, kwargs, to_static=to_static, ops_built=programs[0])
+            infer_meta(call, sized_args, sized_kwargs, to_static=to_static, ops_built=programs[1])
+    except MetaInferenceError:
+        return False
+    baked = bakes_dynamic_size(programs[0], programs[1], DYNAMIC_PROBE_SIZE)
+    if key is not None:
+        _baked_sizes[key] = baked
+    return baked
 
 
 def _metas_fit(inferred: Any, wanted: Any, static_sizes: bool) -> bool:
@@ -823,16 +870,27 @@ class FunctionGraph:
             return MetaInfo(tuple(DYNAMIC_PROBE_SIZE if dim < 0 else dim for dim in meta.shape), meta.dtype,
                             meta.stop_gradient)
 
-        if kind not in ("api", "method") or not any(isinstance(leaf, Symbol) and -1 in self.metas[leaf].shape
-                                                    for leaf in leaves((sir_args, sir_kwargs))):
-            return False  # (a layer is not checked: its static build may grow with a size, an RNN unrolled)
+        # (A layer with sublayers is not checked: its static build may grow with a size, an RNN unrolled.)
+        checked = kind in ("api", "method") or (kind == "layer" and isinstance(target, LayerCall)
+                                                 and target.is_alive() and not target.layer.sublayers())
+        if not checked or not any(isinstance(leaf, Symbol) and -1 in self.metas[leaf].shape
+                                  for leaf in leaves((sir_args, sir_kwargs))):
+            return False
+        sized_args, sized_kwargs = map_structure(sized, sir_args), {k: map_structure(sized, v)
+                                                                    for k, v in sir_kwargs.items()}
         try:
-            probe, _ = self._infer(kind, name, target, map_structure(sized, sir_args),
-                                   {k: map_structure(sized, v) for k, v in sir_kwargs.items()}, amp,
-                                   eager_check=False)
+            probe, _ = self._infer(kind, name, target, sized_args, sized_kwargs, amp, eager_check=False)
         except FallbackError:
             return False
-        return not _metas_fit(out_meta, probe, static_sizes=True)
+        if not _metas_fit(out_meta, probe, static_sizes=True):
+            return True
+
+        def meta_of(leaf: Any) -> Any:
+            return self.metas[leaf] if isinstance(leaf, Symbol) else leaf
+
+        return _bakes_dynamic_sizes(kind, target, map_structure(meta_of, sir_args),
+                                    {k: map_structure(meta_of, v) for k, v in sir_kwargs.items()},
+                                    sized_args, sized_kwargs, amp)
 
     def _pin_dynamic_tensors(self, name: str, args: list[VariableBase]) -> bool:
         """Every dynamic dimension of the tensors among ``args`` becomes a number: an input's is pinned (its value
@@ -998,16 +1056,7 @@ class FunctionGraph:
             if owner is None or owner() is target:
                 self.pending_warnings = _layer_warnings.get(key, ())
                 return cached
-        call: Callable[..., Any] = target
-        if kind == "method":
-            def call(obj: Any, *rest: Any, **kw: Any) -> Any:
-                return getattr(obj, target)(*rest, **kw)
-        lowering = static_lowering(kind, target)
-        if lowering is not None:  # the metas (and errors) of the form the program is built with
-            unlowered = call
-
-            def call(*args_: Any, **kwargs_: Any) -> Any:
-                return (lowering if builds_lowered(target, args_) else unlowered)(*args_, **kwargs_)
+        call = _static_callable(kind, target)
         op_count: list[int] = []
         layer_warnings: list[LayerWarning] | None = [] if kind == "layer" else None
         configuration = _configuration(kind, target) if key is not None else None
