@@ -314,7 +314,9 @@ class StatementIR:
         )
         ins = tuple((s.name, self.metas[s]) for s in self.inputs)
         outs = tuple((s.name, self.metas[s]) for s in self.outputs)
-        return ins, stmts, outs, self.grad_enabled, self.written_back, self.made_differentiable
+        # (the default dtype: what the ops' tensors made without a dtype are, as the program is built now)
+        return (ins, stmts, outs, self.grad_enabled, self.written_back, self.made_differentiable,
+                paddle.get_default_dtype())
 
 
 def call_statement(stmt: Statement, args: tuple, kwargs: dict[str, Any], ambient_amp: AmpState | None = None) -> Any:

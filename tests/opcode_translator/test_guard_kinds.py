@@ -142,3 +142,24 @@ def test_programs_differing_only_in_the_sign_of_a_zero_constant_are_not_shared()
 
     assert sir(0.0).structural_key() != sir(-0.0).structural_key()
     assert sir(0.0).structural_key() == sir(0.0).structural_key()
+
+
+def test_default_dtype_change_misses(compile_all):
+    """``paddle.zeros([3])`` makes a tensor of the default dtype: a program built under float32 must not serve
+    a call after ``paddle.set_default_dtype("float64")`` (it gave float32)."""
+    def f(x):
+        return x + paddle.zeros([3]) + paddle.full([3], 0.5)
+
+    fast = sot.symbolic_translate(f)
+    x = _t(2, 3)
+    assert fast(x).dtype == f(x).dtype == paddle.float32
+    try:
+        paddle.set_default_dtype("float64")
+        want, got = f(x), fast(x)
+        assert got.dtype == want.dtype == paddle.float64
+        assert fast(x).dtype == paddle.float64
+    finally:
+        paddle.set_default_dtype("float32")
+    assert fast(x).dtype == paddle.float32
+    stats = sot.stats()
+    assert stats.translate_count == 2 and stats.cache_hits == 2, stats

@@ -253,7 +253,8 @@ def _meta_key(kind: str, target: Any, args: Any, kwargs: Any, amp: AmpState) -> 
     """The meta memo's key of a call, and whether it holds the identity of ``target`` (then an entry is
     valid only for the very object: a new one may reuse a dead one's id)."""
     callee, by_identity = _callee_key(kind, target)
-    key = (kind, callee, repr_free(args), repr_free(kwargs), amp)
+    # (with the default dtype: ``paddle.zeros([3])`` makes a tensor of it)
+    key = (kind, callee, repr_free(args), repr_free(kwargs), amp, paddle.get_default_dtype())
     try:
         hash(key)
     except TypeError:
@@ -804,6 +805,9 @@ class FunctionGraph:
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
+        # An op making a tensor without a dtype (``paddle.zeros([3])``, a layer built in the frame) makes it of the
+        # default dtype as the program is built: a later ``paddle.set_default_dtype`` must translate again.
+        self.add_query_guard(paddle.get_default_dtype, paddle.get_default_dtype())
         # (a symbolic float is a tensor only as an operator's operand, made so by `apply_operator`)
         args, kwargs = pin_floats(list(args)), pin_floats(dict(kwargs))
         symbolic = contains_symbolic(list(args)) or contains_symbolic(kwargs)
