@@ -1,11 +1,16 @@
-"""Guard kinds not covered elsewhere: dynamic dimensions, symbolic ints, weak references, grad mode."""
+"""Guard kinds not covered elsewhere: dynamic dimensions, symbolic ints, weak references, grad mode, missing
+attributes and globals, ABC registrations."""
 from __future__ import annotations
 
+import abc
+import functools
 import gc
+import types
 import weakref
 
 import numpy as np
 import paddle
+import pytest
 
 import sot
 from conftest import assert_same
@@ -163,3 +168,134 @@ def test_default_dtype_change_misses(compile_all):
     assert fast(x).dtype == paddle.float32
     stats = sot.stats()
     assert stats.translate_count == 2 and stats.cache_hits == 2, stats
+
+
+# -- what is missing is guarded to stay missing ---------------------------------------------------------------
+class _Holder:
+    pass
+
+
+class _SlottedHolder:
+    __slots__ = ("scale",)
+
+
+def _scale_by_getattr(x, holder):
+    return x * getattr(holder, "scale", 10.0)
+
+
+def _scale_by_hasattr(x, holder):
+    return x * (holder.scale if hasattr(holder, "scale") else 10.0)
+
+
+def _scale_by_try(x, holder):
+    try:
+        scale = holder.scale
+    except AttributeError:
+        scale = 10.0
+    return x * scale
+
+
+_HOLDERS = {"function": lambda: (lambda: None), "module": lambda: types.ModuleType("cfg"), "instance": _Holder,
+            "slots": _SlottedHolder, "class": lambda: type("Cfg", (), {}),
+            "partial": lambda: functools.partial(print)}
+
+
+# (a plain instance, a slotted one and a class were guarded already through ``getattr``/``hasattr``; reading a
+# missing attribute of a partial makes the frame fall back)
+@pytest.mark.parametrize("kind, read", [
+    *((kind, read) for kind in ("function", "module", "partial") for read in (_scale_by_getattr, _scale_by_hasattr)),
+    *((kind, _scale_by_try) for kind in ("function", "module", "instance", "slots", "class")),
+], ids=lambda v: v if isinstance(v, str) else v.__name__)
+def test_a_missing_attribute_stays_missing_or_misses_the_entry(compile_all, kind, read):
+    """An attribute found missing (a ``getattr`` default, ``hasattr`` False, an AttributeError caught) was
+    guarded to stay missing only on a plain instance through ``hasattr``/``getattr``: a function or a module is
+    guarded by its code or identity, an instance by its type, none of which says what attributes it holds, and
+    an AttributeError the frame caught guarded nothing at all. Set after the first call, the attribute was
+    never seen (the default baked in)."""
+    holder = _HOLDERS[kind]()
+    x = _t(3)
+    fast = sot.symbolic_translate(read)
+    assert_same(fast(x, holder), read(x, holder))
+    assert_same(fast(x, holder), read(x, holder))
+    assert sot.stats().cache_hits == 1  # (the guard does not miss while it stays missing)
+    holder.scale = 2.0
+    assert_same(fast(x, holder), read(x, holder))
+    assert sot.stats().translate_count == 2
+
+
+def test_a_memo_stored_on_a_function_is_seen_by_the_next_call(compile_all):
+    """``if not hasattr(fn, "cache"): fn.cache = {}`` on a function passed in: the second call saw the first
+    translation's "no cache" again, made a new memo and counted from zero at every call."""
+
+    def counted(x, fn):
+        if not hasattr(fn, "cache"):
+            fn.cache = {}
+        fn.cache["n"] = fn.cache.get("n", 0) + 1
+        return x * fn.cache["n"]
+
+    def eager_target():
+        pass
+
+    def translated_target():
+        pass
+
+    fast = sot.symbolic_translate(counted)
+    x = _t(2)
+    for _ in range(3):
+        assert_same(fast(x, translated_target), counted(x, eager_target))
+    assert translated_target.cache == eager_target.cache == {"n": 3}
+
+
+def _read_late_global(x):
+    try:
+        scale = _LATE_SCALE  # noqa: F821 (defined by the test after the first call)
+    except NameError:
+        scale = 10.0
+    return x * scale
+
+
+def _calls_a_late_global_reader(x):
+    return _read_late_global(x) + 1
+
+
+@pytest.mark.parametrize("fn", [_read_late_global, _calls_a_late_global_reader], ids=lambda f: f.__name__)
+def test_an_undefined_global_stays_undefined_or_misses_the_entry(compile_all, fn):
+    """A global found neither in the globals nor in the builtins (a NameError the frame catches) had no guard:
+    defined after the first call (a config filled in later), the translation kept the except branch. Read by
+    the frame itself and by a function it inlines."""
+    x = _t(3)
+    fast = sot.symbolic_translate(fn)
+    try:
+        assert_same(fast(x), fn(x))
+        assert_same(fast(x), fn(x))
+        assert sot.stats().cache_hits == 1
+        globals()["_LATE_SCALE"] = 2.0
+        assert_same(fast(x), fn(x))
+        assert sot.stats().translate_count == 2
+    finally:
+        globals().pop("_LATE_SCALE", None)
+    assert_same(fast(x), fn(x))  # undefined again: the first entry again
+    assert sot.stats().translate_count == 2
+
+
+def test_isinstance_against_an_abc_sees_a_later_register(compile_all):
+    """``isinstance(obj, SomeABC)`` was guarded by the object's type and the classes' versions, which
+    ``SomeABC.register(Thing)`` changes for neither: the entry kept answering False."""
+
+    class Base(abc.ABC):
+        pass
+
+    class Thing:
+        pass
+
+    def fn(x, obj):
+        return x * (2.0 if isinstance(obj, Base) else 3.0), issubclass(type(obj), Base)
+
+    fast = sot.symbolic_translate(fn)
+    x, obj = _t(3), Thing()
+    assert_same(fast(x, obj), fn(x, obj))
+    assert_same(fast(x, obj), fn(x, obj))
+    assert sot.stats().cache_hits == 1
+    Base.register(Thing)
+    assert_same(fast(x, obj), fn(x, obj))
+    assert sot.stats().translate_count == 2

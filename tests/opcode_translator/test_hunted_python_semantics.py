@@ -207,3 +207,76 @@ def test_warning_for_the_caller_after_a_break_in_the_warning_function(compile_al
     its rest runs in a resume function called by the function's own generated code: one frame up is that
     frame (the function's own line), not the caller."""
     check(warns_for_its_caller, lambda: (T(3),), breaks=None, fallbacks=None, stable=False)
+
+
+# -- attribute reads that a class redirects --------------------------------------------------------------------
+class _TenfoldW:
+    """Reads its ``w`` ten times larger, logging every read of a name that is not a dunder."""
+
+    def __init__(self, w, log):
+        self.w = w
+        self.log = log
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        if not name.startswith("__"):
+            object.__getattribute__(self, "log").append(name)
+        return value * 10 if name == "w" else value
+
+    def scaled(self, x):
+        return x * self.w
+
+
+class _HidesOneName:
+    def __init__(self):
+        self.hidden = 1.0  # (never seen: the override raises for it)
+
+    def __getattribute__(self, name):
+        if name == "hidden":
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        return 5.0
+
+
+def reads_through_a_user_getattribute(x, obj):
+    obj.w = obj.w + 1.0  # (stored in the frame, read back through the override)
+    return obj.scaled(x) * obj.w, obj.log
+
+
+def getattribute_raising_hands_over_to_getattr(x, obj):
+    return x * obj.hidden, hasattr(obj, "other"), getattr(obj, "other", None)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (reads_through_a_user_getattribute, lambda: (T(3), _TenfoldW(1.0, []))),
+    (getattribute_raising_hands_over_to_getattr, lambda: (T(3), _HidesOneName())),
+], ids=["tenfold", "then_getattr"])
+def test_a_user_getattribute_runs_at_every_read(compile_all, fn, make):
+    """A class overriding ``__getattribute__`` in Python: the simulation read the instance dict past it (the
+    first call's ``o.w`` was the stored 1.0, not 10.0), and its guard re-read ``o.w`` through it (never equal
+    to what was guarded: translated again at each call). The override is inlined at every read (its log has
+    eager's entries, none from the guard at a cache hit), an AttributeError it raises goes to ``__getattr__``,
+    and what it reads through ``object.__getattribute__`` is guarded past it."""
+    check(fn, make, calls=3)
+
+
+class _MetaWithProperty(type):
+    @property
+    def scale(cls):
+        return 7.0
+
+
+class _ModelUnderMeta(metaclass=_MetaWithProperty):
+    scale = 3.0
+
+
+def reads_a_metaclass_property(x, cls):
+    return x * cls.scale, cls.__name__, cls.__doc__
+
+
+def test_a_metaclass_data_descriptor_wins_over_the_class_attribute(compile_all):
+    """``type.__getattribute__``: a data descriptor of the metaclass (a ``@property``) comes before the class's
+    own attribute of that name; the class attribute was read (3.0 instead of 7.0)."""
+    check(reads_a_metaclass_property, lambda: (T(3), _ModelUnderMeta), calls=3)

@@ -742,6 +742,11 @@ class FunctionGraph:
                 self.add_guard(source, data_only=True)  # (the decision is the expression, checked as such)
         self._symbolic_guards.append((render, template))
 
+    def add_namespace_guard(self, render: Callable[[GuardBuilder], str]) -> None:
+        """A check of the frame's namespaces rather than of one of its values (a name still undefined in its
+        globals and builtins): ``render(builder)`` writes it."""
+        self._symbolic_guards.append((render, "{}"))
+
     def pin_dimension(self, tensor: VariableBase, dim: int) -> None:
         """A dynamic dimension of an input was used as a Python value: guard its value for this entry."""
         self._pins.append((tensor, dim, tensor.value.shape[dim]))

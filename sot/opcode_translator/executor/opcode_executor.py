@@ -14,7 +14,7 @@ from ...errors import BreakGraphError, FallbackError, SourceLocation, UserCodeEr
 from .. import pyversion
 from .function_graph import FrameInfo, FunctionGraph
 from .side_effects import ABSENT, DELETED
-from .guard import argument_names
+from .guard import GuardBuilder, argument_names
 from .code_memo import per_code
 from .liveness import cells_shared_across_breaks
 from .tracker import (BuiltinTracker, ClosureTracker, DummyTracker, FrameCellTracker, GetItemTracker, GlobalTracker,
@@ -141,9 +141,29 @@ class NameResolver:
             value = self.builtins[name]
             tracker = BuiltinTracker(name, value, self.globals_var)
         else:
+            self._guard_undefined(name, graph)
             raise UserCodeError(f"user code raised NameError: name {name!r} is not defined",
                                 original=NameError(f"name {name!r} is not defined", name=name))
         return VariableFactory.from_value(value, graph, tracker)
+
+    def _guard_undefined(self, name: str, graph: FunctionGraph) -> None:
+        """``name`` is neither a global nor a builtin: the frame raises a NameError it may catch (``try: s =
+        LATE`` / ``except NameError``). A global (or builtin) of that name defined before a later call must
+        miss the entry, as `BuiltinTracker` makes a global shadowing a builtin miss it."""
+        globals_var, globals_, builtins_ = self.globals_var, self.globals, self.builtins
+        if globals_var is not None and globals_var.tracker.is_traceable():
+            graph.add_guard(globals_var)
+
+        def render(builder: GuardBuilder) -> str:
+            if globals_var is None:
+                where = builder.GLOBALS
+            elif globals_var.tracker.is_traceable():
+                where = builder.expr_of(globals_var)
+            else:  # (a function made in the frame: the globals it was made with)
+                where = builder.constant(globals_)
+            return f"{name!r} not in {where} and {name!r} not in {builder.constant(builtins_)}"
+
+        graph.add_namespace_guard(render)
 
 
 

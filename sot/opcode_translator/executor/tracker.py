@@ -236,6 +236,28 @@ class GetAttrTracker(Tracker):
         return f"{self.base.tracker.describe()}.{self.attr}"
 
 
+class GenericGetAttrTracker(GetAttrTracker):
+    """``object.__getattribute__(base, attr)``: an attribute of an object whose class overrides
+    ``__getattribute__`` in Python, read as that override reads it (through the generic lookup). The plain
+    ``base.attr`` would run the override again, in the guard (its side effects at every check, and a value
+    it transforms never equal to the one guarded) and in the generated code."""
+
+    def _member_store(self) -> str | None:
+        return None
+
+    def guard_expr(self, builder: "GuardBuilder") -> str:
+        return f"{builder.constant(object.__getattribute__)}({builder.expr_of(self.base)}, {self.attr!r})"
+
+    def gen_load(self, codegen: "CodeGen") -> None:
+        codegen.load_callable_const(object.__getattribute__)
+        codegen.reconstruct(self.base)
+        codegen.load_const(self.attr)
+        codegen.call(2)
+
+    def describe(self) -> str:
+        return f"object.__getattribute__({self.base.tracker.describe()}, {self.attr!r})"
+
+
 class GetItemTracker(Tracker):
     """``base[key]`` with a constant key."""
 

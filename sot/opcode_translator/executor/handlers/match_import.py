@@ -10,6 +10,7 @@ from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import ConstTracker, DummyTracker
 from ..variables.base import VariableBase, VariableFactory
 from ..variables.basic import ConstantVariable, ObjectVariable, TensorVariable
+from ..variables.callable import guard_abc_registrations
 from ..variables.container import DictVariable, SequenceVariable, TupleVariable
 
 
@@ -102,6 +103,7 @@ def _match_class(executor: OpcodeExecutor, instr: dis.Instruction, subject: Vari
     else:
         executor.graph.add_guard(subject)
         matched = isinstance(subject.get_py_value(), cls)
+    guard_abc_registrations(executor.graph, cls)
     if not matched:
         return None
     positional = list(getattr(cls, "__match_args__", ())) if instr.arg else []

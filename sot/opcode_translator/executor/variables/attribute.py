@@ -15,7 +15,8 @@ import paddle
 
 from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
-from ..tracker import ComputedMethodTracker, ConstTracker, DummyTracker, GetAttrTracker, GetItemTracker, Tracker
+from ..tracker import (ComputedMethodTracker, ConstTracker, DummyTracker, GenericGetAttrTracker, GetAttrTracker,
+                       GetItemTracker, Tracker)
 from ..side_effects import ABSENT, DELETED
 from .base import HEAPTYPE, VariableBase, VariableFactory
 
@@ -55,7 +56,82 @@ def _enum_member_by_name(var: VariableBase, enum_class: Any, name: str) -> Varia
 
 
 def _value_tracker(owner: VariableBase, name: str) -> Tracker:
-    return GetAttrTracker(owner, name) if owner.tracker.is_traceable() else DummyTracker((owner,))
+    if not owner.tracker.is_traceable():
+        return DummyTracker((owner,))
+    value = getattr(owner, "value", None)
+    if not isinstance(value, type) and user_getattribute(type(value)) is not None:
+        # (what the simulation reads of such an object is read past its override: `load_attribute`)
+        return GenericGetAttrTracker(owner, name)
+    return GetAttrTracker(owner, name)
+
+
+def user_getattribute(cls: type) -> Any:
+    """The ``__getattribute__`` a Python class of ``cls``'s MRO overrides attribute reads with (a function,
+    or something else a class holds there), or None for the built-in generic lookups (``object``'s,
+    ``type``'s, ``module``'s: slot wrappers, which the simulation follows itself)."""
+    found = getattr(cls, "__getattribute__", None)
+    return None if found is None or type(found) is types.WrapperDescriptorType else found
+
+
+def instance_dict_of(obj: Any) -> Any:
+    """``obj.__dict__`` (None without one), read past a class's own ``__getattribute__``: the simulation's
+    looking must not run it (eager runs it at the reads of the user's code only)."""
+    if user_getattribute(type(obj)) is None:
+        return getattr(obj, "__dict__", None)
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+
+
+def dict_expr(obj: Any, expr: str) -> str:
+    """``expr.__dict__`` for a guard checking ``obj``: past a class's own ``__getattribute__`` (`instance_dict_of`:
+    a guard must not run it)."""
+    if user_getattribute(type(obj)) is None:
+        return f"{expr}.__dict__"
+    return f"object.__getattribute__({expr}, '__dict__')"
+
+
+def _generically_has(obj: Any, name: str) -> bool:
+    """``object.__getattribute__(obj, name)`` finds something: the presence of an attribute past the class's
+    own ``__getattribute__``/``__getattr__``, which the simulation inlines (and which must not run in a guard)."""
+    try:
+        object.__getattribute__(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def guard_attribute_presence(var: VariableBase, name: str, present: bool, generic: bool = False) -> None:
+    """What the frame did depended on whether ``var``'s object has the attribute ``name`` (``hasattr``, a
+    ``getattr`` default, an AttributeError it caught): checked again at every call. The guard of a class (its
+    version tag, or its members) and that of a layer (`layer_lookup_fails`) fix it already; a function or a
+    module is guarded by its code or identity, a plain instance by its type, none of which says which
+    attributes it holds (a memo stored on a function later, a config module filled in after the first call).
+    ``generic``: the presence as ``object.__getattribute__`` sees it, what a class's own ``__getattribute__``
+    or ``__getattr__`` (simulated, their reads guarded by themselves) was handed."""
+    from .basic import ObjectVariable
+
+    graph = var.graph
+    graph.add_guard(var)
+    if not var.tracker.is_traceable():
+        return  # (what it was computed from is guarded instead)
+    if isinstance(var, ObjectVariable):
+        kind = type(var.value)
+    else:
+        try:
+            kind = var.get_py_type()
+        except FallbackError:
+            return
+    if issubclass(kind, (type, paddle.nn.Layer)) or not kind.__flags__ & HEAPTYPE and not kind.__dictoffset__:
+        return  # (nor can an instance of a built-in type without a ``__dict__`` gain or lose one: a list)
+    hooked = user_getattribute(kind) is not None or isinstance(
+        inspect.getattr_static(kind, "__getattr__", None), types.FunctionType)
+    if generic and hooked and not issubclass(kind, types.ModuleType):
+        graph.add_rendered_guard(var, lambda builder, expr: f"{builder.constant(_generically_has)}({expr}, "
+                                                            f"{name!r}) is {present!r}")
+    else:
+        graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {present!r}")
 
 
 def _method(owner: VariableBase, name: str, function: types.FunctionType, self_var: VariableBase,
@@ -119,13 +195,20 @@ def _missing_layer_attribute(var: "ObjectVariable", name: str) -> UserCodeError:
     return _no_attribute(f"{type(var.value).__name__!r} object has no attribute {name!r}")
 
 
-def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) -> VariableBase:
+def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, generic: bool = False
+                   ) -> VariableBase:
     """The variable for ``var.value.<name>``. ``user_getattr=False``: without the class's own ``__getattr__``
-    (``super().__getattr__(name)`` inside it, reaching Paddle's ``Layer.__getattr__``)."""
+    (``super().__getattr__(name)`` inside it, reaching Paddle's ``Layer.__getattr__``). ``generic``: as
+    ``object.__getattribute__(obj, name)`` reads it, without the class's own ``__getattribute__`` and
+    ``__getattr__`` (the end of a user ``__getattribute__``, see `_user_getattribute`)."""
     from .callable import translation_original
 
     obj = var.value
     graph = var.graph
+    if not generic:
+        hook = user_getattribute(type(obj))
+        if hook is not None:
+            return _user_getattribute(var, name, hook)
     stored = graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
@@ -148,17 +231,18 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         try:
             value = getattr(obj, name)
         except AttributeError:
+            guard_attribute_presence(var, name, False)  # (a later ``module.name = ...`` must miss the entry)
             raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}") from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     original = translation_original(obj)
-    if isinstance(original, paddle.nn.Layer) and name not in obj.__dict__ and \
+    if isinstance(original, paddle.nn.Layer) and not generic and name not in obj.__dict__ and \
             inspect.getattr_static(type(obj), name, _MISSING) is _MISSING:
         # A `TranslatedLayer` hands what it lacks to its layer (its ``__getattr__``): read off the layer.
         var.needs_identity = True
         graph.add_guard(var)
         layer_var = VariableFactory.from_value(original, graph, GetAttrTracker(var, "__sot_translated__"))
         return layer_var.getattr(name)
-    if isinstance(obj, paddle.nn.Layer) and not any(name in vars(klass) for klass in type(obj).__mro__):
+    if isinstance(obj, paddle.nn.Layer) and not generic and not any(name in vars(klass) for klass in type(obj).__mro__):
         # (``Layer.__getattr__`` reads these tables only when the ordinary lookup fails: a class attribute of
         # that name, a ``weight`` property of a subclass, comes first)
         for store in ("_parameters", "_sub_layers", "_buffers"):
@@ -175,11 +259,13 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         # a layer's attributes are kept in its own tables).
         raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
-    # Data descriptors on the type win over the instance dict.
-    if meta_attr is not _MISSING and hasattr(type(meta_attr), "__set__") and not is_class:
-        return _descriptor(var, name, meta_attr)
+    # Data descriptors on the type win over the instance dict, and for a class, those of its metaclass over
+    # the class's own MRO (``type.__getattribute__``: a ``@property`` of the metaclass hides a class attribute
+    # of that name; the descriptors of ``type`` itself, ``__name__``, ``__doc__``..., read the class as before).
+    if meta_attr is not _MISSING and hasattr(type(meta_attr), "__set__"):
+        return _descriptor(var, name, meta_attr, on_metaclass=is_class)
     if not is_class:
-        instance_dict = getattr(obj, "__dict__", None)
+        instance_dict = instance_dict_of(obj)
         dict_var = instance_dict_variable(var)
         if dict_var is not None:  # ``obj.__dict__`` was read (and maybe changed) in the frame: it holds them
             graph.add_guard(dict_var)
@@ -189,8 +275,11 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
             return VariableFactory.from_value(instance_dict[name], graph, _value_tracker(var, name))
     found = inspect.getattr_static(obj, name, _MISSING)
     if found is _MISSING:
-        fallback = inspect.getattr_static(type(obj), "__getattr__", None)
-        if isinstance(obj, paddle.nn.Layer) and (fallback is paddle.nn.Layer.__getattr__ or not user_getattr):
+        fallback = inspect.getattr_static(type(obj), "__getattr__", None) if not generic else None
+        # (before anything the class's ``__getattr__`` computes instead, which is guarded by its own reads)
+        guard_attribute_presence(var, name, False, generic=True)
+        if isinstance(obj, paddle.nn.Layer) and not generic and (fallback is paddle.nn.Layer.__getattr__
+                                                                  or not user_getattr):
             raise _missing_layer_attribute(var, name)
         if isinstance(fallback, types.FunctionType) and not is_class:
             # A Python __getattr__ computes the missing attribute: inlined (its AttributeError is the user's)
@@ -208,7 +297,7 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
         raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if not var.tracker.is_traceable():  # found on a class, with no path of its own to guard its value by
         graph.class_attribute_reads.add(name)  # (see FunctionGraph.class_attribute_reads)
-    elif not is_class and not hasattr(type(found), "__set__") and isinstance(getattr(obj, "__dict__", None), dict):
+    elif not is_class and not hasattr(type(found), "__set__") and isinstance(instance_dict_of(obj), dict):
         # (an attribute the instance sets later under that name, ``layer.forward = patched``, would come first)
         var.names_found_on_class.add(name)
     if is_class:
@@ -237,6 +326,33 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True) 
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)
+
+
+def _user_getattribute(var: "ObjectVariable", name: str, hook: Any) -> VariableBase:
+    """``var.name`` when the object's class overrides ``__getattribute__`` in Python: every read goes through
+    it, so the override is inlined at every read (its side effects happen as often as eagerly), then, when it
+    raises AttributeError, the class's ``__getattr__`` (as Python's own lookup does). Its reads through
+    ``object.__getattribute__``/``super().__getattribute__`` are the generic lookup (``generic``), whose
+    values are guarded by paths that skip the override (`GenericGetAttrTracker`). The guard on ``var`` (its
+    type, and the class's version) fixes which functions these are."""
+    from .function import UserFunctionVariable
+
+    graph = var.graph
+    cls = type(var.value)
+    if not isinstance(hook, types.FunctionType):
+        raise FallbackError(f"{cls.__name__}.__getattribute__ is a {type(hook).__name__}: not simulated yet")
+    graph.add_guard(var)
+    name_var = VariableFactory.from_value(name, graph, DummyTracker())
+    try:
+        return UserFunctionVariable(hook, graph, ConstTracker(hook)).call([var, name_var], {})
+    except UserCodeError as exc:
+        fallback = inspect.getattr_static(cls, "__getattr__", None)
+        if not isinstance(exc.original, AttributeError) or fallback is None:
+            raise
+        if not isinstance(fallback, types.FunctionType) or isinstance(var.value, type):
+            raise FallbackError(f"{cls.__name__}.__getattr__ after its __getattribute__: not simulated yet"
+                                ) from None
+    return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
 
 
 def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | None:
@@ -269,7 +385,7 @@ def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | 
         if kind is None or hasattr(kind, "__get__"):
             raise FallbackError(f"reading {name!r} after a function or descriptor was assigned to it on "
                                 f"{cls.__name__} in the frame is not supported yet")
-        instance_dict = None if is_class else getattr(obj, "__dict__", None)
+        instance_dict = None if is_class else instance_dict_of(obj)
         if isinstance(instance_dict, dict) and name in instance_dict:
             return None  # the instance's own attribute wins over a plain class attribute
         return stored
@@ -280,14 +396,16 @@ def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | 
 def instance_dict_variable(var: "ObjectVariable") -> VariableBase | None:
     """The variable of ``obj.__dict__`` when the frame read it: then it, not the real dict, holds the
     simulated attributes (a change through it is written back with the other mutated containers)."""
-    instance_dict = getattr(var.value, "__dict__", None)
+    instance_dict = instance_dict_of(var.value)
     if not isinstance(instance_dict, dict):
         return None
     known = var.graph.known_objects.get(id(instance_dict))
     return known[1] if known is not None and known[0] is instance_dict else None
 
 
-def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBase:
+def _descriptor(var: "ObjectVariable", name: str, descriptor: Any, on_metaclass: bool = False) -> VariableBase:
+    """``var.name`` found as ``descriptor`` on the class (``on_metaclass``: a data descriptor of the
+    metaclass of ``var``'s class, read with the class as its instance)."""
     from .function import UserFunctionVariable
 
     graph = var.graph
@@ -303,9 +421,13 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
         value = getattr(var.value, name)
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     if isinstance(descriptor, _SAFE_DESCRIPTOR_TYPES) or _is_compiled_function(descriptor):
+        # (past a class's own ``__getattribute__``: this is the generic lookup it was inlined down to)
+        hooked = not isinstance(var.value, type) and user_getattribute(type(var.value)) is not None
+        read = object.__getattribute__ if hooked else getattr
         try:
-            value = getattr(var.value, name)
-        except AttributeError as exc:
+            value = read(var.value, name)
+        except AttributeError as exc:  # (an unset slot: assigned later, it is there)
+            guard_attribute_presence(var, name, False, generic=True)
             raise _no_attribute(str(exc)) from None
         if callable(value) and not isinstance(value, type):
             from .callable import BUILTIN_DISPATCH, BuiltinVariable, OpaqueCallableVariable, member_of
@@ -318,7 +440,7 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any) -> VariableBa
             return OpaqueCallableVariable(value, graph, tracker)
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     getter = inspect.getattr_static(type(descriptor), "__get__", None)
-    if isinstance(getter, types.FunctionType):
+    if isinstance(getter, types.FunctionType) and not on_metaclass:
         return _python_descriptor(var, name, descriptor, getter)
     raise FallbackError(f"attribute {type(var.value).__name__}.{name} is a {type(descriptor).__name__} "
                         "descriptor: not simulated yet")
@@ -341,7 +463,8 @@ def _python_descriptor(var: "ObjectVariable", name: str, descriptor: Any, getter
     index = next(i for i, klass in enumerate(cls.__mro__) if vars(klass).get(name) is descriptor)
     graph.add_guard(var)
     if not is_class and not hasattr(type(descriptor), "__set__") and var.tracker.is_traceable():
-        graph.add_expr_guard(var, f"{name!r} not in getattr({{}}, '__dict__', ())")
+        where = "getattr({}, '__dict__', ())" if user_getattribute(cls) is None else dict_expr(obj, "{}")
+        graph.add_expr_guard(var, f"{name!r} not in {where}")
     descriptor_var = VariableFactory.from_value(descriptor, graph, class_member_tracker(var, index, name))
     if is_class:
         instance: VariableBase = ConstantVariable(None, graph, DummyTracker())
@@ -379,9 +502,9 @@ def _is_compiled_function(descriptor: Any) -> bool:
 def has_attribute(var: "ObjectVariable", name: str) -> bool:
     """``hasattr(var.value, name)`` as the frame would see it at this point: attributes stored or deleted
     earlier in the simulation count (they are only replayed after the graph); otherwise the real object is
-    asked, and the answer guarded (a plain instance is guarded by type, not by what attributes it has)."""
-    from .basic import is_plain_instance
-
+    asked, and the answer guarded (`guard_attribute_presence`: a plain instance is guarded by type, a function
+    by its code, not by what attributes they have). Through a class's own ``__getattribute__`` the answer is
+    what the inlined override made of the reads it guarded itself (the guard must not run it)."""
     graph = var.graph
     stored = graph.side_effects.lookup_attr(var.value, name)
     if var.tracker.is_traceable():
@@ -395,8 +518,8 @@ def has_attribute(var: "ObjectVariable", name: str) -> bool:
         if not isinstance(exc.original, AttributeError):
             raise
         result = False
-    if var.tracker.is_traceable() and is_plain_instance(var.value):
-        graph.add_expr_guard(var, f"hasattr({{}}, {name!r}) is {result!r}")
+    if user_getattribute(type(var.value)) is None:
+        guard_attribute_presence(var, name, result)
     return result
 
 
@@ -487,7 +610,7 @@ def store_attribute(var: "ObjectVariable", name: str, value: VariableBase | None
         var.graph.add_guard(var)
     if value is None:
         _check_deletable(var, name, through_object)
-    elif descriptor is _MISSING and not isinstance(obj, type) and not isinstance(getattr(obj, "__dict__", None),
+    elif descriptor is _MISSING and not isinstance(obj, type) and not isinstance(instance_dict_of(obj),
                                                                                    dict):
         # No instance dict and no slot of that name (``__slots__``): the real assignment fails, changing
         # nothing, with the eager error; raised here, where the user's ``try`` and line are known.
@@ -547,10 +670,10 @@ def _check_deletable(var: "ObjectVariable", name: str, through_object: bool = Fa
         raise UserCodeError(f"user code raised AttributeError: {name}", original=AttributeError(name))
     if stored is not ABSENT:
         return
-    instance_dict = getattr(obj, "__dict__", None)
+    instance_dict = instance_dict_of(obj)
     present = isinstance(instance_dict, dict) and name in instance_dict
     if var.tracker.is_traceable() and isinstance(instance_dict, dict):
-        var.graph.add_expr_guard(var, f"({name!r} in {{}}.__dict__) is {present!r}")
+        var.graph.add_expr_guard(var, f"({name!r} in {dict_expr(obj, '{}')}) is {present!r}")
     if not present:
         # Missing: the real deletion fails without changing anything and raises the exact eager error.
         var.graph.run_user_python(delattr, [obj, name], {})

@@ -112,11 +112,13 @@ class ConstantVariable(VariableBase):
 def is_plain_instance(obj: Any) -> bool:
     """An instance of a user-defined class: what it holds is guarded attribute by attribute, so its type
     is enough to guard the object itself (a new instance with equal attributes reuses the translation)."""
+    from .attribute import instance_dict_of
+
     cls = type(obj)
     return (bool(cls.__flags__ & HEAPTYPE) and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
                                                                         types.MethodType, paddle.nn.Layer,
                                                                         enum.Enum))
-            and (hasattr(obj, "__dict__") or _keeps_attributes_in_slots(cls)))  # an enum member is a singleton
+            and (instance_dict_of(obj) is not None or _keeps_attributes_in_slots(cls)))  # an enum member: a singleton
 
 
 def _keeps_attributes_in_slots(cls: type) -> bool:
@@ -150,8 +152,10 @@ class ObjectVariable(VariableBase):
         ``obj.step = types.MethodType(...)``) must miss the entry. One check for all of them."""
         if not self.names_found_on_class:
             return []
+        from .attribute import dict_expr
+
         # (the bound ``isdisjoint`` a constant: a call of a constant is one instruction of the guard program)
-        return [f"{builder.constant(frozenset(self.names_found_on_class).isdisjoint)}({expr}.__dict__)"]
+        return [f"{builder.constant(frozenset(self.names_found_on_class).isdisjoint)}({dict_expr(self.value, expr)})"]
 
     def class_lookup_guards(self, builder: "GuardBuilder") -> list[str]:
         """What the simulation found by looking things up on a user class stays what a lookup finds: the

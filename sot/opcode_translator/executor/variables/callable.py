@@ -1,12 +1,14 @@
 """Callables the simulation knows how to call: Paddle APIs, tensor methods, builtins, `psdb` helpers."""
 from __future__ import annotations
 
+import abc
 import collections
 import enum
 import functools
 import inspect
 import operator
 import sys
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -562,6 +564,27 @@ BUILTIN_DISPATCH[object.__setattr__] = _object_setattr(delete=False)
 BUILTIN_DISPATCH[object.__delattr__] = _object_setattr(delete=True)
 
 
+@builtin_rule(object.__getattribute__)
+def _object_getattribute(graph: "FunctionGraph", args: list[VariableBase],
+                         kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``object.__getattribute__(obj, name)``: the generic lookup (data descriptors, the instance dict, the
+    class), past the class's own ``__getattribute__`` and ``__getattr__``, as a user ``__getattribute__``
+    ends (its reads of the instance simulated, not run natively where the stores of the frame are unseen)."""
+    from .attribute import load_attribute
+
+    if kwargs or len(args) != 2 or not isinstance(args[1], ConstantVariable) or type(args[1].value) is not str:
+        raise FallbackError("object.__getattribute__ with unusual arguments")
+    from .function import UserFunctionVariable
+
+    target = args[0]
+    plain = isinstance(target, ObjectVariable) and (type(target).getattr is ObjectVariable.getattr
+                                                    or isinstance(target, UserFunctionVariable))
+    if not plain or isinstance(target.value, type):  # (a class's own lookup is ``type``'s: run natively)
+        raise BreakGraphError(f"object.__getattribute__ on {target!r} runs natively")
+    graph.add_guard(args[1])
+    return load_attribute(target, args[1].value, generic=True)
+
+
 def frame_locals(graph: "FunctionGraph") -> VariableBase:
     """``locals()`` of the simulated frame, from its simulated variables. Not run natively: the generated code
     holds its own temporaries and not yet the values the simulation computed, and a resume function's frame
@@ -713,6 +736,36 @@ for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, re
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
 
 
+def guard_abc_registrations(graph: "FunctionGraph", classes: Any) -> None:
+    """``isinstance``/``issubclass`` (or a class pattern) answered against ``classes``: an ABC among them
+    (``ABCMeta``) also says True for the classes ``register``-ed with it, which changes the version of no class
+    the guard checks. ABCMeta counts every registration (of any ABC) in ``abc.get_cache_token()``: re-asked at
+    every call, it sends a later ``Base.register(Thing)`` to a new translation."""
+    pending = [classes]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, tuple):
+            pending.extend(item)
+        elif isinstance(item, types.UnionType):
+            pending.extend(item.__args__)
+        elif isinstance(item, abc.ABCMeta):
+            graph.add_query_guard(abc.get_cache_token, abc.get_cache_token())
+            return
+
+
+def _issubclass(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    result = _fold_only(issubclass)(graph, args, kwargs)
+    if len(args) == 2:
+        try:
+            guard_abc_registrations(graph, args[1].get_py_value())
+        except FallbackError:
+            pass
+    return result
+
+
+BUILTIN_DISPATCH[issubclass] = _issubclass
+
+
 # Builtins that call one dunder of their argument, and the type it must return.
 CONVERSION_DUNDERS: dict[Any, tuple[tuple[str, ...], type]] = {
     str: (("__str__", "__repr__"), str), repr: (("__repr__",), str), int: (("__int__", "__index__"), int),
@@ -791,6 +844,7 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
     else:
         graph.add_guard(obj)
         result = isinstance(obj.get_py_value(), classes.get_py_value())
+    guard_abc_registrations(graph, classes.get_py_value())
     return ConstantVariable(result, graph, DummyTracker((obj, classes)))
 
 
@@ -849,16 +903,18 @@ def _getattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
 
         if not has_attribute(obj, name.get_py_value()):
             return args[2]
+    from .attribute import guard_attribute_presence
+
     try:
         return obj.getattr(name.get_py_value())
     except UserCodeError as exc:
         if len(args) == 3 and isinstance(exc.original, AttributeError):
-            graph.add_guard(obj)
+            guard_attribute_presence(obj, name.get_py_value(), False)  # (the default while it stays missing)
             return args[2]
         raise
     except FallbackError:
         if len(args) == 3 and not hasattr(obj.get_py_value(), name.get_py_value()):
-            graph.add_guard(obj)
+            guard_attribute_presence(obj, name.get_py_value(), False)
             return args[2]
         raise
 
@@ -895,8 +951,10 @@ def _hasattr(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str,
 
         result = has_attribute(obj, name.get_py_value())
     else:
-        graph.add_guard(obj)
+        from .attribute import guard_attribute_presence
+
         result = hasattr(obj.get_py_value(), name.get_py_value())
+        guard_attribute_presence(obj, name.get_py_value(), result)
     return ConstantVariable(result, graph, DummyTracker((obj, name)))
 
 
@@ -1777,7 +1835,8 @@ class SuperVariable(VariableBase):
         from .function import BoundMethodVariable
         from .user_mapping import MAPPING_BASES, MappingInstanceVariable
 
-        if klass is object and member_of(BUILTIN_DISPATCH, attr) and name in ("__setattr__", "__delattr__"):
+        if klass is object and member_of(BUILTIN_DISPATCH, attr) and name in ("__setattr__", "__delattr__",
+                                                                              "__getattribute__"):
             function = BuiltinVariable(attr, self.graph, DummyTracker((self,)))
             return BoundMethodVariable(function, self.self_var, self.graph, DummyTracker((function, self.self_var)))
         if klass in MAPPING_BASES and isinstance(self.self_var, MappingInstanceVariable):
