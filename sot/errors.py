@@ -68,12 +68,19 @@ class UserCodeError(FallbackError):
     with the user's own traceback. Never turned into an `UnsupportedError` by strict mode.
 
     ``original`` is the exception the user code raised, when known: a ``try`` block of the simulated code
-    can then catch it (handlers/exceptions.py)."""
+    can then catch it (handlers/exceptions.py).
+
+    ``reraise``: a bare ``raise`` or ``RERAISE`` of an exception already raised, which keeps its
+    ``__context__`` (a new raise takes the exception being handled as its context, as the interpreter's
+    ``_PyErr_SetObject`` does: `OpcodeExecutor.chain_context`); ``chained``: that was done (once, by the
+    frame that raised it, not again by each caller it leaves)."""
 
     def __init__(self, reason: str, location: "SourceLocation | None" = None,
-                 original: BaseException | None = None) -> None:
+                 original: BaseException | None = None, reraise: bool = False) -> None:
         super().__init__(reason, location)
         self.original = original
+        self.reraise = reraise
+        self.chained = False
 
 
 class BreakGraphError(FallbackError):

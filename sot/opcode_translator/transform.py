@@ -25,7 +25,7 @@ from .executor.handlers.iteration import NativeLoopBreak
 from .executor.handlers.operators import LEGACY_BINARY_OPCODES
 from .executor.liveness import (cells_shared_across_breaks, deleted_names, in_frame_order, is_protected, live_in,
                                 names_used_between)
-from .executor.opcode_executor import GraphBreak, OpcodeExecutor
+from .executor.opcode_executor import GraphBreak, OpcodeExecutor, check_abandoned_generators
 from .executor.variables.base import NullVariable, VariableBase
 from .executor.tracker import DummyTracker
 from .executor.variables.basic import TensorVariable
@@ -297,6 +297,7 @@ def _translate_raise_in_flight(frame: FrameInfo, graph: FunctionGraph, brk: Grap
     instead, the generated code runs the frame up to the instruction that raised it, then the rest natively
     from that instruction (`build_native_code`), which raises it for real; the handler and what follows run
     as eager code (``sys.exc_info()`` and a bare ``raise`` in the handler too)."""
+    check_abandoned_generators(graph)
     code = frame.code
     raised_at = brk.in_flight[0]  # the outermost: running from there raises the others again too
     offset = raised_at.instr.offset
@@ -405,6 +406,7 @@ def _loop_operands(code: types.CodeType, entry: GraphBreak, how: pyversion.LoopE
 
 def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_iter_offset: int,
                brk: GraphBreak, how: pyversion.LoopEntry) -> Translation:
+    check_abandoned_generators(graph)
     code = frame.code
     live_at = live_in(code)
     iterable, below = _loop_operands(code, entry, how, live_at)
@@ -692,6 +694,7 @@ def _operand_counts(instr: dis.Instruction) -> tuple[int, int]:
 
 def _translate_break(frame: FrameInfo, graph: FunctionGraph, brk: GraphBreak) -> Translation:
     """Compile what came before ``brk.instr``, run it natively, continue in resume function(s)."""
+    check_abandoned_generators(graph)
     code = frame.code
     instr = brk.instr
     graph.truncate(brk.n_statements, brk.n_inputs)

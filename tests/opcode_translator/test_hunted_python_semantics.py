@@ -280,3 +280,126 @@ def test_a_metaclass_data_descriptor_wins_over_the_class_attribute(compile_all):
     """``type.__getattribute__``: a data descriptor of the metaclass (a ``@property``) comes before the class's
     own attribute of that name; the class attribute was read (3.0 instead of 7.0)."""
     check(reads_a_metaclass_property, lambda: (T(3), _ModelUnderMeta), calls=3)
+
+
+# -- a bug hunt's findings: lazy consumers, exception context, ``**`` keys, finalizers ----------------------
+_log: list = []
+
+
+def _checked(i):
+    _log.append(i)
+    return i > 1
+
+
+def _counting(n):
+    for i in range(n):
+        _log.append(("made", i))
+        yield i
+
+
+def lazy_consumers_stop_early(x, n):
+    y = x * 2 + 1
+    found = any(_checked(i) for i in range(n))
+    every = all(_checked(i) < 1 for i in [0, 5, 6])
+    try:
+        a, b = _counting(n)
+    except ValueError as error:
+        message = str(error)
+    return y, found, every, message
+
+
+def membership_in_a_generator(x, n):
+    return x * 2 + 1, 1 in _counting(n), 9 in _counting(n)
+
+
+@pytest.mark.parametrize("fn", [lazy_consumers_stop_early, membership_in_a_generator], ids=lambda fn: fn.__name__)
+def test_any_all_in_and_unpacking_stop_at_the_item_that_decides(compile_all, fn):
+    """``any``/``all`` read every item of a generator before testing the first (its later items' side
+    effects happened); ``a, b = gen()`` ran the generator to its end (CPython steps once past the targets);
+    ``1 in gen()`` made the frame fall back. Each stops where CPython does."""
+    check(fn, lambda: (T(3), 5), state=lambda: list(_log), reset=_log.clear)
+
+
+def context_of_a_raise_in_a_handler(x, k):
+    y = x * 2 + 1
+    seen = []
+    try:
+        try:
+            {}[k]
+        except KeyError:
+            raise ValueError("wrapped")
+    except ValueError as error:
+        seen.append((repr(error.__context__), error.__suppress_context__, error.__cause__))
+    try:
+        try:
+            {}[k]
+        except KeyError:
+            raise ValueError("wrapped") from None
+    except ValueError as error:
+        seen.append((repr(error.__context__), error.__suppress_context__, error.__cause__))
+    try:
+        try:
+            {}[k]
+        except KeyError:
+            try:
+                [][1]
+            except IndexError:
+                pass
+            raise  # (a re-raise keeps the context it had: None)
+    except KeyError as error:
+        seen.append(repr(error.__context__))
+    return y, seen
+
+
+def test_an_exception_raised_while_one_is_handled_has_it_as_context(compile_all):
+    """The simulation set ``__cause__`` only: an exception raised in an ``except`` block had no
+    ``__context__`` (eager: the exception handled), and ``raise ... from`` left ``__suppress_context__``
+    False."""
+    check(context_of_a_raise_in_a_handler, lambda: (T(3), "q"))
+
+
+def _keywords(**kwargs):
+    return kwargs
+
+
+def keywords_that_are_not_strings(x):
+    y = x * 2 + 1
+    try:
+        _keywords(**{1: 2})
+    except TypeError as error:
+        return y, str(error)
+    return y, "accepted"
+
+
+def test_double_star_keys_must_be_strings(compile_all):
+    """``f(**{1: 2})`` was accepted during simulation: CPython's call raises ``TypeError('keywords must be
+    strings')``, which the user's handler catches."""
+    check(keywords_that_are_not_strings, lambda: (T(3),))
+
+
+class _Handle:
+    def __init__(self, n):
+        self.n = n
+        _log.append(f"open {n}")
+
+    def __del__(self):
+        _log.append("close")
+
+
+def makes_a_finalized_object(x):
+    y = x * 2 + 1
+    handle = _Handle(2)
+    return y * handle.n
+
+
+def test_an_instance_with_a_del_is_made_natively(compile_all):
+    """An instance made in the frame is simulated over a stand-in built by ``object.__new__`` whose
+    ``__init__`` never runs: a class with a ``__del__`` ran it on that half-built stand-in when the translation
+    dropped it (an extra "close" before "open"). Such an instance is made natively at a graph break."""
+    import gc
+
+    def state():
+        gc.collect()
+        return list(_log)
+
+    check(makes_a_finalized_object, lambda: (T(3),), breaks=1, state=state, reset=_log.clear)

@@ -400,6 +400,8 @@ class FunctionGraph:
         self.inlined_calls = 0
         self.top_resolver: Any = None  # how the translated frame resolves globals
         self.side_effects = SideEffects()
+        # Every generator a generator function made during simulation (`check_abandoned_generators`).
+        self.simulated_generators: list[Any] = []
         # Blocks entered before the frame started (a resume function's) that the simulation ended: the
         # generated code leaves them for real before running the graph.
         self.block_exits: list[VariableBase] = []

@@ -217,6 +217,10 @@ class OpcodeExecutor:
         self.except_star_parts: dict[int, BaseException] = {}
         # 3.10's block stack: (handler offset, or EXCEPT_HANDLER for a running handler; stack level)
         self.blocks: list[tuple[int, int]] = []
+        self.generator_done = False  # (a simulated generator's frame: it returned or raised)
+        # Generators this frame made for a ``for`` loop of its own (``for v in gen(t)``): the loop holds the only
+        # reference, so CPython closes each when the loop lets go of it (a break, a return, an exception).
+        self.loop_generators: list[Any] = []
 
     @classmethod
     def for_frame(cls, frame: FrameInfo, graph: FunctionGraph) -> "OpcodeExecutor":
@@ -327,6 +331,35 @@ class OpcodeExecutor:
             return True
         return False
 
+    def chain_context(self, exc: BaseException) -> None:
+        """A new raise of ``exc`` while an exception is handled (here or in a simulated caller) takes it as
+        ``exc.__context__``, as the interpreter's ``_PyErr_SetObject`` does, cutting a cycle through ``exc``
+        in the handled exception's own context chain first."""
+        executor: OpcodeExecutor | None = self
+        while executor is not None and not executor.handling:
+            executor = executor.parent
+        if executor is None:
+            return
+        handled = executor.handling[-1]
+        if handled is exc:
+            return
+        link, seen = handled, set()
+        while (context := link.__context__) is not None and id(link) not in seen:
+            seen.add(id(link))
+            if context is exc:
+                link.__context__ = None
+                break
+            link = context
+        exc.__context__ = handled
+
+    def _close_dropped_generators(self, everything: bool = False) -> None:
+        """Close the loop generators (`loop_generators`) this frame's stack no longer holds (``everything``:
+        the frame is left), as CPython's refcounting does at that instruction."""
+        dropped = [it for it in self.loop_generators if everything or not any(var is it for var in self.stack)]
+        self.loop_generators = [it for it in self.loop_generators if not any(it is d for d in dropped)]
+        for iterator in dropped:
+            close_generator(iterator)
+
     def user_stack(self) -> list[SourceLocation]:
         """The simulated call stack, outermost first (for reports of breaks inside inlined calls)."""
         chain = []
@@ -367,6 +400,8 @@ class OpcodeExecutor:
                          graph.side_effects.checkpoint())
             try:
                 result = handler(self, instr)
+                if self.loop_generators:
+                    self._close_dropped_generators(everything=isinstance(result, Return))
             except BreakGraphError as exc:
                 if exc.location is None:
                     exc.location = self.location()
@@ -377,8 +412,16 @@ class OpcodeExecutor:
             except UserCodeError as exc:
                 if exc.location is None:
                     exc.location = self.location()
+                if not exc.chained:
+                    exc.chained = True
+                    if not exc.reraise and exc.original is not None:
+                        self.chain_context(exc.original)
                 if exc.original is None or not self._enter_handler(instr, exc.original):
+                    if self.loop_generators:  # (the frame is left: its stack goes)
+                        self._close_dropped_generators(everything=True)
                     raise
+                if self.loop_generators:  # (unwound to the handler's stack depth)
+                    self._close_dropped_generators()
                 if top and id(exc.original) not in self.raised:
                     # (the first raise: a re-raise keeps the traceback it made; running from it redoes both)
                     self.raised[id(exc.original)] = RaisedAt(exc.original, instr, saved, self.lineno)
@@ -388,6 +431,8 @@ class OpcodeExecutor:
                     exc.location = self.location()
                 raise
             if isinstance(result, Return):
+                if top:
+                    check_abandoned_generators(graph)
                 return result.value
             if isinstance(result, Yield):
                 return result  # type: ignore[return-value]  # only in a simulated generator
@@ -413,24 +458,89 @@ def simulate_generator(executor: OpcodeExecutor) -> "Generator[VariableBase, Non
         try:
             result = executor.run()
         except UserCodeError as exc:
+            executor.generator_done = True
             if isinstance(exc.original, StopIteration):  # PEP 479 (3.12+ compile it into the generator)
                 error = RuntimeError("generator raised StopIteration")
-                error.__cause__ = exc.original
-                raise UserCodeError(f"user code raised RuntimeError: {error}", exc.location, error) from None
+                error.__cause__ = error.__context__ = exc.original
+                replaced = UserCodeError(f"user code raised RuntimeError: {error}", exc.location, error)
+                replaced.chained = True
+                raise replaced from None
+            raise
+        except BaseException:
+            executor.generator_done = True  # (a break or fallback inside it: never resumed)
             raise
         finally:
             graph.current_executor = consumer
         if not isinstance(result, Yield):
+            executor.generator_done = True
             return result  # the generator's return value: what ``yield from`` it evaluates to
         try:
             yield result.value
         except ThrowIntoGenerator as thrown:
             paused_at = executor.instructions[executor.pc - 1]  # the YIELD_VALUE
             if not executor._enter_handler(paused_at, thrown.exc):
+                executor.generator_done = True
                 raise UserCodeError(f"user code raised {type(thrown.exc).__name__}: {thrown.exc}",
-                                    executor.location(), thrown.exc) from None
+                                    executor.location(), thrown.exc, reraise=True) from None
             continue  # in the generator's handler
         executor.push(VariableFactory.from_value(None, graph, DummyTracker()))  # the value ``send`` gives
+
+
+def suspended_in_cleanup(executor: OpcodeExecutor) -> bool:
+    """Whether a simulated generator is paused at a ``yield`` inside a ``try``/``with`` block of its own, so
+    that closing it (GeneratorExit thrown there) runs its code: an ``except``, a ``finally``, an ``__exit__``.
+    The handler 3.12+ wrap every generator body in (StopIteration -> RuntimeError) does not count."""
+    if executor.pc == 0 or executor.generator_done:
+        return False  # (not started, or finished: ``close()`` runs nothing)
+    if pyversion.HAS_BLOCK_STACK:
+        return bool(executor.blocks)
+    return _handled_in_frame(executor, executor.instructions[executor.pc - 1].offset)
+
+
+def _handled_in_frame(executor: OpcodeExecutor, offset: int) -> bool:
+    """Whether an exception at ``offset`` reaches a handler of the user's (3.11+ exception table). A ``yield
+    from``'s own (3.12+ ``CLEANUP_THROW``, which hands a thrown exception on to the delegate: a simulated
+    delegate is a generator of its own, `check_abandoned_generators`) counts as what covers it."""
+    for entry in handler_entries(executor.code):
+        if entry.start <= offset < entry.end:
+            target = executor.instructions[executor._index_of_offset[entry.target]]
+            if target.opname == "CLEANUP_THROW":
+                return _handled_in_frame(executor, target.offset)
+            return not (target.opname == "CALL_INTRINSIC_1" and target.argrepr == "INTRINSIC_STOPITERATION_ERROR")
+    return False
+
+
+def close_generator(iterator: Any) -> None:
+    """``close()`` of a simulated generator (an `IteratorVariable` made by a generator function) whose last
+    reference goes: as CPython does then, GeneratorExit is thrown at the ``yield`` it is paused at, its
+    handlers and ``finally`` blocks simulated. What eager reports as unraisable instead of raising (another
+    exception, a ``yield`` ignoring GeneratorExit) falls back."""
+    iterator.closed = True
+    if not suspended_in_cleanup(iterator.generator):
+        return  # (GeneratorExit would leave it at once: nothing observable)
+    try:
+        iterator._source.throw(ThrowIntoGenerator(GeneratorExit()))
+    except StopIteration:
+        return
+    except UserCodeError as exc:
+        if isinstance(exc.original, GeneratorExit):
+            return
+        raise FallbackError(f"closing a generator raised {exc.original!r} (eager reports it as unraisable)") from None
+    raise FallbackError("a generator yielded when closed (eager reports a RuntimeError as unraisable)")
+
+
+def check_abandoned_generators(graph: FunctionGraph) -> None:
+    """At the end of the translated frame (its return, or the graph break translated: a simulation given up
+    for another, up to a loop head, proves nothing): a simulated generator left paused inside a ``try``/``with``
+    block, other than a ``for`` loop's own (closed when dropped, `close_generator`), was closed by CPython when
+    its last reference went, at a point the simulation does not know, running user code there: the frame
+    falls back. (One whose steps a graph break rolled back is stepped again by the native instruction.)"""
+    for iterator in graph.simulated_generators:
+        if iterator.closed or iterator.managed or iterator.spent:
+            continue
+        if suspended_in_cleanup(iterator.generator):
+            raise FallbackError(f"{iterator.description} is left paused inside a try/with block: its cleanup runs "
+                                "when it is dropped, which is not simulated")
 
 
 def handler_entries(code: types.CodeType) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dis
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import NullVariable, VariableBase
@@ -100,5 +100,9 @@ def call_function_ex(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if kwargs_var is not None:
         if not isinstance(kwargs_var, DictVariable):
             raise FallbackError("** arguments that are not a dict are not supported yet")
+        if not all(isinstance(key, str) for key in kwargs_var.items):
+            # (checked by the call, for any callee, before it runs: ``f(**{1: 2})``)
+            error = TypeError("keywords must be strings")
+            raise UserCodeError(f"user code raised TypeError: {error}", original=error)
         kwargs = dict(kwargs_var.items)
     _do_call(executor, callee, args_var.unpack(), kwargs)

@@ -9,6 +9,7 @@ from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
                                    dict_key)
+from ..variables.iterator import IteratorVariable
 from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable, pin_float
 from ..variables.user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
@@ -71,7 +72,8 @@ def list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("UNPACK_SEQUENCE")
 def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
-    items = source.unpack()
+    # An iterator is stepped once past the targets (to tell "too many values"), never to its end.
+    items = source.take(instr.arg + 1) if isinstance(source, IteratorVariable) else source.unpack()
     if len(items) != instr.arg:
         problem = (f"too many values to unpack (expected {instr.arg})" if len(items) > instr.arg
                    else f"not enough values to unpack (expected {instr.arg}, got {len(items)})")

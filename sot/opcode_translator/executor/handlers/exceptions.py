@@ -67,12 +67,13 @@ def raise_varargs(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if not values:  # a bare ``raise``: the exception being handled
         if not executor.handling:
             raise UserCodeError("user code raised RuntimeError: No active exception to reraise")
-        raise UserCodeError("user code re-raised", original=executor.handling[-1])
+        raise UserCodeError("user code re-raised", original=executor.handling[-1], reraise=True)
     exc = _exception_of(values[0])
     # ``raise e`` gives ``e`` a new traceback: it no longer counts as a part of an except* group re-raised
     executor.except_star_parts.pop(id(exc), None)
-    if len(values) == 2:
+    if len(values) == 2:  # ``raise exc from cause`` (``from None`` too) hides the context in tracebacks
         exc.__cause__ = None if values[1].get_py_value() is None else _exception_of(values[1])
+        exc.__suppress_context__ = True
     raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
 
 
@@ -140,7 +141,7 @@ def reraise(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
         exc = executor.pop().get_py_value()
     if not isinstance(exc, BaseException):
         raise FallbackError("RERAISE of something that is not an exception")
-    raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc)
+    raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc, reraise=True)
 
 
 @handles("WITH_EXCEPT_START")

@@ -47,6 +47,17 @@ def get_iter(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
         return
     executor.pop()
     executor.push(iterator)
+    if _loop_temporary(executor, iterator):
+        executor.loop_generators.append(iterator)
+
+
+def _loop_temporary(executor: OpcodeExecutor, iterator: IteratorVariable) -> bool:
+    """A generator this ``GET_ITER`` hands to the ``FOR_ITER`` after it, made by the call just before (``for v
+    in gen(t)``) or by this instruction (an ``__iter__`` generator method): only the loop can refer to it."""
+    made_by = iterator.made_by
+    return (iterator.generator is not None and made_by is not None and made_by[0] is executor
+            and made_by[1] in (executor.pc - 1, executor.pc) and executor.pc < len(executor.instructions)
+            and executor.instructions[executor.pc].opname == "FOR_ITER")
 
 
 @handles("FOR_ITER")

@@ -1213,7 +1213,12 @@ def _sum(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 
 def _truth_reduce(want: bool) -> BuiltinRule:
     def rule(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-        for item in _items_of(args[0]):
+        from .iterator import iterate
+
+        # Item by item, as CPython's any/all: the first deciding item stops the iteration, so a generator's
+        # later items (and the side effects computing them) are never produced.
+        source = iterate(args[0])
+        while (item := source.next()) is not None:
             truth = item.bool()
             graph.add_guard(item)
             if truth == want:
@@ -1666,6 +1671,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
 
     if namedtuple_class(obj):
         return construct_namedtuple(var, args, kwargs)
+    if isinstance(obj, type) and has_finalizer(obj):
+        # The simulation builds a stand-in instance (its ``__init__`` inlined, never run on it): dropped, its
+        # ``__del__`` would run on a half-built object, at a time of the translator's choosing.
+        raise BreakGraphError(f"creating an instance of {obj.__qualname__} (it has a __del__) runs natively")
     if isinstance(obj, type) and is_simple_class(obj):
         return instantiate(var, args, kwargs)
     from .user_mapping import instantiate_mapping, mapping_base
@@ -1729,6 +1738,11 @@ def _nested_translation(var: ObjectVariable) -> VariableBase | None:
     var.needs_identity = True  # (which translation it is: another one in its place is another original)
     var.graph.add_guard(var)
     return VariableFactory.from_value(original, var.graph, GetAttrTracker(var, "__sot_translated__"))
+
+
+def has_finalizer(cls: type) -> bool:
+    """Whether instances of ``cls`` run Python code when they die (a ``__del__`` of the class or a base)."""
+    return any("__del__" in vars(klass) for klass in cls.__mro__)
 
 
 def is_simple_class(cls: type) -> bool:

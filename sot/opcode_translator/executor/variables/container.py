@@ -1261,8 +1261,13 @@ def _sequence_equality(negate: bool) -> ContainerOperator:
 
 
 def _membership(container: VariableBase, item: VariableBase) -> VariableBase | None:
+    from .dunder import scan_for
+    from .iterator import IteratorVariable
+
     if isinstance(container, DictViewVariable):
         return container.contains(item)
+    if isinstance(container, IteratorVariable):  # (a generator: scanned lazily, up to the first match)
+        return scan_for(container, item)
     found = _key_membership(container, item)
     if found is None and isinstance(container, SequenceVariable):
         found = _membership_with_tensors(container, container.items, item)

@@ -527,6 +527,10 @@ class GeneratorContextManagerVariable(VariableBase):
         self.generator = generator
         self.made = made
         self.entered = False
+        from .iterator import IteratorVariable
+
+        if isinstance(generator, IteratorVariable):
+            generator.managed = True  # (its ``with`` closes it: not a generator left paused)
 
     def enter(self) -> tuple[VariableBase, VariableBase]:
         self.entered = True

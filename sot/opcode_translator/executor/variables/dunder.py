@@ -196,8 +196,15 @@ def contains(container: VariableBase, item: VariableBase) -> VariableBase | None
     iterator = container.iterator() if isinstance(container, ObjectVariable) else iterate_instance(container)
     if iterator is None:
         return None
+    return scan_for(iterator, item)
+
+
+def scan_for(iterator: "IteratorVariable", item: VariableBase) -> VariableBase:
+    """``item in iterator`` as CPython scans: identity, then ``==``, element by element, stopping at the
+    first match (a generator's later elements are never produced)."""
     from .callable import apply_operator
 
+    graph = item.graph
     while (element := iterator.next()) is not None:
         if element is item:
             return ConstantVariable(True, graph, DummyTracker())

@@ -238,7 +238,12 @@ class FunctionVariableBase(VariableBase):
             # same arguments (a break at a call consuming it, ``sum(float(t) for t in ts)``, runs that call
             # natively on it).
             rebuild = (self, list(args)) if not kwargs else None
-            return IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}", rebuild)
+            iterator = IteratorVariable(simulate_generator(child), graph, f"generator {self.function_name()}",
+                                        rebuild)
+            iterator.generator = child
+            iterator.made_by = (parent, parent.pc) if parent is not None else None
+            graph.simulated_generators.append(iterator)
+            return iterator
         try:
             return child.run()
         finally:

@@ -33,6 +33,13 @@ class IteratorVariable(VariableBase):
         self.spent = False  # consumed by a simulation rolled back since (`_consume`)
         self.loop_offset: int | None = None  # the FOR_ITER of the translated frame stepping it, if any
         self.made_at = graph.side_effects.clock  # (container changes up to this tick came before it)
+        # A generator function's: the executor of its frame, and the executor and instruction (its ``pc``)
+        # whose call made it (`OpcodeExecutor.loop_generators`). ``closed``: dropped and closed; ``managed``:
+        # a ``@contextmanager``'s, closed by its ``with`` statement.
+        self.generator: Any = None
+        self.made_by: tuple[Any, int] | None = None
+        self.closed = False
+        self.managed = False
 
     def _consume(self) -> None:
         """Items are taken from now on. Undone when the simulation rolls back to before the first (a graph
@@ -69,6 +76,16 @@ class IteratorVariable(VariableBase):
     def unpack(self) -> list[VariableBase]:
         self._consume()
         return list(self._source)
+
+    def take(self, count: int) -> list[VariableBase]:
+        """At most ``count`` items, fewer once exhausted: what a consumer that stops early reads (unpacking
+        ``a, b = gen()`` steps three times, as CPython does to tell "too many values"), leaving the rest of a
+        generator (and the side effects producing it) unrun."""
+        self._consume()
+        items = []
+        while len(items) < count and (item := next(self._source, None)) is not None:
+            items.append(item)
+        return items
 
     def children(self) -> list[VariableBase]:
         if not self.rebuild:
