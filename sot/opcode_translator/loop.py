@@ -42,6 +42,8 @@ from .runtime import values_or_unbound
 CONTINUE, BREAK, RETURN, RAISE = 0, 1, 2, 3
 # Where the block handing back an exception that leaves a loop body keeps it while it pops the stack.
 _EXCEPTION_LOCAL = "__sot_loop_exception"
+# Where a loop body function puts a NULL under the loop's iterator when it returns (never read).
+_NULL_LOCAL = "__sot_loop_null"
 # Instructions reaching a 3.12+ cell variable's slot as a plain local (3.13's LOAD_FAST of a cell for a closure
 # is decoded back to the cell: `pyversion.restore_cell_loads`).
 _PLAIN_LOCAL_USES = frozenset({"LOAD_FAST_AND_CLEAR", "STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST",
@@ -92,10 +94,13 @@ def caught_around_loop(code: types.CodeType, for_iter_offset: int) -> bool:
     return False
 
 
-def _result(flag: int, live: tuple[str, ...], lineno: int, below: int = 0, unsure: tuple[str, ...] = ()) -> list:
+def _result(flag: int, live: tuple[str, ...], lineno: int, below: tuple[bool, ...] = (),
+            unsure: tuple[str, ...] = ()) -> list:
     """Instructions returning ``(flag, None, (live...))`` (the dummy iterator was popped before), after
-    popping the ``below`` values under the loop's iterator; ``unsure``: as in `_emit_live_values`."""
-    out = [Instr("POP_TOP", lineno=lineno) for _ in range(below)]
+    popping the values under the loop's iterator (``below``: their layout, True for a NULL, which
+    ``POP_TOP`` cannot pop: it is stored in a local nothing reads); ``unsure``: as in `_emit_live_values`."""
+    out = [Instr("STORE_FAST", _NULL_LOCAL, lineno=lineno) if is_null else Instr("POP_TOP", lineno=lineno)
+           for is_null in reversed(below)]
 
     def emit(name: str, *arg: object) -> None:
         out.append(Instr(name, *arg, lineno=lineno))
@@ -141,11 +146,14 @@ def shared_loop_cells(code: types.CodeType, how: pyversion.LoopEntry, for_iter_o
 
 @lru_cache(maxsize=256)
 def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple[str, ...],
-                         below: int = 0, native: bool = False, loop_cells: tuple[str, ...] = (),
+                         below: tuple[bool, ...] = (), native: bool = False, loop_cells: tuple[str, ...] = (),
                          maybe_unbound: tuple[str, ...] = ()) -> types.CodeType:
     """The loop body function of the loop at ``for_iter_offset``, under whose iterator the stack holds
-    ``below`` values (an enclosing loop's iterator; a comprehension's result and the variables it saved):
-    they come first among its arguments (the values it never reads may be None).
+    values laid out as ``below``, bottom first (an enclosing loop's iterator; a comprehension's result and
+    the variables it saved): they come first among its arguments, but for the NULLs (True), which its
+    prologue pushes. A 3.12+ inlined comprehension saves an unbound variable as a NULL, and its hidden
+    handler, kept in the body function, puts the saved value back when an exception leaves an item: a None
+    passed instead would bind the variable for the user's handler after it.
 
     Its closure holds the frame's cells (`resume.build_entry_code`'s ``cells_from_closure``), then the
     ``loop_cells``: those a 3.12+ inlined comprehension makes for its variables before its loop, one per run
@@ -213,7 +221,7 @@ def build_loop_body_code(code: types.CodeType, for_iter_offset: int, live: tuple
         body.extend(escapes.instructions())
 
     role = f"for-loop body at line {_line(code, body_start)}"
-    body = build_entry_code(code, body_start, (False,) * (below + 2), live, role,
+    body = build_entry_code(code, body_start, below + (False, False), live, role,
                             _flatten(edit_and_hand_back_escapes), len(live) + 6,
                             cells_from_closure=True, closure_cells=loop_cells, maybe_unbound=maybe_unbound,
                             block_handler=escapes.label if pyversion.HAS_BLOCK_STACK else None)
@@ -255,7 +263,10 @@ class _EscapeBlocks:
         covering = covering_try(body, position)
         if covering is not None and comprehension:
             hidden = covering.target
-            covering = covering_try(body, next(i for i, item in enumerate(body) if item is hidden))
+            at = next(i for i, item in enumerate(body) if item is hidden)
+            while not isinstance(body[at], Instr):  # (the entry covering the handler begins after its label)
+                at += 1
+            covering = covering_try(body, at)
         if covering is None:
             return
         handler = covering.target

@@ -22,7 +22,8 @@ from ..errors import FallbackError
 from . import pyversion
 from .frame_groups import _CodeKeyedMap
 from .frame_groups import derived_from
-from .executor.liveness import EXCEPT_HANDLER, FRAME_READERS, block_stacks, cells_shared_across_breaks
+from .executor.liveness import (EXCEPT_HANDLER, FRAME_READERS, block_stacks, cells_shadowed_by_comprehensions,
+                                cells_shared_across_breaks, comprehension_cell_name)
 from .runtime import UNBOUND
 
 STACK_ARG = "__sot_stack_{}"
@@ -147,7 +148,9 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     ``cells_from_closure``: the original's cell variables (`cells_shared_across_breaks`) become free variables
     (after its own), so the function is made with the very cells of the frame it continues (closures made
     before the entry share them, as in the original frame); they are then never received as ``live``
-    arguments. ``closure_cells``: more cell variables received in the closure, after those (a 3.12+ inlined
+    arguments. A 3.12+ inlined comprehension's own cell of the name of such a cell is then a cell variable of
+    another name (`cells_shadowed_by_comprehensions`), unless it is one of ``closure_cells``.
+    ``closure_cells``: more cell variables received in the closure, after those (a 3.12+ inlined
     comprehension's, which the original makes again at each run of the comprehension: see
     `loop.build_loop_body_code`), whose plain-local uses (their save and restore around the comprehension)
     the caller must keep out of what the function runs.
@@ -167,9 +170,14 @@ def build_entry_code(code: types.CodeType, offset: int, stack_layout: tuple[bool
     body = list(abstract)
     copied = {id(body[position]): offset for offset, position in sorted(index.items())}  # (the last: no prefix)
     stack_loads_before_edit = _stack_argument_loads(body)
+    comprehension_cells: list[str] = []
+    if cells_from_closure:  # (while ``index`` still maps each offset to its instruction)
+        comprehension_cells = _rename_comprehension_cells(body, index, {
+            name: offsets for name, offsets in cells_shadowed_by_comprehensions(code).items()
+            if name not in closure_cells})
     if edit is not None:
         edit(body, index)
-    cellvars = list(abstract.cellvars)
+    cellvars = list(abstract.cellvars) + comprehension_cells
     freevars = list(abstract.freevars)
     if cells_from_closure:
         shared = [name for name in cellvars if name in cells_shared_across_breaks(code)]
@@ -330,6 +338,26 @@ def covering_try(body: list, position: int) -> TryBegin | None:
         elif isinstance(item, TryEnd) and item.entry is covering:
             covering = None
     return covering
+
+
+def _rename_comprehension_cells(body: list, index: dict[int, int],
+                                shadowed: dict[str, frozenset[int]]) -> list[str]:
+    """Give the instructions at the offsets of ``shadowed`` (`cells_shadowed_by_comprehensions`) the name of
+    the comprehension's own cell (`comprehension_cell_name`) instead of their variable's, and return those
+    names (new cell variables): the frame's cell of that name becomes a free variable
+    (`_cells_to_free_variables`), whose slot the comprehension's ``MAKE_CELL`` would wrap in a new cell (and
+    its save and restore would reach another slot, a plain local's)."""
+    for name, offsets in shadowed.items():
+        own = comprehension_cell_name(name)
+        for offset in offsets:
+            instr = body[index[offset]]
+            if isinstance(instr.arg, tuple):  # (3.13 super-instructions: a pair of names)
+                instr.arg = tuple(own if arg == name else arg for arg in instr.arg)
+            elif isinstance(instr.arg, (CellVar, FreeVar)) and instr.arg.name == name:
+                instr.arg = CellVar(own)
+            elif instr.arg == name:
+                instr.arg = own
+    return [comprehension_cell_name(name) for name in shadowed]
 
 
 def _cells_to_free_variables(body: list, names: set[str]) -> None:

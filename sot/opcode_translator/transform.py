@@ -477,19 +477,17 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
     codegen.store_fast(item)
     # A comprehension runs natively between compiled code, on every version (3.10/3.11 call its function,
     # whose frame the hook runs natively: callback._is_comprehension_body): its body function too.
-    body = build_loop_body_code(code, for_iter_offset, live, len(below), native=how.kind != "statement",
+    layout = tuple(isinstance(var, NullVariable) for var in below)
+    body = build_loop_body_code(code, for_iter_offset, live, layout, native=how.kind != "statement",
                                 loop_cells=loop_cell_names, maybe_unbound=unbound_in_body)
     codegen.push_callable(lambda: codegen.make_function(body, loop_cells))
-    for var in below:  # (the same objects at every item: a comprehension's result is appended to)
-        if isinstance(var, NullVariable):
-            codegen.load_const(None)  # (a slot the body never reads)
-        else:
-            codegen.reconstruct(var)
+    for var in below_values:  # (the same objects at every item: a comprehension's result is appended to)
+        codegen.reconstruct(var)
     codegen.load_const(None)
     codegen.emit("LOAD_FAST", item)
     for name in live:
         codegen.emit("LOAD_FAST", name)
-    codegen.call(len(below) + 2 + len(live))
+    codegen.call(len(below_values) + 2 + len(live))
     codegen.emit("UNPACK_SEQUENCE", 3)
     codegen.store_fast(flag)
     codegen.store_fast(value)
@@ -514,7 +512,6 @@ def _emit_loop(frame: FrameInfo, graph: FunctionGraph, entry: GraphBreak, for_it
         pyversion.end_exception_region(codegen.add, region, codegen.lineno, first=False)
     pyversion.emit_for_iter_exit(codegen.emit)  # (3.12+: the END_FOR an exhausted FOR_ITER skips)
     codegen.add(done)
-    layout = tuple(isinstance(var, NullVariable) for var in below)
     maybe_unbound_after = tuple(name for name in unbound if name in live_exit)
     codegen.push_callable(lambda: codegen.make_function(build_resume_code(code, exit_offset, layout, live_exit,
                                                                           maybe_unbound_after)))

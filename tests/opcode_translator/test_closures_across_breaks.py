@@ -8,6 +8,7 @@ made anew at each call is guarded by its code, not its identity, so the second c
 from __future__ import annotations
 
 import paddle
+import pytest
 
 import sot
 
@@ -294,3 +295,78 @@ def test_closure_over_arguments_made_after_a_break(compile_all):
         return positive, pick(0), pick(2)
 
     check(fn, lambda: (T(3), T(3) * 2, 1.5), breaks=1)
+
+
+# 3.12+ (PEP 709): ``i`` below is both a cell of the frame (``get`` captures it) and the variable of an inlined
+# comprehension whose lambdas capture it, a new cell at each run of the comprehension: one slot holds either
+# cell in turn (the comprehension saves the frame's cell with LOAD_FAST_AND_CLEAR, puts it back with
+# STORE_FAST). On 3.10/3.11 they are two variables. Each function breaks inside, before or after the
+# comprehension, and then rebinds the frame's ``i``, which ``get`` must see.
+def frame_cell_shadowed_break_in_a_condition(x):
+    i = 5
+    get = lambda: i  # noqa: E731
+    getters = [lambda: i for i in range(1) if print("break") is None]
+    i = 7
+    return x * get(), [g() for g in getters]
+
+
+def frame_cell_shadowed_break_in_an_item(x):
+    i = 5
+    get = lambda: x * i  # noqa: E731
+    getters = [(print("break"), lambda: x * i)[1] for i in range(2)]
+    i = 7
+    return get(), [g() for g in getters]
+
+
+def frame_cell_shadowed_by_a_dict_comprehension(x):
+    i = 5
+    get = lambda: x * i  # noqa: E731
+    getters = {i: (lambda: x * i) for i in range(2) if print("break") is None}
+    i = 7
+    return get(), {k: g() for k, g in getters.items()}, i
+
+
+def frame_cell_unbound_before_the_comprehension(x):
+    get = lambda: i  # noqa: E731
+    getters = [lambda: i for i in range(2) if print("break") is None]
+    i = 7
+    return x * get(), [g() for g in getters]
+
+
+def frame_cell_shadowed_break_before(x):
+    i = 5
+    get = lambda: i  # noqa: E731
+    print("break")
+    getters = [lambda: i for i in range(2)]
+    i = 7
+    return x * get(), [g() for g in getters], i
+
+
+def frame_cell_shadowed_break_after(x):
+    i = 5
+    get = lambda: i  # noqa: E731
+    getters = [lambda: i for i in range(2)]
+    print("break")
+    i = 7
+    return x * get(), [g() for g in getters]
+
+
+def frame_cell_rebound_by_a_handler_after_the_comprehension(x):
+    i = 5
+    get = lambda: i  # noqa: E731
+    try:
+        getters = [print(i) or (lambda: 1 / (i - 1)) for i in range(3) if 1 / (i - 1)]
+    except ZeroDivisionError:
+        i = 9
+    return x * get(), i
+
+
+@pytest.mark.parametrize("fn", [frame_cell_shadowed_break_in_a_condition, frame_cell_shadowed_break_in_an_item,
+                                frame_cell_shadowed_by_a_dict_comprehension,
+                                frame_cell_unbound_before_the_comprehension, frame_cell_shadowed_break_before,
+                                frame_cell_shadowed_break_after,
+                                frame_cell_rebound_by_a_handler_after_the_comprehension])
+def test_frame_cell_shadowed_by_a_comprehension_variable_across_a_break(fn, compile_all):
+    """The frame's cell is the one the code after the break (or the comprehension's natively run body) sees:
+    was a segfault (a NULL put back into the cell's slot), or the value of before the break (a new cell)."""
+    check(fn, lambda: (T(3),), breaks=None)

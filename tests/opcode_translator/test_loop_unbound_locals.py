@@ -101,3 +101,35 @@ def test_a_local_the_body_never_names_is_handed_through_it(capsys):
     assert sot.stats().fallbacks == 0
     assert _outcome(sot.symbolic_translate(evaluate_after_training), []) == \
         _outcome(evaluate_after_training, [])  # (an empty list: eager's IndexError)
+
+
+def comprehension_variable_unbound_before_it(w):
+    try:
+        ys = [print(i) or w * (1 / (i - 1)) for i in range(2)]  # (i == 1 raises ZeroDivisionError)
+    except ZeroDivisionError:
+        ys = None
+    try:
+        return i, ys
+    except UnboundLocalError:
+        i = "unbound"  # (a local of the function: a read of it raises UnboundLocalError, not NameError)
+        return i, ys
+
+
+def comprehension_variable_bound_before_it(w):
+    i = "outer"
+    try:
+        ys = [print(i) or w * (1 / (i - 1)) for i in range(2)]
+    except ZeroDivisionError:
+        ys = None
+    return i, ys
+
+
+@pytest.mark.parametrize("fn", [comprehension_variable_unbound_before_it, comprehension_variable_bound_before_it])
+def test_an_exception_leaving_a_comprehension_with_a_break_puts_its_variable_back(fn, capsys):
+    """3.12+ (PEP 709): the inlined comprehension saves its variable's outer value (a NULL when unbound) and
+    its cleanup handler puts it back when an exception leaves an item. With the break (``print``), its body
+    runs natively in a function receiving the saved values: the NULL used to arrive as None, so the user's
+    handler found ``i`` bound to None instead of unbound."""
+    _check(fn, paddle.ones([2]), capsys=capsys)
+    stats = sot.stats()
+    assert stats.fallbacks == 0 and stats.graph_breaks >= 1, stats

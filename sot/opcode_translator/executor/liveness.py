@@ -309,18 +309,74 @@ def in_frame_order(code: types.CodeType, names: "Iterable[str]") -> tuple[str, .
 
 
 @per_code
-def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
-    """The cell variables of ``code`` that live as long as the frame: the generated code hands these very
-    cells to a resume function (as its closure). Not the cells a 3.12+ inlined comprehension makes again in
-    the body (``MAKE_CELL`` after the prologue): a new cell per run of that code."""
-    remade = set()
+def cells_made_again(code: types.CodeType) -> dict[int, str]:
+    """3.12+: the ``MAKE_CELL`` instructions after the prologue (by offset), with their variable: an inlined
+    comprehension's variable captured by a closure made in it gets a new cell at each run (PEP 709)."""
+    remade = {}
     in_prologue = True
     for instr in dis.get_instructions(code):
         if instr.opname not in pyversion.PROLOGUE_OPNAMES:
             in_prologue = False
         elif instr.opname == "MAKE_CELL" and not in_prologue:
-            remade.add(instr.argval)
-    return frozenset(code.co_cellvars) - remade
+            remade[instr.offset] = instr.argval
+    return remade
+
+
+@per_code
+def cells_shared_across_breaks(code: types.CodeType) -> frozenset[str]:
+    """The cell variables of ``code`` that live as long as the frame: the generated code hands these very
+    cells to a resume function (as its closure). Not the cells a 3.12+ inlined comprehension makes again in
+    the body (`cells_made_again`): a new cell per run of that code; but the frame's own cell of such a
+    variable when the frame uses it outside the comprehension too (`cells_shadowed_by_comprehensions`)."""
+    remade = set(cells_made_again(code).values())
+    return frozenset(code.co_cellvars) - (remade - cells_shadowed_by_comprehensions(code).keys())
+
+
+def comprehension_cell_name(name: str) -> str:
+    """The name of a 3.12+ inlined comprehension's own cell of variable ``name`` in code entering the frame's
+    code at an offset, where the frame's cell of that name is a free variable (`cells_shadowed_by_comprehensions`)."""
+    return f"__sot_comprehension_{name}"
+
+
+@per_code
+def cells_shadowed_by_comprehensions(code: types.CodeType) -> dict[str, frozenset[int]]:
+    """3.12+: the cell variables of ``code`` that are both a cell of the frame used outside any inlined
+    comprehension (``i = 5; g = lambda: i``) and the variable of a comprehension whose closures capture it
+    (``[lambda: i for i in r]``), each with the offsets where the name stands for the comprehension's cell:
+    from the ``LOAD_FAST_AND_CLEAR`` saving the frame's cell (the slot holds the cell itself) to the
+    ``STORE_FAST`` putting it back, and that store in the comprehension's cleanup handler.
+
+    On 3.10/3.11 these are two variables (the comprehension is a function of its own); here one slot holds
+    either cell in turn. Code entering ``code`` at an offset receives the frame's cell in its closure, like
+    any cell of the frame, so the closures made before a graph break and the code after it share it: the
+    comprehension's cell is then a variable of its own there (`comprehension_cell_name`), or the slot's
+    save and restore would put the frame's cell out of reach. A variable whose save is not followed to its
+    restores (`saved_local_restores`; never in compiled code) is left out."""
+    remade = set(cells_made_again(code).values())
+    if not remade:
+        return {}
+    instructions = list(dis.get_instructions(code))
+    restores = saved_local_restores(code)
+    regions: dict[str, set[int]] = {}
+    unknown: set[str] = set()
+    for instr in instructions:
+        if instr.opname != "LOAD_FAST_AND_CLEAR" or instr.argval not in remade:
+            continue
+        stores = restores.get(instr.offset)
+        if not stores:
+            unknown.add(instr.argval)
+            continue
+        end = min(offset for offset, _ in stores)  # (the other ones: in the cleanup handler, after the code)
+        region = regions.setdefault(instr.argval, set())
+        region.update(other.offset for other in instructions if instr.offset <= other.offset <= end)
+        region.update(offset for offset, _ in stores)
+    shadowed = {}
+    for name, region in regions.items():
+        if name in unknown:
+            continue
+        if any(name in (used for _, used in _effects(instr)) for instr in instructions if instr.offset not in region):
+            shadowed[name] = frozenset(region)
+    return shadowed
 
 
 _CLEARS = {"DELETE_FAST", "LOAD_FAST_AND_CLEAR"}  # (3.12+: an inlined comprehension clears its variable)

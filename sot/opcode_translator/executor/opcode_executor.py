@@ -200,6 +200,8 @@ class OpcodeExecutor:
         self.stack: list[VariableBase] = []
         self.locals: dict[str, VariableBase] = dict(locals_)
         self.cells: dict[str, CellVariable] = dict(freevar_cells)
+        # The translated frame's own cells (`new_cell`), also while a comprehension's save holds one on the stack
+        self.frame_cells: dict[str, CellVariable] = {}
         if not pyversion.CELLS_MADE_BY_BYTECODE:
             # 3.10: the frame starts with its cells made (no MAKE_CELL); an argument that is also a cell
             # lives in its cell.
@@ -244,15 +246,21 @@ class OpcodeExecutor:
         graph.executor = graph.current_executor = executor
         return executor
 
-    def new_cell(self, name: str, content: VariableBase | None) -> CellVariable:
-        """The cell of this frame's cell variable ``name``; the translated frame's are marked as its own."""
-        shared = self.parent is None and name in cells_shared_across_breaks(self.code)
-        return CellVariable(content, self.graph, DummyTracker(), frame_name=name if shared else None)
+    def new_cell(self, name: str, content: VariableBase | None, made_again: bool = False) -> CellVariable:
+        """The cell of this frame's cell variable ``name``; the translated frame's are marked as its own.
+        ``made_again``: the cell a 3.12+ inlined comprehension makes at each run (`liveness.cells_made_again`),
+        never the frame's own, even when the frame's cell of that name is shared (it is then on the stack,
+        saved by the comprehension, until the comprehension puts it back)."""
+        shared = self.parent is None and not made_again and name in cells_shared_across_breaks(self.code)
+        cell = CellVariable(content, self.graph, DummyTracker(), frame_name=name if shared else None)
+        if shared:
+            self.frame_cells[name] = cell
+        return cell
 
     def _graph_break(self, cause: FallbackError | None, instr: dis.Instruction, saved: tuple) -> GraphBreak:
         stack, locals_, cells, kw_names, n_statements, n_inputs = saved
         brk = GraphBreak(cause, instr, stack, locals_, cells, kw_names, n_statements, n_inputs, self.lineno)
-        brk.frame_cells = {name: cell for name, cell in self.cells.items() if cell.frame_name is not None}
+        brk.frame_cells = dict(self.frame_cells)
         brk.in_flight = [self.raised[id(exc)] for exc in self.handling
                          if id(exc) in self.raised and self.raised[id(exc)].exc is exc]
         return brk

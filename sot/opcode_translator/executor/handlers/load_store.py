@@ -5,6 +5,7 @@ import dis
 
 from ....errors import FallbackError
 from ... import pyversion
+from ..liveness import cells_made_again
 from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import ConstTracker
 from ..variables.base import NullVariable, VariableBase, VariableFactory
@@ -129,7 +130,8 @@ def load_super_attr(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("MAKE_CELL")
 def make_cell(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     name = instr.argval
-    executor.cells[name] = executor.new_cell(name, executor.locals.pop(name, None))
+    executor.cells[name] = executor.new_cell(name, executor.locals.pop(name, None),
+                                             made_again=instr.offset in cells_made_again(executor.code))
 
 
 @handles("COPY_FREE_VARS")

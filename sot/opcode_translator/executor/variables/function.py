@@ -61,6 +61,11 @@ class CellVariable(VariableBase):
             self._rebuilt = CellRebuildVariable(self)
         return self._rebuilt
 
+    def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        """The cell itself, as a value: a 3.12+ inlined comprehension saves the frame's cell of its variable
+        on the stack (``LOAD_FAST_AND_CLEAR`` of a cell variable), and puts it back after."""
+        codegen.reconstruct(self.rebuilt())
+
     def store(self, name: str, value: VariableBase | None) -> None:
         if self.captured_by_class:
             raise FallbackError(f"assigning {name!r} after a class defined in the frame captured it")
