@@ -557,12 +557,17 @@ def _rnn_unrolled_as_eager(original: Callable[..., Any]) -> Callable[..., Any]:
     over tensor arrays), fails to build in Paddle 3.3.1 ("result and operand type is not equal"): the graph
     then ran eagerly. Eager's form (``_rnn_dynamic_graph``: a Python loop over the time steps) builds the same
     cell ops unrolled, when the program knows the number of steps (results and gradients eager's bit for
-    bit); an unknown one (-1) keeps Paddle's form."""
+    bit). An unknown number (-1) is refused: Paddle's form builds, but the backward of its final states
+    cannot be lowered ("Only support DenseTensorType ... and VectorType"), so a ``loss`` reading ``h`` failed
+    at ``backward()``, where nothing can run eagerly instead. Refused at meta inference, the step dimension
+    is pinned (a translation per length)."""
     def rnn_static_graph(cell: Any, inputs: Any, initial_states: Any = None, sequence_length: Any = None,
                          time_major: bool = False, is_reverse: bool = False, **kwargs: Any) -> Any:
         steps = paddle.utils.flatten(inputs)[0].shape[0 if time_major else 1]
-        form = original if steps < 0 else _rnn_module._rnn_dynamic_graph
-        return form(cell, inputs, initial_states, sequence_length, time_major, is_reverse, **kwargs)
+        if steps < 0:
+            raise ValueError("nn.RNN over a dynamic number of steps: its static form has no usable backward")
+        return _rnn_module._rnn_dynamic_graph(cell, inputs, initial_states, sequence_length, time_major,
+                                              is_reverse, **kwargs)
 
     return rnn_static_graph
 

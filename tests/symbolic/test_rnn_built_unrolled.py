@@ -2,14 +2,17 @@
 
 Paddle's static form of these layers (a while op over tensor arrays) fails to build in Paddle 3.3.1, and the
 whole graph then ran eagerly (correct, never compiled). Built as eager's loop over the time steps, the program
-runs every kernel and gives eager's outputs and gradients bit for bit; a time dimension the program does not
-know (a dynamic sequence length) keeps Paddle's form and runs eagerly as before."""
+runs every kernel and gives eager's outputs and gradients bit for bit. A time dimension the program does not
+know (a dynamic sequence length) is not built in Paddle's form, whose final states have no backward Paddle
+can lower (``backward()`` raised, the forward's results right): an input's is pinned (a translation per
+length), a computed tensor's breaks the graph before the layer."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 import paddle
+import pytest
 
 import sot
 from conftest import assert_counts
@@ -63,3 +66,49 @@ def test_a_dynamic_number_of_steps_still_gives_eager_results(compile_all: Any) -
     for steps in (5, 7, 6):
         x, lengths = _inputs(steps)
         assert _outcome(model, fast, x, lengths) == _outcome(model, model, x, lengths)
+
+
+class LastStateClassifier(paddle.nn.Layer):
+    """Reads the final state ``h`` (the usual classifier over a sequence): Paddle's form over a dynamic
+    number of steps built, and ``backward()`` then failed ("Only support DenseTensorType ...")."""
+
+    def __init__(self, embedded: bool) -> None:
+        super().__init__()
+        self.embedding = paddle.nn.Embedding(10, 4) if embedded else None
+        self.rnn = paddle.nn.RNN(paddle.nn.GRUCell(4, 8))
+        self.fc = paddle.nn.Linear(8, 2)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        if self.embedding is not None:
+            x = self.embedding(x)
+        y, h = self.rnn(x)
+        return self.fc(y).mean() + self.fc(h).mean()
+
+
+def _sequence(embedded: bool, steps: int) -> paddle.Tensor:
+    rng = np.random.default_rng(steps)
+    if embedded:
+        return paddle.to_tensor(rng.integers(0, 10, (3, steps)))
+    return paddle.to_tensor(rng.standard_normal((3, steps, 4)).astype("float32"))
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["input sequence", "computed sequence"])
+def test_the_final_state_over_a_changing_length_has_eagers_gradients(compile_all: Any, embedded: bool) -> None:
+    paddle.seed(0)
+    model = LastStateClassifier(embedded)
+    fast = sot.symbolic_translate(model)
+    for steps in (5, 7, 6, 7):
+        x = _sequence(embedded, steps)
+        model.clear_gradients()
+        expected = model(x)
+        expected.backward()
+        grads = [p.grad.numpy() for p in model.parameters()]
+        model.clear_gradients()
+        actual = fast(x)
+        actual.backward()
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
+        for got, want in zip([p.grad.numpy() for p in model.parameters()], grads):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    stats = sot.stats()
+    assert stats.fallbacks == 0, stats
+    assert stats.cache_hits >= 1, stats  # (the length seen before is served from the cache)
