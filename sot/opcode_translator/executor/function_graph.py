@@ -267,13 +267,13 @@ def _callee_key(kind: str, target: Any) -> tuple[Any, bool]:
     it has one (`layer_signature`: everything its forward may read, tensors by meta), so the alike layers of
     a model's repeated blocks infer once; otherwise by its identity and its state (`layer_state`). Either
     way a change of what the forward reads (training flag, a replaced parameter, ``stop_gradient``) misses
-    the memo. With the default dtype, which layers read for tensors they make. Any other callable: its
-    identity (a method: its name)."""
+    the memo. (The default dtype, which layers read for tensors they make, is in `_meta_key` for every call.)
+    Any other callable: its identity (a method: its name)."""
     if kind == "method":
         return target, False
     if kind == "layer" and isinstance(target, LayerCall) and target.is_alive():
         layer = target.layer
-        how = (target.run_hooks, target.forward_of, paddle.get_default_dtype())
+        how = (target.run_hooks, target.forward_of)
         signature = layer_signature(layer)
         if signature is not None:
             return ("signature", *how, signature), False
