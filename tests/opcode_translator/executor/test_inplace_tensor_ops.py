@@ -134,6 +134,65 @@ def test_python_values_assigned_into_items_stop_their_gradient(fn: Callable[...,
     assert counts()[:2] == (breaks, 0)
 
 
+# A 0-D integer tensor index: Paddle's static setitem writes item i as the slice [i, i + 1), empty for i == -1
+# (``y[paddle.to_tensor(-1)] = v`` was a no-op in a program); so is ``y.__setitem__(i, v)`` called by name.
+def _last_row_by_a_tensor(x, i):
+    y = x * 3
+    y[i] = 1.5
+    return y * y
+
+
+def _last_column_by_a_tensor(x, i):
+    y = x * 3
+    y[:, i] = x[:, 0]
+    return y * y
+
+
+def _after_an_ellipsis_and_none(x, i):
+    y = x * 3
+    y[None, ..., i] = 2.0
+    return y * y
+
+
+def _both_dimensions_by_tensors(x, i):
+    y = x * 3
+    y[i, i] = 2.0
+    return y * y
+
+
+def _set_item_called_by_name(x, i):
+    y = x * 3
+    y.__setitem__(i, x[0])
+    return y * y
+
+
+@pytest.mark.parametrize("fn", [_last_row_by_a_tensor, _last_column_by_a_tensor, _after_an_ellipsis_and_none,
+                                _both_dimensions_by_tensors, _set_item_called_by_name],
+                         ids=lambda fn: fn.__name__.strip("_"))
+@pytest.mark.parametrize("index", [-1, -2, 1])
+def test_a_zero_dimensional_tensor_index_counts_from_the_end(fn: Callable[..., Any], index: int) -> None:
+    fast = sot.symbolic_translate(fn)
+    for rows in (3, 4, 6):  # (the last two: a dynamic first dimension)
+        results = []
+        for function in (fn, fast):
+            leaf = paddle.to_tensor(_data(rows, 4), stop_gradient=False)
+            result = function(leaf, paddle.to_tensor(index))
+            result.sum().backward()
+            results.append((result, leaf.grad))
+        assert_same(results[1][0], results[0][0])
+        _assert_gradients_same([results[1][1]], [results[0][1]])
+    assert counts()[:2] == (0, 0)
+
+
+def test_a_zero_dimensional_tensor_index_into_an_input_changes_its_last_row():
+    def fn(x, i, v):
+        x[i] = v
+        return x
+
+    check(lambda x, i, v: fn(x, i, v), lambda: (_tensor(3, 2), paddle.to_tensor(-1), _tensor(2, seed=1)))
+    assert counts()[:2] == (0, 0)
+
+
 # -- recorded in the graph -----------------------------------------------------------------------------------
 def test_inplace_methods_on_a_local_tensor_are_recorded():
     def fn(x):
