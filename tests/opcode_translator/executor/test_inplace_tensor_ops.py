@@ -193,6 +193,75 @@ def test_a_zero_dimensional_tensor_index_into_an_input_changes_its_last_row():
     assert counts()[:2] == (0, 0)
 
 
+# Paddle's static setitem with an advanced index (3.3.1): a repeated index gives every value item written
+# there the gradient (eager: the first only), a value broadcast into a boolean mask gets a gradient where eager
+# gives zero, and a value of fewer dimensions after a leading slice is broadcast along the wrong dimension.
+def _repeated_rows(x, v):
+    y = x * 1
+    y[paddle.to_tensor([0, 0, 1])] = v
+    return y
+
+
+def _repeated_rows_incremented(x, v):
+    y = x * v.sum()
+    y[paddle.to_tensor([0, 0, 1])] += 1.0
+    return y
+
+
+def _repeated_pairs_of_a_scalar(x, v):
+    y = x * 1
+    y[paddle.to_tensor([0, 0, 1]), paddle.to_tensor([1, 1, 2])] = v.sum()
+    return y
+
+
+def _a_list_index_repeated(x, v):
+    y = x * 1
+    y[[2, 2, 0]] = v
+    return y
+
+
+def _one_value_into_a_mask(x, v):
+    y = x * 1
+    y[x > 0] = v[:1, 0]
+    return y
+
+
+def _a_row_into_masked_columns(x, v):
+    y = x * 1
+    y[:, paddle.to_tensor([True, False, True, True])] = v[0, :3].detach()
+    return y
+
+
+@pytest.mark.parametrize("fn", [_repeated_rows, _repeated_rows_incremented, _repeated_pairs_of_a_scalar,
+                                _a_list_index_repeated, _one_value_into_a_mask, _a_row_into_masked_columns],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_an_advanced_index_assignment_paddle_gets_wrong_runs_natively(fn: Callable[..., Any]) -> None:
+    weights = paddle.arange(12, dtype="float32").reshape([3, 4]) + 1  # (each item its own gradient)
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            x = paddle.to_tensor(_data(3, 4, seed=call), stop_gradient=False)
+            v = paddle.to_tensor(_data(3, 4, seed=call + 5), stop_gradient=False)
+            result = function(x, v)
+            (result * weights).sum().backward()
+            results.append((result, x.grad, v.grad))
+        assert_same(results[1][0], results[0][0])
+        _assert_gradients_same(list(results[1][1:]), list(results[0][1:]))
+    assert counts()[0] >= 1
+
+
+def test_a_masked_value_assigned_into_its_mask_stays_in_the_graph():
+    def fn(x, w):
+        out = x * 1
+        mask = x[:, 0] > 0
+        out[mask] = paddle.masked_select(x, mask.unsqueeze(1).expand_as(x)).reshape([-1, 4]) * w
+        return out
+
+    check_gradients(fn, (5, 4), (4,))
+    assert counts()[:2] == (0, 0)
+
+
 # -- recorded in the graph -----------------------------------------------------------------------------------
 def test_inplace_methods_on_a_local_tensor_are_recorded():
     def fn(x):
