@@ -251,6 +251,39 @@ def test_an_advanced_index_assignment_paddle_gets_wrong_runs_natively(fn: Callab
     assert counts()[0] >= 1
 
 
+_ROW = np.array([1.0, 2.0, 3.0], dtype="float32")
+
+
+def _an_array_into_masked_columns(x):
+    y = x * 1
+    y[:, paddle.to_tensor([True, False, True, True])] = _ROW
+    return y
+
+
+def _a_list_into_a_row(x):
+    y = x * 1
+    y[0] = [1.0, 2.0, 3.0, 4.0]  # (eager raises: a list is no value it assigns)
+    return y
+
+
+@pytest.mark.parametrize("fn", [_an_array_into_masked_columns, _a_list_into_a_row],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_python_values_paddle_assigns_unlike_eager_run_natively(fn: Callable[..., Any]) -> None:
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        outcomes = []
+        for function in (fn, fast):
+            try:
+                outcomes.append(function(_tensor(3, 4, seed=call)))
+            except ValueError as error:
+                outcomes.append(type(error))
+        if isinstance(outcomes[0], paddle.Tensor):
+            assert_same(outcomes[1], outcomes[0])
+        else:
+            assert outcomes[1] is outcomes[0]
+    assert counts()[0] >= 1
+
+
 def test_a_masked_value_assigned_into_its_mask_stays_in_the_graph():
     def fn(x, w):
         out = x * 1

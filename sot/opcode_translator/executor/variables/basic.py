@@ -332,13 +332,15 @@ def _item_assignment_unlike_eager(tensor: "TensorVariable", key: VariableBase, v
 
     items = list(key.items) if isinstance(key, TupleVariable) else [key]
     advanced = [position for position, item in enumerate(items) if not _is_basic_index(item)]
-    if not advanced or not isinstance(value, TensorVariable):
+    if not advanced:
         return None
     first_taking = next((position for position, item in enumerate(items)
                          if not (type(item) is ConstantVariable and item.value is None)), 0)
-    if advanced[0] > first_taking and len(value.meta.shape) > 0:
+    one_item = type(value) is ConstantVariable and isinstance(value.value, (bool, int, float, complex)) or \
+        isinstance(value, TensorVariable) and len(value.meta.shape) == 0
+    if advanced[0] > first_taking and not one_item:  # (a tensor, or an array made one)
         return "Paddle's program broadcasts a value after a leading slice or int wrongly"
-    if value.meta.stop_gradient or not tensor.graph.grad_mode:
+    if not isinstance(value, TensorVariable) or value.meta.stop_gradient or not tensor.graph.grad_mode:
         return None
     if not isinstance(key, TupleVariable) and isinstance(key, TensorVariable) and key.meta.dtype == paddle.bool:
         shape, mask, written = tensor.meta.shape, key.meta.shape, value.meta.shape
@@ -501,6 +503,10 @@ class TensorVariable(VariableBase):
 
         if value is None:
             raise BreakGraphError("deleting items of a tensor runs natively (eager raises)")
+        from .container import SequenceVariable
+
+        if isinstance(value, SequenceVariable):
+            raise BreakGraphError("assigning a list or tuple into tensor items runs natively (eager raises)")
         reason = _item_assignment_unlike_eager(self, key, value)
         if reason is not None:
             raise BreakGraphError(f"an item assignment through an index tensor or list: {reason}: runs natively")
