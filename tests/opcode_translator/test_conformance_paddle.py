@@ -1039,3 +1039,22 @@ class _Outer(nn.Layer):
         "gru"])
 def test_more_layers_called_from_a_function(make, make_input, compile_all):
     check(_run_layer, lambda: (_seeded(make), make_input()), stable=False)
+
+
+def test_a_tensor_made_to_require_grad_in_the_frame_is_a_leaf_backward_fills(compile_all):
+    """``paddle.to_tensor(data, stop_gradient=False)`` makes a leaf requiring gradients (eager): a program's
+    constant stopped them (the result and what it reached had stop_gradient=True, no ``.grad``): it runs
+    natively, the code after it in a resume function."""
+    def fn(x):
+        scale = paddle.to_tensor([2.0, 3.0, 4.0, 5.0], stop_gradient=False)
+        return x * scale, scale
+
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            out, scale = function(paddle.ones([3, 4]) * (call + 1))
+            out.sum().backward()
+            results.append((out, scale, scale.grad))
+        assert_observed_same(observe(results[1]), observe(results[0]), "results")
+    assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 import itertools
 import operator
 import types
@@ -359,6 +360,53 @@ class ApartFromParameters:
 
     def __repr__(self) -> str:
         return f"apart_from_parameters_of_{self._name}"
+
+
+def _signature_taking_stop_gradient(function: Any) -> inspect.Signature | None:
+    """``function``'s signature when it has a ``stop_gradient`` parameter (``paddle.to_tensor``), else None."""
+    try:
+        return _SIGNATURES_TAKING_STOP_GRADIENT[function]
+    except (KeyError, TypeError):
+        pass
+    try:
+        signature: inspect.Signature | None = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and "stop_gradient" not in signature.parameters:
+        signature = None
+    try:
+        _SIGNATURES_TAKING_STOP_GRADIENT[function] = signature
+    except TypeError:
+        pass  # (an unhashable callable: looked up again next time)
+    return signature
+
+
+_SIGNATURES_TAKING_STOP_GRADIENT: "weakref.WeakKeyDictionary[Any, inspect.Signature | None]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _check_no_new_leaf_requiring_grad(graph: "FunctionGraph", name: str, function: Any, args: list[VariableBase],
+                                      kwargs: dict[str, VariableBase]) -> None:
+    """Raise a `BreakGraphError` for a call making a new leaf that requires gradients
+    (``paddle.to_tensor(data, stop_gradient=False)``): eager's result is a leaf whose ``.grad`` a later backward
+    fills; a program's would be a constant of it, stopping gradients. Run natively, the leaf is a tensor from
+    outside for the code after the break. The flag is guarded."""
+    signature = _signature_taking_stop_gradient(function)
+    if signature is None:
+        return
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return  # (eager raises the same error: the statement's inference reports it)
+    flag = bound.arguments.get("stop_gradient")
+    if flag is None:
+        return  # (the default: the tensor stops gradients)
+    if not isinstance(flag, ConstantVariable):
+        raise BreakGraphError(f"{name} with a stop_gradient flag not known during simulation runs natively")
+    graph.add_guard(flag)
+    if not flag.value:
+        raise BreakGraphError(f"{name}(..., stop_gradient=False) makes a new leaf requiring gradients (its .grad "
+                              "filled by backward): runs natively")
 
 
 class FunctionGraph:
@@ -809,6 +857,7 @@ class FunctionGraph:
                                   "or a layer's buffer rebound): runs natively")
         if kind == "api":
             sparse_gradients.check_function_call(self, target, args, kwargs)
+            _check_no_new_leaf_requiring_grad(self, name, target, args, kwargs)
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
