@@ -69,14 +69,14 @@ def _scalar_indices_counted_from_the_start(x: Any, key: Any) -> Any:
     Paddle's static ``setitem`` (3.3.1) writes the item of a 0-D tensor index ``i`` as the slice
     ``[i, i + 1)``, empty for ``i == -1``: ``y[paddle.to_tensor(-1)] = v`` changed nothing in a program, where
     eager writes the last item. The dimension each index counts in is found as Paddle's ``parse_index`` finds
-    it (``...`` stands for the dimensions the other items leave, ``None`` and a Python bool take none)."""
+    it (``...`` stands for the dimensions the other items but ``None`` leave, ``None`` and a Python bool take none)."""
     items = list(key) if isinstance(key, tuple) else [key]
     if not any(_is_integer_scalar_tensor(item) for item in items):
         return key
     rank = len(x.shape)
     if sum(item is Ellipsis for item in items) == 1:
         at = items.index(Ellipsis)
-        taking = sum(item is not None and item is not Ellipsis and not isinstance(item, bool) for item in items)
+        taking = sum(item is not None and item is not Ellipsis for item in items)  # (a bool too, as Paddle counts)
         items[at:at + 1] = [slice(None)] * max(rank - taking, 0)
     dim = 0
     for position, item in enumerate(items):
