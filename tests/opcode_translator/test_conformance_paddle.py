@@ -1058,3 +1058,40 @@ def test_a_tensor_made_to_require_grad_in_the_frame_is_a_leaf_backward_fills(com
             results.append((out, scale, scale.grad))
         assert_observed_same(observe(results[1]), observe(results[0]), "results")
     assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0
+
+
+def _masked_fill_of_a_value_requiring_grad(x, v):
+    return paddle.masked_fill(x, x > 0, v) * 2, x.masked_fill(x < -0.5, v * 3)
+
+
+def _clip_between_bounds_requiring_grad(x, v):
+    return paddle.clip(x, v - 1.0, v + 1.0), x.clip(min=v)
+
+
+@pytest.mark.parametrize("fn", [_masked_fill_of_a_value_requiring_grad, _clip_between_bounds_requiring_grad],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_operands_eager_differentiates_otherwise_run_natively(fn, compile_all):
+    """Paddle's program gives ``masked_fill``'s tensor value the sum of the filled items' gradients (eager:
+    zeros) and ``clip``'s tensor bounds zeros (eager: no gradient, ``.grad`` None): such a call runs natively
+    while the operand requires gradients."""
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            x = paddle.to_tensor(np.random.default_rng(call).standard_normal([3, 4]).astype("float32"),
+                                 stop_gradient=False)
+            v = paddle.to_tensor(0.25 * (call + 1), stop_gradient=False)
+            outs = function(x, v)
+            sum(out.sum() for out in outs).backward()
+            results.append((outs, x.grad, v.grad))
+        assert_observed_same(observe(results[1]), observe(results[0]), "results")
+    assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0
+
+
+def test_masked_fill_of_a_value_stopping_gradients_stays_in_the_graph(compile_all):
+    check_gradients_free = sot.symbolic_translate(_masked_fill_of_a_value_requiring_grad)
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([3, 4]).astype("float32"), stop_gradient=False)
+    outs = check_gradients_free(x, paddle.to_tensor(0.5))
+    expected = _masked_fill_of_a_value_requiring_grad(x, paddle.to_tensor(0.5))
+    assert_observed_same(observe(outs), observe(expected), "results")
+    assert sot.stats().graph_breaks == 0

@@ -362,6 +362,40 @@ class ApartFromParameters:
         return f"apart_from_parameters_of_{self._name}"
 
 
+# Paddle ops whose eager backward treats some tensor operands unlike the program's backward (3.3.1), by
+# function or Tensor method name: the parameters. ``masked_fill``'s ``value``: eager's grad kernel gives it
+# zeros (or, in place, uninitialized memory), the program the sum over the filled items; ``clip``'s
+# ``min``/``max``: eager's are no differentiable inputs (``.grad`` stays None), the program's get zeros.
+_OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE: dict[Any, tuple[str, ...]] = {
+    paddle.masked_fill: ("value",), paddle.masked_fill_: ("value",), "masked_fill": ("value",),
+    "masked_fill_": ("value",),
+    paddle.clip: ("min", "max"), paddle.tensor.clip_: ("min", "max"), "clip": ("min", "max"), "clip_": ("min", "max"),
+}
+
+
+def _check_operands_eager_differentiates(graph: "FunctionGraph", name: str, kind: str, target: Any,
+                                         args: list[VariableBase], kwargs: dict[str, VariableBase]) -> None:
+    """Raise a `BreakGraphError` when an operand of ``target`` listed in `_OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE`
+    is a tensor requiring gradients while they are recorded: the call runs natively, with eager's gradient
+    (the operand's ``stop_gradient`` is guarded with its meta, the grad mode always is)."""
+    try:
+        parameters = _OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE.get(target)
+    except TypeError:  # (an unhashable target)
+        return
+    if parameters is None or not graph.grad_mode:
+        return
+    function = getattr(paddle.Tensor, target) if kind == "method" else target
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return  # (eager raises the same error: the statement's inference reports it)
+    for parameter in parameters:
+        operand = bound.arguments.get(parameter)
+        if isinstance(operand, TensorVariable) and not operand.meta.stop_gradient:
+            raise BreakGraphError(f"{name} of a {parameter} requiring gradients: eager's backward gives it another "
+                                  "gradient than the program's: runs natively")
+
+
 def _signature_taking_stop_gradient(function: Any) -> inspect.Signature | None:
     """``function``'s signature when it has a ``stop_gradient`` parameter (``paddle.to_tensor``), else None."""
     try:
@@ -858,6 +892,8 @@ class FunctionGraph:
         if kind == "api":
             sparse_gradients.check_function_call(self, target, args, kwargs)
             _check_no_new_leaf_requiring_grad(self, name, target, args, kwargs)
+        if kind in ("api", "method"):
+            _check_operands_eager_differentiates(self, name, kind, target, args, kwargs)
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()
