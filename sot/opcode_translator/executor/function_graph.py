@@ -362,14 +362,13 @@ class ApartFromParameters:
         return f"apart_from_parameters_of_{self._name}"
 
 
-# Paddle ops whose eager backward treats some tensor operands unlike the program's backward (3.3.1), by
-# function or Tensor method name: the parameters. ``masked_fill``'s ``value``: eager's grad kernel gives it
-# zeros (or, in place, uninitialized memory), the program the sum over the filled items; ``clip``'s
-# ``min``/``max``: eager's are no differentiable inputs (``.grad`` stays None), the program's get zeros.
+# Paddle ops whose eager backward gives some tensor operands another gradient than the program's backward
+# (3.3.1), by function or Tensor method name: the parameters. ``masked_fill``'s ``value``: eager's grad kernel
+# gives it zeros (or, in place, uninitialized memory), the program the sum over the filled items. (Operands
+# eager gives no gradient where the program gives zeros: `unreached_heads._OPERANDS_WITHOUT_EAGER_GRADIENT`.)
 _OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE: dict[Any, tuple[str, ...]] = {
     paddle.masked_fill: ("value",), paddle.masked_fill_: ("value",), "masked_fill": ("value",),
     "masked_fill_": ("value",),
-    paddle.clip: ("min", "max"), paddle.tensor.clip_: ("min", "max"), "clip": ("min", "max"), "clip_": ("min", "max"),
 }
 
 
