@@ -87,6 +87,16 @@ _OPERANDS_WITHOUT_EAGER_GRADIENT: dict[Any, tuple[str, ...]] = {
     F.label_smooth: ("prior_dist",),
     F.softmax_with_cross_entropy: ("label",), F.cross_entropy: ("label",),
     paddle.clip: ("min", "max"), paddle.tensor.clip_: ("min", "max"), "clip": ("min", "max"), "clip_": ("min", "max"),
+    "type_as": ("other",),
+    # (indices: an int tensor made by an op eager records, ``argsort``, may require gradients)
+    paddle.take_along_axis: ("indices",), "take_along_axis": ("indices",),
+    paddle.put_along_axis: ("indices",), "put_along_axis": ("indices",), "put_along_axis_": ("indices",),
+    paddle.gather: ("index",), "gather": ("index",), paddle.gather_nd: ("index",), "gather_nd": ("index",),
+    paddle.index_select: ("index",), "index_select": ("index",), paddle.index_sample: ("index",),
+    "index_sample": ("index",), paddle.scatter: ("index",), "scatter": ("index",), "scatter_": ("index",),
+    paddle.scatter_nd_add: ("index",), "scatter_nd_add": ("index",), paddle.index_add: ("index",),
+    "index_add": ("index",), "index_add_": ("index",), paddle.index_put: ("indices",), "index_put": ("indices",),
+    "index_put_": ("indices",), F.embedding: ("x",),
 }
 
 

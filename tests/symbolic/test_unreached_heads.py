@@ -231,6 +231,12 @@ _OPERANDS_WITHOUT_GRADIENT = {
     "soft label": lambda x, w: F.cross_entropy(x, F.softmax(w), soft_label=True),
     "clip bounds": lambda x, w: paddle.clip(x, w[0, 0] - 1.0, w[0, 1] + 1.0),
     "clip method bounds": lambda x, w: x.clip(min=w.mean()),
+    "type_as other": lambda x, w: x.type_as(w),
+    # (argsort's indices require gradients in eager: an index operand of a gather-like op takes none)
+    "take_along_axis indices": lambda x, w: paddle.take_along_axis(x, paddle.argsort(w, 1), 1),
+    "gather index": lambda x, w: x.gather(paddle.argsort(w, 1)[0, :2] % 3),
+    "index_select index": lambda x, w: paddle.index_select(x, paddle.argsort(w, 1)[0], 1),
+    "embedding ids": lambda x, w: F.embedding(paddle.argsort(w, 1) % 3, x),
 }
 
 
