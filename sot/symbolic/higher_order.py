@@ -75,6 +75,7 @@ from .program_ops import forward_ops
 from .pytree import leaves
 from .recompute_plan import HELD_COPIES, ForwardState, released_error
 from .sir import LayerCall, MetaInfo, Statement, StatementIR, Symbol
+from .unreached_heads import differentiated_inputs
 from .version_check import parameters_read, producers, statements_reached
 
 if TYPE_CHECKING:
@@ -405,7 +406,7 @@ def output_groups(sir: StatementIR, grad_positions: tuple[int, ...], parameters:
             found_by_output = analysis.of_gradients(position, depends)
         else:
             found = parameters_read(stmt, parameter_index)
-            for symbol in stmt.inputs():
+            for symbol in differentiated_inputs(stmt):  # (not an operand eager's backward leaves without one)
                 found = found | depends.get(symbol, frozenset())
             found_by_output = [found] * len(stmt.output_symbols())
         for symbol, found in zip(stmt.output_symbols(), found_by_output):

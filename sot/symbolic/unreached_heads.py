@@ -27,12 +27,15 @@ zero gets None too (eager: zeros), for want of telling the two apart.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import paddle
+import paddle.nn.functional as F
 
 from . import backward_pass
-from .sir import LayerCall, StatementIR, Symbol
+from .pytree import leaves
+from .sir import LayerCall, Statement, StatementIR, Symbol
 
 
 class HeadLeaves:
@@ -75,6 +78,70 @@ def _differentiable(sir: StatementIR, symbol: Symbol) -> bool:
     return meta is not None and not meta.stop_gradient
 
 
+# Operands eager's grad node of an op does not differentiate (3.3.1), by the statement's target (a function of
+# an ``api`` statement, a method name): their ``.grad`` stays None, where the program's backward fills zeros.
+_OPERANDS_WITHOUT_EAGER_GRADIENT: dict[Any, tuple[str, ...]] = {
+    paddle.lerp: ("weight",), "lerp": ("weight",), "lerp_": ("weight",),
+    paddle.scale: ("scale",), "scale": ("scale",), "scale_": ("scale",),
+    paddle.expand_as: ("y",), "expand_as": ("y",),
+    F.label_smooth: ("prior_dist",),
+    F.softmax_with_cross_entropy: ("label",), F.cross_entropy: ("label",),
+    paddle.clip: ("min", "max"), paddle.tensor.clip_: ("min", "max"), "clip": ("min", "max"), "clip_": ("min", "max"),
+    "type_as": ("other",),
+    # (indices: an int tensor made by an op eager records, ``argsort``, may require gradients)
+    paddle.take_along_axis: ("indices",), "take_along_axis": ("indices",),
+    paddle.put_along_axis: ("indices",), "put_along_axis": ("indices",), "put_along_axis_": ("indices",),
+    paddle.gather: ("index",), "gather": ("index",), paddle.gather_nd: ("index",), "gather_nd": ("index",),
+    paddle.index_select: ("index",), "index_select": ("index",), paddle.index_sample: ("index",),
+    "index_sample": ("index",), paddle.scatter: ("index",), "scatter": ("index",), "scatter_": ("index",),
+    paddle.scatter_nd_add: ("index",), "scatter_nd_add": ("index",), paddle.index_add: ("index",),
+    "index_add": ("index",), "index_add_": ("index",), paddle.index_put: ("indices",), "index_put": ("indices",),
+    "index_put_": ("indices",), F.embedding: ("x",),
+}
+
+
+def _signature(target: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(getattr(paddle.Tensor, target) if isinstance(target, str) else target)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _operands_without_gradient(statement: Statement) -> set[Symbol]:
+    """The symbols ``statement`` reads only as operands its op's eager backward does not differentiate."""
+    try:
+        parameters = _OPERANDS_WITHOUT_EAGER_GRADIENT.get(statement.target)
+    except TypeError:  # (an unhashable target)
+        return set()
+    if not parameters or statement.kind not in ("api", "method"):
+        return set()
+    signature = _signature(statement.target)
+    try:
+        bound = signature.bind(*statement.args, **statement.kwargs) if signature is not None else None
+    except TypeError:
+        bound = None
+    if bound is None:
+        return set()
+
+    def symbols(value: Any) -> set[Symbol]:
+        return {leaf for leaf in leaves(value) if isinstance(leaf, Symbol)}
+
+    without = set().union(*(symbols(value) for name, value in bound.arguments.items() if name in parameters))
+    differentiated = set().union(*(symbols(value) for name, value in bound.arguments.items()
+                                   if name not in parameters))
+    return without - differentiated  # (a symbol also passed where the op differentiates it keeps its gradient)
+
+
+def differentiated_inputs(statement: Statement) -> list[Symbol]:
+    """The symbols ``statement`` reads that its gradient flows into."""
+    without = _operands_without_gradient(statement)
+    return [symbol for symbol in statement.inputs() if symbol not in without]
+
+
+def _has_operands_without_gradient(sir: StatementIR) -> bool:
+    return any(_operands_without_gradient(statement) for statement in sir.statements)
+
+
 def results_reached(sir: StatementIR) -> list[frozenset[int]]:
     """For each statement, the differentiable results of the graph (their indexes) whose gradients flow back
     into it."""
@@ -92,7 +159,7 @@ def results_reached(sir: StatementIR) -> list[frozenset[int]]:
             continue
         for symbol in statement.output_symbols():
             reach[j] |= results.get(symbol, set())
-        for symbol in statement.inputs():
+        for symbol in differentiated_inputs(statement):
             i = made_at.get(symbol)
             if i is not None and _differentiable(sir, symbol):
                 reach[i] |= reach[j]
@@ -103,7 +170,7 @@ def head_leaves(sir: StatementIR) -> HeadLeaves | None:
     """The leaves of ``sir`` that some differentiable result does not depend on; None when there are none
     (every leaf reaches every result: nothing to correct, no hook)."""
     every = frozenset(k for k, s in enumerate(sir.outputs) if _differentiable(sir, s))
-    if not sir.grad_enabled or len(every) < 2:
+    if not sir.grad_enabled or not every or len(every) < 2 and not _has_operands_without_gradient(sir):
         return None
     reach = results_reached(sir)
     by_input: dict[int, frozenset[int]] = {}
@@ -111,9 +178,12 @@ def head_leaves(sir: StatementIR) -> HeadLeaves | None:
     layers: dict[int, tuple[LayerCall, frozenset[int]]] = {}
     constants: dict[int, tuple[paddle.Tensor, frozenset[int]]] = {}
     for j, statement in enumerate(sir.statements):
+        for symbol in statement.inputs():  # (read only where no gradient flows: reaching no result)
+            if symbol in positions and _differentiable(sir, symbol):
+                by_input.setdefault(positions[symbol], frozenset())
         if not reach[j]:
             continue
-        for symbol in statement.inputs():
+        for symbol in differentiated_inputs(statement):
             if symbol in positions and _differentiable(sir, symbol):
                 by_input[positions[symbol]] = by_input.get(positions[symbol], frozenset()) | reach[j]
         target = statement.target

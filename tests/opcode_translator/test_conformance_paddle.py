@@ -1039,3 +1039,54 @@ class _Outer(nn.Layer):
         "gru"])
 def test_more_layers_called_from_a_function(make, make_input, compile_all):
     check(_run_layer, lambda: (_seeded(make), make_input()), stable=False)
+
+
+def test_a_tensor_made_to_require_grad_in_the_frame_is_a_leaf_backward_fills(compile_all):
+    """``paddle.to_tensor(data, stop_gradient=False)`` makes a leaf requiring gradients (eager): a program's
+    constant stopped them (the result and what it reached had stop_gradient=True, no ``.grad``): it runs
+    natively, the code after it in a resume function."""
+    def fn(x):
+        scale = paddle.to_tensor([2.0, 3.0, 4.0, 5.0], stop_gradient=False)
+        return x * scale, scale
+
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            out, scale = function(paddle.ones([3, 4]) * (call + 1))
+            out.sum().backward()
+            results.append((out, scale, scale.grad))
+        assert_observed_same(observe(results[1]), observe(results[0]), "results")
+    assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0
+
+
+def _masked_fill_of_a_value_requiring_grad(x, v):
+    return paddle.masked_fill(x, x > 0, v) * 2, x.masked_fill(x < -0.5, v * 3)
+
+
+@pytest.mark.parametrize("fn", [_masked_fill_of_a_value_requiring_grad], ids=lambda fn: fn.__name__.strip("_"))
+def test_operands_eager_differentiates_otherwise_run_natively(fn, compile_all):
+    """Paddle's program gives ``masked_fill``'s tensor value the sum of the filled items' gradients (eager:
+    zeros): such a call runs natively while the value requires gradients. (``clip``'s tensor bounds, which
+    eager does not differentiate: tests/symbolic/test_unreached_heads.py.)"""
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            x = paddle.to_tensor(np.random.default_rng(call).standard_normal([3, 4]).astype("float32"),
+                                 stop_gradient=False)
+            v = paddle.to_tensor(0.25 * (call + 1), stop_gradient=False)
+            outs = function(x, v)
+            sum(out.sum() for out in outs).backward()
+            results.append((outs, x.grad, v.grad))
+        assert_observed_same(observe(results[1]), observe(results[0]), "results")
+    assert sot.stats().graph_breaks >= 1 and sot.stats().fallbacks == 0
+
+
+def test_masked_fill_of_a_value_stopping_gradients_stays_in_the_graph(compile_all):
+    check_gradients_free = sot.symbolic_translate(_masked_fill_of_a_value_requiring_grad)
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([3, 4]).astype("float32"), stop_gradient=False)
+    outs = check_gradients_free(x, paddle.to_tensor(0.5))
+    expected = _masked_fill_of_a_value_requiring_grad(x, paddle.to_tensor(0.5))
+    assert_observed_same(observe(outs), observe(expected), "results")
+    assert sot.stats().graph_breaks == 0

@@ -218,3 +218,47 @@ def test_the_usual_forward_has_nothing_to_correct(compile_all) -> None:
     model = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
     assert head_leaves(_explained(model, x).sir) is None
     assert head_leaves(_explained(_two_heads, x, *_parameters(3)).sir) is not None
+
+
+# Operands eager's backward of an op does not differentiate (``.grad`` None): the program's gave them zeros.
+_OPERANDS_WITHOUT_GRADIENT = {
+    "lerp weight": lambda x, w: paddle.lerp(x, x * 2, w),
+    "lerp method weight": lambda x, w: x.lerp(x * 2, w),
+    "scale by a tensor": lambda x, w: paddle.scale(x, w[0, :1], 0.5),
+    "expand_as shape": lambda x, w: x[:1].expand_as(w),
+    "label_smooth prior": lambda x, w: F.label_smooth(F.softmax(x).unsqueeze(0), prior_dist=F.softmax(w[:1]),
+                                                      epsilon=0.2),
+    "soft label": lambda x, w: F.cross_entropy(x, F.softmax(w), soft_label=True),
+    "clip bounds": lambda x, w: paddle.clip(x, w[0, 0] - 1.0, w[0, 1] + 1.0),
+    "clip method bounds": lambda x, w: x.clip(min=w.mean()),
+    "type_as other": lambda x, w: x.type_as(w),
+    # (argsort's indices require gradients in eager: an index operand of a gather-like op takes none)
+    "take_along_axis indices": lambda x, w: paddle.take_along_axis(x, paddle.argsort(w, 1), 1),
+    "gather index": lambda x, w: x.gather(paddle.argsort(w, 1)[0, :2] % 3),
+    "index_select index": lambda x, w: paddle.index_select(x, paddle.argsort(w, 1)[0], 1),
+    "embedding ids": lambda x, w: F.embedding(paddle.argsort(w, 1) % 3, x),
+}
+
+
+@pytest.mark.parametrize("name", list(_OPERANDS_WITHOUT_GRADIENT))
+@pytest.mark.parametrize("as_parameter", [False, True], ids=["leaf input", "parameter"])
+def test_an_operand_eager_does_not_differentiate_keeps_no_gradient(compile_all, name: str,
+                                                                   as_parameter: bool) -> None:
+    fn = _OPERANDS_WITHOUT_GRADIENT[name]
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            x = paddle.to_tensor(np.random.default_rng(call).standard_normal([3, 4]).astype("float32"),
+                                 stop_gradient=False)
+            paddle.seed(call)
+            w = paddle.create_parameter([3, 4], "float32") if as_parameter else \
+                paddle.to_tensor(np.random.default_rng(call + 9).random([3, 4]).astype("float32"), stop_gradient=False)
+            out = function(x if not as_parameter else x.detach(), w)
+            out.sum().backward()
+            results.append((out, None if as_parameter else x.grad, w.grad))
+        assert_same(results[1][0], results[0][0])
+        assert results[1][2] is None and results[0][2] is None
+        if not as_parameter:
+            assert_same(results[1][1], results[0][1])
+    assert sot.stats().graph_breaks == 0 and sot.stats().fallbacks == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 import itertools
 import operator
 import types
@@ -359,6 +360,86 @@ class ApartFromParameters:
 
     def __repr__(self) -> str:
         return f"apart_from_parameters_of_{self._name}"
+
+
+# Paddle ops whose eager backward gives some tensor operands another gradient than the program's backward
+# (3.3.1), by function or Tensor method name: the parameters. ``masked_fill``'s ``value``: eager's grad kernel
+# gives it zeros (or, in place, uninitialized memory), the program the sum over the filled items. (Operands
+# eager gives no gradient where the program gives zeros: `unreached_heads._OPERANDS_WITHOUT_EAGER_GRADIENT`.)
+_OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE: dict[Any, tuple[str, ...]] = {
+    paddle.masked_fill: ("value",), paddle.masked_fill_: ("value",), "masked_fill": ("value",),
+    "masked_fill_": ("value",),
+}
+
+
+def _check_operands_eager_differentiates(graph: "FunctionGraph", name: str, kind: str, target: Any,
+                                         args: list[VariableBase], kwargs: dict[str, VariableBase]) -> None:
+    """Raise a `BreakGraphError` when an operand of ``target`` listed in `_OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE`
+    is a tensor requiring gradients while they are recorded: the call runs natively, with eager's gradient
+    (the operand's ``stop_gradient`` is guarded with its meta, the grad mode always is)."""
+    try:
+        parameters = _OPERANDS_EAGER_DIFFERENTIATES_OTHERWISE.get(target)
+    except TypeError:  # (an unhashable target)
+        return
+    if parameters is None or not graph.grad_mode:
+        return
+    function = getattr(paddle.Tensor, target) if kind == "method" else target
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return  # (eager raises the same error: the statement's inference reports it)
+    for parameter in parameters:
+        operand = bound.arguments.get(parameter)
+        if isinstance(operand, TensorVariable) and not operand.meta.stop_gradient:
+            raise BreakGraphError(f"{name} of a {parameter} requiring gradients: eager's backward gives it another "
+                                  "gradient than the program's: runs natively")
+
+
+def _signature_taking_stop_gradient(function: Any) -> inspect.Signature | None:
+    """``function``'s signature when it has a ``stop_gradient`` parameter (``paddle.to_tensor``), else None."""
+    try:
+        return _SIGNATURES_TAKING_STOP_GRADIENT[function]
+    except (KeyError, TypeError):
+        pass
+    try:
+        signature: inspect.Signature | None = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and "stop_gradient" not in signature.parameters:
+        signature = None
+    try:
+        _SIGNATURES_TAKING_STOP_GRADIENT[function] = signature
+    except TypeError:
+        pass  # (an unhashable callable: looked up again next time)
+    return signature
+
+
+_SIGNATURES_TAKING_STOP_GRADIENT: "weakref.WeakKeyDictionary[Any, inspect.Signature | None]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _check_no_new_leaf_requiring_grad(graph: "FunctionGraph", name: str, function: Any, args: list[VariableBase],
+                                      kwargs: dict[str, VariableBase]) -> None:
+    """Raise a `BreakGraphError` for a call making a new leaf that requires gradients
+    (``paddle.to_tensor(data, stop_gradient=False)``): eager's result is a leaf whose ``.grad`` a later backward
+    fills; a program's would be a constant of it, stopping gradients. Run natively, the leaf is a tensor from
+    outside for the code after the break. The flag is guarded."""
+    signature = _signature_taking_stop_gradient(function)
+    if signature is None:
+        return
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return  # (eager raises the same error: the statement's inference reports it)
+    flag = bound.arguments.get("stop_gradient")
+    if flag is None:
+        return  # (the default: the tensor stops gradients)
+    if not isinstance(flag, ConstantVariable):
+        raise BreakGraphError(f"{name} with a stop_gradient flag not known during simulation runs natively")
+    graph.add_guard(flag)
+    if not flag.value:
+        raise BreakGraphError(f"{name}(..., stop_gradient=False) makes a new leaf requiring gradients (its .grad "
+                              "filled by backward): runs natively")
 
 
 class FunctionGraph:
@@ -809,6 +890,9 @@ class FunctionGraph:
                                   "or a layer's buffer rebound): runs natively")
         if kind == "api":
             sparse_gradients.check_function_call(self, target, args, kwargs)
+            _check_no_new_leaf_requiring_grad(self, name, target, args, kwargs)
+        if kind in ("api", "method"):
+            _check_operands_eager_differentiates(self, name, kind, target, args, kwargs)
         if kind in ("api", "method"):
             self._pin_counted_axis(name, target, args, kwargs)
         op_amp = self._op_amp()

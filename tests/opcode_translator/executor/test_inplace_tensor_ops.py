@@ -134,6 +134,167 @@ def test_python_values_assigned_into_items_stop_their_gradient(fn: Callable[...,
     assert counts()[:2] == (breaks, 0)
 
 
+# A 0-D integer tensor index: Paddle's static setitem writes item i as the slice [i, i + 1), empty for i == -1
+# (``y[paddle.to_tensor(-1)] = v`` was a no-op in a program); so is ``y.__setitem__(i, v)`` called by name.
+def _last_row_by_a_tensor(x, i):
+    y = x * 3
+    y[i] = 1.5
+    return y * y
+
+
+def _last_column_by_a_tensor(x, i):
+    y = x * 3
+    y[:, i] = x[:, 0]
+    return y * y
+
+
+def _after_an_ellipsis_and_none(x, i):
+    y = x * 3
+    y[None, ..., i] = 2.0
+    return y * y
+
+
+def _both_dimensions_by_tensors(x, i):
+    y = x * 3
+    y[i, i] = 2.0
+    return y * y
+
+
+def _set_item_called_by_name(x, i):
+    y = x * 3
+    y.__setitem__(i, x[0])
+    return y * y
+
+
+@pytest.mark.parametrize("fn", [_last_row_by_a_tensor, _last_column_by_a_tensor, _after_an_ellipsis_and_none,
+                                _both_dimensions_by_tensors, _set_item_called_by_name],
+                         ids=lambda fn: fn.__name__.strip("_"))
+@pytest.mark.parametrize("index", [-1, -2, 1])
+def test_a_zero_dimensional_tensor_index_counts_from_the_end(fn: Callable[..., Any], index: int) -> None:
+    fast = sot.symbolic_translate(fn)
+    for rows in (3, 4, 6):  # (the last two: a dynamic first dimension)
+        results = []
+        for function in (fn, fast):
+            leaf = paddle.to_tensor(_data(rows, 4), stop_gradient=False)
+            result = function(leaf, paddle.to_tensor(index))
+            result.sum().backward()
+            results.append((result, leaf.grad))
+        assert_same(results[1][0], results[0][0])
+        _assert_gradients_same([results[1][1]], [results[0][1]])
+    assert counts()[:2] == (0, 0)
+
+
+def test_a_zero_dimensional_tensor_index_into_an_input_changes_its_last_row():
+    def fn(x, i, v):
+        x[i] = v
+        return x
+
+    check(lambda x, i, v: fn(x, i, v), lambda: (_tensor(3, 2), paddle.to_tensor(-1), _tensor(2, seed=1)))
+    assert counts()[:2] == (0, 0)
+
+
+# Paddle's static setitem with an advanced index (3.3.1): a repeated index gives every value item written
+# there the gradient (eager: the first only), a value broadcast into a boolean mask gets a gradient where eager
+# gives zero, and a value of fewer dimensions after a leading slice is broadcast along the wrong dimension.
+def _repeated_rows(x, v):
+    y = x * 1
+    y[paddle.to_tensor([0, 0, 1])] = v
+    return y
+
+
+def _repeated_rows_incremented(x, v):
+    y = x * v.sum()
+    y[paddle.to_tensor([0, 0, 1])] += 1.0
+    return y
+
+
+def _repeated_pairs_of_a_scalar(x, v):
+    y = x * 1
+    y[paddle.to_tensor([0, 0, 1]), paddle.to_tensor([1, 1, 2])] = v.sum()
+    return y
+
+
+def _a_list_index_repeated(x, v):
+    y = x * 1
+    y[[2, 2, 0]] = v
+    return y
+
+
+def _one_value_into_a_mask(x, v):
+    y = x * 1
+    y[x > 0] = v[:1, 0]
+    return y
+
+
+def _a_row_into_masked_columns(x, v):
+    y = x * 1
+    y[:, paddle.to_tensor([True, False, True, True])] = v[0, :3].detach()
+    return y
+
+
+@pytest.mark.parametrize("fn", [_repeated_rows, _repeated_rows_incremented, _repeated_pairs_of_a_scalar,
+                                _a_list_index_repeated, _one_value_into_a_mask, _a_row_into_masked_columns],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_an_advanced_index_assignment_paddle_gets_wrong_runs_natively(fn: Callable[..., Any]) -> None:
+    weights = paddle.arange(12, dtype="float32").reshape([3, 4]) + 1  # (each item its own gradient)
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        results = []
+        for function in (fn, fast):
+            x = paddle.to_tensor(_data(3, 4, seed=call), stop_gradient=False)
+            v = paddle.to_tensor(_data(3, 4, seed=call + 5), stop_gradient=False)
+            result = function(x, v)
+            (result * weights).sum().backward()
+            results.append((result, x.grad, v.grad))
+        assert_same(results[1][0], results[0][0])
+        _assert_gradients_same(list(results[1][1:]), list(results[0][1:]))
+    assert counts()[0] >= 1
+
+
+_ROW = np.array([1.0, 2.0, 3.0], dtype="float32")
+
+
+def _an_array_into_masked_columns(x):
+    y = x * 1
+    y[:, paddle.to_tensor([True, False, True, True])] = _ROW
+    return y
+
+
+def _a_list_into_a_row(x):
+    y = x * 1
+    y[0] = [1.0, 2.0, 3.0, 4.0]  # (eager raises: a list is no value it assigns)
+    return y
+
+
+@pytest.mark.parametrize("fn", [_an_array_into_masked_columns, _a_list_into_a_row],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_python_values_paddle_assigns_unlike_eager_run_natively(fn: Callable[..., Any]) -> None:
+    fast = sot.symbolic_translate(fn)
+    for call in range(2):
+        outcomes = []
+        for function in (fn, fast):
+            try:
+                outcomes.append(function(_tensor(3, 4, seed=call)))
+            except ValueError as error:
+                outcomes.append(type(error))
+        if isinstance(outcomes[0], paddle.Tensor):
+            assert_same(outcomes[1], outcomes[0])
+        else:
+            assert outcomes[1] is outcomes[0]
+    assert counts()[0] >= 1
+
+
+def test_a_masked_value_assigned_into_its_mask_stays_in_the_graph():
+    def fn(x, w):
+        out = x * 1
+        mask = x[:, 0] > 0
+        out[mask] = paddle.masked_select(x, mask.unsqueeze(1).expand_as(x)).reshape([-1, 4]) * w
+        return out
+
+    check_gradients(fn, (5, 4), (4,))
+    assert counts()[:2] == (0, 0)
+
+
 # -- recorded in the graph -----------------------------------------------------------------------------------
 def test_inplace_methods_on_a_local_tensor_are_recorded():
     def fn(x):

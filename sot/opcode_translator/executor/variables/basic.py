@@ -304,6 +304,53 @@ _SEVERAL_DEVICES = bool(paddle.is_compiled_with_cuda() or paddle.is_compiled_wit
                         or paddle.device.get_all_custom_device_type())
 
 
+
+def _is_basic_index(item: VariableBase) -> bool:
+    """An index item Paddle's static setitem turns into a slice (an int, a slice, ``None``, ``...``, a Python
+    bool, a 0-D tensor), as opposed to an advanced index (a tensor of 1+ dimensions, a list, an array)."""
+    from .symbolic_int import SymbolicIntVariable
+
+    if isinstance(item, TensorVariable):
+        return len(item.meta.shape) == 0
+    if isinstance(item, SymbolicIntVariable):
+        return True
+    return type(item) is ConstantVariable and (item.value is None or item.value is Ellipsis or
+                                               isinstance(item.value, (int, slice)))
+
+
+def _item_assignment_unlike_eager(tensor: "TensorVariable", key: VariableBase, value: VariableBase) -> str | None:
+    """Why ``tensor[key] = value`` would not be eager's in a program, or None.
+
+    Paddle's static setitem (3.3.1) with an advanced index (a tensor of 1+ dimensions, a list):
+      * gives every item of ``value`` written through a repeated index the gradient of the written item (eager:
+        the first one only), and a ``value`` broadcast into a boolean mask its gradient where eager gives zero
+        (a value of one item: eager's own rule); so a value requiring gradients is assigned natively, but into
+        one leading boolean mask with a value of the masked shape (what ``out[mask] = f(x[mask])`` writes);
+      * broadcasts a value of fewer dimensions wrongly when the advanced index follows a slice or an int
+        (``y[:, mask] = row`` wrote the row down the columns): a tensor value is then assigned natively."""
+    from .container import TupleVariable
+
+    items = list(key.items) if isinstance(key, TupleVariable) else [key]
+    advanced = [position for position, item in enumerate(items) if not _is_basic_index(item)]
+    if not advanced:
+        return None
+    first_taking = next((position for position, item in enumerate(items)
+                         if not (type(item) is ConstantVariable and item.value is None)), 0)
+    one_item = type(value) is ConstantVariable and isinstance(value.value, (bool, int, float, complex)) or \
+        isinstance(value, TensorVariable) and len(value.meta.shape) == 0
+    if advanced[0] > first_taking and not one_item:  # (a tensor, or an array made one)
+        return "Paddle's program broadcasts a value after a leading slice or int wrongly"
+    if not isinstance(value, TensorVariable) or value.meta.stop_gradient or not tensor.graph.grad_mode:
+        return None
+    if not isinstance(key, TupleVariable) and isinstance(key, TensorVariable) and key.meta.dtype == paddle.bool:
+        shape, mask, written = tensor.meta.shape, key.meta.shape, value.meta.shape
+        trailing = list(shape[len(mask):])
+        if len(written) == len(trailing) + 1 and written[0] != 1 and list(written[1:]) == trailing \
+                and -1 not in trailing:
+            return None
+    return "Paddle's program gives the value another gradient than eager (repeated indices, broadcasting)"
+
+
 class TensorVariable(VariableBase):
     """A tensor: a `Symbol` in the SIR with its meta; the data is never touched during simulation."""
 
@@ -456,6 +503,13 @@ class TensorVariable(VariableBase):
 
         if value is None:
             raise BreakGraphError("deleting items of a tensor runs natively (eager raises)")
+        from .container import SequenceVariable
+
+        if isinstance(value, SequenceVariable):
+            raise BreakGraphError("assigning a list or tuple into tensor items runs natively (eager raises)")
+        reason = _item_assignment_unlike_eager(self, key, value)
+        if reason is not None:
+            raise BreakGraphError(f"an item assignment through an index tensor or list: {reason}: runs natively")
         apply_in_place(self, "api", "setitem", set_items, [self, checked_index(self, key), value], {},
                        "item assignment")
 

@@ -189,10 +189,19 @@ def _item(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, Va
     return known
 
 
+def _set_item(tensor: TensorVariable, args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    """``t.__setitem__(key, value)`` called by name: ``t[key] = value`` (an in-place change, see
+    `TensorVariable.setitem`), not a method statement whose result the tensor would not take."""
+    if kwargs or len(args) != 2:
+        raise BreakGraphError("Tensor.__setitem__() with other than two positional arguments runs natively")
+    tensor.setitem(args[0], args[1])
+    return ConstantVariable(None, tensor.graph, DummyTracker())
+
+
 _TENSOR_METHOD_RULES: dict[str, Callable[[TensorVariable, list[VariableBase], dict[str, VariableBase]],
                                          VariableBase]] = {
     "set_value": _set_value, "register_hook": _register_hook_after_graph, "is_dist": _is_dist, "cpu": _cpu,
-    "item": _item,
+    "item": _item, "__setitem__": _set_item,
 }
 
 

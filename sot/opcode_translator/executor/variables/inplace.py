@@ -60,7 +60,40 @@ def set_items(x: paddle.Tensor, key: Any, value: Any) -> paddle.Tensor:
     eager. (Made by ``assign`` of an array, which keeps the value exactly, the sign of ``-0.0`` too.)"""
     if x.dtype in _FLOATING and not isinstance(value, (paddle.Tensor, paddle.pir.Value)):
         value = paddle.assign(np.asarray(value)).astype(x.dtype)
-    return paddle.static.setitem(paddle.assign(x), key, value)
+    return paddle.static.setitem(paddle.assign(x), _scalar_indices_counted_from_the_start(x, key), value)
+
+
+def _scalar_indices_counted_from_the_start(x: Any, key: Any) -> Any:
+    """``key`` with each 0-D integer tensor index made non-negative (``i + size`` for ``i < 0``).
+
+    Paddle's static ``setitem`` (3.3.1) writes the item of a 0-D tensor index ``i`` as the slice
+    ``[i, i + 1)``, empty for ``i == -1``: ``y[paddle.to_tensor(-1)] = v`` changed nothing in a program, where
+    eager writes the last item. The dimension each index counts in is found as Paddle's ``parse_index`` finds
+    it (``...`` stands for the dimensions the other items but ``None`` leave, ``None`` and a Python bool take none)."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    if not any(_is_integer_scalar_tensor(item) for item in items):
+        return key
+    rank = len(x.shape)
+    if sum(item is Ellipsis for item in items) == 1:
+        at = items.index(Ellipsis)
+        taking = sum(item is not None and item is not Ellipsis for item in items)  # (a bool too, as Paddle counts)
+        items[at:at + 1] = [slice(None)] * max(rank - taking, 0)
+    dim = 0
+    for position, item in enumerate(items):
+        if item is None or isinstance(item, bool):
+            continue
+        if _is_integer_scalar_tensor(item) and dim < rank:
+            size = x.shape[dim]
+            if size is None or size < 0:
+                size = paddle.shape(x)[dim].astype(item.dtype)
+            items[position] = paddle.where(item < 0, item + size, item)
+        dim += 1
+    return tuple(items) if isinstance(key, tuple) else items[0]
+
+
+def _is_integer_scalar_tensor(item: Any) -> bool:
+    return isinstance(item, (paddle.Tensor, paddle.pir.Value)) and len(item.shape) == 0 and \
+        item.dtype not in (paddle.bool, paddle.pir.core.DataType.BOOL)
 
 
 def zeroed(x: paddle.Tensor) -> paddle.Tensor:
