@@ -541,3 +541,52 @@ def test_position_buckets_by_floor_division_with_an_int64_stride_match_eager() -
 
     with sot.config.patch(min_graph_size=0):
         assert_step_parity(make_bucketed_positions, bucketed_positions_step, batch)
+
+
+# -- a tensor method whose arguments break the graph (its bound method kept on the stack across the break) ----
+
+
+class SortedByLength(nn.Layer):
+    """Sequences sorted by length with numpy before an LSTM and put back in order afterwards: ``h.index_select``
+    is loaded before its argument, whose ``lengths.numpy()`` breaks the graph; the resume function receives
+    the bound method ``h.index_select``. It was a Paddle API bound to an eager tensor there (its static call
+    failed: a fallback) guarded by identity (a new object at every call: translated again at every call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(20, 8)
+        self.rnn = nn.LSTM(8, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: paddle.Tensor, lengths: paddle.Tensor) -> paddle.Tensor:
+        h = self.embedding(ids)
+        order = np.argsort(-lengths.numpy(), kind="stable")
+        h = h.index_select(paddle.to_tensor(order), axis=0)
+        out, _ = self.rnn(h, sequence_length=lengths.index_select(paddle.to_tensor(order)))
+        pooled = out.reshape([int(out.shape[0]), -1, 8]).mean(axis=1)
+        restore = paddle.to_tensor(np.argsort(order, kind="stable"))
+        return self.head(pooled.index_select(restore, axis=0))
+
+
+def test_a_tensor_method_called_with_a_breaking_argument_resumes_compiled_and_hits_the_cache() -> None:
+    paddle.seed(0)
+    model = SortedByLength()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    batches = [(paddle.randint(1, 20, [4, 6]), paddle.to_tensor([3, 6, 2, 5])),
+               (paddle.randint(1, 20, [4, 6]), paddle.to_tensor([6, 1, 4, 4]))] * 2
+    for ids, lengths in batches:
+        out, expected = fast(ids, lengths), eager(ids, lengths)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert stats.fallbacks == 0, stats
+    translated = stats.translate_count
+    for ids, lengths in batches:
+        fast(ids, lengths)
+    assert sot.stats().translate_count == translated, sot.stats()
