@@ -590,3 +590,48 @@ def test_a_tensor_method_called_with_a_breaking_argument_resumes_compiled_and_hi
     for ids, lengths in batches:
         fast(ids, lengths)
     assert sot.stats().translate_count == translated, sot.stats()
+
+
+# -- padding trimmed by a tensor slice bound -------------------------------------------------------------------------
+
+
+class TrimmedEncoder(nn.Layer):
+    """Padding trimmed before the encoder by the longest sequence of the batch: ``ids[:, :lengths.max()]``
+    slices by a one-element tensor (eager reads its value). The frame fell back for good ("slice bounds that
+    are not Python constants"); the program slices by the tensor (a data-dependent dimension)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(20, 8)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+        longest = mask.sum(axis=1).max()
+        ids, mask = ids[:, :longest], mask[:, :longest]
+        keep = mask.astype("float32")
+        attention = (1.0 - keep[:, None, None, :]) * -1e4
+        hidden = self.encoder(self.embedding(ids), attention)
+        pooled = (hidden * keep.unsqueeze(-1)).sum(axis=1) / keep.sum(axis=1, keepdim=True)
+        return self.head(pooled)
+
+
+def test_padding_trimmed_by_a_tensor_slice_bound_is_one_graph_for_every_length() -> None:
+    paddle.seed(0)
+    model = TrimmedEncoder()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    for longest in (3, 5, 2, 6):
+        paddle.seed(longest)
+        ids = paddle.randint(1, 20, [3, 6])
+        mask = (paddle.arange(6)[None, :] < paddle.to_tensor([[longest], [2], [1]])).astype("int64")
+        out, expected = fast(ids, mask), eager(ids, mask)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats

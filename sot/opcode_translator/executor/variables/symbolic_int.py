@@ -720,6 +720,29 @@ class SymbolicSliceVariable(ConstantVariable):
         return f"SymbolicSliceVariable({self.parts!r})"
 
 
+class TensorBoundSliceVariable(SymbolicSliceVariable):
+    """``start:stop:step`` with a bound that is a one-element integer tensor (``ids[:, :mask.sum(1).max()]``,
+    trimming padding): a tensor's index takes it as it is (eager reads its value, the program slices by it),
+    so the result's dimension is dynamic. Any other use needs the tensor's value as a Python int: the graph
+    breaks there (a list sliced by it)."""
+
+    def get_py_value(self) -> Any:
+        raise BreakGraphError("a slice bounded by a tensor's value is used as a Python slice (not a tensor's "
+                              "index): runs natively")
+
+    def __repr__(self) -> str:
+        return f"TensorBoundSliceVariable({self.parts!r})"
+
+
+def is_slice_bound_tensor(var: VariableBase) -> bool:
+    """An integer tensor of one element, which eager Paddle takes as a slice bound (its value)."""
+    return isinstance(var, TensorVariable) and var.meta.dtype in _SLICE_BOUND_DTYPES \
+        and tuple(var.meta.shape) in ((), (1,))
+
+
+_SLICE_BOUND_DTYPES = frozenset({paddle.int32, paddle.int64})
+
+
 # Calls that take a 0-D int tensor where the user passed an int, with the same meaning. Anywhere else a
 # symbolic int passed directly as an argument is pinned: a tensor can mean something else there
 # (``repeat_interleave(x, n)`` takes a tensor as per-element repeats). Inside a list or tuple (a shape:
