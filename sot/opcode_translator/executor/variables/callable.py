@@ -222,7 +222,12 @@ class TensorMethodVariable(CallableVariable):
         if counterpart is not None:
             return self.graph.call_tensor_op("method", counterpart, counterpart, [self.tensor, _counterpart_argument(
                 args, kwargs)], {})
-        return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
+        result = self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
+        if self.name == "numel" and not args and not kwargs:
+            from .known_values import note_element_count
+
+            note_element_count(self.tensor, result)
+        return result
 
     def children(self) -> list[VariableBase]:
         return [self.tensor]
@@ -787,6 +792,22 @@ def call_operator_getter(var: ObjectVariable, args: list[VariableBase],
 for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, repr, chr, ord, range, slice,
             format, bin, oct, hex, ascii, complex, bytes):
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
+
+
+def _int_of_known_tensor(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]
+                         ) -> VariableBase:
+    """``int(t)`` of a 0-D tensor whose value the simulation knows (``int(x.numel())``, a dimension read
+    through ``paddle.shape(x)[i]``: see `known_values`) is that int; of any other tensor it leaves the graph."""
+    from .known_values import known_python_int
+
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+        known = known_python_int(args[0], [], {})
+        if known is not None:
+            return known
+    return _fold_only(int)(graph, args, kwargs)
+
+
+BUILTIN_DISPATCH[int] = _int_of_known_tensor
 
 
 def guard_abc_registrations(graph: "FunctionGraph", classes: Any) -> None:
