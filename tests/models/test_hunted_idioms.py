@@ -635,3 +635,59 @@ def test_padding_trimmed_by_a_tensor_slice_bound_is_one_graph_for_every_length()
         eager.clear_gradients()
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
+
+
+# -- a Swin window reverse: the batch recovered by int() of a true division ---------------------------------------
+
+
+def window_partition(x: paddle.Tensor, size: int) -> paddle.Tensor:
+    batch, height, width, channels = x.shape
+    x = x.reshape([batch, height // size, size, width // size, size, channels])
+    return x.transpose([0, 1, 3, 2, 4, 5]).reshape([-1, size, size, channels])
+
+
+def window_reverse(windows: paddle.Tensor, size: int, height: int, width: int) -> paddle.Tensor:
+    batch = int(windows.shape[0] / (height * width / size / size))  # (as PaddleClas' Swin writes it)
+    x = windows.reshape([batch, height // size, width // size, size, size, -1])
+    return x.transpose([0, 1, 3, 2, 4, 5]).reshape([batch, height, width, -1])
+
+
+class WindowAttentionBlock(nn.Layer):
+    """Self-attention inside 2x2 windows of a 4x4 map. With the batch dynamic, ``windows.shape[0]`` (a
+    computed tensor's) divided by a float was pinned: a graph break at every call."""
+
+    def __init__(self, dim: int = 8, size: int = 2, resolution: tuple = (4, 4)) -> None:
+        super().__init__()
+        self.size, self.resolution = size, resolution
+        self.norm = nn.LayerNorm(dim)
+        self.attention = nn.MultiHeadAttention(dim, 2)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        height, width = self.resolution
+        batch, _, channels = x.shape
+        h = self.norm(x).reshape([batch, height, width, channels])
+        windows = window_partition(h, self.size).reshape([-1, self.size * self.size, channels])
+        attended = self.attention(windows, windows, windows).reshape([-1, self.size, self.size, channels])
+        x = x + window_reverse(attended, self.size, height, width).reshape([batch, height * width, channels])
+        return self.head(x.mean(axis=1))
+
+
+def test_a_swin_window_reverse_over_a_dynamic_batch_is_one_graph() -> None:
+    paddle.seed(0)
+    model = WindowAttentionBlock()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    for batch in (2, 3, 5, 4):
+        paddle.seed(batch)
+        x = paddle.randn([batch, 16, 8])
+        out, expected = fast(x), eager(x)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 2), stats

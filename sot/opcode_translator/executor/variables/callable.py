@@ -797,13 +797,19 @@ for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, re
 def _int_of_known_tensor(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]
                          ) -> VariableBase:
     """``int(t)`` of a 0-D tensor whose value the simulation knows (``int(x.numel())``, a dimension read
-    through ``paddle.shape(x)[i]``: see `known_values`) is that int; of any other tensor it leaves the graph."""
+    through ``paddle.shape(x)[i]``: see `known_values`) is that int; of any other tensor it leaves the graph.
+    ``int(n / c)`` of a symbolic int stays symbolic (`symbolic_int_of`)."""
     from .known_values import known_python_int
+    from .symbolic_int import symbolic_int_of
 
     if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
         known = known_python_int(args[0], [], {})
         if known is not None:
             return known
+    if len(args) == 1 and not kwargs:
+        truncated = symbolic_int_of(args[0])  # (``int(n / c)`` of a symbolic int n)
+        if truncated is not None:
+            return truncated
     return _fold_only(int)(graph, args, kwargs)
 
 
