@@ -691,3 +691,37 @@ def test_a_swin_window_reverse_over_a_dynamic_batch_is_one_graph() -> None:
         eager.clear_gradients()
     stats = sot.stats()
     assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 2), stats
+
+
+# -- a @paddle.jit.to_static helper called by a translated model ---------------------------------------------------
+
+
+@paddle.jit.to_static(full_graph=True)
+def static_activation(x: paddle.Tensor) -> paddle.Tensor:
+    return paddle.tanh(x) * 2.0 + x.mean()
+
+
+class CallsAStaticHelper(nn.Layer):
+    """Calls a function Paddle compiles itself: its call runs natively (a graph break), and the code Paddle
+    transforms it into runs once in static mode to build Paddle's program. That code was translated too (its
+    tensors are the program's variables: nothing to simulate), with graph breaks of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.fc(static_activation(x)) + 1.0
+
+
+def test_code_run_while_paddle_builds_a_static_program_is_not_translated() -> None:
+    paddle.seed(0)
+    model = CallsAStaticHelper()
+    fast = sot.symbolic_translate(model)
+    x = paddle.randn([3, 4])
+    for _ in range(3):
+        out = fast(x)
+        np.testing.assert_allclose(out.numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    stats = sot.stats()
+    # The forward before the helper and its rest after it, each translated once.
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 1, 0), stats
