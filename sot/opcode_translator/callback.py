@@ -8,6 +8,8 @@ import weakref
 import warnings
 from typing import Any, Callable
 
+from paddle.base.framework import in_dygraph_mode
+
 from ..config import config
 from ..errors import BreakGraphCheckError, UnsupportedError, UserCodeError
 from ..eval_frame_ext import SKIP, cache_entries, cache_size, set_traceback_merger
@@ -117,6 +119,11 @@ def _on_miss(code: types.CodeType, globals_: dict, builtins_: dict, closure: tup
         return _always, code, 0, True, True
     if should_skip(code, globals_) or _is_comprehension_body(code):
         return SKIP
+    if not in_dygraph_mode():
+        # Paddle is building a static program (a ``@paddle.jit.to_static`` function called by translated code
+        # runs its transformed code once to build it): its tensors are the program's variables, no eager
+        # values to simulate. Run as written, nothing cached (the same code may run eagerly later).
+        return None
     frame = FrameInfo(code, globals_, builtins_, closure, args)
     guards = [entry[0].guard for entry in cache_entries(code) if hasattr(entry[0], "guard")]
     if guards and enabled(1):

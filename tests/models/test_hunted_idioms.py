@@ -541,3 +541,187 @@ def test_position_buckets_by_floor_division_with_an_int64_stride_match_eager() -
 
     with sot.config.patch(min_graph_size=0):
         assert_step_parity(make_bucketed_positions, bucketed_positions_step, batch)
+
+
+# -- a tensor method whose arguments break the graph (its bound method kept on the stack across the break) ----
+
+
+class SortedByLength(nn.Layer):
+    """Sequences sorted by length with numpy before an LSTM and put back in order afterwards: ``h.index_select``
+    is loaded before its argument, whose ``lengths.numpy()`` breaks the graph; the resume function receives
+    the bound method ``h.index_select``. It was a Paddle API bound to an eager tensor there (its static call
+    failed: a fallback) guarded by identity (a new object at every call: translated again at every call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(20, 8)
+        self.rnn = nn.LSTM(8, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: paddle.Tensor, lengths: paddle.Tensor) -> paddle.Tensor:
+        h = self.embedding(ids)
+        order = np.argsort(-lengths.numpy(), kind="stable")
+        h = h.index_select(paddle.to_tensor(order), axis=0)
+        out, _ = self.rnn(h, sequence_length=lengths.index_select(paddle.to_tensor(order)))
+        pooled = out.reshape([int(out.shape[0]), -1, 8]).mean(axis=1)
+        restore = paddle.to_tensor(np.argsort(order, kind="stable"))
+        return self.head(pooled.index_select(restore, axis=0))
+
+
+def test_a_tensor_method_called_with_a_breaking_argument_resumes_compiled_and_hits_the_cache() -> None:
+    paddle.seed(0)
+    model = SortedByLength()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    batches = [(paddle.randint(1, 20, [4, 6]), paddle.to_tensor([3, 6, 2, 5])),
+               (paddle.randint(1, 20, [4, 6]), paddle.to_tensor([6, 1, 4, 4]))] * 2
+    for ids, lengths in batches:
+        out, expected = fast(ids, lengths), eager(ids, lengths)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert stats.fallbacks == 0, stats
+    translated = stats.translate_count
+    for ids, lengths in batches:
+        fast(ids, lengths)
+    assert sot.stats().translate_count == translated, sot.stats()
+
+
+# -- padding trimmed by a tensor slice bound -------------------------------------------------------------------------
+
+
+class TrimmedEncoder(nn.Layer):
+    """Padding trimmed before the encoder by the longest sequence of the batch: ``ids[:, :lengths.max()]``
+    slices by a one-element tensor (eager reads its value). The frame fell back for good ("slice bounds that
+    are not Python constants"); the program slices by the tensor (a data-dependent dimension)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(20, 8)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: paddle.Tensor, mask: paddle.Tensor) -> paddle.Tensor:
+        longest = mask.sum(axis=1).max()
+        ids, mask = ids[:, :longest], mask[:, :longest]
+        keep = mask.astype("float32")
+        attention = (1.0 - keep[:, None, None, :]) * -1e4
+        hidden = self.encoder(self.embedding(ids), attention)
+        pooled = (hidden * keep.unsqueeze(-1)).sum(axis=1) / keep.sum(axis=1, keepdim=True)
+        return self.head(pooled)
+
+
+def test_padding_trimmed_by_a_tensor_slice_bound_is_one_graph_for_every_length() -> None:
+    paddle.seed(0)
+    model = TrimmedEncoder()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    for longest in (3, 5, 2, 6):
+        paddle.seed(longest)
+        ids = paddle.randint(1, 20, [3, 6])
+        mask = (paddle.arange(6)[None, :] < paddle.to_tensor([[longest], [2], [1]])).astype("int64")
+        out, expected = fast(ids, mask), eager(ids, mask)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
+
+
+# -- a Swin window reverse: the batch recovered by int() of a true division ---------------------------------------
+
+
+def window_partition(x: paddle.Tensor, size: int) -> paddle.Tensor:
+    batch, height, width, channels = x.shape
+    x = x.reshape([batch, height // size, size, width // size, size, channels])
+    return x.transpose([0, 1, 3, 2, 4, 5]).reshape([-1, size, size, channels])
+
+
+def window_reverse(windows: paddle.Tensor, size: int, height: int, width: int) -> paddle.Tensor:
+    batch = int(windows.shape[0] / (height * width / size / size))  # (as PaddleClas' Swin writes it)
+    x = windows.reshape([batch, height // size, width // size, size, size, -1])
+    return x.transpose([0, 1, 3, 2, 4, 5]).reshape([batch, height, width, -1])
+
+
+class WindowAttentionBlock(nn.Layer):
+    """Self-attention inside 2x2 windows of a 4x4 map. With the batch dynamic, ``windows.shape[0]`` (a
+    computed tensor's) divided by a float was pinned: a graph break at every call."""
+
+    def __init__(self, dim: int = 8, size: int = 2, resolution: tuple = (4, 4)) -> None:
+        super().__init__()
+        self.size, self.resolution = size, resolution
+        self.norm = nn.LayerNorm(dim)
+        self.attention = nn.MultiHeadAttention(dim, 2)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        height, width = self.resolution
+        batch, _, channels = x.shape
+        h = self.norm(x).reshape([batch, height, width, channels])
+        windows = window_partition(h, self.size).reshape([-1, self.size * self.size, channels])
+        attended = self.attention(windows, windows, windows).reshape([-1, self.size, self.size, channels])
+        x = x + window_reverse(attended, self.size, height, width).reshape([batch, height * width, channels])
+        return self.head(x.mean(axis=1))
+
+
+def test_a_swin_window_reverse_over_a_dynamic_batch_is_one_graph() -> None:
+    paddle.seed(0)
+    model = WindowAttentionBlock()
+    eager = copy.deepcopy(model)
+    fast = sot.symbolic_translate(model)
+    for batch in (2, 3, 5, 4):
+        paddle.seed(batch)
+        x = paddle.randn([batch, 16, 8])
+        out, expected = fast(x), eager(x)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        out.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
+            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        model.clear_gradients()
+        eager.clear_gradients()
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 2), stats
+
+
+# -- a @paddle.jit.to_static helper called by a translated model ---------------------------------------------------
+
+
+@paddle.jit.to_static(full_graph=True)
+def static_activation(x: paddle.Tensor) -> paddle.Tensor:
+    return paddle.tanh(x) * 2.0 + x.mean()
+
+
+class CallsAStaticHelper(nn.Layer):
+    """Calls a function Paddle compiles itself: its call runs natively (a graph break), and the code Paddle
+    transforms it into runs once in static mode to build Paddle's program. That code was translated too (its
+    tensors are the program's variables: nothing to simulate), with graph breaks of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.fc(static_activation(x)) + 1.0
+
+
+def test_code_run_while_paddle_builds_a_static_program_is_not_translated() -> None:
+    paddle.seed(0)
+    model = CallsAStaticHelper()
+    fast = sot.symbolic_translate(model)
+    x = paddle.randn([3, 4])
+    for _ in range(3):
+        out = fast(x)
+        np.testing.assert_allclose(out.numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    stats = sot.stats()
+    # The forward before the helper and its rest after it, each translated once.
+    assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (2, 1, 0), stats

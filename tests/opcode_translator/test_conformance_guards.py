@@ -245,3 +245,27 @@ def test_slice_bound_from_a_dynamic_dimension(compile_all):
         return x[:half] * 2, x[half:]
 
     check(fn, *[(lambda b=b: (T(b, 3),)) for b in (2, 3, 4, 5)], stable=False)
+
+
+def sliced_by_tensor_bounds(x, n):
+    return x[:, :n] * 2, x[n:] + 1, x[-n:, 1:], x[::2, n - 1:]
+
+
+def test_slice_bounds_that_are_one_element_integer_tensors(compile_all):
+    """``x[:, :n]`` with ``n`` a tensor (eager reads its value: ``ids[:, :mask.sum(1).max()]``) fell back for
+    good ("slice bounds that are not Python constants"); the program slices by the tensor, negative, zero and
+    out-of-range bounds clamped as eager clamps them: one translation for every value."""
+    makers = [(lambda n=n: (T(5, 4), paddle.to_tensor(n))) for n in (2, -1, 9, 0, -9, 3)]
+    stats = check(sliced_by_tensor_bounds, *makers)
+    assert stats.translate_count == 1, stats
+
+
+def list_sliced_by_a_tensor(x, n):
+    weights = [1.0, 2.0, 3.0, 4.0]
+    return x * sum(weights[:n])
+
+
+def test_a_list_sliced_by_a_tensor_bound_breaks_there(compile_all):
+    """A tensor bound slicing a list needs the tensor's value as a Python int: the graph breaks there."""
+    check(list_sliced_by_a_tensor, *[(lambda n=n: (T(3), paddle.to_tensor(n))) for n in (2, 3)], breaks=None,
+          stable=False)

@@ -85,6 +85,23 @@ def test_an_op_rejecting_a_dynamic_dimension_gets_it_pinned(fn: Any, compile_all
     assert sot.stats().graph_breaks == (0 if fn is unshuffled else 1)
 
 
+def folded_back(x: paddle.Tensor) -> paddle.Tensor:
+    """Patches taken apart and put back at the input's own size: ``output_sizes`` holds symbolic ints of the
+    input, ``F.fold``'s static check also wants the patch count of the computed ``patches`` as a number."""
+    patches = paddle.nn.functional.unfold(x, kernel_sizes=2, strides=2) * 2
+    return paddle.nn.functional.fold(patches, output_sizes=x.shape[2:], kernel_sizes=2, strides=2)
+
+
+def test_an_op_rejecting_a_computed_dimension_with_symbolic_int_arguments_breaks_there(compile_all: Any) -> None:
+    """Pinning the symbolic ints alone does not satisfy the static check: the computed tensor's dynamic
+    dimensions need numbers too, a graph break there (the frame fell back for good)."""
+    translated = sot.symbolic_translate(folded_back)
+    for height, width in ((6, 6), (8, 6), (6, 10), (8, 6)):
+        x = paddle.randn([2, 3, height, width])
+        _same(translated(x), folded_back(x))
+    assert sot.stats().fallbacks == 0
+
+
 BAKING_SIZES: dict[str, tuple[Any, Callable[[int], list]]] = {
     # (each reads a dynamic dimension as a number in its Python code: built with -1, the program was wrong)
     "kl_div batchmean": (lambda a, b: paddle.nn.functional.kl_div(a, b, reduction="batchmean"),

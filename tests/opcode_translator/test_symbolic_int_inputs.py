@@ -298,3 +298,31 @@ def test_a_shape_with_symbolic_dimensions_passed_to_an_api(fn, compile_all):
     stats = _run(fn, calls)
     assert stats.fallbacks == 0 and stats.graph_breaks == 0, stats
     assert stats.translate_count == 2 and stats.cache_hits == 2, stats
+
+
+def truncated_quotients(x, n):
+    rows = int(x.shape[0] / 2)
+    negative = int((n - 10) / 3)
+    return x[:rows] * 2, negative, int(n / 2.5), x * (n / 4)
+
+
+def test_int_of_a_true_division_by_a_number_stays_symbolic(compile_all):
+    """``int(n / c)`` of a symbolic int and a non-zero number is computed in float64 and truncated toward zero
+    as Python does (a negative quotient too): one translation for every value, branches on it guarded by
+    the expression."""
+    calls = [(_t(b, 3, seed=b), n) for b, n in ((2, 3), (3, 5), (5, 7), (7, 2), (4, 13), (6, 101))]
+    stats = _run(truncated_quotients, calls)
+    assert (stats.graph_breaks, stats.fallbacks) == (0, 0), stats
+    assert stats.translate_count == 2, stats  # the first values specialised, then symbolic
+
+
+def branch_on_a_quotient(x):
+    rows = int(x.shape[0] / 2)
+    if rows > 2:
+        return x[:rows] * 2
+    return x[:rows] - 1
+
+
+def test_a_branch_on_a_truncated_quotient_is_guarded_by_the_expression(compile_all):
+    stats = _run(branch_on_a_quotient, [(_t(b, 3, seed=b),) for b in (2, 3, 6, 7, 4, 5, 9, 8, 3)])
+    assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 3), stats

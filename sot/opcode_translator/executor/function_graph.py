@@ -920,15 +920,27 @@ class FunctionGraph:
                 # The API does not take a tensor where the int goes (a failure on zeros of its meta is no proof
                 # of a user error either): pass the int; a real error shows again.
                 args, kwargs = pin_all(list(args)), pin_all(dict(kwargs))
-            elif isinstance(failure, UserCodeError) or not self._pin_dynamic_tensors(name, [*args,
-                                                                                          *kwargs.values()]):
-                raise
-            # (else static inference rejected a -1 where it checks a number, ``F.pixel_unshuffle``'s width:
-            # inferred again with the dynamic dimensions pinned; a real error shows again)
-            if len(self.inputs) > n_inputs:
-                self.inputs = dict(list(self.inputs.items())[:n_inputs])
-            sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,
-                                                                             op_amp)
+                if len(self.inputs) > n_inputs:
+                    self.inputs = dict(list(self.inputs.items())[:n_inputs])
+                try:
+                    sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args,
+                                                                                     kwargs, op_amp)
+                except FallbackError as again:
+                    # (``F.fold(p, output_sizes=x.shape[2:])``: the sizes pinned, static inference still
+                    # rejects the -1 of ``p``: pinned too below)
+                    failure = again
+                else:
+                    failure = None
+            if failure is not None:
+                if isinstance(failure, UserCodeError) or not self._pin_dynamic_tensors(name, [*args,
+                                                                                           *kwargs.values()]):
+                    raise failure
+                # (static inference rejected a -1 where it checks a number, ``F.pixel_unshuffle``'s width:
+                # inferred again with the dynamic dimensions pinned; a real error shows again)
+                if len(self.inputs) > n_inputs:
+                    self.inputs = dict(list(self.inputs.items())[:n_inputs])
+                sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args,
+                                                                                 kwargs, op_amp)
         if self._dynamic_meta_untrusted(kind, name, target, sir_args, sir_kwargs, out_meta, op_amp):
             self._pin_dynamic_tensors(name, [*args, *kwargs.values()])
             sir_args, sir_kwargs, out_meta, weight = self._convert_and_infer(kind, name, target, args, kwargs,

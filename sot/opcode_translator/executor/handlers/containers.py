@@ -10,7 +10,8 @@ from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
                                    dict_key)
 from ..variables.iterator import IteratorVariable
-from ..variables.symbolic_int import SymbolicIntVariable, SymbolicSliceVariable, pin_float
+from ..variables.symbolic_int import (SymbolicIntVariable, SymbolicSliceVariable, TensorBoundSliceVariable,
+                                      is_slice_bound_tensor, pin_float)
 from ..variables.user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
 
 
@@ -85,6 +86,10 @@ def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 @handles("BUILD_SLICE")
 def build_slice(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     parts = [pin_float(part) for part in executor.pop_n(instr.arg)]
+    if any(is_slice_bound_tensor(part) for part in parts) \
+            and all(isinstance(part, ConstantVariable) or is_slice_bound_tensor(part) for part in parts):
+        executor.push(TensorBoundSliceVariable(parts, executor.graph))
+        return
     for part in parts:
         if not isinstance(part, ConstantVariable):
             raise FallbackError("slice bounds that are not Python constants are not supported yet")

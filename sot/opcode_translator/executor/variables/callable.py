@@ -231,7 +231,12 @@ class TensorMethodVariable(CallableVariable):
         if counterpart is not None:
             return self.graph.call_tensor_op("method", counterpart, counterpart, [self.tensor, _counterpart_argument(
                 args, kwargs)], {})
-        return self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
+        result = self.graph.call_tensor_op("method", self.name, self.name, [self.tensor, *args], kwargs)
+        if self.name == "numel" and not args and not kwargs:
+            from .known_values import note_element_count
+
+            note_element_count(self.tensor, result)
+        return result
 
     def children(self) -> list[VariableBase]:
         return [self.tensor]
@@ -242,6 +247,59 @@ class TensorMethodVariable(CallableVariable):
 
     def __repr__(self) -> str:
         return f"TensorMethodVariable({self.tensor.symbol.name}.{self.name})"
+
+
+class RealTensorMethodVariable(TensorMethodVariable):
+    """A real bound method of a tensor reached as a value: ``h.reshape`` loaded before the arguments of its
+    call, kept on the stack across a graph break in them (``h.reshape([int(h.numel()), 1])``) and received by
+    the resume function; a method passed as an argument. Called as ``tensor.name(...)`` on its ``__self__``
+    (one variable per real tensor, guarded as any input), the object guarded by its type and function: a new
+    object at every access, never by identity (which missed every call, and a Paddle op run on the eager
+    tensor it is bound to fell back)."""
+
+    def __init__(self, value: Any, graph: "FunctionGraph", tracker: Tracker) -> None:
+        self.tracker = tracker  # (read by the tracker of ``__self__`` as the factory wraps it)
+        sub = GetAttrTracker(self, "__self__") if tracker.is_traceable() else DummyTracker((self,))
+        tensor = VariableFactory.from_value(value.__self__, graph, sub)
+        super().__init__(tensor, value.__name__, graph)
+        self.value = value
+        self.tracker = tracker
+
+    def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
+        kind = type(self.value)
+        if kind is types.MethodType:
+            return [f"type({expr}) is {builder.constant(kind)}",
+                    f"{expr}.__func__ is {builder.constant(self.value.__func__)}"]
+        # (a method of C code: the same name on a tensor is the same method, the tensor guarded as an input)
+        return [f"type({expr}) is {builder.constant(kind)}", f"{expr}.__name__ == {self.name!r}",
+                f"isinstance({expr}.__self__, {builder.constant(paddle.Tensor)})"]
+
+    def get_py_value(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"RealTensorMethodVariable({self.tensor!r}.{self.name})"
+
+
+def _is_real_tensor_method(value: Any) -> bool:
+    """A bound method of a tensor that ``getattr(tensor, name)`` gives (not one stored on it)."""
+    if type(value) not in (types.MethodType, types.BuiltinMethodType):
+        return False
+    owner = getattr(value, "__self__", None)
+    if not isinstance(owner, paddle.Tensor):
+        return False
+    name = getattr(value, "__name__", None)
+    if not isinstance(name, str) or name.startswith("__"):
+        return False
+    try:
+        return getattr(type(owner), name, None) is not None and getattr(owner, name) == value
+    except Exception:  # noqa: BLE001 - an attribute whose getter raises: not a method of the tensor
+        return False
+
+
+@VariableFactory.register(71)
+def _tensor_method_rule(value: Any, graph: "FunctionGraph", tracker: Tracker) -> VariableBase | None:
+    return RealTensorMethodVariable(value, graph, tracker) if _is_real_tensor_method(value) else None
 
 
 # -- builtins: one dispatch table --------------------------------------------------------------------------
@@ -743,6 +801,28 @@ def call_operator_getter(var: ObjectVariable, args: list[VariableBase],
 for _fn in (int, float, str, bool, round, divmod, issubclass, callable, hash, repr, chr, ord, range, slice,
             format, bin, oct, hex, ascii, complex, bytes):
     BUILTIN_DISPATCH[_fn] = _fold_only(_fn)
+
+
+def _int_of_known_tensor(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]
+                         ) -> VariableBase:
+    """``int(t)`` of a 0-D tensor whose value the simulation knows (``int(x.numel())``, a dimension read
+    through ``paddle.shape(x)[i]``: see `known_values`) is that int; of any other tensor it leaves the graph.
+    ``int(n / c)`` of a symbolic int stays symbolic (`symbolic_int_of`)."""
+    from .known_values import known_python_int
+    from .symbolic_int import symbolic_int_of
+
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+        known = known_python_int(args[0], [], {})
+        if known is not None:
+            return known
+    if len(args) == 1 and not kwargs:
+        truncated = symbolic_int_of(args[0])  # (``int(n / c)`` of a symbolic int n)
+        if truncated is not None:
+            return truncated
+    return _fold_only(int)(graph, args, kwargs)
+
+
+BUILTIN_DISPATCH[int] = _int_of_known_tensor
 
 
 def guard_abc_registrations(graph: "FunctionGraph", classes: Any) -> None:

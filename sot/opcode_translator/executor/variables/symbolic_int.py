@@ -121,6 +121,8 @@ class SymbolicIntVariable(ConstantVariable):
         if kind == "dim":
             _, tensor, dim = self.form
             return f"{builder.expr_of(tensor)}.shape[{dim}]"
+        if kind == "int":
+            return f"int({self.form[1].render(builder)})"
         _, symbol, operands = self.form
         parts = [o.render(builder) if isinstance(o, SymbolicIntVariable) else repr(o.value) for o in operands]
         return f"({parts[0]} {symbol} {parts[1]})"
@@ -305,11 +307,65 @@ def symbolic_float_arithmetic(fn: Callable[..., Any], operands: list[VariableBas
     return SymbolicFloatVariable(result, known, left.sources + right.sources, graph, None)
 
 
+_TRUE_DIVISIONS = frozenset({operator.truediv, operator.itruediv})
+# Ints a double holds exactly: Python's ``a / b`` of such ints (or of such an int and a float) is the float64
+# division of the two as doubles, bit for bit.
+_EXACT_IN_DOUBLE = 2 ** 53
+
+
+def symbolic_true_division(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
+    """``n / c`` of a symbolic int and a non-zero number (``windows.shape[0] / (H * W / ws / ws)`` in a Swin
+    window reverse): a symbolic float computed in float64 (Python's true division of such values exactly, the
+    int below 2**53, guarded so when its value is known), which ``int()`` makes a symbolic int again
+    (`symbolic_int_of`). None for other operands (a symbolic divisor may be 0 at a later call)."""
+    if fn not in _TRUE_DIVISIONS or len(operands) != 2:
+        return None
+    numerator, divisor = operands
+    if not isinstance(numerator, SymbolicIntVariable) or isinstance(numerator, SymbolicFloatVariable) \
+            or type(divisor) is not ConstantVariable or type(divisor.value) not in (int, float):
+        return None
+    value = divisor.value
+    if value == 0 or abs(value) >= _EXACT_IN_DOUBLE or value != value or value in (float("inf"), float("-inf")):
+        return None
+    known = numerator.known
+    if known is not None and not -_EXACT_IN_DOUBLE < known < _EXACT_IN_DOUBLE:
+        return None
+    graph = numerator.graph
+    graph.add_guard(divisor)
+    if known is not None and numerator.form is not None:
+        graph.add_symbolic_guard(lambda builder: f"({-_EXACT_IN_DOUBLE} < {numerator.render(builder)} < "
+                                 f"{_EXACT_IN_DOUBLE})", "{}", numerator)
+    as_double = graph.call_tensor_op("api", "paddle.cast", paddle.cast,
+                                     [numerator.tensor, ConstantVariable(paddle.float64, graph, DummyTracker())], {})
+    operand = ConstantVariable(float(value), graph, DummyTracker((divisor,)))
+    result = graph.call_tensor_op("api", "operator.truediv", operator.truediv, [as_double, operand], {})
+    form = ("op", "/", (numerator, divisor)) if known is not None and numerator.form is not None else None
+    return SymbolicFloatVariable(result, None if known is None else known / value, numerator.sources, graph,
+                                 form)
+
+
+def symbolic_int_of(var: VariableBase) -> VariableBase | None:
+    """``int(q)`` of a symbolic float computed by `symbolic_true_division`: truncated toward zero in the graph
+    (``int()`` of a float), a symbolic int. None for any other value (an input float is pinned)."""
+    if not isinstance(var, SymbolicFloatVariable) or var.form == ("input",):
+        return None
+    graph = var.graph
+    truncated = graph.call_tensor_op("api", "paddle.trunc", paddle.trunc, [var.tensor], {})
+    result = graph.call_tensor_op("api", "paddle.cast", paddle.cast,
+                                  [truncated, ConstantVariable(paddle.int64, graph, DummyTracker())], {})
+    known = None if var.known is None else int(var.known)
+    form = ("int", var) if known is not None and var.form is not None else None
+    return SymbolicIntVariable(result, known, var.sources, graph, form)
+
+
 def symbolic_arithmetic(fn: Callable[..., Any], operands: list[VariableBase]) -> VariableBase | None:
     """``fn(*operands)`` kept symbolic when a symbolic int meets ints; None when it does not apply."""
     floats = symbolic_float_arithmetic(fn, operands)
     if floats is not None:
         return floats
+    divided = symbolic_true_division(fn, operands)
+    if divided is not None:
+        return divided
     if fn is operator.neg and len(operands) == 1 and isinstance(operands[0], SymbolicIntVariable):
         operands = [ConstantVariable(0, operands[0].graph, DummyTracker()), operands[0]]
         fn = operator.sub
@@ -718,6 +774,29 @@ class SymbolicSliceVariable(ConstantVariable):
 
     def __repr__(self) -> str:
         return f"SymbolicSliceVariable({self.parts!r})"
+
+
+class TensorBoundSliceVariable(SymbolicSliceVariable):
+    """``start:stop:step`` with a bound that is a one-element integer tensor (``ids[:, :mask.sum(1).max()]``,
+    trimming padding): a tensor's index takes it as it is (eager reads its value, the program slices by it),
+    so the result's dimension is dynamic. Any other use needs the tensor's value as a Python int: the graph
+    breaks there (a list sliced by it)."""
+
+    def get_py_value(self) -> Any:
+        raise BreakGraphError("a slice bounded by a tensor's value is used as a Python slice (not a tensor's "
+                              "index): runs natively")
+
+    def __repr__(self) -> str:
+        return f"TensorBoundSliceVariable({self.parts!r})"
+
+
+def is_slice_bound_tensor(var: VariableBase) -> bool:
+    """An integer tensor of one element, which eager Paddle takes as a slice bound (its value)."""
+    return isinstance(var, TensorVariable) and var.meta.dtype in _SLICE_BOUND_DTYPES \
+        and tuple(var.meta.shape) in ((), (1,))
+
+
+_SLICE_BOUND_DTYPES = frozenset({paddle.int32, paddle.int64})
 
 
 # Calls that take a 0-D int tensor where the user passed an int, with the same meaning. Anywhere else a

@@ -54,3 +54,36 @@ def test_an_incremental_cache_is_made_in_the_graph() -> None:
                                atol=1e-6)
     stats = sot.stats()
     assert (stats.graph_breaks, stats.fallbacks) == (0, 0), stats
+
+
+def _per_element_mean(x: paddle.Tensor, weights: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
+    hidden = paddle.tanh(x) * weights
+    count = int(hidden.numel())
+    rows = int(paddle.numel(x)) // x.shape[-1]
+    return hidden.sum() / count, hidden.reshape([rows, -1]) + count % 7
+
+
+def test_int_of_numel_is_the_element_count(compile_all: None) -> None:
+    """``int(x.numel())`` (a 0-D tensor in Paddle) is the product of the dimensions: a Python int for a static
+    shape, a symbolic int over a dynamic one; it left the graph at every call."""
+    weights = paddle.randn([4])
+    for batch in (2, 3, 5, 3):
+        x = paddle.randn([batch, 4])
+        for got, want in zip(sot.symbolic_translate(_per_element_mean)(x, weights), _per_element_mean(x, weights)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    stats = sot.stats()
+    assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 2), stats
+
+
+def _numel_changed_in_place(x: paddle.Tensor) -> paddle.Tensor:
+    count = x.numel()
+    count.add_(paddle.to_tensor(1, dtype="int64"))
+    return x * int(count)
+
+
+def test_a_numel_tensor_changed_in_place_forgets_its_count(compile_all: None) -> None:
+    x = paddle.randn([2, 3])
+    np.testing.assert_allclose(sot.symbolic_translate(_numel_changed_in_place)(x).numpy(),
+                               _numel_changed_in_place(x).numpy(), rtol=1e-6)
+    assert sot.stats().graph_breaks == 1
