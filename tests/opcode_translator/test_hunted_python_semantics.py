@@ -403,3 +403,68 @@ def test_an_instance_with_a_del_is_made_natively(compile_all):
         return list(_log)
 
     check(makes_a_finalized_object, lambda: (T(3),), breaks=1, state=state, reset=_log.clear)
+
+
+# -- the traceback of an exception raised in the frame ---------------------------------------------------------
+def reads_the_traceback_in_its_handler(x):
+    try:
+        y = x * 2
+        raise ValueError("a")
+    except ValueError as e:
+        tb = e.__traceback__
+        return tb is not None, type(tb).__name__, tb.tb_lineno - tb.tb_frame.f_code.co_firstlineno, y
+
+
+def _raises_key_error(x):
+    raise KeyError("k")
+
+
+def counts_the_traceback_entries_of_a_callees_raise(x):
+    y = x + 1
+    try:
+        _raises_key_error(x)
+    except KeyError as e:
+        n, tb = 0, e.__traceback__
+        while tb is not None:
+            n, tb = n + 1, tb.tb_next
+    return n, y * 2
+
+
+def hands_the_exception_to_a_helper_reading_its_traceback(x):
+    def describe(err):
+        return getattr(err, "__traceback__") is not None
+
+    y = x * 2
+    try:
+        raise RuntimeError("r")
+    except RuntimeError as e:
+        seen = describe(e)
+    return seen, y
+
+
+def reads_the_traceback_after_the_handler(x):
+    try:
+        y = x * 2
+        raise ValueError("a")
+    except ValueError as e:
+        kept = e
+    return kept.__traceback__ is not None, y + 1
+
+
+def an_exception_never_raised_has_no_traceback(x):
+    return ValueError("x").__traceback__ is None, x * 2
+
+
+@pytest.mark.parametrize("fn, breaks, fallbacks, stable", [
+    (reads_the_traceback_in_its_handler, 1, 0, True),
+    (counts_the_traceback_entries_of_a_callees_raise, 1, None, True),  # (the callee raising runs eagerly)
+    # (the helper, run natively after the break, is translated per exception object: its guard holds it)
+    (hands_the_exception_to_a_helper_reading_its_traceback, 1, 0, False),
+    (reads_the_traceback_after_the_handler, 0, 1, True),
+    (an_exception_never_raised_has_no_traceback, 0, 0, True),
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_the_traceback_of_an_exception_raised_in_the_frame_is_eagers(compile_all, fn, breaks, fallbacks, stable):
+    """An exception the simulation raises is never raised for real: its ``__traceback__`` was None (eager: the
+    traceback of the raise). Read natively: inside its handler the frame runs natively from the raise
+    (`_translate_raise_in_flight`); kept past its handler, the frame falls back."""
+    check(fn, lambda: (T(3),), breaks=breaks, fallbacks=fallbacks, stable=stable)

@@ -258,6 +258,8 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
         # The attributes stored in the frame live in the side-effect overlay, not in the real dict yet (and
         # a layer's attributes are kept in its own tables).
         raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
+    if name == "__traceback__" and isinstance(obj, BaseException):
+        _check_traceback_read(var)
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict, and for a class, those of its metaclass over
     # the class's own MRO (``type.__getattribute__``: a ``@property`` of the metaclass hides a class attribute
@@ -326,6 +328,27 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)
+
+
+def _check_traceback_read(var: "ObjectVariable") -> None:
+    """``exc.__traceback__`` of an exception raised during simulation: it has none there (never raised for
+    real), eager's is the traceback of the raise. Read natively: a graph break while the raise is still
+    being handled in the translated frame (the frame runs natively from the raising instruction,
+    `transform._translate_raise_in_flight`) or inside the instruction of the translated frame that raised it
+    (an inlined call, run natively at the break); anywhere else (kept after its handler ended) the frame
+    falls back."""
+    exc = var.value
+    graph = var.graph
+    raised = graph.raised_exceptions.get(id(exc))
+    if raised is None or raised[0] is not exc:
+        return  # never raised: None, as eagerly (or a real exception from outside, read as it is)
+    top = graph.executor
+    in_flight = top is not None and any(handled is exc for handled in top.handling) and \
+        id(exc) in top.raised and top.raised[id(exc)].exc is exc
+    if in_flight or raised[1] == graph.top_step:
+        raise BreakGraphError(f"the traceback of {type(exc).__name__} raised in the frame is read natively")
+    raise FallbackError(f"the traceback of {type(exc).__name__} raised in the frame, read after its handler, "
+                        "exists only natively")
 
 
 def _user_getattribute(var: "ObjectVariable", name: str, hook: Any) -> VariableBase:
