@@ -468,3 +468,51 @@ def test_the_traceback_of_an_exception_raised_in_the_frame_is_eagers(compile_all
     traceback of the raise). Read natively: inside its handler the frame runs natively from the raise
     (`_translate_raise_in_flight`); kept past its handler, the frame falls back."""
     check(fn, lambda: (T(3),), breaks=breaks, fallbacks=fallbacks, stable=stable)
+
+
+# -- C containers changed in place between calls (a deque, a bytearray) ---------------------------------------
+import array as _array  # noqa: E402
+import collections as _collections  # noqa: E402
+
+_RECENT = _collections.deque([1, 2], maxlen=5)
+_BUFFER = bytearray(b"ab")
+_CODES = _array.array("i", [1, 2])
+
+
+def scales_by_the_length_of_a_global_deque(x):
+    return x * len(_RECENT)
+
+
+def scales_by_membership_in_a_global_deque(x):
+    return x * (2 if 3 in _RECENT else 3)
+
+
+def scales_by_the_truth_of_a_global_deque(x):
+    return x * (2 if _RECENT else 3)
+
+
+def reads_a_global_bytearray(x):
+    return x * len(_BUFFER), bytes(_BUFFER)
+
+
+def reads_a_global_array(x):
+    return x * len(_CODES), 7 in _CODES
+
+
+@pytest.mark.parametrize("fn", [scales_by_the_length_of_a_global_deque, scales_by_membership_in_a_global_deque,
+                                scales_by_the_truth_of_a_global_deque, reads_a_global_bytearray,
+                                reads_a_global_array])
+def test_what_is_read_of_a_c_container_changed_between_calls_is_guarded(compile_all, fn):
+    """A deque, bytearray or array.array is a plain object guarded by identity: ``len(dq)``, ``3 in dq``,
+    ``bytes(buf)`` were folded with that guard only, and a call after ``dq.append(...)`` reused the old answer.
+    Its length (or a copy of its contents) is guarded too."""
+    contents = iter([([1, 2], b"ab", [1, 2]), ([1, 2, 3, 1], b"abc", [1, 2, 7]), ([], b"", [5])])
+
+    def reset():
+        _RECENT.clear()
+        _RECENT.extend(current[0])
+        _BUFFER[:] = current[1]
+        _CODES[:] = _array.array("i", current[2])
+
+    for current in contents:
+        check(fn, lambda: (T(3),), calls=1, reset=reset, stable=False)

@@ -280,6 +280,8 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
         graph.reading_data = reading_data
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var, data_only=data_only)
+        if isinstance(var, ObjectVariable) and fn not in _SHALLOW_FUNCTIONS:
+            var.read_contents()
     try:
         result = graph.run_user_python(fn, values, kw_values)
     except UserCodeError:
