@@ -516,3 +516,43 @@ def test_what_is_read_of_a_c_container_changed_between_calls_is_guarded(compile_
 
     for current in contents:
         check(fn, lambda: (T(3),), calls=1, reset=reset, stable=False)
+
+
+# -- the exceptions the simulation raises for the user's code, as the interpreter makes them ---------------------
+class _Point:
+    def __init__(self):
+        self.a = 1
+
+
+def _caught(thunk_name):
+    def fn(x):
+        y = x * 2
+        pair = (1, 2)
+        try:
+            if thunk_name == "tuple index":
+                pair[5]
+            elif thunk_name == "unpack an int":
+                a, b = 5
+            elif thunk_name == "starred unpack of None":
+                a, *b = None
+            elif thunk_name == "missing attribute":
+                _Point().b
+            elif thunk_name == "missing class attribute":
+                _Point.b
+            elif thunk_name == "getattr of a module":
+                getattr(sys, "no_such_name")
+        except Exception as err:  # noqa: BLE001
+            return type(err).__name__, str(err), getattr(err, "name", "-"), type(getattr(err, "obj", None)).__name__, y
+        return "no error", y
+
+    fn.__name__ = thunk_name.replace(" ", "_")
+    return fn
+
+
+@pytest.mark.parametrize("what", ["tuple index", "unpack an int", "starred unpack of None", "missing attribute",
+                                  "missing class attribute", "getattr of a module"])
+def test_simulated_exceptions_are_the_interpreters(compile_all, what):
+    """A tuple indexed out of range said "list index out of range"; ``a, b = 5`` said "'int' object is not
+    iterable" (the interpreter: "cannot unpack non-iterable int object"); an AttributeError had no ``name``
+    and ``obj`` (3.10+ set them)."""
+    check(_caught(what), lambda: (T(3),))

@@ -69,11 +69,23 @@ def list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(TupleVariable(source.unpack(), executor.graph, DummyTracker((source,))))
 
 
+def _unpacked(source: VariableBase) -> list[VariableBase]:
+    """The items ``a, b = source`` (or ``a, *b = source``) takes. A value whose type is not iterable at all
+    raises the interpreter's own unpacking message (``cannot unpack non-iterable int object``), not
+    ``iter()``'s (``'int' object is not iterable``)."""
+    cls = source.get_py_type()
+    if isinstance(cls, type) and getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+        source.graph.add_guard(source)
+        problem = f"cannot unpack non-iterable {cls.__name__} object"
+        raise UserCodeError(f"user code raised TypeError: {problem}", original=TypeError(problem))
+    return source.unpack()
+
+
 @handles("UNPACK_SEQUENCE")
 def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     # An iterator is stepped once past the targets (to tell "too many values"), never to its end.
-    items = source.take(instr.arg + 1) if isinstance(source, IteratorVariable) else source.unpack()
+    items = source.take(instr.arg + 1) if isinstance(source, IteratorVariable) else _unpacked(source)
     if len(items) != instr.arg:
         problem = (f"too many values to unpack (expected {instr.arg})" if len(items) > instr.arg
                    else f"not enough values to unpack (expected {instr.arg}, got {len(items)})")
@@ -170,7 +182,7 @@ def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 def unpack_ex(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     before, after = instr.arg & 0xFF, instr.arg >> 8
     source = executor.pop()
-    items = source.unpack()
+    items = _unpacked(source)
     if len(items) < before + after:
         problem = f"not enough values to unpack (expected at least {before + after}, got {len(items)})"
         raise UserCodeError(f"user code raised ValueError: {problem}", original=ValueError(problem))

@@ -1841,7 +1841,7 @@ class SuperVariable(VariableBase):
                     return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
-                            original=AttributeError(f"'super' object has no attribute '{name}'"))
+                            original=AttributeError(f"'super' object has no attribute '{name}'", name=name))
 
     def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
         """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,

@@ -124,6 +124,11 @@ class SequenceVariable(ItemsReadTracked, VariableBase):
         try:
             item = self._items[index]
         except (IndexError, TypeError) as exc:
+            if issubclass(self.py_type, tuple):  # (a tuple's errors say "tuple index out of range")
+                try:
+                    tuple(self._items)[index]
+                except (IndexError, TypeError) as tuple_exc:
+                    exc = tuple_exc
             raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
         if self.unread_paths is not None:  # (only this item is read)
             self.graph.contents_read(self, index % len(self._items))
