@@ -535,6 +535,8 @@ def _caught(thunk_name):
                 a, b = 5
             elif thunk_name == "starred unpack of None":
                 a, *b = None
+            elif thunk_name == "star of an int in a list display":
+                [*5]
             elif thunk_name == "missing attribute":
                 _Point().b
             elif thunk_name == "missing class attribute":
@@ -549,11 +551,13 @@ def _caught(thunk_name):
     return fn
 
 
-@pytest.mark.parametrize("what", ["tuple index", "unpack an int", "starred unpack of None", "missing attribute",
+@pytest.mark.parametrize("what", ["tuple index", "unpack an int", "starred unpack of None",
+                                  "star of an int in a list display", "missing attribute",
                                   "missing class attribute", "getattr of a module"])
 def test_simulated_exceptions_are_the_interpreters(compile_all, what):
     """A tuple indexed out of range said "list index out of range"; ``a, b = 5`` said "'int' object is not
-    iterable" (the interpreter: "cannot unpack non-iterable int object"); an AttributeError had no ``name``
+    iterable" (the interpreter: "cannot unpack non-iterable int object"; ``[*5]``: "Value after * must be an
+    iterable, not int"); an AttributeError had no ``name``
     and ``obj`` (3.10+ set them)."""
     check(_caught(what), lambda: (T(3),))
 

@@ -44,6 +44,7 @@ def build_const_key_map(executor: OpcodeExecutor, instr: dis.Instruction) -> Non
 def list_extend(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     target = executor.peek(instr.arg)
+    _reject_non_iterable(source, "Value after * must be an iterable, not {}")  # (``[*5]``, ``(*5,)``)
     if isinstance(target, ListVariable) and target.tracker.is_traceable():
         # (the list a star-argument call is building, handed to a resume function by a break in its middle
         # (``f(*make_data())``): changed like any list from outside, written back after the graph)
@@ -69,15 +70,20 @@ def list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(TupleVariable(source.unpack(), executor.graph, DummyTracker((source,))))
 
 
-def _unpacked(source: VariableBase) -> list[VariableBase]:
-    """The items ``a, b = source`` (or ``a, *b = source``) takes. A value whose type is not iterable at all
-    raises the interpreter's own unpacking message (``cannot unpack non-iterable int object``), not
-    ``iter()``'s (``'int' object is not iterable``)."""
+def _reject_non_iterable(source: VariableBase, message: str) -> None:
+    """Raise the interpreter's own TypeError (``message`` formatted with the type's name) for a value whose type
+    is not iterable at all, where the opcode words it otherwise than ``iter()`` (``'int' object is not
+    iterable``)."""
     cls = source.get_py_type()
     if isinstance(cls, type) and getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
         source.graph.add_guard(source)
-        problem = f"cannot unpack non-iterable {cls.__name__} object"
+        problem = message.format(cls.__name__)
         raise UserCodeError(f"user code raised TypeError: {problem}", original=TypeError(problem))
+
+
+def _unpacked(source: VariableBase) -> list[VariableBase]:
+    """The items ``a, b = source`` (or ``a, *b = source``) takes."""
+    _reject_non_iterable(source, "cannot unpack non-iterable {} object")
     return source.unpack()
 
 
