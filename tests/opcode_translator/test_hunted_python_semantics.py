@@ -524,6 +524,16 @@ class _Point:
         self.a = 1
 
 
+class _Lazy:
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+
+class _Derived(_Point):
+    def missing_on_base(self):
+        return super().b
+
+
 def _caught(thunk_name):
     def fn(x):
         y = x * 2
@@ -537,6 +547,13 @@ def _caught(thunk_name):
                 a, *b = None
             elif thunk_name == "star of an int in a list display":
                 [*5]
+            elif thunk_name == "slice assigned an int":
+                items = [1, 2]
+                items[0:1] = 5
+            elif thunk_name == "a user getattr raising":
+                _Lazy().b
+            elif thunk_name == "missing on super":
+                _Derived().missing_on_base()
             elif thunk_name == "missing attribute":
                 _Point().b
             elif thunk_name == "missing class attribute":
@@ -552,7 +569,8 @@ def _caught(thunk_name):
 
 
 @pytest.mark.parametrize("what", ["tuple index", "unpack an int", "starred unpack of None",
-                                  "star of an int in a list display", "missing attribute",
+                                  "star of an int in a list display", "slice assigned an int",
+                                  "a user getattr raising", "missing on super", "missing attribute",
                                   "missing class attribute", "getattr of a module"])
 def test_simulated_exceptions_are_the_interpreters(compile_all, what):
     """A tuple indexed out of range said "list index out of range"; ``a, b = 5`` said "'int' object is not

@@ -293,7 +293,13 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
             name_var = VariableFactory.from_value(name, graph, DummyTracker())
             # (a constant: the guard on ``var`` fixes its type; a constant is also a source for the globals
             # the function reads, which a library's ``__getattr__`` has of its own)
-            return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
+            try:
+                return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
+            except UserCodeError as exc:
+                error = exc.original
+                if isinstance(error, AttributeError) and error.name is None and error.obj is None:
+                    error.name, error.obj = name, obj  # (as the interpreter completes the one it raises)
+                raise
         if is_class and fallback is not None and fallback is _ENUM_META_GETATTR:
             return _enum_member_by_name(var, obj, name)
         if fallback is not None:

@@ -1841,7 +1841,15 @@ class SuperVariable(VariableBase):
                     return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
-                            original=AttributeError(f"'super' object has no attribute '{name}'", name=name))
+                            original=AttributeError(f"'super' object has no attribute '{name}'", name=name,
+                                                    obj=self._real_super()))
+
+    def _real_super(self) -> Any:
+        """The ``super`` object eager code has here (the ``obj`` of its AttributeError), or None."""
+        try:
+            return super(self.cls, self.self_var.get_py_value())
+        except Exception:  # noqa: BLE001 - (no real receiver to bind: the error just has no obj)
+            return None
 
     def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
         """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,

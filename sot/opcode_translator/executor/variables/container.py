@@ -895,6 +895,15 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
     if self.py_type is tuple:
         raise UserCodeError("user code raised TypeError: 'tuple' object does not support item assignment")
     index = _constant_value(key, "list index")
+    if isinstance(index, slice) and value is not None:
+        cls = value.get_py_type()
+        if isinstance(cls, type) and getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+            # (a value that is not iterable at all: the list's own error, worded per version, not ``iter()``'s)
+            scratch: list = [None] * len(self.items)
+            try:
+                scratch[index] = value.get_py_value()
+            except TypeError as exc:
+                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
     _record_mutation(self)
     try:
         if value is None:
