@@ -674,7 +674,55 @@ def swaps_set_elements_while_iterating(x):
     return sorted(s), x * 2
 
 
+class _UserList(list):
+    pass
+
+
+def appends_to_a_user_list_it_iterates(x):
+    items = _UserList([1, 2])
+    for v in items:
+        if v < 4:
+            items.append(v + 2)
+    return list(items), x * len(items)
+
+
+def changes_a_list_iterated_in_reverse(x):
+    items = [1, 2, 3, 4]
+    seen = []
+    for v in reversed(items):
+        seen.append(v)
+        items.append(9)
+        if len(seen) == 2:
+            del items[:4]
+    return seen, items, x * 2
+
+
+def adds_to_a_dict_iterated_in_reverse(x):
+    d = {"a": 1}
+    try:
+        for k in reversed(d):
+            d[k + "1"] = 1
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
+def adds_to_an_ordered_dict_it_iterates(x):
+    import collections
+
+    d = collections.OrderedDict(a=1, b=2)
+    try:
+        for k in d:
+            d[k + "1"] = 1
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
 @pytest.mark.parametrize("fn, fallbacks", [
+    (appends_to_a_user_list_it_iterates, 0), (changes_a_list_iterated_in_reverse, 0),
+    (adds_to_a_dict_iterated_in_reverse, 0),
+    (adds_to_an_ordered_dict_it_iterates, 1),  # (its own iterator reacts otherwise: runs eagerly)
     (appends_to_the_list_it_iterates, 0), (pops_from_the_list_it_iterates, 0), (enumerates_and_zips_growing_lists, 0),
     (adds_to_the_dict_it_iterates, 0), (changes_a_dict_after_making_its_iterator, 0),
     (pops_in_a_comprehension_over_the_dict, 0), (reads_values_changed_during_the_loop, 0),

@@ -1103,9 +1103,11 @@ def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, 
 def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable
 
-    from .iterator import lazy
+    from .iterator import lazy, reversed_live_steps
 
-    return IteratorVariable(lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed", (reversed, list(args)))
+    live = reversed_live_steps(args[0]) if len(args) == 1 and not kwargs else None
+    return IteratorVariable(live if live is not None else lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed",
+                            (reversed, list(args)))
 
 
 @builtin_rule(list)

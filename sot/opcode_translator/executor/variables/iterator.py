@@ -203,10 +203,47 @@ def _live_steps(var: VariableBase) -> Iterator[VariableBase] | None:
         return _list_steps(var, effects)
     if isinstance(var, (DictVariable, DictViewVariable)):
         mapping = var if isinstance(var, DictVariable) else var.mapping
-        return _sized_steps(var, mapping, lambda: list(mapping.items), len(mapping.items), "dictionary", effects)
+        return _sized_steps(var, mapping, lambda: list(mapping.items), len(mapping.items),
+                            "dictionary" if _iterates_as_dict(mapping) else None, effects)
     if isinstance(var, SetVariable):
         return _sized_steps(var, var, lambda: list(var.values), len(var.values), "Set", effects)
     return None
+
+
+def reversed_live_steps(var: VariableBase) -> Iterator[VariableBase] | None:
+    """``reversed(var)`` stepped as CPython's reverse iterators step a list (by a falling index: an item
+    appended is not reached, one removed may end it) or a dict (raising at the step after its size changed);
+    None for other values."""
+    from .container import DictVariable, DictViewVariable, ListVariable
+
+    effects = var.graph.side_effects
+    if isinstance(var, ListVariable):
+        def steps() -> Iterator[VariableBase]:
+            index = start
+            while True:
+                items = var.iter_items()
+                if not 0 <= index < len(items):
+                    return
+                yield items[index]
+                index -= 1
+
+        start = len(var.items) - 1
+        return steps()
+    if isinstance(var, (DictVariable, DictViewVariable)):
+        mapping = var if isinstance(var, DictVariable) else var.mapping
+        return _sized_steps(var, mapping, lambda: list(mapping.items), len(mapping.items),
+                            "dictionary" if _iterates_as_dict(mapping) else None, effects, backwards=True)
+    return None
+
+
+def _iterates_as_dict(mapping: VariableBase) -> bool:
+    """Whether the mapping's iteration is ``dict``'s (an ``OrderedDict`` has its own, which reacts otherwise to
+    a change during the loop)."""
+    try:
+        cls = mapping.get_py_type()
+    except Exception:  # noqa: BLE001 - (unknown: treated as another iteration)
+        return False
+    return getattr(cls, "__iter__", None) is dict.__iter__
 
 
 def _version(container: VariableBase, effects: Any) -> int:
@@ -225,14 +262,19 @@ def _list_steps(var: VariableBase, effects: Any) -> Iterator[VariableBase]:
         index += 1
 
 
-def _sized_steps(var: VariableBase, container: VariableBase, keys_of: Callable[[], list], size: int, what: str,
-                 effects: Any) -> Iterator[VariableBase]:
-    """``size``: the container's when the iterator was made, as CPython's iterator remembers it."""
+def _sized_steps(var: VariableBase, container: VariableBase, keys_of: Callable[[], list], size: int,
+                 what: str | None, effects: Any, backwards: bool = False) -> Iterator[VariableBase]:
+    """``size``: the container's when the iterator was made, as CPython's iterator remembers it. ``what``:
+    the container's name in the RuntimeError; None for a mapping whose own iteration reacts otherwise to a
+    change (the frame runs eagerly then)."""
     first_keys = None
     index, items, seen = 0, None, -1
     while True:
         if items is None or _version(container, effects) != seen:
             keys = keys_of()
+            if what is None and (len(keys) != size or first_keys is not None and
+                                 any(a is not b and a != b for a, b in zip(keys, first_keys))):
+                raise FallbackError(f"a {type(container).__name__} changed during its iteration")
             if len(keys) != size:
                 error = RuntimeError(f"{what} changed size during iteration")
                 raise UserCodeError(f"user code raised RuntimeError: {error}", original=error)
@@ -242,6 +284,8 @@ def _sized_steps(var: VariableBase, container: VariableBase, keys_of: Callable[[
                 # (as many keys, not the same ones: what CPython does then depends on its table's layout)
                 raise FallbackError(f"the keys of a {what.lower()} changed during its iteration")
             seen, items = _version(container, effects), var.iter_items()
+            if backwards:
+                items = items[::-1]
         if index >= len(items):
             return
         yield items[index]
