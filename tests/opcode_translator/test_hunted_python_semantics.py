@@ -403,3 +403,335 @@ def test_an_instance_with_a_del_is_made_natively(compile_all):
         return list(_log)
 
     check(makes_a_finalized_object, lambda: (T(3),), breaks=1, state=state, reset=_log.clear)
+
+
+# -- the traceback of an exception raised in the frame ---------------------------------------------------------
+def reads_the_traceback_in_its_handler(x):
+    try:
+        y = x * 2
+        raise ValueError("a")
+    except ValueError as e:
+        tb = e.__traceback__
+        return tb is not None, type(tb).__name__, tb.tb_lineno - tb.tb_frame.f_code.co_firstlineno, y
+
+
+def _raises_key_error(x):
+    raise KeyError("k")
+
+
+def counts_the_traceback_entries_of_a_callees_raise(x):
+    y = x + 1
+    try:
+        _raises_key_error(x)
+    except KeyError as e:
+        n, tb = 0, e.__traceback__
+        while tb is not None:
+            n, tb = n + 1, tb.tb_next
+    return n, y * 2
+
+
+def hands_the_exception_to_a_helper_reading_its_traceback(x):
+    def describe(err):
+        return getattr(err, "__traceback__") is not None
+
+    y = x * 2
+    try:
+        raise RuntimeError("r")
+    except RuntimeError as e:
+        seen = describe(e)
+    return seen, y
+
+
+def reads_the_traceback_after_the_handler(x):
+    try:
+        y = x * 2
+        raise ValueError("a")
+    except ValueError as e:
+        kept = e
+    return kept.__traceback__ is not None, y + 1
+
+
+def an_exception_never_raised_has_no_traceback(x):
+    return ValueError("x").__traceback__ is None, x * 2
+
+
+@pytest.mark.parametrize("fn, breaks, fallbacks, stable", [
+    (reads_the_traceback_in_its_handler, 1, 0, True),
+    (counts_the_traceback_entries_of_a_callees_raise, 1, None, True),  # (the callee raising runs eagerly)
+    # (the helper, run natively after the break, is translated per exception object: its guard holds it)
+    (hands_the_exception_to_a_helper_reading_its_traceback, 1, 0, False),
+    (reads_the_traceback_after_the_handler, 0, 1, True),
+    (an_exception_never_raised_has_no_traceback, 0, 0, True),
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_the_traceback_of_an_exception_raised_in_the_frame_is_eagers(compile_all, fn, breaks, fallbacks, stable):
+    """An exception the simulation raises is never raised for real: its ``__traceback__`` was None (eager: the
+    traceback of the raise). Read natively: inside its handler the frame runs natively from the raise
+    (`_translate_raise_in_flight`); kept past its handler, the frame falls back."""
+    check(fn, lambda: (T(3),), breaks=breaks, fallbacks=fallbacks, stable=stable)
+
+
+# -- C containers changed in place between calls (a deque, a bytearray) ---------------------------------------
+import array as _array  # noqa: E402
+import collections as _collections  # noqa: E402
+
+_RECENT = _collections.deque([1, 2], maxlen=5)
+_BUFFER = bytearray(b"ab")
+_CODES = _array.array("i", [1, 2])
+
+
+def scales_by_the_length_of_a_global_deque(x):
+    return x * len(_RECENT)
+
+
+def scales_by_membership_in_a_global_deque(x):
+    return x * (2 if 3 in _RECENT else 3)
+
+
+def scales_by_the_truth_of_a_global_deque(x):
+    return x * (2 if _RECENT else 3)
+
+
+def reads_a_global_bytearray(x):
+    return x * len(_BUFFER), bytes(_BUFFER)
+
+
+def reads_a_global_array(x):
+    return x * len(_CODES), 7 in _CODES
+
+
+@pytest.mark.parametrize("fn", [scales_by_the_length_of_a_global_deque, scales_by_membership_in_a_global_deque,
+                                scales_by_the_truth_of_a_global_deque, reads_a_global_bytearray,
+                                reads_a_global_array])
+def test_what_is_read_of_a_c_container_changed_between_calls_is_guarded(compile_all, fn):
+    """A deque, bytearray or array.array is a plain object guarded by identity: ``len(dq)``, ``3 in dq``,
+    ``bytes(buf)`` were folded with that guard only, and a call after ``dq.append(...)`` reused the old answer.
+    Its length (or a copy of its contents) is guarded too."""
+    contents = iter([([1, 2], b"ab", [1, 2]), ([1, 2, 3, 1], b"abc", [1, 2, 7]), ([], b"", [5])])
+
+    def reset():
+        _RECENT.clear()
+        _RECENT.extend(current[0])
+        _BUFFER[:] = current[1]
+        _CODES[:] = _array.array("i", current[2])
+
+    for current in contents:
+        check(fn, lambda: (T(3),), calls=1, reset=reset, stable=False)
+
+
+# -- the exceptions the simulation raises for the user's code, as the interpreter makes them ---------------------
+class _Point:
+    def __init__(self):
+        self.a = 1
+
+
+class _Lazy:
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+
+class _Derived(_Point):
+    def missing_on_base(self):
+        return super().b
+
+
+def _caught(thunk_name):
+    def fn(x):
+        y = x * 2
+        pair = (1, 2)
+        try:
+            if thunk_name == "tuple index":
+                pair[5]
+            elif thunk_name == "unpack an int":
+                a, b = 5
+            elif thunk_name == "starred unpack of None":
+                a, *b = None
+            elif thunk_name == "star of an int in a list display":
+                [*5]
+            elif thunk_name == "slice assigned an int":
+                items = [1, 2]
+                items[0:1] = 5
+            elif thunk_name == "a user getattr raising":
+                _Lazy().b
+            elif thunk_name == "missing on super":
+                _Derived().missing_on_base()
+            elif thunk_name == "missing attribute":
+                _Point().b
+            elif thunk_name == "missing class attribute":
+                _Point.b
+            elif thunk_name == "getattr of a module":
+                getattr(sys, "no_such_name")
+        except Exception as err:  # noqa: BLE001
+            return type(err).__name__, str(err), getattr(err, "name", "-"), type(getattr(err, "obj", None)).__name__, y
+        return "no error", y
+
+    fn.__name__ = thunk_name.replace(" ", "_")
+    return fn
+
+
+@pytest.mark.parametrize("what", ["tuple index", "unpack an int", "starred unpack of None",
+                                  "star of an int in a list display", "slice assigned an int",
+                                  "a user getattr raising", "missing on super", "missing attribute",
+                                  "missing class attribute", "getattr of a module"])
+def test_simulated_exceptions_are_the_interpreters(compile_all, what):
+    """A tuple indexed out of range said "list index out of range"; ``a, b = 5`` said "'int' object is not
+    iterable" (the interpreter: "cannot unpack non-iterable int object"; ``[*5]``: "Value after * must be an
+    iterable, not int"); an AttributeError had no ``name``
+    and ``obj`` (3.10+ set them)."""
+    check(_caught(what), lambda: (T(3),))
+
+
+# -- containers changed while a loop iterates them ---------------------------------------------------------------
+def appends_to_the_list_it_iterates(x):
+    outs = [x]
+    for t in outs:
+        if len(outs) < 4:
+            outs.append(t + 1)
+    return outs
+
+
+def pops_from_the_list_it_iterates(x):
+    items = [1, 2, 3, 4, 5]
+    seen = []
+    for v in items:
+        seen.append(v)
+        items.pop(0)
+    return seen, items, x * 2
+
+
+def enumerates_and_zips_growing_lists(x):
+    grown = [x]
+    for i, t in enumerate(grown):
+        if i < 3:
+            grown.append(t * 2)
+    a, b, pairs = [1, 2], [3, 4, 5], []
+    for p, q in zip(a, b):
+        a.append(p)
+        pairs.append((p, q))
+    return grown, pairs
+
+
+def adds_to_the_dict_it_iterates(x):
+    d = {"a": 1, "b": 2}
+    y = x * 2
+    try:
+        for k in d:
+            d[k + "x"] = 1
+    except RuntimeError as e:
+        return str(e), d, y
+    return "no error", d, y
+
+
+def changes_a_dict_after_making_its_iterator(x):
+    d = {"a": 1}
+    it = iter(d)
+    d["b"] = 2
+    try:
+        next(it)
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
+def pops_in_a_comprehension_over_the_dict(x):
+    d = {"a": 1, "b": 2}
+    try:
+        return [d.pop(k) for k in d], x * 2
+    except RuntimeError as e:
+        return str(e), d, x * 2
+
+
+def reads_values_changed_during_the_loop(x):
+    d = {"a": 1, "b": 2, "c": 3}
+    out = []
+    for k, v in d.items():
+        out.append((k, v))
+        if k == "a":
+            d["b"] = 20
+    for v in d.values():
+        d["c"] = 30
+        out.append(v)
+    return out, x * 2
+
+
+def adds_to_the_set_it_iterates(x):
+    s = {1, 2}
+    try:
+        for v in s:
+            s.add(v + 10)
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
+def swaps_set_elements_while_iterating(x):
+    s = {1, 2, 3}
+    try:
+        for v in s:
+            s.discard(v)
+            s.add(v + 100)
+    except RuntimeError as e:
+        return str(e), x * 2
+    return sorted(s), x * 2
+
+
+class _UserList(list):
+    pass
+
+
+def appends_to_a_user_list_it_iterates(x):
+    items = _UserList([1, 2])
+    for v in items:
+        if v < 4:
+            items.append(v + 2)
+    return list(items), x * len(items)
+
+
+def changes_a_list_iterated_in_reverse(x):
+    items = [1, 2, 3, 4]
+    seen = []
+    for v in reversed(items):
+        seen.append(v)
+        items.append(9)
+        if len(seen) == 2:
+            del items[:4]
+    return seen, items, x * 2
+
+
+def adds_to_a_dict_iterated_in_reverse(x):
+    d = {"a": 1}
+    try:
+        for k in reversed(d):
+            d[k + "1"] = 1
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
+def adds_to_an_ordered_dict_it_iterates(x):
+    import collections
+
+    d = collections.OrderedDict(a=1, b=2)
+    try:
+        for k in d:
+            d[k + "1"] = 1
+    except RuntimeError as e:
+        return str(e), x * 2
+    return "no error", x * 2
+
+
+@pytest.mark.parametrize("fn, fallbacks", [
+    (appends_to_a_user_list_it_iterates, 0), (changes_a_list_iterated_in_reverse, 0),
+    (adds_to_a_dict_iterated_in_reverse, 0),
+    (adds_to_an_ordered_dict_it_iterates, 1),  # (its own iterator reacts otherwise: runs eagerly)
+    (appends_to_the_list_it_iterates, 0), (pops_from_the_list_it_iterates, 0), (enumerates_and_zips_growing_lists, 0),
+    (adds_to_the_dict_it_iterates, 0), (changes_a_dict_after_making_its_iterator, 0),
+    (pops_in_a_comprehension_over_the_dict, 0), (reads_values_changed_during_the_loop, 0),
+    (adds_to_the_set_it_iterates, 0),
+    (swaps_set_elements_while_iterating, 1),  # (what CPython does then depends on its table: runs eagerly)
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_a_container_changed_while_iterated_is_stepped_as_cpython_steps_it(compile_all, fn, fallbacks):
+    """A loop over a list, dict or set iterated a copy of its items taken at the first step: items appended in
+    the loop were never reached, removed ones still were, a dict or set changing size did not raise
+    ``RuntimeError``, and a dict's values were the old ones. A list is now stepped by index, a dict or set
+    checks its size at every step."""
+    check(fn, lambda: (T(3),), fallbacks=fallbacks)

@@ -483,6 +483,11 @@ class FunctionGraph:
         self.side_effects = SideEffects()
         # Every generator a generator function made during simulation (`check_abandoned_generators`).
         self.simulated_generators: list[Any] = []
+        # Exceptions raised (for the user's code) during simulation, by id: the exception and the number of the
+        # translated frame's instruction that was running (`top_step`). Such an exception has no traceback in
+        # simulation: reading it runs natively (`handlers.exceptions.traceback_of_raised`).
+        self.raised_exceptions: dict[int, tuple[BaseException, int]] = {}
+        self.top_step = 0
         # Blocks entered before the frame started (a resume function's) that the simulation ended: the
         # generated code leaves them for real before running the graph.
         self.block_exits: list[VariableBase] = []

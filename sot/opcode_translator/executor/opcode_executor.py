@@ -394,6 +394,8 @@ class OpcodeExecutor:
                                                       {n: c.content for n, c in self.cells.items()}, self.kw_names,
                                                       len(graph.statements), len(graph.inputs)))
             self.pc += 1
+            if top:
+                graph.top_step += 1
             line = self._lines.get(instr.offset)
             if line is not None:
                 self.lineno = line
@@ -420,6 +422,8 @@ class OpcodeExecutor:
             except UserCodeError as exc:
                 if exc.location is None:
                     exc.location = self.location()
+                if exc.original is not None and id(exc.original) not in graph.raised_exceptions:
+                    graph.raised_exceptions[id(exc.original)] = (exc.original, graph.top_step)
                 if not exc.chained:
                     exc.chained = True
                     if not exc.reraise and exc.original is not None:

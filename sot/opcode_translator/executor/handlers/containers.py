@@ -45,6 +45,7 @@ def build_const_key_map(executor: OpcodeExecutor, instr: dis.Instruction) -> Non
 def list_extend(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     target = executor.peek(instr.arg)
+    _reject_non_iterable(source, "Value after * must be an iterable, not {}")  # (``[*5]``, ``(*5,)``)
     if isinstance(target, ListVariable) and target.tracker.is_traceable():
         # (the list a star-argument call is building, handed to a resume function by a break in its middle
         # (``f(*make_data())``): changed like any list from outside, written back after the graph)
@@ -70,11 +71,28 @@ def list_to_tuple(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     executor.push(TupleVariable(source.unpack(), executor.graph, DummyTracker((source,))))
 
 
+def _reject_non_iterable(source: VariableBase, message: str) -> None:
+    """Raise the interpreter's own TypeError (``message`` formatted with the type's name) for a value whose type
+    is not iterable at all, where the opcode words it otherwise than ``iter()`` (``'int' object is not
+    iterable``)."""
+    cls = source.get_py_type()
+    if isinstance(cls, type) and getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+        source.graph.add_guard(source)
+        problem = message.format(cls.__name__)
+        raise UserCodeError(f"user code raised TypeError: {problem}", original=TypeError(problem))
+
+
+def _unpacked(source: VariableBase) -> list[VariableBase]:
+    """The items ``a, b = source`` (or ``a, *b = source``) takes."""
+    _reject_non_iterable(source, "cannot unpack non-iterable {} object")
+    return source.unpack()
+
+
 @handles("UNPACK_SEQUENCE")
 def unpack_sequence(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     source = executor.pop()
     # An iterator is stepped once past the targets (to tell "too many values"), never to its end.
-    items = source.take(instr.arg + 1) if isinstance(source, IteratorVariable) else source.unpack()
+    items = source.take(instr.arg + 1) if isinstance(source, IteratorVariable) else _unpacked(source)
     if len(items) != instr.arg:
         problem = (f"too many values to unpack (expected {instr.arg})" if len(items) > instr.arg
                    else f"not enough values to unpack (expected {instr.arg}, got {len(items)})")
@@ -175,7 +193,7 @@ def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 def unpack_ex(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     before, after = instr.arg & 0xFF, instr.arg >> 8
     source = executor.pop()
-    items = source.unpack()
+    items = _unpacked(source)
     if len(items) < before + after:
         problem = f"not enough values to unpack (expected at least {before + after}, got {len(items)})"
         raise UserCodeError(f"user code raised ValueError: {problem}", original=ValueError(problem))

@@ -34,8 +34,10 @@ _SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType
 _COMPILED_FUNCTION_TYPE_NAMES = frozenset({"cython_function_or_method", "fused_cython_function"})
 
 
-def _no_attribute(message: str) -> UserCodeError:
-    return UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
+def _no_attribute(message: str, obj: Any, name: str) -> UserCodeError:
+    """The AttributeError of a failed ``obj.name``: with its ``name`` and ``obj``, as the interpreter sets them."""
+    return UserCodeError(f"user code raised AttributeError: {message}",
+                         original=AttributeError(message, name=name, obj=obj))
 
 
 # Python 3.10/3.11's enum metaclass has a ``__getattr__`` (gone in 3.12) that only looks a member up by name and
@@ -50,7 +52,7 @@ def _enum_member_by_name(var: VariableBase, enum_class: Any, name: str) -> Varia
     AttributeError (always for a dunder)."""
     member = None if name.startswith("__") and name.endswith("__") else enum_class._member_map_.get(name)
     if member is None:
-        raise _no_attribute(name)
+        raise _no_attribute(name, enum_class, name)
     var.graph.add_guard(var)
     return VariableFactory.from_value(member, var.graph, _value_tracker(var, name))
 
@@ -192,7 +194,7 @@ def _missing_layer_attribute(var: "ObjectVariable", name: str) -> UserCodeError:
     if var.tracker.is_traceable():
         var.graph.add_rendered_guard(var, lambda builder, expr: f"{builder.constant(layer_lookup_fails)}"
                                                                 f"({expr}, {name!r})")
-    return _no_attribute(f"{type(var.value).__name__!r} object has no attribute {name!r}")
+    return _no_attribute(f"{type(var.value).__name__!r} object has no attribute {name!r}", var.value, name)
 
 
 def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, generic: bool = False
@@ -211,7 +213,7 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
             return _user_getattribute(var, name, hook)
     stored = graph.side_effects.lookup_attr(obj, name)
     if stored is DELETED:
-        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
+        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}", obj, name)
     if stored is not ABSENT:
         # Stored during the simulation, maybe through another path to the same object: the guard keeps
         # the two paths one object (FunctionGraph._identity_guards).
@@ -225,14 +227,14 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
         if obj.__dict__ is graph.top_resolver.globals:  # (the frame's own globals: ``STORE_GLOBAL``s)
             stored = graph.side_effects.lookup_global(name)
             if stored is DELETED:
-                raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}")
+                raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}", obj, name)
             if stored is not ABSENT:
                 return stored
         try:
             value = getattr(obj, name)
         except AttributeError:
             guard_attribute_presence(var, name, False)  # (a later ``module.name = ...`` must miss the entry)
-            raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}") from None
+            raise _no_attribute(f"module {obj.__name__!r} has no attribute {name!r}", obj, name) from None
         return VariableFactory.from_value(value, graph, _value_tracker(var, name))
     original = translation_original(obj)
     if isinstance(original, paddle.nn.Layer) and not generic and name not in obj.__dict__ and \
@@ -258,6 +260,8 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
         # The attributes stored in the frame live in the side-effect overlay, not in the real dict yet (and
         # a layer's attributes are kept in its own tables).
         raise BreakGraphError(f"reading {type(obj).__name__}.__dict__ runs natively (after pending stores)")
+    if name == "__traceback__" and isinstance(obj, BaseException):
+        _check_traceback_read(var)
     meta_attr = inspect.getattr_static(type(obj), name, _MISSING)
     # Data descriptors on the type win over the instance dict, and for a class, those of its metaclass over
     # the class's own MRO (``type.__getattribute__``: a ``@property`` of the metaclass hides a class attribute
@@ -289,12 +293,19 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
             name_var = VariableFactory.from_value(name, graph, DummyTracker())
             # (a constant: the guard on ``var`` fixes its type; a constant is also a source for the globals
             # the function reads, which a library's ``__getattr__`` has of its own)
-            return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
+            try:
+                return UserFunctionVariable(fallback, graph, ConstTracker(fallback)).call([var, name_var], {})
+            except UserCodeError as exc:
+                error = exc.original
+                if isinstance(error, AttributeError) and error.name is None and error.obj is None:
+                    error.name, error.obj = name, obj  # (as the interpreter completes the one it raises)
+                raise
         if is_class and fallback is not None and fallback is _ENUM_META_GETATTR:
             return _enum_member_by_name(var, obj, name)
         if fallback is not None:
             raise FallbackError(f"{type(obj).__name__}.__getattr__ computes attribute {name!r}: not simulated yet")
-        raise _no_attribute(f"{type(obj).__name__!r} object has no attribute {name!r}")
+        raise _no_attribute(f"type object {obj.__name__!r} has no attribute {name!r}" if is_class
+                            else f"{type(obj).__name__!r} object has no attribute {name!r}", obj, name)
     if not var.tracker.is_traceable():  # found on a class, with no path of its own to guard its value by
         graph.class_attribute_reads.add(name)  # (see FunctionGraph.class_attribute_reads)
     elif not is_class and not hasattr(type(found), "__set__") and isinstance(instance_dict_of(obj), dict):
@@ -326,6 +337,27 @@ def load_attribute(var: "ObjectVariable", name: str, user_getattr: bool = True, 
     if not hasattr(type(found), "__get__"):
         return VariableFactory.from_value(found, graph, _value_tracker(var, name))
     return _descriptor(var, name, found)
+
+
+def _check_traceback_read(var: "ObjectVariable") -> None:
+    """``exc.__traceback__`` of an exception raised during simulation: it has none there (never raised for
+    real), eager's is the traceback of the raise. Read natively: a graph break while the raise is still
+    being handled in the translated frame (the frame runs natively from the raising instruction,
+    `transform._translate_raise_in_flight`) or inside the instruction of the translated frame that raised it
+    (an inlined call, run natively at the break); anywhere else (kept after its handler ended) the frame
+    falls back."""
+    exc = var.value
+    graph = var.graph
+    raised = graph.raised_exceptions.get(id(exc))
+    if raised is None or raised[0] is not exc:
+        return  # never raised: None, as eagerly (or a real exception from outside, read as it is)
+    top = graph.executor
+    in_flight = top is not None and any(handled is exc for handled in top.handling) and \
+        id(exc) in top.raised and top.raised[id(exc)].exc is exc
+    if in_flight or raised[1] == graph.top_step:
+        raise BreakGraphError(f"the traceback of {type(exc).__name__} raised in the frame is read natively")
+    raise FallbackError(f"the traceback of {type(exc).__name__} raised in the frame, read after its handler, "
+                        "exists only natively")
 
 
 def _user_getattribute(var: "ObjectVariable", name: str, hook: Any) -> VariableBase:
@@ -390,7 +422,7 @@ def _stored_class_attribute(var: "ObjectVariable", name: str) -> VariableBase | 
             return None  # the instance's own attribute wins over a plain class attribute
         return stored
     raise _no_attribute(f"type object {obj.__name__!r} has no attribute {name!r}" if is_class
-                        else f"{type(obj).__name__!r} object has no attribute {name!r}")
+                        else f"{type(obj).__name__!r} object has no attribute {name!r}", obj, name)
 
 
 def instance_dict_variable(var: "ObjectVariable") -> VariableBase | None:
@@ -428,7 +460,7 @@ def _descriptor(var: "ObjectVariable", name: str, descriptor: Any, on_metaclass:
             value = read(var.value, name)
         except AttributeError as exc:  # (an unset slot: assigned later, it is there)
             guard_attribute_presence(var, name, False, generic=True)
-            raise _no_attribute(str(exc)) from None
+            raise _no_attribute(str(exc), var.value, name) from None
         if callable(value) and not isinstance(value, type):
             from .callable import BUILTIN_DISPATCH, BuiltinVariable, OpaqueCallableVariable, member_of
 

@@ -1,6 +1,9 @@
 """Leaf kinds: Python constants, tensors, and any other object the simulation only looks at."""
 from __future__ import annotations
 
+import array
+import collections
+import copy
 import enum
 import inspect
 import math
@@ -128,6 +131,11 @@ def _keeps_attributes_in_slots(cls: type) -> bool:
     return all(klass.__flags__ & HEAPTYPE for klass in mro) and any("__slots__" in vars(klass) for klass in mro)
 
 
+# C containers changed in place that no simulated container models (they stay plain objects, guarded by identity):
+# what an operation folded on one reads of it is guarded too (`ObjectVariable.read_contents`).
+MUTABLE_C_CONTAINERS = (collections.deque, bytearray, array.array)
+
+
 class ObjectVariable(VariableBase):
     """Any other Python object: modules, functions, classes, layers, dtypes... guarded by identity, except
     plain user instances (guarded by type) unless their identity itself was used."""
@@ -138,13 +146,35 @@ class ObjectVariable(VariableBase):
         self.needs_identity = False  # set when the simulation used ``is``, ``id()`` or embedded the object
         # Attributes of the instance read off its class (a method, a class constant): see `not_shadowed_guards`.
         self.names_found_on_class: set[str] = set()
+        # What a folded C operation read of a C container's state, which its identity does not fix (a global
+        # ``deque`` appended to between calls): its length, a copy of its contents (`read_contents`).
+        self.length_read: int | None = None
+        self.contents_read: Any = None
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         if self.needs_identity or not is_plain_instance(self.value):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
-        return [head, *self.class_lookup_guards(builder), *self.not_shadowed_guards(builder, expr)]
+        state = []
+        if self.contents_read is not None:
+            state.append(f"{expr} == {builder.constant(self.contents_read)}")
+        elif self.length_read is not None:
+            state.append(f"len({expr}) == {self.length_read}")
+        return [head, *state, *self.class_lookup_guards(builder), *self.not_shadowed_guards(builder, expr)]
+
+    def read_contents(self) -> None:
+        """A C operation folded on the object reads its contents (``3 in dq``, ``bytes(buf)``): for a C container
+        that changes in place (`MUTABLE_C_CONTAINERS`) the guard compares them with a copy, when they are plain
+        data; otherwise the operation runs natively."""
+        value = self.value
+        if not isinstance(value, MUTABLE_C_CONTAINERS) or not self.tracker.is_traceable():
+            return
+        if isinstance(value, collections.deque) and \
+                not all(type(item) in (int, float, bool, str, bytes, type(None)) for item in value):
+            raise BreakGraphError(f"reading a {type(value).__name__} of other values than numbers and strings "
+                                  "runs natively")
+        self.contents_read = copy.copy(value)
 
     def not_shadowed_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
         """The attributes the simulation found on the instance's class are still not in the instance's own
@@ -209,6 +239,8 @@ class ObjectVariable(VariableBase):
         result = truth(self)
         if result is not None:
             return result
+        if isinstance(self.value, MUTABLE_C_CONTAINERS):  # (their truth is their C length, guarded)
+            return self.length() > 0
         raise FallbackError(f"truth value of {cls.__name__} objects is not simulated yet")
 
     # -- the protocols of user classes (their Python dunders are inlined: see dunder.py) -----------------
@@ -247,9 +279,11 @@ class ObjectVariable(VariableBase):
         from .dunder import length
 
         size = length(self)
-        if size is None:  # not a Python __len__: folded on the (guarded) object
+        if size is None:  # not a Python __len__: folded on the (guarded) object, and its length guarded
             self.graph.add_guard(self)
             size = self.graph.run_user_python(len, [self.get_py_value()], {})
+            if not isinstance(self.value, type):
+                self.length_read = size
         return size
 
     def iterator(self) -> "VariableBase | None":

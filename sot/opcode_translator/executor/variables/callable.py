@@ -347,6 +347,8 @@ def constant_fold(fn: Callable[..., Any], graph: "FunctionGraph", args: list[Var
         graph.reading_data = reading_data
     for var in [*args, *kwargs.values()]:
         graph.add_guard(var, data_only=data_only)
+        if isinstance(var, ObjectVariable) and fn not in _SHALLOW_FUNCTIONS:
+            var.read_contents()
     try:
         result = graph.run_user_python(fn, values, kw_values)
     except UserCodeError:
@@ -1190,9 +1192,11 @@ def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, 
 def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
     from .iterator import IteratorVariable
 
-    from .iterator import lazy
+    from .iterator import lazy, reversed_live_steps
 
-    return IteratorVariable(lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed", (reversed, list(args)))
+    live = reversed_live_steps(args[0]) if len(args) == 1 and not kwargs else None
+    return IteratorVariable(live if live is not None else lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed",
+                            (reversed, list(args)))
 
 
 @builtin_rule(list)
@@ -1928,7 +1932,15 @@ class SuperVariable(VariableBase):
                     return VariableFactory.from_value(attr, self.graph, self._member_tracker(owner, index, name))
                 raise BreakGraphError(f"super().{name} is a {type(attr).__name__}: not simulated")
         raise UserCodeError(f"user code raised AttributeError: 'super' object has no attribute {name!r}",
-                            original=AttributeError(f"'super' object has no attribute '{name}'"))
+                            original=AttributeError(f"'super' object has no attribute '{name}'", name=name,
+                                                    obj=self._real_super()))
+
+    def _real_super(self) -> Any:
+        """The ``super`` object eager code has here (the ``obj`` of its AttributeError), or None."""
+        try:
+            return super(self.cls, self.self_var.get_py_value())
+        except Exception:  # noqa: BLE001 - (no real receiver to bind: the error just has no obj)
+            return None
 
     def _builtin_base_method(self, klass: type, name: str, attr: Any) -> VariableBase | None:
         """``super().name`` found on a builtin class: ``object.__setattr__``/``__delattr__`` (the plain store,

@@ -124,6 +124,11 @@ class SequenceVariable(ItemsReadTracked, VariableBase):
         try:
             item = self._items[index]
         except (IndexError, TypeError) as exc:
+            if issubclass(self.py_type, tuple):  # (a tuple's errors say "tuple index out of range")
+                try:
+                    tuple(self._items)[index]
+                except (IndexError, TypeError) as tuple_exc:
+                    exc = tuple_exc
             raise UserCodeError(f"user code raised {type(exc).__name__}: {exc}", original=exc) from None
         if self.unread_paths is not None:  # (only this item is read)
             self.graph.contents_read(self, index % len(self._items))
@@ -890,6 +895,15 @@ def _sequence_setitem(self: SequenceVariable, key: VariableBase, value: Variable
     if self.py_type is tuple:
         raise UserCodeError("user code raised TypeError: 'tuple' object does not support item assignment")
     index = _constant_value(key, "list index")
+    if isinstance(index, slice) and value is not None:
+        cls = value.get_py_type()
+        if isinstance(cls, type) and getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+            # (a value that is not iterable at all: the list's own error, worded per version, not ``iter()``'s)
+            scratch: list = [None] * len(self.items)
+            try:
+                scratch[index] = value.get_py_value()
+            except TypeError as exc:
+                raise UserCodeError(f"user code raised TypeError: {exc}", original=exc) from None
     _record_mutation(self)
     try:
         if value is None:

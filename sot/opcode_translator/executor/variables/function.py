@@ -508,7 +508,8 @@ class NestedFunctionVariable(FunctionVariableBase):
         if _defined_by_function_type(name):
             raise FallbackError(f"attribute {name!r} of a function made in the frame is not supported yet")
         message = f"'function' object has no attribute {name!r}"
-        raise UserCodeError(f"user code raised AttributeError: {message}", original=AttributeError(message))
+        raise UserCodeError(f"user code raised AttributeError: {message}",
+                            original=AttributeError(message, name=name))
 
     def setattr(self, name: str, value: VariableBase | None) -> None:
         """Assigned on the simulated function (it exists only in the frame); rebuilt with it."""

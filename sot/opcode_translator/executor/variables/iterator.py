@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING, Callable, Iterator
 
-from ....errors import BreakGraphError, FallbackError
+from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ..tracker import DummyTracker
 from .base import VariableBase
 from .basic import ConstantVariable, ObjectVariable, TensorVariable
@@ -176,7 +176,9 @@ def iterate(var: VariableBase) -> IteratorVariable:
     if isinstance(var, ConstantVariable):  # ``iter(None)`` fails at once, not at the first ``next``
         var.check_iterable()
     if keys is not None:
-        return IteratorVariable(lazy(keys), graph, f"iterator over {type(var).__name__}", (iter, [var]))
+        live = _live_steps(var)
+        return IteratorVariable(live if live is not None else lazy(keys), graph,
+                                f"iterator over {type(var).__name__}", (iter, [var]))
     if isinstance(var, ObjectVariable) and not isinstance(var.value, type):
         # A real object iterated by C or library code (an ``enumerate`` or generator object, a numpy array,
         # a file): its iteration runs natively (a ``for`` loop over it too: handlers/iteration.py).
@@ -187,3 +189,104 @@ def iterate(var: VariableBase) -> IteratorVariable:
 def lazy(producer: Callable[[], list[VariableBase]]) -> Iterator[VariableBase]:
     """Defer reading the items (and guarding on them) until the first ``next``."""
     yield from producer()
+
+
+def _live_steps(var: VariableBase) -> Iterator[VariableBase] | None:
+    """The items of an iterator over a list, dict (or dict view) or set as CPython's iterators step them
+    while the loop body changes the container: a list's by index (items appended during the loop are
+    reached, removed ones shift the rest), a dict's or set's raising ``RuntimeError`` at the step after its
+    size changed (a dict's values read at each step). None for other containers."""
+    from .container import DictVariable, DictViewVariable, ListVariable, SetVariable
+
+    effects = var.graph.side_effects
+    if isinstance(var, ListVariable):
+        return _list_steps(var, effects)
+    if isinstance(var, (DictVariable, DictViewVariable)):
+        mapping = var if isinstance(var, DictVariable) else var.mapping
+        return _sized_steps(var, mapping, lambda: list(mapping.items), len(mapping.items),
+                            "dictionary" if _iterates_as_dict(mapping) else None, effects)
+    if isinstance(var, SetVariable):
+        return _sized_steps(var, var, lambda: list(var.values), len(var.values), "Set", effects)
+    return None
+
+
+def reversed_live_steps(var: VariableBase) -> Iterator[VariableBase] | None:
+    """``reversed(var)`` stepped as CPython's reverse iterators step a list (by a falling index: an item
+    appended is not reached, one removed may end it) or a dict (raising at the step after its size changed);
+    None for other values."""
+    from .container import DictVariable, DictViewVariable, ListVariable
+
+    effects = var.graph.side_effects
+    if isinstance(var, ListVariable):
+        def steps() -> Iterator[VariableBase]:
+            index = start
+            while True:
+                items = var.iter_items()
+                if not 0 <= index < len(items):
+                    return
+                yield items[index]
+                index -= 1
+
+        start = len(var.items) - 1
+        return steps()
+    if isinstance(var, (DictVariable, DictViewVariable)):
+        mapping = var if isinstance(var, DictVariable) else var.mapping
+        return _sized_steps(var, mapping, lambda: list(mapping.items), len(mapping.items),
+                            "dictionary" if _iterates_as_dict(mapping) else None, effects, backwards=True)
+    return None
+
+
+def _iterates_as_dict(mapping: VariableBase) -> bool:
+    """Whether the mapping's iteration is ``dict``'s (an ``OrderedDict`` has its own, which reacts otherwise to
+    a change during the loop)."""
+    try:
+        cls = mapping.get_py_type()
+    except Exception:  # noqa: BLE001 - (unknown: treated as another iteration)
+        return False
+    return getattr(cls, "__iter__", None) is dict.__iter__
+
+
+def _version(container: VariableBase, effects: Any) -> int:
+    """How many changes of ``container`` the simulation has recorded (`SideEffects.mutate`)."""
+    return len(effects.changed_at.get(id(container), ()))
+
+
+def _list_steps(var: VariableBase, effects: Any) -> Iterator[VariableBase]:
+    index, items, seen = 0, None, -1
+    while True:
+        if items is None or _version(var, effects) != seen:  # (read again only after a change)
+            seen, items = _version(var, effects), var.iter_items()
+        if index >= len(items):
+            return  # (exhausted for good, as CPython's list iterator: a later append is not reached)
+        yield items[index]
+        index += 1
+
+
+def _sized_steps(var: VariableBase, container: VariableBase, keys_of: Callable[[], list], size: int,
+                 what: str | None, effects: Any, backwards: bool = False) -> Iterator[VariableBase]:
+    """``size``: the container's when the iterator was made, as CPython's iterator remembers it. ``what``:
+    the container's name in the RuntimeError; None for a mapping whose own iteration reacts otherwise to a
+    change (the frame runs eagerly then)."""
+    first_keys = None
+    index, items, seen = 0, None, -1
+    while True:
+        if items is None or _version(container, effects) != seen:
+            keys = keys_of()
+            if what is None and (len(keys) != size or first_keys is not None and
+                                 any(a is not b and a != b for a, b in zip(keys, first_keys))):
+                raise FallbackError(f"a {type(container).__name__} changed during its iteration")
+            if len(keys) != size:
+                error = RuntimeError(f"{what} changed size during iteration")
+                raise UserCodeError(f"user code raised RuntimeError: {error}", original=error)
+            if first_keys is None:
+                first_keys = keys
+            elif any(a is not b and a != b for a, b in zip(keys, first_keys)):
+                # (as many keys, not the same ones: what CPython does then depends on its table's layout)
+                raise FallbackError(f"the keys of a {what.lower()} changed during its iteration")
+            seen, items = _version(container, effects), var.iter_items()
+            if backwards:
+                items = items[::-1]
+        if index >= len(items):
+            return
+        yield items[index]
+        index += 1

@@ -180,7 +180,8 @@ def sequence_operation(owner: SequenceInstanceVariable, name: str, args: list[Va
             from .callable import BUILTIN_DISPATCH
 
             return BUILTIN_DISPATCH[reversed](graph, [_read_view(owner)], {})
-        return iterate(_read_view(owner))
+        # (its own items, not a snapshot: appended during the loop, they are reached, as eagerly)
+        return iterate(owner.content) if isinstance(owner.content, ListVariable) else iterate(_read_view(owner))
     return ContainerMethodVariable(content, name).call(args, kwargs)
 
 
