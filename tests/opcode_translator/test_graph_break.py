@@ -1184,3 +1184,38 @@ def test_a_loop_with_a_break_reading_a_free_variable():
     assert_same(translated(x), expected)
     assert_same(translated(x), expected)
     assert sot.stats().fallbacks == 0
+
+
+class _SuperBase:
+    def __init__(self, k):
+        self.k = k
+
+    def scaled(self, x):
+        if x.sum() > 0:  # the break is inside the callee: the caller's pending ``super().scaled`` is rebuilt
+            return x + self.k
+        return x - self.k
+
+
+class _SuperDerived(_SuperBase):
+    def scaled(self, x):
+        return super().scaled(x * 2) * 3
+
+    def stores(self, x):
+        object.__setattr__(self, "total", float(x.sum()))
+        super().__setattr__("positive", bool(x.numpy().sum() > 0))
+        return self.total, self.positive
+
+
+def _super_method_across_a_break(x):
+    made_here = _SuperDerived(2)
+    return made_here.scaled(x), made_here.stores(x), made_here.k
+
+
+@pytest.mark.parametrize("make", [pos, neg])
+def test_super_method_pending_on_the_stack_across_a_break(compile_all, make):
+    """``super().f(...)`` with a break inside ``f`` (or in its arguments): the bound method found past the
+    instance, pending on the caller's stack, is bound again with ``types.MethodType`` (no fallback)."""
+    x = make(3, 4)
+    parity(_super_method_across_a_break, x, calls=3)
+    assert sot.stats().fallbacks == 0
+    assert sot.stats().graph_breaks > 0
