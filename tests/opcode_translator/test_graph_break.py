@@ -1219,3 +1219,81 @@ def test_super_method_pending_on_the_stack_across_a_break(compile_all, make):
     parity(_super_method_across_a_break, x, calls=3)
     assert sot.stats().fallbacks == 0
     assert sot.stats().graph_breaks > 0
+
+
+# -- an iterator partly consumed before a break lives on after it -------------------------------------------
+def _rows_taken_then_break(x):
+    rows = iter(x)
+    first = next(rows)
+    if first.sum() > 0:
+        print("first row positive")
+    second = next(rows)
+    return first, second, [row * 2 for row in rows]
+
+
+def _list_iterator_across_changes(x):
+    items = [x, x + 1, x + 2, x + 3]
+    it = iter(items)
+    first = next(it)
+    print(first.sum().item() > 0)
+    items.append(x * 9)
+    second = next(it)
+    items.pop(0)
+    print("again")
+    return first, second, list(it), items
+
+
+def _callers_list_grown_then_consumed(items):
+    items.append(items[0] * 3)
+    items.append(items[0] * 4)
+    it = iter(items)
+    taken = [next(it) for _ in range(4)]  # past the caller's length: rebuilt after the list's replay
+    print(taken[0].sum().item() > 0)
+    return taken, list(it)
+
+
+def _exhausted_stays_exhausted(x):
+    items = [x]
+    it = iter(items)
+    taken = list(it)
+    print(x.sum().item() > 0)
+    items.append(x)
+    return taken, list(it)
+
+
+def _tuple_iterator_across_a_break(x):
+    it = iter((x, x * 2, x * 3))
+    next(it)
+    print(x.numpy().sum() > 0)
+    return list(it)
+
+
+def _take_and_break(it, x):
+    value = next(it)
+    if x.sum() > 0:
+        return value * x
+    return value - x
+
+
+def _iterator_passed_to_a_breaking_callee(x):
+    it = iter([x, x + 1, x + 2])
+    next(it)
+    return _take_and_break(it, x), list(it)
+
+
+@pytest.mark.parametrize("fn", [_rows_taken_then_break, _list_iterator_across_changes, _exhausted_stays_exhausted,
+                                _tuple_iterator_across_a_break, _iterator_passed_to_a_breaking_callee])
+def test_a_partly_consumed_iterator_across_a_break(compile_all, fn):
+    """``iter()`` of a list, tuple or tensor that the frame took items from before a break is made again at
+    the break as the same iterator at the same index (`runtime.iterator_at`), instead of a fallback."""
+    from _conformance import T, check
+
+    check(fn, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
+
+
+def test_a_partly_consumed_iterator_over_a_callers_list_grown_in_the_frame(compile_all):
+    from _conformance import T, check
+
+    check(_callers_list_grown_then_consumed, lambda: ([T(2, 2), -T(2, 2), T(2, 2) * 3],), calls=2, breaks=None,
+          fallbacks=0)

@@ -403,3 +403,56 @@ def test_an_instance_with_a_del_is_made_natively(compile_all):
         return list(_log)
 
     check(makes_a_finalized_object, lambda: (T(3),), breaks=1, state=state, reset=_log.clear)
+
+
+# -- a list's iterator reads the list by index at each step, as CPython's ---------------------------------
+def _worklist(x):
+    todo = [x]
+    seen = []
+    for t in todo:  # items appended while the loop runs are visited
+        seen.append(t * 2)
+        if len(todo) < 4:
+            todo.append(t + 1)
+    return seen
+
+
+def _next_then_append(x):
+    items = [x, x + 1]
+    it = iter(items)
+    first = next(it)
+    items.append(x * 3)
+    return first, list(it)
+
+
+def _next_then_pop_front(x):
+    items = [x, x + 1, x + 2]
+    it = iter(items)
+    first = next(it)
+    items.pop(0)  # the iterator's index now points past the old second item
+    return first, list(it)
+
+
+def _exhausted_then_append(x):
+    items = [x]
+    it = iter(items)
+    taken = list(it)
+    items.append(x + 1)  # an exhausted list iterator stays exhausted
+    return taken, list(it)
+
+
+def _external_worklist(items):
+    for t in items:
+        if len(items) < 4:
+            items.append(t * 2)
+    return items
+
+
+@pytest.mark.parametrize("fn", [_worklist, _next_then_append, _next_then_pop_front, _exhausted_then_append])
+def test_a_list_changed_while_iterated(compile_all, fn):
+    """The simulated list iterator took a snapshot of the items at its first ``next``: an item appended while
+    a ``for`` loop ran (a worklist) was never visited, one removed was still produced."""
+    check(fn, lambda: (T(3),), calls=2)
+
+
+def test_an_argument_list_grown_while_iterated(compile_all):
+    check(_external_worklist, lambda: ([T(3), T(2, 3)],), calls=2)
