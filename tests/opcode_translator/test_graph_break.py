@@ -1297,3 +1297,29 @@ def test_a_partly_consumed_iterator_over_a_callers_list_grown_in_the_frame(compi
 
     check(_callers_list_grown_then_consumed, lambda: ([T(2, 2), -T(2, 2), T(2, 2) * 3],), calls=2, breaks=None,
           fallbacks=0)
+
+
+# -- a dict display or ``**`` merge pending on the stack at a break ------------------------------------------
+def _double_star_literal_with_a_break(x):
+    def scaled(a, **kw):
+        return a * kw["s"] + kw["t"] + kw.get("u", 0)
+
+    extra = {"u": 2}
+    return (scaled(x, **{"s": float(x.mean()), "t": x.sum()}, **extra),
+            scaled(x, s=1, **{"t": x.numpy().sum()}))
+
+
+def _dict_display_with_a_break(x):
+    base = {"a": 1}
+    return {**base, "b": float(x.sum()), **{"c": x * 2}, "d": x.numpy().shape}
+
+
+@pytest.mark.parametrize("fn", [_double_star_literal_with_a_break, _dict_display_with_a_break])
+def test_a_dict_being_built_resumes_after_a_break(compile_all, fn):
+    """The dict a ``**`` call or a dict display builds is on the stack at a break inside it: the resume function
+    gets it as a parameter (a real dict) and goes on merging into it (DICT_MERGE/DICT_UPDATE/MAP_ADD store into
+    it as into any real dict), instead of falling back."""
+    from _conformance import T, check
+
+    check(fn, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
