@@ -1323,3 +1323,22 @@ def test_a_dict_being_built_resumes_after_a_break(compile_all, fn):
 
     check(fn, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None, fallbacks=0)
     assert sot.stats().graph_breaks > 0
+
+
+def _enumerate_with_start_keyword(x):
+    seen = []
+    for i, row in enumerate(x, start=5):
+        if row.sum() > 0:
+            seen.append(i)
+        print(i)
+    return seen
+
+
+def test_enumerate_with_a_start_keyword_across_a_break(compile_all):
+    """``enumerate(x, start=5)`` is made again as ``enumerate(x, 5)`` for a loop broken inside: a keyword
+    ``start`` left it without a rebuild, and the frame fell back."""
+    from _conformance import T, check
+
+    check(_enumerate_with_start_keyword, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None,
+          fallbacks=0)
+    assert sot.stats().graph_breaks > 0

@@ -1019,7 +1019,9 @@ def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[st
             yield TupleVariable([ConstantVariable(index, graph, DummyTracker()), item], graph, DummyTracker((item,)))
             index += 1
 
-    return IteratorVariable(produce(), graph, "enumerate", None if kwargs else (enumerate, list(args)))
+    # (made again with ``start`` positional: ``enumerate(x, start=5)`` is ``enumerate(x, 5)``)
+    rebuild_args = [args[0], *([start_var] if start_var is not None else [])]
+    return IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
 
 
 @builtin_rule(zip)
