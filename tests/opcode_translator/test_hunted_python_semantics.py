@@ -456,3 +456,34 @@ def test_a_list_changed_while_iterated(compile_all, fn):
 
 def test_an_argument_list_grown_while_iterated(compile_all):
     check(_external_worklist, lambda: ([T(3), T(2, 3)],), calls=2)
+
+
+def _reversed_then_front_insert(x):
+    items = [x, x + 1]
+    seen = []
+    for t in reversed(items):  # an index counting down into the list as it is at each step
+        seen.append(t)
+        if len(items) < 4:
+            items.insert(0, t * 2)
+    return seen
+
+
+def _reversed_made_then_append(x):
+    items = [x, x + 1]
+    backwards = reversed(items)  # starts from the last index when made: the appended item is not seen
+    items.append(x * 5)
+    return list(backwards)
+
+
+def _reversed_made_then_pop(x):
+    items = [x, x + 1, x + 2]
+    backwards = reversed(items)  # its first index is past the end now: nothing at all
+    items.pop()
+    return list(backwards)
+
+
+@pytest.mark.parametrize("fn", [_reversed_then_front_insert, _reversed_made_then_append, _reversed_made_then_pop])
+def test_reversed_over_a_list_changed_while_iterated(compile_all, fn):
+    """``reversed(lst)`` read a snapshot of the items at its first ``next``; CPython's starts at the index of
+    the last item when it was made and reads the list live."""
+    check(fn, lambda: (T(3),), calls=2)

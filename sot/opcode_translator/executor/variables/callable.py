@@ -1101,11 +1101,14 @@ def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, 
 
 @builtin_rule(reversed)
 def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-    from .iterator import IteratorVariable
+    from .container import ListVariable
+    from .iterator import IteratorVariable, by_index_reversed, lazy
 
-    from .iterator import lazy
-
-    return IteratorVariable(lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed", (reversed, list(args)))
+    if type(args[0]) is ListVariable:  # (CPython's: an index from the length at creation, read live)
+        source = by_index_reversed(args[0], args[0].length() - 1)
+    else:
+        source = lazy(lambda: _items_of(args[0])[::-1])
+    return IteratorVariable(source, graph, "reversed", (reversed, list(args)))
 
 
 @builtin_rule(list)

@@ -243,3 +243,15 @@ def by_index(sequence: VariableBase) -> Iterator[VariableBase]:
             return
         yield items[index]
         index += 1
+
+
+def by_index_reversed(sequence: VariableBase, start: int) -> Iterator[VariableBase]:
+    """``reversed(lst)`` as CPython's: from the index ``start`` (the last one when it was made) down, each
+    item read from the list as it is then; an index past the list's current end ends it for good."""
+    index = start
+    while index >= 0:
+        items = sequence.unpack()
+        if index >= len(items):
+            return
+        yield items[index]
+        index -= 1
