@@ -236,9 +236,10 @@ def by_index(sequence: VariableBase) -> Iterator[VariableBase]:
     """A list's iterator as CPython's: an index read against the list's items at each step, so that items
     appended (a worklist: ``for node in todo: todo.append(...)``), removed or replaced while it runs are
     seen (a snapshot at the first ``next`` missed them); once past the end it stays exhausted."""
+    sequence.unpack()  # (the first step reads the list: its length is guarded, its items read)
     index = 0
     while True:
-        items = sequence.unpack()
+        items = sequence.items  # type: ignore[attr-defined]
         if index >= len(items):
             return
         yield items[index]
@@ -248,9 +249,10 @@ def by_index(sequence: VariableBase) -> Iterator[VariableBase]:
 def by_index_reversed(sequence: VariableBase, start: int) -> Iterator[VariableBase]:
     """``reversed(lst)`` as CPython's: from the index ``start`` (the last one when it was made) down, each
     item read from the list as it is then; an index past the list's current end ends it for good."""
+    sequence.unpack()
     index = start
     while index >= 0:
-        items = sequence.unpack()
+        items = sequence.items  # type: ignore[attr-defined]
         if index >= len(items):
             return
         yield items[index]
