@@ -194,6 +194,47 @@ def native_rerun(exc: BaseException, fn: Any, arguments: tuple) -> tuple[Any, tu
     return runner, tuple(positional), keywords
 
 
+class _IndexIterator:
+    """CPython's list iterator at an index past the list's current end, which ``__setstate__`` would clamp:
+    the list may still grow (a list of the caller's the frame extended is rebuilt before the replay of the
+    frame's changes gives it its final items)."""
+
+    def __init__(self, sequence: Any, index: int) -> None:
+        self._sequence: Any = sequence
+        self._index = index
+
+    def __iter__(self) -> "_IndexIterator":
+        return self
+
+    def __next__(self) -> Any:
+        sequence = self._sequence
+        if sequence is None:
+            raise StopIteration
+        if self._index >= len(sequence):
+            self._sequence = None  # (exhausted for good, as CPython's)
+            raise StopIteration
+        self._index += 1
+        return sequence[self._index - 1]
+
+    def __length_hint__(self) -> int:
+        return 0 if self._sequence is None else max(len(self._sequence) - self._index, 0)
+
+
+def iterator_at(iterable: Any, taken: int, exhausted: bool) -> Any:
+    """``iter(iterable)`` already past its first ``taken`` items: a list's, tuple's or tensor's iterator (all
+    index based) the translated frame partly consumed before a graph break. Its index is set, not stepped to,
+    so a list shorter at this point than it was when the items were read is not found exhausted (which would
+    end the iterator for good); an ``exhausted`` one is an empty iterator (CPython's stays exhausted even if
+    the list grows)."""
+    if exhausted:
+        return iter(())
+    if isinstance(iterable, list) and taken > len(iterable):
+        return _IndexIterator(iterable, taken)
+    iterator = iter(iterable)
+    iterator.__setstate__(taken)
+    return iterator
+
+
 def tensor_size(count: int, shape: Any) -> int:
     """A new ``x.size`` value, as eager mode makes one at each read: a ``TensorSize`` of ``count`` elements
     carrying the shape (the very ``paddle.Size`` the frame read as its ``as_shape``, or one made from a

@@ -1184,3 +1184,161 @@ def test_a_loop_with_a_break_reading_a_free_variable():
     assert_same(translated(x), expected)
     assert_same(translated(x), expected)
     assert sot.stats().fallbacks == 0
+
+
+class _SuperBase:
+    def __init__(self, k):
+        self.k = k
+
+    def scaled(self, x):
+        if x.sum() > 0:  # the break is inside the callee: the caller's pending ``super().scaled`` is rebuilt
+            return x + self.k
+        return x - self.k
+
+
+class _SuperDerived(_SuperBase):
+    def scaled(self, x):
+        return super().scaled(x * 2) * 3
+
+    def stores(self, x):
+        object.__setattr__(self, "total", float(x.sum()))
+        super().__setattr__("positive", bool(x.numpy().sum() > 0))
+        return self.total, self.positive
+
+
+def _super_method_across_a_break(x):
+    made_here = _SuperDerived(2)
+    return made_here.scaled(x), made_here.stores(x), made_here.k
+
+
+@pytest.mark.parametrize("make", [pos, neg])
+def test_super_method_pending_on_the_stack_across_a_break(compile_all, make):
+    """``super().f(...)`` with a break inside ``f`` (or in its arguments): the bound method found past the
+    instance, pending on the caller's stack, is bound again with ``types.MethodType`` (no fallback)."""
+    x = make(3, 4)
+    parity(_super_method_across_a_break, x, calls=3)
+    assert sot.stats().fallbacks == 0
+    assert sot.stats().graph_breaks > 0
+
+
+# -- an iterator partly consumed before a break lives on after it -------------------------------------------
+def _rows_taken_then_break(x):
+    rows = iter(x)
+    first = next(rows)
+    if first.sum() > 0:
+        print("first row positive")
+    second = next(rows)
+    return first, second, [row * 2 for row in rows]
+
+
+def _list_iterator_across_changes(x):
+    items = [x, x + 1, x + 2, x + 3]
+    it = iter(items)
+    first = next(it)
+    print(first.sum().item() > 0)
+    items.append(x * 9)
+    second = next(it)
+    items.pop(0)
+    print("again")
+    return first, second, list(it), items
+
+
+def _callers_list_grown_then_consumed(items):
+    items.append(items[0] * 3)
+    items.append(items[0] * 4)
+    it = iter(items)
+    taken = [next(it) for _ in range(4)]  # past the caller's length: rebuilt after the list's replay
+    print(taken[0].sum().item() > 0)
+    return taken, list(it)
+
+
+def _exhausted_stays_exhausted(x):
+    items = [x]
+    it = iter(items)
+    taken = list(it)
+    print(x.sum().item() > 0)
+    items.append(x)
+    return taken, list(it)
+
+
+def _tuple_iterator_across_a_break(x):
+    it = iter((x, x * 2, x * 3))
+    next(it)
+    print(x.numpy().sum() > 0)
+    return list(it)
+
+
+def _take_and_break(it, x):
+    value = next(it)
+    if x.sum() > 0:
+        return value * x
+    return value - x
+
+
+def _iterator_passed_to_a_breaking_callee(x):
+    it = iter([x, x + 1, x + 2])
+    next(it)
+    return _take_and_break(it, x), list(it)
+
+
+@pytest.mark.parametrize("fn", [_rows_taken_then_break, _list_iterator_across_changes, _exhausted_stays_exhausted,
+                                _tuple_iterator_across_a_break, _iterator_passed_to_a_breaking_callee])
+def test_a_partly_consumed_iterator_across_a_break(compile_all, fn):
+    """``iter()`` of a list, tuple or tensor that the frame took items from before a break is made again at
+    the break as the same iterator at the same index (`runtime.iterator_at`), instead of a fallback."""
+    from _conformance import T, check
+
+    check(fn, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
+
+
+def test_a_partly_consumed_iterator_over_a_callers_list_grown_in_the_frame(compile_all):
+    from _conformance import T, check
+
+    check(_callers_list_grown_then_consumed, lambda: ([T(2, 2), -T(2, 2), T(2, 2) * 3],), calls=2, breaks=None,
+          fallbacks=0)
+
+
+# -- a dict display or ``**`` merge pending on the stack at a break ------------------------------------------
+def _double_star_literal_with_a_break(x):
+    def scaled(a, **kw):
+        return a * kw["s"] + kw["t"] + kw.get("u", 0)
+
+    extra = {"u": 2}
+    return (scaled(x, **{"s": float(x.mean()), "t": x.sum()}, **extra),
+            scaled(x, s=1, **{"t": x.numpy().sum()}))
+
+
+def _dict_display_with_a_break(x):
+    base = {"a": 1}
+    return {**base, "b": float(x.sum()), **{"c": x * 2}, "d": x.numpy().shape}
+
+
+@pytest.mark.parametrize("fn", [_double_star_literal_with_a_break, _dict_display_with_a_break])
+def test_a_dict_being_built_resumes_after_a_break(compile_all, fn):
+    """The dict a ``**`` call or a dict display builds is on the stack at a break inside it: the resume function
+    gets it as a parameter (a real dict) and goes on merging into it (DICT_MERGE/DICT_UPDATE/MAP_ADD store into
+    it as into any real dict), instead of falling back."""
+    from _conformance import T, check
+
+    check(fn, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
+
+
+def _enumerate_with_start_keyword(x):
+    seen = []
+    for i, row in enumerate(x, start=5):
+        if row.sum() > 0:
+            seen.append(i)
+        print(i)
+    return seen
+
+
+def test_enumerate_with_a_start_keyword_across_a_break(compile_all):
+    """``enumerate(x, start=5)`` is made again as ``enumerate(x, 5)`` for a loop broken inside: a keyword
+    ``start`` left it without a rebuild, and the frame fell back."""
+    from _conformance import T, check
+
+    check(_enumerate_with_start_keyword, lambda: (T(3, 4),), lambda: (-T(3, 4),), calls=2, breaks=None,
+          fallbacks=0)
+    assert sot.stats().graph_breaks > 0

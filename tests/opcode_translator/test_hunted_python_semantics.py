@@ -735,3 +735,85 @@ def test_a_container_changed_while_iterated_is_stepped_as_cpython_steps_it(compi
     ``RuntimeError``, and a dict's values were the old ones. A list is now stepped by index, a dict or set
     checks its size at every step."""
     check(fn, lambda: (T(3),), fallbacks=fallbacks)
+# -- a list's iterator reads the list by index at each step, as CPython's ---------------------------------
+def _worklist(x):
+    todo = [x]
+    seen = []
+    for t in todo:  # items appended while the loop runs are visited
+        seen.append(t * 2)
+        if len(todo) < 4:
+            todo.append(t + 1)
+    return seen
+
+
+def _next_then_append(x):
+    items = [x, x + 1]
+    it = iter(items)
+    first = next(it)
+    items.append(x * 3)
+    return first, list(it)
+
+
+def _next_then_pop_front(x):
+    items = [x, x + 1, x + 2]
+    it = iter(items)
+    first = next(it)
+    items.pop(0)  # the iterator's index now points past the old second item
+    return first, list(it)
+
+
+def _exhausted_then_append(x):
+    items = [x]
+    it = iter(items)
+    taken = list(it)
+    items.append(x + 1)  # an exhausted list iterator stays exhausted
+    return taken, list(it)
+
+
+def _external_worklist(items):
+    for t in items:
+        if len(items) < 4:
+            items.append(t * 2)
+    return items
+
+
+@pytest.mark.parametrize("fn", [_worklist, _next_then_append, _next_then_pop_front, _exhausted_then_append])
+def test_a_list_changed_while_iterated(compile_all, fn):
+    """The simulated list iterator took a snapshot of the items at its first ``next``: an item appended while
+    a ``for`` loop ran (a worklist) was never visited, one removed was still produced."""
+    check(fn, lambda: (T(3),), calls=2)
+
+
+def test_an_argument_list_grown_while_iterated(compile_all):
+    check(_external_worklist, lambda: ([T(3), T(2, 3)],), calls=2)
+
+
+def _reversed_then_front_insert(x):
+    items = [x, x + 1]
+    seen = []
+    for t in reversed(items):  # an index counting down into the list as it is at each step
+        seen.append(t)
+        if len(items) < 4:
+            items.insert(0, t * 2)
+    return seen
+
+
+def _reversed_made_then_append(x):
+    items = [x, x + 1]
+    backwards = reversed(items)  # starts from the last index when made: the appended item is not seen
+    items.append(x * 5)
+    return list(backwards)
+
+
+def _reversed_made_then_pop(x):
+    items = [x, x + 1, x + 2]
+    backwards = reversed(items)  # its first index is past the end now: nothing at all
+    items.pop()
+    return list(backwards)
+
+
+@pytest.mark.parametrize("fn", [_reversed_then_front_insert, _reversed_made_then_append, _reversed_made_then_pop])
+def test_reversed_over_a_list_changed_while_iterated(compile_all, fn):
+    """``reversed(lst)`` read a snapshot of the items at its first ``next``; CPython's starts at the index of
+    the last item when it was made and reads the list live."""
+    check(fn, lambda: (T(3),), calls=2)

@@ -8,7 +8,7 @@ from ..opcode_executor import OpcodeExecutor, handles
 from ..tracker import DummyTracker
 from ..variables.basic import ConstantVariable
 from ..variables.container import (DictVariable, ListVariable, SequenceVariable, SetVariable, TupleVariable,
-                                   dict_key)
+                                   dict_key, key_variable)
 from ..variables.iterator import IteratorVariable
 from ..variables.symbolic_int import (SymbolicIntVariable, SymbolicSliceVariable, TensorBoundSliceVariable,
                                       is_slice_bound_tensor, pin_float)
@@ -148,7 +148,7 @@ def set_update(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
 
 
 def _merge_into(target: object, source: object, reject_duplicates: bool) -> None:
-    if not isinstance(target, DictVariable) or target.tracker.is_traceable():
+    if not isinstance(target, DictVariable):
         raise FallbackError(f"dict merge into {target!r}")
     if isinstance(source, MappingInstanceVariable):  # (a user dict subclass: its mapping protocol)
         items = source.mapping_items()
@@ -164,7 +164,18 @@ def _merge_into(target: object, source: object, reject_duplicates: bool) -> None
             if key in target.items:
                 # (no ``original``: the eager message names the callee; the frame runs eagerly and says it)
                 raise UserCodeError(f"user code raised TypeError: got multiple values for keyword argument {key!r}")
-    target.items.update(items)
+    _store_items(target, items)
+
+
+def _store_items(target: DictVariable, items: dict) -> None:
+    """Add ``items`` to the dict a ``**`` merge or a dict display builds. One with a path is a real dict (a
+    resume function's parameter: the display was pending on the stack at a graph break): its stores are
+    changes of a real object, recorded (`DictVariable.setitem`); a dict made in the frame is just filled."""
+    if not target.tracker.is_traceable():
+        target.items.update(items)
+        return
+    for key, value in items.items():
+        target.setitem(key_variable(key, target.graph, DummyTracker((target,))), value)
 
 
 @handles("DICT_MERGE")
@@ -184,9 +195,9 @@ def map_add(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     value = executor.pop()
     key = executor.pop()
     target = executor.peek(instr.arg)
-    if not isinstance(target, DictVariable) or target.tracker.is_traceable():
+    if not isinstance(target, DictVariable):
         raise FallbackError(f"MAP_ADD on {target!r}")
-    target.items[dict_key(key, tensors=True)] = value
+    _store_items(target, {dict_key(key, tensors=True): value})
 
 
 @handles("UNPACK_EX")

@@ -1110,7 +1110,9 @@ def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[st
             yield TupleVariable([ConstantVariable(index, graph, DummyTracker()), item], graph, DummyTracker((item,)))
             index += 1
 
-    return IteratorVariable(produce(), graph, "enumerate", None if kwargs else (enumerate, list(args)))
+    # (made again with ``start`` positional: ``enumerate(x, start=5)`` is ``enumerate(x, 5)``)
+    rebuild_args = [args[0], *([start_var] if start_var is not None else [])]
+    return IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
 
 
 @builtin_rule(zip)
@@ -1190,9 +1192,7 @@ def _filter(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, 
 
 @builtin_rule(reversed)
 def _reversed(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-    from .iterator import IteratorVariable
-
-    from .iterator import lazy, reversed_live_steps
+    from .iterator import IteratorVariable, lazy, reversed_live_steps
 
     live = reversed_live_steps(args[0]) if len(args) == 1 and not kwargs else None
     return IteratorVariable(live if live is not None else lazy(lambda: _items_of(args[0])[::-1]), graph, "reversed",

@@ -590,8 +590,13 @@ class BoundMethodVariable(VariableBase):
         return [self.self_var, self.function]
 
     def _reconstruct_computed(self, codegen: "CodeGen") -> None:
+        """``self_var.name`` when it was read as an attribute; otherwise (``super().f``, a method found past the
+        instance's own attributes) ``types.MethodType(function, self_var)``: re-reading an attribute could
+        find another function, so the method is bound again from the parts that were simulated (a break
+        inside the callee leaves it pending on the caller's stack)."""
         if self.name is None:
-            raise FallbackError(f"cannot rebuild the bound method {self!r}")
+            codegen.call_helper(types.MethodType, [self.function, self.self_var])
+            return
         codegen.reconstruct(self.self_var)
         codegen.load_attr(self.name)
 

@@ -23,7 +23,10 @@ class IteratorVariable(VariableBase):
                  rebuild: tuple[Callable[..., Any], list[VariableBase]] | None = None) -> None:
         rebuilt_from = (*([rebuild[0]] if isinstance(rebuild[0], VariableBase) else []), *rebuild[1]) if rebuild else ()
         super().__init__(graph, DummyTracker(tuple(rebuilt_from)))
-        self._source = source
+        self._source = source  # (a simulated generator's is also thrown into: `close_generator`)
+        self._items = self._counting(source)
+        self.taken = 0  # items produced so far (undone by a rollback): where an index-based one resumes
+        self.exhausted = False
         self.description = description
         # How generated code makes the same iterator, valid while nothing was consumed from it:
         # ``fn(*args)`` (e.g. ``enumerate(ys)``; ``fn`` a variable: a generator function of the frame called
@@ -57,10 +60,28 @@ class IteratorVariable(VariableBase):
 
         self.graph.side_effects.on_rollback(undo)
 
+    def _counting(self, source: Iterator[VariableBase]) -> Iterator[VariableBase]:
+        """``source``, counting the items it produces into `taken` and noting its end, both undone by a
+        rollback (to rebuild the iterator where the simulation left it at a graph break); its return value
+        (a simulated generator's) passes through."""
+        effects = self.graph.side_effects
+        while True:
+            try:
+                item = next(source)
+            except StopIteration as stop:
+                if not self.exhausted:
+                    self.exhausted = True
+                    effects.on_rollback(lambda: setattr(self, "exhausted", False))
+                return stop.value
+            taken = self.taken
+            self.taken = taken + 1
+            effects.on_rollback(lambda: setattr(self, "taken", taken))
+            yield item
+
     def next(self) -> VariableBase | None:
         """The next item, or None when exhausted."""
         self._consume()
-        return next(self._source, None)
+        return next(self._items, None)
 
     def step(self) -> tuple[VariableBase | None, VariableBase | None]:
         """One step as ``yield from`` drives its delegate: ``(item, None)`` while it yields, then
@@ -68,14 +89,14 @@ class IteratorVariable(VariableBase):
         (None for other iterators: ``yield from`` a list evaluates to None)."""
         self._consume()
         try:
-            return next(self._source), None
+            return next(self._items), None
         except StopIteration as stop:
             returned = stop.value if isinstance(stop.value, VariableBase) else None
             return None, returned
 
     def unpack(self) -> list[VariableBase]:
         self._consume()
-        return list(self._source)
+        return list(self._items)
 
     def take(self, count: int) -> list[VariableBase]:
         """At most ``count`` items, fewer once exhausted: what a consumer that stops early reads (unpacking
@@ -83,7 +104,7 @@ class IteratorVariable(VariableBase):
         generator (and the side effects producing it) unrun."""
         self._consume()
         items = []
-        while len(items) < count and (item := next(self._source, None)) is not None:
+        while len(items) < count and (item := next(self._items, None)) is not None:
             items.append(item)
         return items
 
@@ -104,7 +125,11 @@ class IteratorVariable(VariableBase):
         after the replay; only after -> before (the replay changes the real container under it as eager's
         changes did). Otherwise (a container made in the frame, rebuilt from its final items, changed after;
         changes on both sides) no point is right, unless iterators over plain lists are all it takes: a list
-        iterator that has taken nothing sees whatever the list holds when stepped."""
+        iterator that has taken nothing sees whatever the list holds when stepped.
+        A partly consumed one over a list, tuple or tensor (`_resumes_by_index`) is made after: its index
+        counts the items of the content the simulation ended with, which the replay gives the container."""
+        if self.consumed and self._resumes_by_index():
+            return True
         if self.rebuild is None or self.consumed:
             return False
         effects = self.graph.side_effects
@@ -143,7 +168,22 @@ class IteratorVariable(VariableBase):
         return all(a._steps_lists_only() if isinstance(a, IteratorVariable) else isinstance(a, ListVariable)
                    for a in iterated)
 
+    def _resumes_by_index(self) -> bool:
+        """``iter(x)`` of a list, tuple or tensor: CPython's iterator over it is an index into it, so a partly
+        consumed one is remade as ``iter(x)`` with its index set (`runtime.iterator_at`)."""
+        from .container import ListVariable, TupleVariable
+
+        return (self.rebuild is not None and self.rebuild[0] is iter and len(self.rebuild[1]) == 1
+                and type(self.rebuild[1][0]) in (ListVariable, TupleVariable, TensorVariable))
+
     def _reconstruct_computed(self, codegen: Any) -> None:
+        if self.consumed and self._resumes_by_index():
+            from ...runtime import iterator_at
+
+            graph = self.graph
+            codegen.call_helper(iterator_at, [self.rebuild[1][0], ConstantVariable(self.taken, graph, DummyTracker()),
+                                              ConstantVariable(self.exhausted, graph, DummyTracker())])
+            return
         if self.rebuild is None or self.consumed:
             raise FallbackError(f"an iterator ({self.description}) cannot leave the translated frame yet")
         fn, args = self.rebuild
