@@ -1783,6 +1783,10 @@ def call_object(var: ObjectVariable, args: list[VariableBase], kwargs: dict[str,
         raise BreakGraphError(f"creating an instance of {obj.__qualname__} runs natively")
     if type(obj) in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
         return call_operator_getter(var, args, kwargs)
+    from .memo_calls import MEMO_WRAPPER_TYPES, call_memo_wrapper
+
+    if type(obj) in MEMO_WRAPPER_TYPES:
+        return call_memo_wrapper(var, args, kwargs)
     call = getattr(type(obj), "__call__", None)
     if isinstance(call, types.FunctionType):
         var.graph.add_guard(var)  # the identity (hence the type) of the object fixes __call__
