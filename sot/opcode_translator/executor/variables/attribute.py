@@ -7,6 +7,7 @@ whose reading would run unknown code (custom descriptors, ``__getattr__``) makes
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,11 @@ _MISSING = object()
 # C-level descriptors whose __get__ runs no Python code: reading them for real is safe.
 _SAFE_DESCRIPTOR_TYPES = (types.MemberDescriptorType, types.GetSetDescriptorType,
                           types.WrapperDescriptorType, types.MethodDescriptorType,
-                          types.BuiltinFunctionType, types.ClassMethodDescriptorType)
+                          types.BuiltinFunctionType, types.ClassMethodDescriptorType,
+                          # a method decorated with ``functools.lru_cache``: its ``__get__`` (C) only binds the
+                          # wrapper to the instance; the call of that bound memo then runs natively at a graph
+                          # break (its key holds the instance, not a built-in constant: see memo_calls.py).
+                          functools._lru_cache_wrapper)  # type: ignore[attr-defined]
 # The function types of compilers to C extensions, by type name (their module is the compiler's versioned
 # runtime: ``_cython_3_2_4``): binding one to an instance (its ``__get__``, C code) makes a bound method and
 # runs nothing else. Calling it (a numpy ``Generator.standard_normal``) then runs natively at a graph break.

@@ -132,3 +132,27 @@ def test_memo_helper_raising_and_unhashable_arguments_raise_as_eagerly(compile_a
     for run in (unhashable, sot.symbolic_translate(unhashable)):
         with pytest.raises(TypeError, match="unhashable"):
             run(x, [8])
+
+
+class _Table:
+    def __init__(self) -> None:
+        self.computed = 0
+
+    @functools.lru_cache
+    def row(self, n):
+        self.computed += 1
+        return [float(n)] * n
+
+
+def test_memoised_method_runs_natively_at_a_break_not_a_fallback(compile_all):
+    def read(x, table):
+        return x + table.row(3)[0] * 2
+
+    for run in (read, sot.symbolic_translate(read)):
+        _Table.row.cache_clear()
+        table = _Table()
+        results = [run(paddle.ones([3]), table).numpy() for _ in range(3)]
+        assert table.computed == 1  # the memo answered the later calls, as eagerly
+        np.testing.assert_array_equal(np.array(results), np.full((3, 3), 7.0, dtype="float32"))
+    stats = sot.stats()
+    assert stats.fallbacks == 0 and stats.graph_breaks == 1
