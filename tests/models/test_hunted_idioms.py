@@ -21,6 +21,8 @@ from paddle.autograd import PyLayer
 
 import sot
 
+from .harness import assert_grads_equal
+
 
 
 def _assert_tree_close(actual: Any, expected: Any, where: str) -> None:
@@ -568,6 +570,16 @@ class SortedByLength(nn.Layer):
         return self.head(pooled.index_select(restore, axis=0))
 
 
+def _assert_step_matches(model: nn.Layer, eager: nn.Layer, out: paddle.Tensor, expected: paddle.Tensor) -> None:
+    """One forward's outputs and the parameters' gradients of a loss over them equal eager's; gradients cleared."""
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    out.pow(2).mean().backward()
+    expected.pow(2).mean().backward()
+    assert_grads_equal(model, eager, rtol=1e-5, atol=1e-6)
+    model.clear_gradients()
+    eager.clear_gradients()
+
+
 def test_a_tensor_method_called_with_a_breaking_argument_resumes_compiled_and_hits_the_cache() -> None:
     paddle.seed(0)
     model = SortedByLength()
@@ -576,14 +588,7 @@ def test_a_tensor_method_called_with_a_breaking_argument_resumes_compiled_and_hi
     batches = [(paddle.randint(1, 20, [4, 6]), paddle.to_tensor([3, 6, 2, 5])),
                (paddle.randint(1, 20, [4, 6]), paddle.to_tensor([6, 1, 4, 4]))] * 2
     for ids, lengths in batches:
-        out, expected = fast(ids, lengths), eager(ids, lengths)
-        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
-        out.pow(2).mean().backward()
-        expected.pow(2).mean().backward()
-        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
-            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
-        model.clear_gradients()
-        eager.clear_gradients()
+        _assert_step_matches(model, eager, fast(ids, lengths), eager(ids, lengths))
     stats = sot.stats()
     assert stats.fallbacks == 0, stats
     translated = stats.translate_count
@@ -625,14 +630,7 @@ def test_padding_trimmed_by_a_tensor_slice_bound_is_one_graph_for_every_length()
         paddle.seed(longest)
         ids = paddle.randint(1, 20, [3, 6])
         mask = (paddle.arange(6)[None, :] < paddle.to_tensor([[longest], [2], [1]])).astype("int64")
-        out, expected = fast(ids, mask), eager(ids, mask)
-        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
-        out.pow(2).mean().backward()
-        expected.pow(2).mean().backward()
-        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
-            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
-        model.clear_gradients()
-        eager.clear_gradients()
+        _assert_step_matches(model, eager, fast(ids, mask), eager(ids, mask))
     stats = sot.stats()
     assert (stats.translate_count, stats.graph_breaks, stats.fallbacks) == (1, 0, 0), stats
 
@@ -681,14 +679,7 @@ def test_a_swin_window_reverse_over_a_dynamic_batch_is_one_graph() -> None:
     for batch in (2, 3, 5, 4):
         paddle.seed(batch)
         x = paddle.randn([batch, 16, 8])
-        out, expected = fast(x), eager(x)
-        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
-        out.pow(2).mean().backward()
-        expected.pow(2).mean().backward()
-        for (name, param), (_, twin) in zip(model.named_parameters(), eager.named_parameters()):
-            np.testing.assert_allclose(param.grad.numpy(), twin.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
-        model.clear_gradients()
-        eager.clear_gradients()
+        _assert_step_matches(model, eager, fast(x), eager(x))
     stats = sot.stats()
     assert (stats.graph_breaks, stats.fallbacks, stats.translate_count) == (0, 0, 2), stats
 
