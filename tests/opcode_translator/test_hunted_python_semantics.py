@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+import sot
+
 from _conformance import T, check
 
 
@@ -817,3 +819,50 @@ def test_reversed_over_a_list_changed_while_iterated(compile_all, fn):
     """``reversed(lst)`` read a snapshot of the items at its first ``next``; CPython's starts at the index of
     the last item when it was made and reads the list live."""
     check(fn, lambda: (T(3),), calls=2)
+
+
+# -- an exception handed to a helper: guarded by its type and what is read of it, not its identity ----------
+def _describe_with_traceback(err):
+    tb = err.__traceback__
+    return type(err).__name__, err.args[0], tb is not None
+
+
+def _describe_whole(err):
+    return str(err), repr(err), f"{err}", "%s" % (err,)
+
+
+def _describe_attributes(err):
+    return type(err).__name__, err.args, err.__cause__ is None, getattr(err, "code", None), \
+        isinstance(err, KeyError), err.__traceback__.tb_lineno > 0
+
+
+def _raise_and_describe(describe):
+    def fn(x, message, kind):
+        try:
+            error = kind(message)
+            if kind is OSError:
+                error.code = len(message)
+            raise error
+        except (ValueError, KeyError, OSError) as err:
+            seen = describe(err)
+        return seen, x + 1
+    fn.__name__ = f"raise_and_{describe.__name__.lstrip('_')}"
+    return fn
+
+
+@pytest.mark.parametrize("describe", [_describe_with_traceback, _describe_whole, _describe_attributes])
+def test_a_caught_exception_handed_to_a_helper_is_not_guarded_by_identity(compile_all, describe):
+    """The helper (translated after the break the traceback read makes, or inlined) gets a new exception at each
+    call: its identity guard missed every time, translating the helper again until the cache limit. Its type
+    and what the translation read of it (each read guarded by its own path; a use of the whole value, as
+    ``str(err)``, still pins it) are what must match."""
+    fn = _raise_and_describe(describe)
+    check(fn, lambda: (T(3), "bad", ValueError), lambda: (T(3), "worse", ValueError),
+          lambda: (T(3), "key", KeyError), lambda: (T(3), "io", OSError), calls=3, breaks=None,
+          fallbacks=None, stable=describe is not _describe_whole)
+    sot.reset()
+    fast = sot.symbolic_translate(fn)
+    for _ in range(6):
+        assert fast(T(3), "bad", ValueError)[0] == fn(T(3), "bad", ValueError)[0]
+    if describe is not _describe_whole:  # (``str(err)`` reads the exception whole: its identity stays guarded)
+        assert sot.stats().translate_count <= 2, sot.stats()

@@ -27,7 +27,7 @@ from .guard import CombinedCheck, Guard, GuardBuilder
 from .side_effects import SideEffects
 from .tracker import ConstTracker, DummyTracker, LocalTracker, Tracker
 from .variables.base import VariableBase
-from .variables.basic import ConstantVariable, NumpyArrayVariable, ObjectVariable, TensorVariable, is_plain_instance
+from .variables.basic import ConstantVariable, NumpyArrayVariable, ObjectVariable, TensorVariable, is_guarded_by_type
 from .variables.symbolic_int import (TAKES_SCALAR_TENSORS, SymbolicIntVariable, SymbolicSliceVariable,
                                      contains_symbolic, pin_all, pin_direct, pin_floats)
 from .variables.container import DictVariable, ListVariable, SequenceVariable, TupleVariable
@@ -323,7 +323,7 @@ def _mutable_object(var: VariableBase) -> Any:
         return None
     if isinstance(var, (ListVariable, DictVariable)):
         return getattr(var, "real", None)
-    if isinstance(var, ObjectVariable) and is_plain_instance(var.value):
+    if isinstance(var, ObjectVariable) and is_guarded_by_type(var.value):
         return var.value
     return None
 

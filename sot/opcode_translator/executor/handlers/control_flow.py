@@ -55,7 +55,7 @@ def _is_none(executor: OpcodeExecutor, value: VariableBase) -> bool:
     executor.graph.add_guard(value)  # (its kind: the same local may be None at another call)
     if not isinstance(value, (ConstantVariable, ObjectVariable)):
         return False  # a container, function... is never None (and its items' values may be unknown)
-    return value.get_py_value() is None
+    return value.value is None  # (not a use of the whole value: its guarded type or value decide)
 
 
 @handles("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_IF_NONE")

@@ -14,7 +14,7 @@ from ....errors import BreakGraphError
 from ... import pyversion
 from ..opcode_executor import OpcodeExecutor, handles
 from ..variables.base import VariableBase
-from ..variables.basic import ConstantVariable, TensorVariable, same_tensor
+from ..variables.basic import ConstantVariable, ObjectVariable, TensorVariable, is_guarded_by_type, same_tensor
 from ..variables.callable import apply_operator as apply_operator_in
 from ..tracker import DummyTracker
 
@@ -129,6 +129,19 @@ def _is_container(var: VariableBase) -> bool:
     return isinstance(var, (SequenceVariable, DictVariable))
 
 
+# The types with a single instance: ``obj is None`` is decided by the type of ``obj``.
+_SINGLETON_TYPES = (type(None), type(Ellipsis), type(NotImplemented))
+
+
+def _type_decides_identity(lhs: VariableBase, rhs: VariableBase) -> bool:
+    """``err is None``: an object guarded by its type (`is_guarded_by_type`, an exception handed to a helper)
+    compared with a singleton (None, ...): never the same object, which its type guard keeps true; guarding
+    its identity instead would miss for the new object each call brings."""
+    return any(isinstance(single, ConstantVariable) and type(single.value) in _SINGLETON_TYPES
+               and isinstance(obj, ObjectVariable) and not obj.needs_identity and is_guarded_by_type(obj.value)
+               for single, obj in ((lhs, rhs), (rhs, lhs)))
+
+
 @handles("IS_OP")
 def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     rhs = executor.pop()
@@ -154,6 +167,10 @@ def is_op(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
         for operand in (lhs, rhs):  # (their aliasing is guarded with them: FunctionGraph._identity_guards)
             if operand.tracker.is_traceable():
                 executor.graph.add_guard(operand)
+    elif _type_decides_identity(lhs, rhs):
+        result = False
+        executor.graph.add_guard(lhs)
+        executor.graph.add_guard(rhs)
     else:
         for operand in (lhs, rhs):
             if hasattr(operand, "needs_identity"):

@@ -124,6 +124,18 @@ def is_plain_instance(obj: Any) -> bool:
             and (instance_dict_of(obj) is not None or _keeps_attributes_in_slots(cls)))  # an enum member: a singleton
 
 
+# C objects the simulation reads attribute by attribute only (each read guarded by its own path: ``err.args``,
+# ``err.__traceback__.tb_lineno``), each call making a new one (an exception caught and handed to a helper):
+# guarded by type, as plain instances, until their value is used whole (`ObjectVariable.get_py_value`).
+READ_BY_ATTRIBUTE_C_TYPES = (BaseException, types.TracebackType)
+
+
+def is_guarded_by_type(obj: Any) -> bool:
+    """Whether the type of ``obj`` (and the guards of what is read of it) is enough to guard it: a plain
+    instance of a user class, or an exception or traceback (`READ_BY_ATTRIBUTE_C_TYPES`)."""
+    return is_plain_instance(obj) or isinstance(obj, READ_BY_ATTRIBUTE_C_TYPES)
+
+
 def _keeps_attributes_in_slots(cls: type) -> bool:
     """A Python class (every class of its MRO but ``object``) whose instances hold their attributes in
     ``__slots__`` (``@dataclass(slots=True)``): read one by one through the slots' descriptors, and guarded so."""
@@ -152,7 +164,7 @@ class ObjectVariable(VariableBase):
         self.contents_read: Any = None
 
     def make_guards(self, builder: "GuardBuilder", expr: str) -> list[str]:
-        if self.needs_identity or not is_plain_instance(self.value):
+        if self.needs_identity or not is_guarded_by_type(self.value):
             head = builder.identity(expr, self.value)
         else:
             head = f"type({expr}) is {builder.constant(type(self.value))}"
@@ -208,7 +220,13 @@ class ObjectVariable(VariableBase):
         return checks
 
     def get_py_value(self) -> Any:
+        if isinstance(self.value, READ_BY_ATTRIBUTE_C_TYPES):
+            # Used whole (folded by C code, ``str(err)``, embedded): only its identity fixes what was read.
+            self.needs_identity = True
         return self.value
+
+    def get_py_type(self) -> type:
+        return type(self.value)  # (not a use of the value: the guard of its type fixes it)
 
     @property
     def is_mutable_container(self) -> bool:

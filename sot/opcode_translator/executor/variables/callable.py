@@ -18,7 +18,7 @@ from ....errors import BreakGraphError, FallbackError, UserCodeError
 from ... import pyversion
 from ..tracker import ConstTracker, DummyTracker, GetAttrTracker, Tracker
 from .base import HEAPTYPE, VariableBase, VariableFactory
-from .basic import ConstantVariable, ObjectVariable, TensorVariable
+from .basic import READ_BY_ATTRIBUTE_C_TYPES, ConstantVariable, ObjectVariable, TensorVariable
 
 if TYPE_CHECKING:
     from ..function_graph import FunctionGraph
@@ -932,11 +932,23 @@ def _isinstance(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[s
     if not isinstance(obj, (ObjectVariable, ConstantVariable)):
         graph.add_guard(obj)  # its guard pins the exact type (a tensor's, a container's)
         result = _is_instance_of_type(obj.get_py_type(), classes.get_py_value())
+    elif isinstance(obj.value, READ_BY_ATTRIBUTE_C_TYPES) and _decided_by_type(classes.get_py_value()):
+        graph.add_guard(obj)  # (guarded by type: the answer is the type's, the object itself is not used)
+        result = issubclass(obj.get_py_type(), classes.get_py_value())
     else:
         graph.add_guard(obj)
         result = isinstance(obj.get_py_value(), classes.get_py_value())
     guard_abc_registrations(graph, classes.get_py_value())
     return ConstantVariable(result, graph, DummyTracker((obj, classes)))
+
+
+def _decided_by_type(classes: Any) -> bool:
+    """Whether ``isinstance(obj, classes)`` is ``issubclass(type(obj), classes)`` for an object whose
+    ``__class__`` is its type (a C exception): every class's metaclass is ``type`` or ``ABCMeta`` (which looks
+    at the class only), none answers from the object's state."""
+    flat = classes if isinstance(classes, tuple) else (classes,)
+    return all(_decided_by_type(cls) if isinstance(cls, tuple) else type(cls) in (type, abc.ABCMeta)
+               for cls in flat)
 
 
 def _is_instance_of_type(py_type: type, classes: Any) -> bool:
@@ -964,13 +976,13 @@ def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Va
     # it (``type(self).registry``) are then the real ones, their mutations replayed and their identity kept,
     # as through ``self.__class__``. (Not when ``__class__`` is overridden to lie about the type.)
     tracker: Tracker = DummyTracker((obj,))
-    if obj.tracker.is_traceable() and _reports_own_class(obj.get_py_value(), cls):
+    if obj.tracker.is_traceable() and _reports_own_class(cls):
         tracker = GetAttrTracker(obj, "__class__")
     return VariableFactory.from_value(cls, graph, tracker)
 
 
-def _reports_own_class(value: Any, cls: type) -> bool:
-    """``value.__class__`` is ``type(value)`` through ``object``'s own descriptor (no Python code runs)."""
+def _reports_own_class(cls: type) -> bool:
+    """``value.__class__`` is ``type(value)`` for an instance ``value`` of ``cls`` through ``object``'s own descriptor (no Python code runs)."""
     return inspect.getattr_static(cls, "__class__", None) is object.__dict__["__class__"]
 
 
