@@ -866,3 +866,47 @@ def test_a_caught_exception_handed_to_a_helper_is_not_guarded_by_identity(compil
         assert fast(T(3), "bad", ValueError)[0] == fn(T(3), "bad", ValueError)[0]
     if describe is not _describe_whole:  # (``str(err)`` reads the exception whole: its identity stays guarded)
         assert sot.stats().translate_count <= 2, sot.stats()
+
+
+# -- dict(pairs) / d.update(pairs): each element checked as CPython does ----------------------------------
+def _dict_of_pairs(x, pairs):
+    try:
+        made = dict(pairs)
+    except (TypeError, ValueError) as err:
+        made = (type(err).__name__, str(err))
+    return made, x * 2
+
+
+def _update_with_pairs(x, pairs):
+    d = {"a": 1}
+    try:
+        d.update(pairs, z=3)
+    except (TypeError, ValueError) as err:
+        return d, type(err).__name__, str(err), x * 2
+    return d, x * 2
+
+
+@pytest.mark.parametrize("fn", [_dict_of_pairs, _update_with_pairs])
+@pytest.mark.parametrize("pairs", [[1], [(1, 2, 3)], [("k", 1), None], [("k", 1), [5]], ["ab"], [("k", 1), ["j", 2]],
+                                   ((1, 2),)], ids=repr)
+def test_dict_from_pairs_checks_each_element_as_eager(compile_all, fn, pairs):
+    """An element that is not a sequence is eager's ``TypeError: cannot convert dictionary update sequence
+    element #i to a sequence`` (it was the ``'int' object is not iterable`` of unpacking it), one of another
+    length eager's ValueError; ``d.update`` keeps the pairs before the bad one, as eagerly. The error is caught
+    in the frame: it is simulated, not a fallback."""
+    check(fn, lambda: (T(3), list(pairs) if isinstance(pairs, list) else pairs), calls=2, breaks=0, fallbacks=0)
+
+
+def test_dict_from_a_non_pair_raises_eagers_error_uncaught(compile_all):
+    def fn(x, pairs):
+        return dict(pairs), x + 1
+
+    for pairs, kind, message in (([1], TypeError, "cannot convert dictionary update sequence element #0 to a "
+                                   "sequence"),
+                                  ([(1, 2), (1, 2, 3)], ValueError, "dictionary update sequence element #1 has "
+                                   "length 3; 2 is required")):
+        with pytest.raises(kind) as eager:
+            fn(T(3), pairs)
+        with pytest.raises(kind) as translated:
+            sot.symbolic_translate(fn)(T(3), pairs)
+        assert str(translated.value) == str(eager.value) == message

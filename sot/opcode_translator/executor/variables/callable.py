@@ -1245,29 +1245,11 @@ def _set(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
 
 @builtin_rule(dict)
 def _dict(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
-    from .container import DictVariable
-    from .user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
+    from .container import DictVariable, merge_into_dict
 
     items: dict[Any, VariableBase] = {}
     if args:
-        source = args[0]
-        if isinstance(source, DictVariable):
-            graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
-            items.update(source.items)
-        elif isinstance(source, MappingInstanceVariable):
-            items.update(source.mapping_items())
-        elif is_mapping_like(source):
-            items.update(protocol_items(source))
-        else:
-            from .container import _is_key_variable, dict_key
-
-            for pair in _items_of(source):
-                key, value = pair.unpack()
-                if _is_key_variable(key, tensors=True) and not _is_key_variable(key):  # (a tensor in the key)
-                    items[dict_key(key, tensors=True)] = value
-                    continue
-                graph.add_guard(key)
-                items[key.get_py_value()] = value
+        merge_into_dict(graph, items, args[0])
     items.update(kwargs)
     return DictVariable(items, graph, DummyTracker(tuple(args) + tuple(kwargs.values())))
 

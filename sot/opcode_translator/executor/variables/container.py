@@ -690,6 +690,49 @@ def _list_method(var: "ListVariable", name: str, args: list[VariableBase],
     return _none(graph)
 
 
+def merge_into_dict(graph: "FunctionGraph", items: dict[Any, VariableBase], source: VariableBase) -> None:
+    """What ``dict(source)`` and ``d.update(source)`` add to ``items``: a dict's items, a mapping's (it has
+    ``keys()``), else the pairs of an iterable (`_merge_pairs`)."""
+    from .user_mapping import MappingInstanceVariable, is_mapping_like, protocol_items
+
+    if isinstance(source, DictVariable):
+        graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
+        items.update(source.items)
+    elif isinstance(source, MappingInstanceVariable):
+        items.update(source.mapping_items())
+    elif is_mapping_like(source):
+        items.update(protocol_items(source))
+    else:
+        _merge_pairs(graph, items, source)
+
+
+def _merge_pairs(graph: "FunctionGraph", items: dict[Any, VariableBase], source: VariableBase) -> None:
+    """Each element of ``source`` made a sequence and unpacked into a key and a value, as CPython's
+    ``PyDict_MergeFromSeq2``: an element that cannot be iterated (any TypeError making it a sequence) is the
+    eager TypeError, one of another length than two the eager ValueError, both numbered by the element; the
+    elements before it are in ``items`` already (``d.update`` keeps them, as eagerly)."""
+    from .callable import _items_of
+    from .iterator import iterate
+
+    for index, element in enumerate(_items_of(source)):
+        try:
+            pair = iterate(element).unpack()
+        except UserCodeError as exc:
+            if not isinstance(exc.original, TypeError):
+                raise
+            error: Exception = TypeError(f"cannot convert dictionary update sequence element #{index} to a sequence")
+            raise UserCodeError(f"user code raised TypeError: {error}", original=error) from None
+        if len(pair) != 2:
+            error = ValueError(f"dictionary update sequence element #{index} has length {len(pair)}; 2 is required")
+            raise UserCodeError(f"user code raised ValueError: {error}", original=error)
+        key, value = pair
+        if _is_key_variable(key, tensors=True) and not _is_key_variable(key):  # (a tensor in the key)
+            items[dict_key(key, tensors=True)] = value
+            continue
+        graph.add_guard(key)
+        items[key.get_py_value()] = value
+
+
 def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
                  kwargs: dict[str, VariableBase]) -> VariableBase:
     graph = var.graph
@@ -712,13 +755,8 @@ def _dict_method(var: "DictVariable", name: str, args: list[VariableBase],
     if name in ("keys", "values", "items"):
         return DictViewVariable(var, name, var, var.get_py_type())
     if name == "update":
-        sources = [args[0]] if args else []
-        for source in sources:
-            if isinstance(source, DictVariable):
-                graph.add_guard(source)  # (every key is read: the next call's dict must have the same)
-                items.update(source.items)
-            else:
-                raise FallbackError("dict.update() from a non-dict is not supported yet")
+        if args:
+            merge_into_dict(graph, items, args[0])
         items.update(kwargs)
         return _none(graph)
     if name == "pop":
