@@ -235,6 +235,19 @@ def iterator_at(iterable: Any, taken: int, exhausted: bool) -> Any:
     return iterator
 
 
+def enumerate_at(iterable: Any, taken: int, exhausted: bool, count: int) -> enumerate:
+    """``enumerate`` of a list, tuple or tensor the translated frame took ``taken`` items from before a graph
+    break: over its iterator at that index (`iterator_at`), counting on from ``count``."""
+    return enumerate(iterator_at(iterable, taken, exhausted), count)
+
+
+def zip_at(*positions: Any) -> zip:
+    """``zip`` of lists, tuples or tensors the translated frame partly consumed before a graph break: over
+    their iterators each at its own index (`iterator_at`); ``positions``: ``iterable, taken, exhausted`` per
+    source."""
+    return zip(*(iterator_at(*positions[i:i + 3]) for i in range(0, len(positions), 3)))
+
+
 def tensor_size(count: int, shape: Any) -> int:
     """A new ``x.size`` value, as eager mode makes one at each read: a ``TensorSize`` of ``count`` elements
     carrying the shape (the very ``paddle.Size`` the frame read as its ``as_shape``, or one made from a

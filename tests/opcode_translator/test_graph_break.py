@@ -1299,6 +1299,58 @@ def test_a_partly_consumed_iterator_over_a_callers_list_grown_in_the_frame(compi
           fallbacks=0)
 
 
+def _enumerate_taken_then_break(x, ys):
+    it = enumerate(ys)
+    i, a = next(it)
+    if x.sum() > 0:
+        x = x + 1
+    for j, b in it:
+        x = x + j * b
+    return x + i * a
+
+
+def _enumerate_with_start_taken_then_break(x, ys):
+    it = enumerate(ys, 3)
+    next(it)
+    if x.sum() > 0:
+        x = x + 1
+    return x, list(it), list(it)
+
+
+def _zip_taken_then_break(x, ys, zs):
+    it = zip(ys, zs)
+    a, b = next(it)
+    if x.sum() > 0:
+        x = x + 1
+    for c, d in it:
+        x = x + c * d
+    return x + a * b, list(it)
+
+
+def _zip_ended_by_its_shorter_source_then_break(x, ys, zs):
+    it = zip(ys, zs)  # (ended by ``zs``: ``ys``' iterator gave one item more, as CPython's)
+    taken = list(it)
+    if x.sum() > 0:
+        x = x + 1
+    return x, taken, list(it), list(zip(ys, ys))
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_enumerate_taken_then_break, lambda T, s: (s * T(2, 3), [T(2, 3) * v for v in range(4)])),
+    (_enumerate_with_start_taken_then_break, lambda T, s: (s * T(2, 3), (4, 5, 6))),
+    (_zip_taken_then_break, lambda T, s: (s * T(2, 3), [1.0, 2.0, 3.0], (T(2, 3), T(2, 3) * 2, T(2, 3) * 3))),
+    (_zip_ended_by_its_shorter_source_then_break, lambda T, s: (s * T(2, 3), [1, 2, 3], [4])),
+])
+def test_a_partly_consumed_enumerate_or_zip_across_a_break(compile_all, fn, make):
+    """``enumerate``/``zip`` of lists, tuples or tensors the frame took items from before a break are made again
+    at the break over their sources each at its own index, ``enumerate`` counting on (`runtime.enumerate_at`,
+    `runtime.zip_at`), instead of a fallback."""
+    from _conformance import T, check
+
+    check(fn, lambda: make(T, 1.0), lambda: make(T, -1.0), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
+
+
 # -- a dict display or ``**`` merge pending on the stack at a break ------------------------------------------
 def _double_star_literal_with_a_break(x):
     def scaled(a, **kw):

@@ -1112,7 +1112,10 @@ def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[st
 
     # (made again with ``start`` positional: ``enumerate(x, start=5)`` is ``enumerate(x, 5)``)
     rebuild_args = [args[0], *([start_var] if start_var is not None else [])]
-    return IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
+    made = IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
+    if source is not args[0]:  # (its own iterator, which the frame never sees: remade at its index)
+        made.stepped = [source]
+    return made
 
 
 @builtin_rule(zip)
@@ -1129,7 +1132,10 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     sources = [iterate(a) for a in args]
     rows = _in_step(sources, strict)
     produce = (TupleVariable(items, graph, DummyTracker(tuple(items))) for items in rows)
-    return IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
+    made = IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
+    if all(source is not arg for source, arg in zip(sources, args)):  # (its own iterators: remade at their index)
+        made.stepped = sources
+    return made
 
 
 def _in_step(sources: list[Any], strict: bool = False) -> Any:
