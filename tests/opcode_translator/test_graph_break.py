@@ -1351,6 +1351,27 @@ def test_a_partly_consumed_enumerate_or_zip_across_a_break(compile_all, fn, make
     assert sot.stats().graph_breaks > 0
 
 
+class _Base:
+    scale = 3
+
+
+def _class_made_by_three_argument_type(x):
+    y = x * 2
+    made = type("Made", (_Base,), {"offset": 2, "shifted": lambda self, t: t + self.offset})
+    obj = made()
+    return obj.shifted(y) * obj.scale, made.__name__, made.__mro__[1] is _Base, isinstance(obj, _Base)
+
+
+def test_three_argument_type_runs_at_a_break(compile_all):
+    """``type(name, bases, namespace)`` makes a class, which the simulation does not model: the call runs
+    natively at a graph break and the frame goes on with the real class, instead of a fallback of the frame.
+    (Not ``stable``: the resume function guards on the class, a new one at each call.)"""
+    from _conformance import T, check
+
+    check(_class_made_by_three_argument_type, lambda: (T(3, 4),), calls=3, breaks=None, fallbacks=0, stable=False)
+    assert sot.stats().graph_breaks > 0
+
+
 # -- a dict display or ``**`` merge pending on the stack at a break ------------------------------------------
 def _double_star_literal_with_a_break(x):
     def scaled(a, **kw):

@@ -955,8 +955,12 @@ def _answers_instancecheck(cls: Any) -> bool:
 
 @builtin_rule(type)
 def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    if len(args) == 3 and not kwargs:
+        # (a new class: a value the simulation does not model; the call runs natively and the frame goes on
+        # with the real class, as after a ``class`` statement)
+        raise BreakGraphError("type() with three arguments creates a class: runs natively")
     if len(args) != 1 or kwargs:
-        raise FallbackError("type() with three arguments creates a class: not supported")
+        raise FallbackError("type() with other than one or three arguments is not supported")
     (obj,) = args
     graph.add_guard(obj)
     cls = obj.get_py_type()
