@@ -221,8 +221,8 @@ class _IndexIterator:
 
 
 def iterator_at(iterable: Any, taken: int, exhausted: bool) -> Any:
-    """``iter(iterable)`` already past its first ``taken`` items: a list's, tuple's or tensor's iterator (all
-    index based) the translated frame partly consumed before a graph break. Its index is set, not stepped to,
+    """``iter(iterable)`` already past its first ``taken`` items: a list's, tuple's, tensor's or range's iterator
+    (all index based) the translated frame partly consumed before a graph break. Its index is set, not stepped to,
     so a list shorter at this point than it was when the items were read is not found exhausted (which would
     end the iterator for good); an ``exhausted`` one is an empty iterator (CPython's stays exhausted even if
     the list grows)."""

@@ -1335,14 +1335,26 @@ def _zip_ended_by_its_shorter_source_then_break(x, ys, zs):
     return x, taken, list(it), list(zip(ys, ys))
 
 
+def _range_iterator_and_zip_with_a_range_taken_then_break(x, ys):
+    numbers = iter(range(1, 9, 2))
+    next(numbers)
+    pairs = zip(ys, range(3))
+    next(pairs)
+    if x.sum() > 0:
+        x = x + 1
+    return x, list(numbers), list(pairs)
+
+
 @pytest.mark.parametrize("fn, make", [
+    (_range_iterator_and_zip_with_a_range_taken_then_break,
+     lambda T, s: (s * T(2, 3), [T(2, 3) * v for v in range(4)])),
     (_enumerate_taken_then_break, lambda T, s: (s * T(2, 3), [T(2, 3) * v for v in range(4)])),
     (_enumerate_with_start_taken_then_break, lambda T, s: (s * T(2, 3), (4, 5, 6))),
     (_zip_taken_then_break, lambda T, s: (s * T(2, 3), [1.0, 2.0, 3.0], (T(2, 3), T(2, 3) * 2, T(2, 3) * 3))),
     (_zip_ended_by_its_shorter_source_then_break, lambda T, s: (s * T(2, 3), [1, 2, 3], [4])),
 ])
 def test_a_partly_consumed_enumerate_or_zip_across_a_break(compile_all, fn, make):
-    """``enumerate``/``zip`` of lists, tuples or tensors the frame took items from before a break are made again
+    """``enumerate``/``zip`` of lists, tuples, tensors or ranges (and ``iter()`` of a range) the frame took items from before a break are made again
     at the break over their sources each at its own index, ``enumerate`` counting on (`runtime.enumerate_at`,
     `runtime.zip_at`), instead of a fallback."""
     from _conformance import T, check

@@ -173,12 +173,15 @@ class IteratorVariable(VariableBase):
                    for a in iterated)
 
     def _resumes_by_index(self) -> bool:
-        """``iter(x)`` of a list, tuple or tensor: CPython's iterator over it is an index into it, so a partly
-        consumed one is remade as ``iter(x)`` with its index set (`runtime.iterator_at`)."""
+        """``iter(x)`` of a list, tuple, tensor or range: CPython's iterator over it is an index into it, so a
+        partly consumed one is remade as ``iter(x)`` with its index set (`runtime.iterator_at`)."""
         from .container import ListVariable, TupleVariable
 
-        return (self.rebuild is not None and self.rebuild[0] is iter and len(self.rebuild[1]) == 1
-                and type(self.rebuild[1][0]) in (ListVariable, TupleVariable, TensorVariable))
+        if self.rebuild is None or self.rebuild[0] is not iter or len(self.rebuild[1]) != 1:
+            return False
+        (iterated,) = self.rebuild[1]
+        return (type(iterated) in (ListVariable, TupleVariable, TensorVariable)
+                or type(iterated) is ConstantVariable and type(iterated.get_py_value()) is range)
 
     def _index_sources(self) -> list["IteratorVariable"] | None:
         """The ``iter()`` of lists, tuples or tensors an ``enumerate``/``zip`` steps (`stepped`), when all are
