@@ -123,6 +123,13 @@ JUMP_NEEDS_BOOL = PY >= (3, 13)
 #: A local read that raises UnboundLocalError when unbound (3.12+ LOAD_FAST assumes the compiler proved it
 #: bound).
 LOAD_FAST_CHECKED = "LOAD_FAST_CHECK" if PY >= (3, 12) else "LOAD_FAST"
+
+
+def unbound_local_message(name: str) -> str:
+    """The message of the UnboundLocalError a read or ``del`` of the unbound local ``name`` raises."""
+    if PY >= (3, 11):
+        return f"cannot access local variable {name!r} where it is not associated with a value"
+    return f"local variable {name!r} referenced before assignment"
 #: The conditional jumps a value's truth decides.
 TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
                          "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE"})

@@ -221,8 +221,8 @@ class _IndexIterator:
 
 
 def iterator_at(iterable: Any, taken: int, exhausted: bool) -> Any:
-    """``iter(iterable)`` already past its first ``taken`` items: a list's, tuple's or tensor's iterator (all
-    index based) the translated frame partly consumed before a graph break. Its index is set, not stepped to,
+    """``iter(iterable)`` already past its first ``taken`` items: a list's, tuple's, tensor's or range's iterator
+    (all index based) the translated frame partly consumed before a graph break. Its index is set, not stepped to,
     so a list shorter at this point than it was when the items were read is not found exhausted (which would
     end the iterator for good); an ``exhausted`` one is an empty iterator (CPython's stays exhausted even if
     the list grows)."""
@@ -233,6 +233,19 @@ def iterator_at(iterable: Any, taken: int, exhausted: bool) -> Any:
     iterator = iter(iterable)
     iterator.__setstate__(taken)
     return iterator
+
+
+def enumerate_at(iterable: Any, taken: int, exhausted: bool, count: int) -> enumerate:
+    """``enumerate`` of a list, tuple or tensor the translated frame took ``taken`` items from before a graph
+    break: over its iterator at that index (`iterator_at`), counting on from ``count``."""
+    return enumerate(iterator_at(iterable, taken, exhausted), count)
+
+
+def zip_at(*positions: Any) -> zip:
+    """``zip`` of lists, tuples or tensors the translated frame partly consumed before a graph break: over
+    their iterators each at its own index (`iterator_at`); ``positions``: ``iterable, taken, exhausted`` per
+    source."""
+    return zip(*(iterator_at(*positions[i:i + 3]) for i in range(0, len(positions), 3)))
 
 
 def tensor_size(count: int, shape: Any) -> int:

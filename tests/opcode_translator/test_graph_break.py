@@ -1299,6 +1299,91 @@ def test_a_partly_consumed_iterator_over_a_callers_list_grown_in_the_frame(compi
           fallbacks=0)
 
 
+def _enumerate_taken_then_break(x, ys):
+    it = enumerate(ys)
+    i, a = next(it)
+    if x.sum() > 0:
+        x = x + 1
+    for j, b in it:
+        x = x + j * b
+    return x + i * a
+
+
+def _enumerate_with_start_taken_then_break(x, ys):
+    it = enumerate(ys, 3)
+    next(it)
+    if x.sum() > 0:
+        x = x + 1
+    return x, list(it), list(it)
+
+
+def _zip_taken_then_break(x, ys, zs):
+    it = zip(ys, zs)
+    a, b = next(it)
+    if x.sum() > 0:
+        x = x + 1
+    for c, d in it:
+        x = x + c * d
+    return x + a * b, list(it)
+
+
+def _zip_ended_by_its_shorter_source_then_break(x, ys, zs):
+    it = zip(ys, zs)  # (ended by ``zs``: ``ys``' iterator gave one item more, as CPython's)
+    taken = list(it)
+    if x.sum() > 0:
+        x = x + 1
+    return x, taken, list(it), list(zip(ys, ys))
+
+
+def _range_iterator_and_zip_with_a_range_taken_then_break(x, ys):
+    numbers = iter(range(1, 9, 2))
+    next(numbers)
+    pairs = zip(ys, range(3))
+    next(pairs)
+    if x.sum() > 0:
+        x = x + 1
+    return x, list(numbers), list(pairs)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_range_iterator_and_zip_with_a_range_taken_then_break,
+     lambda T, s: (s * T(2, 3), [T(2, 3) * v for v in range(4)])),
+    (_enumerate_taken_then_break, lambda T, s: (s * T(2, 3), [T(2, 3) * v for v in range(4)])),
+    (_enumerate_with_start_taken_then_break, lambda T, s: (s * T(2, 3), (4, 5, 6))),
+    (_zip_taken_then_break, lambda T, s: (s * T(2, 3), [1.0, 2.0, 3.0], (T(2, 3), T(2, 3) * 2, T(2, 3) * 3))),
+    (_zip_ended_by_its_shorter_source_then_break, lambda T, s: (s * T(2, 3), [1, 2, 3], [4])),
+])
+def test_a_partly_consumed_enumerate_or_zip_across_a_break(compile_all, fn, make):
+    """``enumerate``/``zip`` of lists, tuples, tensors or ranges (and ``iter()`` of a range) the frame took items from before a break are made again
+    at the break over their sources each at its own index, ``enumerate`` counting on (`runtime.enumerate_at`,
+    `runtime.zip_at`), instead of a fallback."""
+    from _conformance import T, check
+
+    check(fn, lambda: make(T, 1.0), lambda: make(T, -1.0), calls=2, breaks=None, fallbacks=0)
+    assert sot.stats().graph_breaks > 0
+
+
+class _Base:
+    scale = 3
+
+
+def _class_made_by_three_argument_type(x):
+    y = x * 2
+    made = type("Made", (_Base,), {"offset": 2, "shifted": lambda self, t: t + self.offset})
+    obj = made()
+    return obj.shifted(y) * obj.scale, made.__name__, made.__mro__[1] is _Base, isinstance(obj, _Base)
+
+
+def test_three_argument_type_runs_at_a_break(compile_all):
+    """``type(name, bases, namespace)`` makes a class, which the simulation does not model: the call runs
+    natively at a graph break and the frame goes on with the real class, instead of a fallback of the frame.
+    (Not ``stable``: the resume function guards on the class, a new one at each call.)"""
+    from _conformance import T, check
+
+    check(_class_made_by_three_argument_type, lambda: (T(3, 4),), calls=3, breaks=None, fallbacks=0, stable=False)
+    assert sot.stats().graph_breaks > 0
+
+
 # -- a dict display or ``**`` merge pending on the stack at a break ------------------------------------------
 def _double_star_literal_with_a_break(x):
     def scaled(a, **kw):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dis
 
-from ....errors import FallbackError
+from ....errors import FallbackError, UserCodeError
 from ... import pyversion
 from ..liveness import cells_made_again
 from ..opcode_executor import OpcodeExecutor, handles
@@ -12,13 +12,23 @@ from ..variables.base import NullVariable, VariableBase, VariableFactory
 from ..variables.function import CellVariable
 
 
-def _load_local(executor: OpcodeExecutor, name: str) -> VariableBase:
+def _load_local(executor: OpcodeExecutor, name: str, checked: bool = False) -> VariableBase:
+    """The value of local ``name``. Unbound: a ``checked`` read (`pyversion.LOAD_FAST_CHECKED`) raises the
+    UnboundLocalError of eager, which a handler of the frame may catch; an unchecked one (3.12+'s LOAD_FAST,
+    which the compiler emits only where it proved the local bound) falls back."""
     var = executor.locals.get(name)
     if var is None:
         if pyversion.LOAD_FAST_MAY_PUSH_CELL and name in executor.cells:
             return executor.cells[name]  # 3.13: LOAD_FAST on a cell slot loads the cell (for a closure)
+        if checked:
+            _raise_unbound_local(name)
         raise FallbackError(f"local variable {name!r} is read before assignment")
     return var
+
+
+def _raise_unbound_local(name: str) -> None:
+    error = UnboundLocalError(pyversion.unbound_local_message(name))
+    raise UserCodeError(f"user code raised UnboundLocalError: {error}", original=error)
 
 
 def _store_local(executor: OpcodeExecutor, name: str, value: VariableBase) -> None:
@@ -32,7 +42,7 @@ def _store_local(executor: OpcodeExecutor, name: str, value: VariableBase) -> No
 
 @handles("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
-    executor.push(_load_local(executor, instr.argval))
+    executor.push(_load_local(executor, instr.argval, checked=instr.opname == pyversion.LOAD_FAST_CHECKED))
 
 
 @handles("LOAD_FAST_LOAD_FAST")
@@ -77,7 +87,9 @@ def store_fast_store_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> N
 @handles("DELETE_FAST")
 def delete_fast(executor: OpcodeExecutor, instr: dis.Instruction) -> None:
     if executor.locals.pop(instr.argval, None) is None:
-        raise FallbackError(f"local variable {instr.argval!r} is deleted before assignment")
+        if instr.argval in executor.cells:
+            raise FallbackError(f"local variable {instr.argval!r} is deleted before assignment")
+        _raise_unbound_local(instr.argval)  # (as eager's ``del`` of an unbound local)
 
 
 @handles("LOAD_CONST")

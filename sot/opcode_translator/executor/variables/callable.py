@@ -967,8 +967,12 @@ def _answers_instancecheck(cls: Any) -> bool:
 
 @builtin_rule(type)
 def _type(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, VariableBase]) -> VariableBase:
+    if len(args) == 3 and not kwargs:
+        # (a new class: a value the simulation does not model; the call runs natively and the frame goes on
+        # with the real class, as after a ``class`` statement)
+        raise BreakGraphError("type() with three arguments creates a class: runs natively")
     if len(args) != 1 or kwargs:
-        raise FallbackError("type() with three arguments creates a class: not supported")
+        raise FallbackError("type() with other than one or three arguments is not supported")
     (obj,) = args
     graph.add_guard(obj)
     cls = obj.get_py_type()
@@ -1124,7 +1128,10 @@ def _enumerate(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[st
 
     # (made again with ``start`` positional: ``enumerate(x, start=5)`` is ``enumerate(x, 5)``)
     rebuild_args = [args[0], *([start_var] if start_var is not None else [])]
-    return IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
+    made = IteratorVariable(produce(), graph, "enumerate", (enumerate, rebuild_args))
+    if source is not args[0]:  # (its own iterator, which the frame never sees: remade at its index)
+        made.stepped = [source]
+    return made
 
 
 @builtin_rule(zip)
@@ -1141,7 +1148,10 @@ def _zip(graph: "FunctionGraph", args: list[VariableBase], kwargs: dict[str, Var
     sources = [iterate(a) for a in args]
     rows = _in_step(sources, strict)
     produce = (TupleVariable(items, graph, DummyTracker(tuple(items))) for items in rows)
-    return IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
+    made = IteratorVariable(produce, graph, "zip", None if kwargs else (zip, list(args)))
+    if all(source is not arg for source, arg in zip(sources, args)):  # (its own iterators: remade at their index)
+        made.stepped = sources
+    return made
 
 
 def _in_step(sources: list[Any], strict: bool = False) -> Any:

@@ -43,6 +43,10 @@ class IteratorVariable(VariableBase):
         self.made_by: tuple[Any, int] | None = None
         self.closed = False
         self.managed = False
+        # ``enumerate``/``zip`` of lists, tuples or tensors: the ``iter()`` of each it made and steps (never seen
+        # by the frame), remade at their index when this one, partly consumed, leaves the frame
+        # (`_index_sources`); set by their builtin rules, None otherwise.
+        self.stepped: list["IteratorVariable"] | None = None
 
     def _consume(self) -> None:
         """Items are taken from now on. Undone when the simulation rolls back to before the first (a graph
@@ -128,7 +132,7 @@ class IteratorVariable(VariableBase):
         iterator that has taken nothing sees whatever the list holds when stepped.
         A partly consumed one over a list, tuple or tensor (`_resumes_by_index`) is made after: its index
         counts the items of the content the simulation ended with, which the replay gives the container."""
-        if self.consumed and self._resumes_by_index():
+        if self.consumed and (self._resumes_by_index() or self._index_sources() is not None):
             return True
         if self.rebuild is None or self.consumed:
             return False
@@ -169,20 +173,49 @@ class IteratorVariable(VariableBase):
                    for a in iterated)
 
     def _resumes_by_index(self) -> bool:
-        """``iter(x)`` of a list, tuple or tensor: CPython's iterator over it is an index into it, so a partly
-        consumed one is remade as ``iter(x)`` with its index set (`runtime.iterator_at`)."""
+        """``iter(x)`` of a list, tuple, tensor or range: CPython's iterator over it is an index into it, so a
+        partly consumed one is remade as ``iter(x)`` with its index set (`runtime.iterator_at`)."""
         from .container import ListVariable, TupleVariable
 
-        return (self.rebuild is not None and self.rebuild[0] is iter and len(self.rebuild[1]) == 1
-                and type(self.rebuild[1][0]) in (ListVariable, TupleVariable, TensorVariable))
+        if self.rebuild is None or self.rebuild[0] is not iter or len(self.rebuild[1]) != 1:
+            return False
+        (iterated,) = self.rebuild[1]
+        return (type(iterated) in (ListVariable, TupleVariable, TensorVariable)
+                or type(iterated) is ConstantVariable and type(iterated.get_py_value()) is range)
+
+    def _index_sources(self) -> list["IteratorVariable"] | None:
+        """The ``iter()`` of lists, tuples or tensors an ``enumerate``/``zip`` steps (`stepped`), when all are
+        (their own, not the frame's, and an ``enumerate``'s ``start`` an int): a partly consumed one is then
+        remade over the sources, each at its own index (``zip`` may have taken one more item from the first
+        ones than from the one that ended it, as CPython's), ``enumerate``'s count shifted by its items taken
+        (`runtime.enumerate_at`, `runtime.zip_at`). None otherwise."""
+        if self.stepped is None or self.rebuild is None or self.rebuild[0] not in (enumerate, zip):
+            return None
+        fn, args = self.rebuild
+        if fn is enumerate and len(args) > 1 and type(args[1].get_py_value()) is not int:
+            return None
+        return self.stepped if all(s._resumes_by_index() for s in self.stepped) else None
 
     def _reconstruct_computed(self, codegen: Any) -> None:
-        if self.consumed and self._resumes_by_index():
-            from ...runtime import iterator_at
+        from ...runtime import enumerate_at, iterator_at, zip_at
 
-            graph = self.graph
-            codegen.call_helper(iterator_at, [self.rebuild[1][0], ConstantVariable(self.taken, graph, DummyTracker()),
-                                              ConstantVariable(self.exhausted, graph, DummyTracker())])
+        graph = self.graph
+
+        def constant(value: Any) -> VariableBase:
+            return ConstantVariable(value, graph, DummyTracker())
+
+        if self.consumed and self._resumes_by_index():
+            codegen.call_helper(iterator_at, [self.rebuild[1][0], constant(self.taken), constant(self.exhausted)])
+            return
+        sources = self._index_sources() if self.consumed else None
+        if sources is not None:
+            fn, args = self.rebuild
+            positions = [arg for s in sources for arg in (s.rebuild[1][0], constant(s.taken), constant(s.exhausted))]
+            if fn is enumerate:
+                start = args[1].get_py_value() if len(args) > 1 else 0
+                codegen.call_helper(enumerate_at, [*positions, constant(start + self.taken)])
+            else:
+                codegen.call_helper(zip_at, positions)
             return
         if self.rebuild is None or self.consumed:
             raise FallbackError(f"an iterator ({self.description}) cannot leave the translated frame yet")
