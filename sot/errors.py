@@ -6,6 +6,7 @@ from the `psdb` checks.
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 
@@ -39,6 +40,9 @@ class FallbackError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.location = location
+        # ``psdb.fallback(recursive=True)``: the code object that asked for its whole call tree to run eagerly
+        # (honoured only when it is the frame being translated, not a call inlined into it).
+        self.recursive_code: types.CodeType | None = None
 
     def __str__(self) -> str:
         where = f" at {self.location}" if self.location else ""

@@ -23,7 +23,8 @@ def breakgraph() -> None:
 
 
 def fallback(recursive: bool = False) -> None:
-    """Run the calling frame eagerly."""
+    """Run the calling frame eagerly; with ``recursive=True`` the functions it calls too (none of them is
+    translated while it runs)."""
 
 
 def in_sot() -> bool:
@@ -71,7 +72,13 @@ def _sim_breakgraph(graph: "FunctionGraph", args: list["VariableBase"], kwargs: 
 
 
 def _sim_fallback(graph: "FunctionGraph", args: list["VariableBase"], kwargs: dict) -> "VariableBase":
-    raise FallbackError("psdb.fallback() was called", graph.location)
+    recursive_arg = args[0] if args else kwargs.get("recursive")
+    recursive = bool(recursive_arg.get_py_value()) if recursive_arg is not None else False
+    failure = FallbackError(f"psdb.fallback({'recursive=True' if recursive else ''}) was called", graph.location)
+    if recursive:
+        # the functions this frame calls run eagerly too (the fallback entry runs with the callback suspended)
+        failure.recursive_code = graph.current_executor.code
+    raise failure
 
 
 def _none(graph: "FunctionGraph") -> "VariableBase":

@@ -43,3 +43,46 @@ def test_in_sot_and_assert_true(compile_all):
     x = paddle.ones([2])
     assert_same(sot.symbolic_translate(f)(x), x + 1)
     assert_same(f(x), x - 1)
+
+
+def test_fallback_recursive_runs_the_call_tree_eagerly(compile_all):
+    """``fallback(recursive=True)``: the frame and every function it calls run eagerly (none simulated);
+    without it, only the frame does and its callees are translated; from an inlined call, the frame being
+    translated falls back but keeps translating its other callees."""
+    seen: list[tuple[str, bool]] = []
+
+    def leaf(x):
+        seen.append(("leaf", sot.psdb.in_sot()))
+        return x + 1
+
+    def recursive(x):
+        sot.psdb.fallback(recursive=True)
+        return leaf(x) * 2
+
+    def positional(x):
+        sot.psdb.fallback(True)
+        return leaf(x) * 2
+
+    def flat(x):
+        sot.psdb.fallback()
+        return leaf(x) * 2
+
+    def other(x):
+        seen.append(("other", sot.psdb.in_sot()))
+        return x - 1
+
+    def outer(x):
+        return recursive(other(x) * 3) + other(x)
+
+    x = paddle.ones([2])
+    for fn, expected in [(recursive, [("leaf", False)]), (positional, [("leaf", False)]),
+                         (flat, [("leaf", True)])]:
+        for _ in range(2):  # translated, then from the cache
+            seen.clear()
+            sot.reset()
+            assert_same(sot.symbolic_translate(fn)(x), (x + 1) * 2)
+            assert seen == expected, fn.__name__
+            assert sot.stats().fallbacks == 1
+    seen.clear()
+    assert_same(sot.symbolic_translate(outer)(x), ((x - 1) * 3 + 1) * 2 + x - 1)
+    assert seen == [("other", True), ("leaf", False), ("other", True)]

@@ -221,7 +221,9 @@ def _simulate_frame(frame: FrameInfo) -> Translation:
             return _translate_break(frame, graph, brk)
         return _translate_return(frame, graph, executor, result)
     except FallbackError as exc:
-        return Translation(code, graph.build_guard(), "fallback", failure=exc)
+        return Translation(code, graph.build_guard(), "fallback", failure=exc,
+                           # (``psdb.fallback(recursive=True)``: its call tree runs eagerly too)
+                           hook_free=getattr(exc, "recursive_code", None) is code)
     except RecursionError:
         raise  # out of stack: says nothing about the frame, whose fallback must not be cached (callback.py)
     except Exception as exc:  # a bug of ours must not break user code: fall back, loudly in strict mode
