@@ -74,7 +74,16 @@ def _sim_breakgraph(graph: "FunctionGraph", args: list["VariableBase"], kwargs: 
 def _sim_fallback(graph: "FunctionGraph", args: list["VariableBase"], kwargs: dict) -> "VariableBase":
     recursive_arg = args[0] if args else kwargs.get("recursive")
     recursive = bool(recursive_arg.get_py_value()) if recursive_arg is not None else False
-    failure = FallbackError(f"psdb.fallback({'recursive=True' if recursive else ''}) was called", graph.location)
+    reason = f"psdb.fallback({'recursive=True' if recursive else ''}) was called"
+    executor = graph.current_executor
+    if executor.parent is not None:
+        # Called in a function inlined into the frame: that function's frame is the one to run eagerly, not
+        # the caller's. A break at the call (reported at the call's line) runs it natively, and its own
+        # translation then falls back here.
+        while executor.parent is not None:
+            executor = executor.parent
+        raise BreakGraphError(f"{reason} in {graph.current_executor.code.co_name}()", executor.location())
+    failure = FallbackError(reason, graph.location)
     if recursive:
         # the functions this frame calls run eagerly too (the fallback entry runs with the callback suspended)
         failure.recursive_code = graph.current_executor.code
