@@ -213,7 +213,13 @@ def import_script(path: str) -> types.ModuleType:
     if directory not in sys.path:
         sys.path.insert(0, directory)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    # The script sees the command line it would see run alone without arguments (a module-level
+    # ``argparse`` parse must not read sot's own ``explain script.py:function``).
+    saved_argv, sys.argv = sys.argv, [path]
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = saved_argv
     return module
 
 

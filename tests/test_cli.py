@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 TIMEOUT = 600
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 def _sot(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
     for name in ("SOT_STRICT_MODE", "SOT_LOG_LEVEL", "SOT_MIN_GRAPH_SIZE", "SOT_CACHE_LIMIT"):
         env.pop(name, None)
+    # the sot of this checkout (run from tmp_path, the interpreter would find an installed one first)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "sot", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT)
 
@@ -257,6 +260,29 @@ def test_explain_function_without_arguments(tmp_path: Path):
     proc = _sot("explain", "explained.py:no_arguments", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "== sot.explain: no_arguments ==" in proc.stdout
+
+
+def test_explain_script_parsing_its_command_line_at_import(tmp_path: Path):
+    """The imported script sees ``sys.argv == [script]``, not sot's own arguments (a module-level argparse
+    would reject ``explain script.py:model``)."""
+    _write(tmp_path, "with_args.py", """
+        import argparse, sys
+        import paddle
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--scale", type=float, default=2.0)
+        ARGS = parser.parse_args()
+        ARGV = list(sys.argv)
+
+        def model(x):
+            return x * ARGS.scale + 1
+
+        def example_inputs():
+            return (paddle.ones([2, 3]),)
+    """)
+    proc = _sot("explain", "with_args.py:model", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "== sot.explain: model ==" in proc.stdout and "SIR model(" in proc.stdout
 
 
 @pytest.mark.parametrize("target, message", [
