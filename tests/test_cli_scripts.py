@@ -20,6 +20,9 @@ def _env() -> dict:
     env = dict(os.environ, GLOG_minloglevel="2")
     for name in ("SOT_STRICT_MODE", "SOT_LOG_LEVEL", "SOT_MIN_GRAPH_SIZE", "SOT_CACHE_LIMIT"):
         env.pop(name, None)
+    # the sot of this checkout (run from a temporary directory, the interpreter would find an installed one)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                      env.get("PYTHONPATH")]))
     return env
 
 
