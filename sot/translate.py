@@ -140,6 +140,11 @@ class TranslatedLayer(CallWithCallback):
     def __reduce__(self) -> tuple:
         return TranslatedLayer, (self._layer, self._sot_training)
 
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The layer's own (what ``inspect.signature`` cannot find on this C-called object by itself)."""
+        return inspect.signature(self._layer)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._layer, name)
 

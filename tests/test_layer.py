@@ -478,3 +478,26 @@ def test_a_layer_whose_forward_is_library_code_is_translated(make, compile_all):
     stats = sot.stats()
     assert stats.translate_count == 1 and stats.compiled_graphs == 1 and stats.cache_hits == 1, stats
     assert stats.graph_breaks == 0 and stats.fallbacks == 0, stats
+
+
+def test_translated_layer_has_the_signature_of_the_layer():
+    """``inspect.signature`` of a translated layer is the layer's (it raised ValueError: a C-called object),
+    as it is the function's for a translated function, method, partial or callable object."""
+    import functools
+    import inspect
+
+    class Scaled(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = paddle.nn.Linear(4, 4)
+
+        def forward(self, x, scale=2.0):
+            return self.fc(x) * scale
+
+    def fn(x, y=2, *, k=3):
+        return x * y + k
+
+    layer = Scaled()
+    for target in (layer, paddle.nn.Linear(2, 2), layer.forward, fn, functools.partial(fn, y=3), lambda u, v=1: u):
+        assert inspect.signature(sot.symbolic_translate(target)) == inspect.signature(target), target
+    assert str(inspect.signature(sot.symbolic_translate(layer.forward))) == "(x, scale=2.0)"
