@@ -42,7 +42,13 @@ def breakpoint() -> None:
 
 
 def _code_of(fn: Any) -> Any:
+    """The code object checked for ``fn``: a function's, a method's, or a Layer's ``forward`` (what translating
+    the layer translates), also through a `symbolic_translate` result."""
+    import paddle
+
     fn = getattr(fn, "__sot_translated__", fn)
+    if isinstance(fn, paddle.nn.Layer):
+        fn = type(fn).forward
     fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
     if code is None:

@@ -90,3 +90,30 @@ def test_fallback_recursive_runs_the_call_tree_eagerly(compile_all):
         assert seen == [("other", True), ("leaf", False), ("other", True)]
         # only ``recursive``'s frame fell back; ``outer`` broke its graph at the call
         assert (sot.stats().fallbacks, sot.stats().graph_breaks) == (1, 1)
+
+
+def test_checks_accept_a_layer_instance(compile_all):
+    """``check_no_breakgraph(model)`` / ``check_no_fallback(model)`` on a Layer instance (or its translation)
+    check its ``forward``, what translating the layer translates (they raised TypeError)."""
+    import pytest
+
+    class Breaking(paddle.nn.Layer):
+        def forward(self, x):
+            y = x + 1
+            sot.psdb.breakgraph()
+            return y * 2
+
+    class FallingBack(paddle.nn.Layer):
+        def forward(self, x):
+            sot.psdb.fallback()
+            return x * 2
+
+    x = paddle.ones([2])
+    breaking = Breaking()
+    assert sot.psdb.check_no_breakgraph(breaking) is breaking
+    with pytest.raises(sot.BreakGraphCheckError, match="psdb.breakgraph"):
+        sot.symbolic_translate(breaking)(x)
+    falling_back = sot.symbolic_translate(FallingBack())
+    assert sot.psdb.check_no_fallback(falling_back) is falling_back
+    with pytest.raises(sot.UnsupportedError, match="psdb.fallback"):
+        falling_back(x)
