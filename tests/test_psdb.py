@@ -77,15 +77,15 @@ def test_fallback_recursive_runs_the_call_tree_eagerly(compile_all):
     x = paddle.ones([2])
     for fn, expected in [(recursive, [("leaf", False)]), (positional, [("leaf", False)]),
                          (flat, [("leaf", True)])]:
+        sot.reset()
         for _ in range(2):  # translated, then from the cache
             seen.clear()
-            sot.reset()
             assert_same(sot.symbolic_translate(fn)(x), (x + 1) * 2)
             assert seen == expected, fn.__name__
             assert sot.stats().fallbacks == 1
+    sot.reset()
     for _ in range(2):
         seen.clear()
-        sot.reset()
         assert_same(sot.symbolic_translate(outer)(x), ((x - 1) * 3 + 1) * 2 + x - 1)
         assert seen == [("other", True), ("leaf", False), ("other", True)]
         # only ``recursive``'s frame fell back; ``outer`` broke its graph at the call
