@@ -80,6 +80,8 @@ def _sim_breakgraph(graph: "FunctionGraph", args: list["VariableBase"], kwargs: 
 def _sim_fallback(graph: "FunctionGraph", args: list["VariableBase"], kwargs: dict) -> "VariableBase":
     recursive_arg = args[0] if args else kwargs.get("recursive")
     recursive = bool(recursive_arg.get_py_value()) if recursive_arg is not None else False
+    if recursive_arg is not None:
+        graph.add_guard(recursive_arg)  # (the entry's hook-free run depends on it)
     reason = f"psdb.fallback({'recursive=True' if recursive else ''}) was called"
     executor = graph.current_executor
     if executor.parent is not None:

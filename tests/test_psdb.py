@@ -117,3 +117,22 @@ def test_checks_accept_a_layer_instance(compile_all):
     assert sot.psdb.check_no_fallback(falling_back) is falling_back
     with pytest.raises(sot.UnsupportedError, match="psdb.fallback"):
         falling_back(x)
+
+
+def test_fallback_recursive_from_an_argument_is_guarded(compile_all):
+    """``fallback(recursive=flag)``: each value of ``flag`` gets its own cache entry (hook-free or not)."""
+    seen: list[bool] = []
+
+    def leaf(x):
+        seen.append(sot.psdb.in_sot())
+        return x + 1
+
+    def fn(x, flag):
+        sot.psdb.fallback(recursive=flag)
+        return leaf(x)
+
+    fast, x = sot.symbolic_translate(fn), paddle.ones([2])
+    for flag in (True, False, True, False):
+        assert_same(fast(x, flag), x + 1)
+    assert seen == [False, True, False, True]
+    assert sot.stats().fallbacks == 2
